@@ -1,0 +1,258 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The contract between the middleware and a store: what a store must
+ * guarantee, and the shapes it hands back.
+ *
+ * @module
+ */
+
+/**
+ * A response as a store keeps it, to be replayed to every retry.
+ *
+ * @example Build a record by hand
+ * ```ts
+ * import type { StoredResponse } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const record: StoredResponse = {
+ *   status: 201,
+ *   headers: [["content-type", "application/json"], ["set-cookie", "a=1"], ["set-cookie", "b=2"]],
+ *   body: new TextEncoder().encode('{"id":1}'),
+ * };
+ * assert.equal(record.headers.length, 3);
+ * ```
+ */
+export interface StoredResponse {
+  /** The handler's status code, 200 to 599. */
+  status: number;
+  /**
+   * Every response header, in the order the handler's `Headers` yields them,
+   * as lower-case `[name, value]` pairs. Each `set-cookie` is its own pair.
+   */
+  headers: [name: string, value: string][];
+  /** The body bytes, or `null` when the body was omitted (see {@linkcode StoredResponse.omitted}). */
+  body: Uint8Array | null;
+  /** Why the body is `null`: set exactly when `body` is `null`. */
+  omitted?: OmittedReason;
+}
+
+/**
+ * Why a completed record holds no body.
+ *
+ * - `too_large`: the body was longer than `maxResponseBytes`.
+ * - `stream_error`: the handler's body stream errored after a 2xx.
+ * - `cancelled`: the client went away before the body was captured.
+ */
+export type OmittedReason = "too_large" | "stream_error" | "cancelled";
+
+/** The reasons a body may be omitted, for validating decoded records. */
+export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
+  "too_large",
+  "stream_error",
+  "cancelled",
+]);
+
+/**
+ * What {@linkcode IdempotencyStore.claim} asks for.
+ *
+ * @example
+ * ```ts
+ * import type { ClaimOptions } from "@idempotent/http";
+ * const options: ClaimOptions = { fingerprint: "ab12", leaseMs: 30_000, ttlMs: 86_400_000 };
+ * ```
+ */
+export interface ClaimOptions {
+  /** The request's fingerprint, stored with the claim and compared by the caller. */
+  fingerprint: string;
+  /** How long the claim is owned before another request may take it over. */
+  leaseMs: number;
+  /** How long the record lives, counted from this first claim. */
+  ttlMs: number;
+}
+
+/**
+ * What a claim found, in one atomic step.
+ *
+ * - `acquired`: the caller now owns the slot under `token`. `recovered` is
+ *   `true` when an expired lease of an earlier owner was taken over.
+ * - `in_flight`: another owner holds a live lease. `fingerprint` is that
+ *   owner's, or `null` when the stored value could not be read (poisoned,
+ *   truncated, a version this code does not know). `retryAfterMs` is a hint:
+ *   the time left on the lease, at least 1.
+ * - `completed`: a response was recorded for the slot.
+ */
+export type ClaimResult =
+  | { state: "acquired"; token: string; recovered: boolean }
+  | { state: "in_flight"; fingerprint: string | null; retryAfterMs: number }
+  | { state: "completed"; fingerprint: string; response: StoredResponse };
+
+/**
+ * The outcome of a fenced write: `applied`, or `lost` when the token no
+ * longer owns the slot (its lease was taken over, the record expired or was
+ * released). A transport failure is neither: it throws a
+ * {@linkcode StoreError}, and the write may or may not have happened.
+ */
+export type WriteOutcome = "applied" | "lost";
+
+/**
+ * A place to keep idempotency records: the four operations the middleware
+ * needs, each one atomic round trip to the backing service.
+ *
+ * Every implementation guarantees, and the conformance suite checks:
+ *
+ * - **Atomic claim.** Reserving a free slot and reading what is there is one
+ *   atomic step: of many concurrent claims on one free slot exactly one is
+ *   `acquired`.
+ * - **Fencing.** `complete`, `release` and `extend` apply only while `token`
+ *   owns the slot with a live lease, and say `lost` otherwise, changing
+ *   nothing.
+ * - **Expired is absent.** A record past its TTL and a claim past its lease
+ *   never block a new claim, whether or not anything has deleted them yet.
+ *   A claim that takes over an expired lease answers `recovered: true`.
+ * - **The first claim's TTL.** `complete` keeps the record's deadline; it
+ *   does not restart the TTL window.
+ * - **Unreadable is in flight.** A value the store cannot decode is reported
+ *   as `in_flight` with `fingerprint: null`, never thrown, and never taken
+ *   over as if the slot were free (until its own expiry, where the store can
+ *   read one).
+ * - **Transport failures throw {@linkcode StoreError}.** After a thrown
+ *   write the outcome is unknown.
+ *
+ * A slot is an opaque string of at most 256 bytes; the middleware passes a
+ * 64-character hex SHA-256.
+ *
+ * @example A store's life cycle, on the MemoryStore
+ * ```ts
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
+ * assert.equal(claim.state, "acquired");
+ * if (claim.state === "acquired") {
+ *   const done = await store.complete("slot-1", claim.token, { status: 200, headers: [], body: new Uint8Array([1]) });
+ *   assert.equal(done, "applied");
+ * }
+ * const again = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
+ * assert.equal(again.state, "completed");
+ * ```
+ */
+export interface IdempotencyStore {
+  /**
+   * Reserves `slot` for the caller if it is free (absent or expired), or
+   * reports what holds it.
+   *
+   * @param slot The slot, at most 256 bytes.
+   * @param options The fingerprint, lease and TTL of the claim.
+   * @returns What the claim found.
+   * @throws {StoreError} When the store cannot be reached.
+   */
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult>;
+  /**
+   * Records `response` as the slot's final answer, if `token` still owns it.
+   * The record keeps the deadline of the first claim.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param response The response to replay.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {StoreError} When the outcome is unknown.
+   */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome>;
+  /**
+   * Frees the slot, if `token` still owns it, so that the next request runs.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {StoreError} When the outcome is unknown.
+   */
+  release(slot: string, token: string): Promise<WriteOutcome>;
+  /**
+   * Renews the lease to `leaseMs` from now, if `token` still owns the slot.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param leaseMs The new lease, from now.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {StoreError} When the outcome is unknown.
+   */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome>;
+}
+
+/** Which store operation failed. */
+export type StoreOperation = "claim" | "complete" | "release" | "extend";
+
+/** Options of the {@linkcode StoreError} constructor. */
+export interface StoreErrorOptions {
+  /** The store operation that failed. */
+  operation: StoreOperation;
+  /** The underlying error. */
+  cause?: unknown;
+}
+
+/**
+ * A store could not be reached, or did not answer in time. For a write, the
+ * outcome is unknown: it may or may not have been applied.
+ *
+ * The middleware answers a claim's `StoreError` with 503 (or runs the
+ * handler unguarded with `failOpen`), and reports a write's as an event.
+ *
+ * @example
+ * ```ts
+ * import { StoreError } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const error = new StoreError("Redis is unreachable", { operation: "claim", cause: new Error("ECONNREFUSED") });
+ * assert.equal(error.name, "StoreError");
+ * assert.equal(error.operation, "claim");
+ * ```
+ */
+export class StoreError extends Error {
+  /** The store operation that failed. */
+  readonly operation: StoreOperation;
+
+  /**
+   * Makes a store error.
+   *
+   * @param message What failed, in sentence case.
+   * @param options The operation and the cause.
+   */
+  constructor(message: string, options: StoreErrorOptions) {
+    super(message, { cause: options.cause });
+    this.name = "StoreError";
+    this.operation = options.operation;
+  }
+}
+
+/** The most bytes a slot may have. */
+export const MAX_SLOT_BYTES = 256;
+
+/**
+ * Throws a `TypeError` unless `slot` is a non-empty string of at most 256
+ * bytes (UTF-8). Stores call it first in every operation.
+ *
+ * @param slot The slot to check.
+ */
+export function assertSlot(slot: string): void {
+  if (typeof slot !== "string" || slot.length === 0) {
+    throw new TypeError(
+      `'slot' must be a non-empty string: current value is ${
+        JSON.stringify(slot)
+      }`,
+    );
+  }
+  // Every UTF-16 unit encodes to at most 3 bytes: only long strings need counting.
+  if (
+    slot.length * 3 > MAX_SLOT_BYTES &&
+    new TextEncoder().encode(slot).byteLength > MAX_SLOT_BYTES
+  ) {
+    throw new TypeError(
+      `'slot' must be at most ${MAX_SLOT_BYTES} bytes: current length is ${slot.length} characters`,
+    );
+  }
+}
