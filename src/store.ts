@@ -104,13 +104,16 @@ export type WriteOutcome = "applied" | "lost";
  *   atomic step: of many concurrent claims on one free slot exactly one is
  *   `acquired`.
  * - **Fencing.** `complete`, `release` and `extend` apply only while `token`
- *   owns the slot with a live lease, and say `lost` otherwise, changing
- *   nothing.
+ *   owns the slot: no later claim has taken it over and the record's TTL has
+ *   not run out. Otherwise they say `lost` and change nothing. (An owner whose
+ *   lease ran out but whom nobody took over still owns the slot: its
+ *   completion is the answer nobody else has started on.)
  * - **Expired is absent.** A record past its TTL and a claim past its lease
  *   never block a new claim, whether or not anything has deleted them yet.
  *   A claim that takes over an expired lease answers `recovered: true`.
- * - **The first claim's TTL.** `complete` keeps the record's deadline; it
- *   does not restart the TTL window.
+ * - **The first claim's TTL.** A claim that acquires the slot (fresh, or by
+ *   taking over an expired lease) sets the record's deadline to `ttlMs` from
+ *   now; `complete` and `extend` keep that deadline, they never restart it.
  * - **Unreadable is in flight.** A value the store cannot decode is reported
  *   as `in_flight` with `fingerprint: null`, never thrown, and never taken
  *   over as if the slot were free (until its own expiry, where the store can
