@@ -1,0 +1,599 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The store contract of DESIGN.md section 4 as one suite, run against every
+ * store with the same cases: `storeConformance({ name, setup })` registers a
+ * `Deno.test` whose steps each use slots of their own, so no case depends on
+ * another's leftovers.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+} from "../src/store.ts";
+import { testName } from "./_services.ts";
+
+/** A kind of value that no store wrote: what `poison` plants at a slot. */
+export type PoisonKind = "garbage" | "truncated" | "future_version";
+
+/** What a store's setup hands the suite. */
+export interface ConformanceHarness {
+  /** The store under test. */
+  store: IdempotencyStore;
+  /** Lets `ms` pass on the store's clock: advances an injected clock, or sleeps. */
+  elapse(ms: number): Promise<void>;
+  /**
+   * Writes a value at `slot` that is not a record of ours: random bytes
+   * (`garbage`), a record cut short (`truncated`), or a record of a later
+   * format version (`future_version`). Omit it for stores that cannot hold a
+   * foreign value (the MemoryStore).
+   */
+  poison?: (slot: string, kind: PoisonKind) => Promise<void>;
+  /** Frees what setup made: connections, keys, tables. */
+  teardown?: () => Promise<void>;
+}
+
+/** How to run the suite against one store. */
+export interface ConformanceOptions {
+  /** The store's name in test names, such as `"RedisStore (ioredis)"`. */
+  name: string;
+  /** `false`, or the reason the suite is ignored (shown in the test name). */
+  ignore?: false | string;
+  /**
+   * The lease, in milliseconds, of the cases that wait for expiry: long
+   * enough that a store operation finishes well within it.
+   *
+   * @default {200}
+   */
+  leaseMs?: number;
+  /** Makes the store, once for the suite. */
+  setup(): Promise<ConformanceHarness>;
+}
+
+const encoder = new TextEncoder();
+
+function bytes(text: string): Uint8Array<ArrayBuffer> {
+  return encoder.encode(text);
+}
+
+/** Deterministic bytes covering every octet value. */
+function pattern(length: number, seed = 7): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(length);
+  let x = seed >>> 0 || 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = (x >>> 0) & 0xff;
+  }
+  return out;
+}
+
+function acquired(result: ClaimResult): string {
+  assert.equal(
+    result.state,
+    "acquired",
+    `expected acquired, got ${JSON.stringify(result)}`,
+  );
+  return (result as { token: string }).token;
+}
+
+function completedResponse(result: ClaimResult): StoredResponse {
+  assert.equal(
+    result.state,
+    "completed",
+    `expected completed, got ${result.state}`,
+  );
+  return (result as { response: StoredResponse }).response;
+}
+
+function assertSameResponse(actual: StoredResponse, expected: StoredResponse) {
+  assert.equal(actual.status, expected.status);
+  assert.deepEqual(actual.headers, expected.headers);
+  if (expected.body === null) {
+    assert.equal(actual.body, null);
+    assert.equal(actual.omitted, expected.omitted);
+  } else {
+    assert.ok(actual.body instanceof Uint8Array, "body must be a Uint8Array");
+    assert.equal(actual.body.byteLength, expected.body.byteLength);
+    assert.ok(
+      Buffer.from(actual.body).equals(Buffer.from(expected.body)),
+      "body bytes differ",
+    );
+    assert.equal(actual.omitted, undefined);
+  }
+}
+
+const { Buffer } = await import("node:buffer");
+
+/**
+ * Registers the conformance suite for one store.
+ *
+ * @param options The store's name, setup and timing.
+ */
+export function storeConformance(options: ConformanceOptions): void {
+  const lease = options.leaseMs ?? 200;
+  const ttl = 60_000;
+  const ignore = options.ignore ?? false;
+  Deno.test({
+    name: testName(`${options.name} conforms to the store contract`, ignore),
+    ignore: ignore !== false,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn(t) {
+      const h = await options.setup();
+      const { store } = h;
+      const run = crypto.randomUUID().slice(0, 8);
+      let n = 0;
+      const slot = () => `conf:${run}:${++n}`;
+      const opts = (fingerprint: string, more: Partial<ClaimOptions> = {}) => ({
+        fingerprint,
+        leaseMs: lease,
+        ttlMs: ttl,
+        ...more,
+      });
+      try {
+        await t.step(
+          "many concurrent claims on one slot have exactly one winner",
+          async () => {
+            const s = slot();
+            const results = await Promise.all(
+              Array.from(
+                { length: 50 },
+                (_, i) => store.claim(s, opts(`fp-${i}`)),
+              ),
+            );
+            const winners = results.flatMap((r, i) =>
+              r.state === "acquired" ? [i] : []
+            );
+            assert.equal(winners.length, 1, `winners: ${winners.length}`);
+            const winner = winners[0]!;
+            for (const [i, r] of results.entries()) {
+              if (i === winner) continue;
+              assert.equal(r.state, "in_flight");
+              if (r.state === "in_flight") {
+                assert.equal(r.fingerprint, `fp-${winner}`);
+                assert.ok(
+                  r.retryAfterMs >= 1 && r.retryAfterMs <= lease,
+                  `retryAfterMs ${r.retryAfterMs}`,
+                );
+              }
+            }
+          },
+        );
+
+        await t.step(
+          "a fresh claim is acquired with a unique token and recovered: false",
+          async () => {
+            const a = await store.claim(slot(), opts("a"));
+            const b = await store.claim(slot(), opts("b"));
+            assert.equal(a.state, "acquired");
+            assert.equal(b.state, "acquired");
+            if (a.state === "acquired" && b.state === "acquired") {
+              assert.equal(a.recovered, false);
+              assert.equal(typeof a.token, "string");
+              assert.ok(a.token.length > 0);
+              assert.notEqual(a.token, b.token);
+            }
+          },
+        );
+
+        await t.step(
+          "complete then claim returns the response with headers in order and every Set-Cookie",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("fp-1")));
+            const response: StoredResponse = {
+              status: 201,
+              headers: [
+                ["content-type", "application/json"],
+                ["set-cookie", "a=1; Path=/; HttpOnly"],
+                ["x-trace", "one, two"],
+                ["set-cookie", "b=2; Expires=Wed, 21 Oct 2015 07:28:00 GMT"],
+                ...Array.from(
+                  { length: 40 },
+                  (_, i) => ["set-cookie", `c${i}=${i}`] as [string, string],
+                ),
+                ["location", "/payments/1"],
+              ],
+              body: bytes('{"id":1,"note":"héllo"}'),
+            };
+            assert.equal(await store.complete(s, token, response), "applied");
+            const again = await store.claim(s, opts("fp-other"));
+            assert.equal(again.state, "completed");
+            if (again.state === "completed") {
+              assert.equal(again.fingerprint, "fp-1");
+            }
+            assertSameResponse(completedResponse(again), response);
+          },
+        );
+
+        await t.step(
+          "binary bodies of 0 bytes, 1 byte, 64 KiB and 1 MiB round-trip exactly",
+          async () => {
+            for (const length of [0, 1, 65_536, 65_537, 1_048_576]) {
+              const s = slot();
+              const token = acquired(await store.claim(s, opts("bin")));
+              const response: StoredResponse = {
+                status: 200,
+                headers: [["content-type", "application/octet-stream"]],
+                body: pattern(length, length + 1),
+              };
+              assert.equal(await store.complete(s, token, response), "applied");
+              assertSameResponse(
+                completedResponse(await store.claim(s, opts("bin"))),
+                response,
+              );
+            }
+          },
+        );
+
+        await t.step("omitted bodies keep their reason", async () => {
+          for (
+            const reason of ["too_large", "stream_error", "cancelled"] as const
+          ) {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("om")));
+            const response: StoredResponse = {
+              status: 200,
+              headers: [["content-type", "text/plain"]],
+              body: null,
+              omitted: reason,
+            };
+            assert.equal(await store.complete(s, token, response), "applied");
+            assertSameResponse(
+              completedResponse(await store.claim(s, opts("om"))),
+              response,
+            );
+          }
+        });
+
+        await t.step(
+          "a live claim reads as in flight with the owner's fingerprint",
+          async () => {
+            const s = slot();
+            acquired(await store.claim(s, opts("owner")));
+            const other = await store.claim(s, opts("other"));
+            assert.equal(other.state, "in_flight");
+            if (other.state === "in_flight") {
+              assert.equal(other.fingerprint, "owner");
+              assert.ok(other.retryAfterMs >= 1 && other.retryAfterMs <= lease);
+            }
+          },
+        );
+
+        await t.step(
+          "an expired lease is taken over; the stale owner's writes are lost and change nothing",
+          async () => {
+            const s = slot();
+            const stale = acquired(await store.claim(s, opts("first")));
+            await h.elapse(lease + 100);
+            const takeover = await store.claim(s, opts("second"));
+            assert.equal(takeover.state, "acquired");
+            if (takeover.state !== "acquired") return;
+            assert.equal(takeover.recovered, true);
+            assert.notEqual(takeover.token, stale);
+            assert.equal(await store.extend(s, stale, lease), "lost");
+            assert.equal(
+              await store.complete(s, stale, {
+                status: 200,
+                headers: [],
+                body: bytes("stale"),
+              }),
+              "lost",
+            );
+            assert.equal(await store.release(s, stale), "lost");
+            const seen = await store.claim(s, opts("third"));
+            assert.equal(
+              seen.state,
+              "in_flight",
+              "the new owner still holds the slot",
+            );
+            if (seen.state === "in_flight") {
+              assert.equal(seen.fingerprint, "second");
+            }
+            const fresh: StoredResponse = {
+              status: 202,
+              headers: [["x-owner", "second"]],
+              body: bytes("fresh"),
+            };
+            assert.equal(
+              await store.complete(s, takeover.token, fresh),
+              "applied",
+            );
+            const done = await store.claim(s, opts("fourth"));
+            if (done.state === "completed") {
+              assert.equal(done.fingerprint, "second");
+            }
+            assertSameResponse(completedResponse(done), fresh);
+          },
+        );
+
+        await t.step(
+          "extend keeps a live owner past its first lease",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("ext")));
+            await h.elapse(lease * 0.5);
+            assert.equal(await store.extend(s, token, lease * 3), "applied");
+            await h.elapse(lease * 1.2);
+            const other = await store.claim(s, opts("ext"));
+            assert.equal(
+              other.state,
+              "in_flight",
+              "the extended lease still holds",
+            );
+            assert.equal(
+              await store.complete(s, token, {
+                status: 200,
+                headers: [],
+                body: bytes("ok"),
+              }),
+              "applied",
+            );
+          },
+        );
+
+        await t.step(
+          "an owner whose lease ran out but was not taken over still owns the slot",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("late")));
+            await h.elapse(lease + 100);
+            assert.equal(await store.extend(s, token, lease * 3), "applied");
+            assert.equal(
+              (await store.claim(s, opts("late"))).state,
+              "in_flight",
+            );
+            const late: StoredResponse = {
+              status: 200,
+              headers: [],
+              body: bytes("late"),
+            };
+            assert.equal(await store.complete(s, token, late), "applied");
+            assertSameResponse(
+              completedResponse(await store.claim(s, opts("late"))),
+              late,
+            );
+          },
+        );
+
+        await t.step(
+          "release frees the slot and a released token cannot write",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("rel")));
+            assert.equal(await store.release(s, token), "applied");
+            assert.equal(await store.release(s, token), "lost");
+            assert.equal(await store.extend(s, token, lease), "lost");
+            assert.equal(
+              await store.complete(s, token, {
+                status: 200,
+                headers: [],
+                body: bytes("x"),
+              }),
+              "lost",
+            );
+            const next = await store.claim(s, opts("rel-2"));
+            assert.equal(next.state, "acquired");
+            if (next.state === "acquired") assert.equal(next.recovered, false);
+          },
+        );
+
+        await t.step(
+          "a completed record cannot be released, extended or completed again",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("done")));
+            const first: StoredResponse = {
+              status: 200,
+              headers: [],
+              body: bytes("first"),
+            };
+            assert.equal(await store.complete(s, token, first), "applied");
+            assert.equal(await store.release(s, token), "lost");
+            assert.equal(await store.extend(s, token, lease), "lost");
+            assert.equal(
+              await store.complete(s, token, {
+                status: 200,
+                headers: [],
+                body: bytes("second"),
+              }),
+              "lost",
+            );
+            assertSameResponse(
+              completedResponse(await store.claim(s, opts("done"))),
+              first,
+            );
+          },
+        );
+
+        await t.step(
+          "writes with a foreign token or on an absent slot are lost",
+          async () => {
+            const s = slot();
+            const token = acquired(await store.claim(s, opts("own")));
+            const wrong = `${token}x`;
+            assert.equal(await store.extend(s, wrong, lease), "lost");
+            assert.equal(await store.release(s, wrong), "lost");
+            assert.equal(
+              await store.complete(s, wrong, {
+                status: 200,
+                headers: [],
+                body: bytes("x"),
+              }),
+              "lost",
+            );
+            assert.equal(
+              (await store.claim(s, opts("own"))).state,
+              "in_flight",
+            );
+            const absent = slot();
+            assert.equal(await store.extend(absent, token, lease), "lost");
+            assert.equal(await store.release(absent, token), "lost");
+            assert.equal(
+              await store.complete(absent, token, {
+                status: 200,
+                headers: [],
+                body: null,
+                omitted: "too_large",
+              }),
+              "lost",
+            );
+            assert.equal(
+              (await store.claim(absent, opts("own"))).state,
+              "acquired",
+            );
+          },
+        );
+
+        await t.step(
+          "the TTL window is the first claim's: completing does not restart it",
+          async () => {
+            const s = slot();
+            const window = lease * 4;
+            const token = acquired(
+              await store.claim(s, opts("ttl", { ttlMs: window })),
+            );
+            await h.elapse(window * 0.6);
+            assert.equal(
+              await store.complete(s, token, {
+                status: 200,
+                headers: [],
+                body: bytes("t"),
+              }),
+              "applied",
+            );
+            assert.equal(
+              (await store.claim(s, opts("ttl", { ttlMs: window }))).state,
+              "completed",
+            );
+            await h.elapse(window * 0.6);
+            const after = await store.claim(s, opts("ttl", { ttlMs: window }));
+            assert.equal(
+              after.state,
+              "acquired",
+              "the record expired with the first claim's window",
+            );
+          },
+        );
+
+        await t.step(
+          "expired records never block, completed or in flight",
+          async () => {
+            const window = lease * 2;
+            const done = slot();
+            const token = acquired(
+              await store.claim(done, opts("exp", { ttlMs: window })),
+            );
+            assert.equal(
+              await store.complete(done, token, {
+                status: 200,
+                headers: [],
+                body: bytes("e"),
+              }),
+              "applied",
+            );
+            const open = slot();
+            acquired(
+              await store.claim(
+                open,
+                opts("exp", { ttlMs: window, leaseMs: window * 10 }),
+              ),
+            );
+            await h.elapse(window + 100);
+            const a = await store.claim(done, opts("exp-2"));
+            assert.equal(a.state, "acquired");
+            if (a.state === "acquired") assert.equal(a.recovered, false);
+            assert.equal(
+              (await store.claim(open, opts("exp-2"))).state,
+              "acquired",
+            );
+            assert.equal(
+              await store.complete(done, token, {
+                status: 200,
+                headers: [],
+                body: bytes("old"),
+              }),
+              "lost",
+              "the expired record's owner lost it",
+            );
+          },
+        );
+
+        await t.step(
+          "slots are independent and may be up to 256 bytes",
+          async () => {
+            const long = `conf:${run}:` +
+              "x".repeat(256 - `conf:${run}:`.length);
+            assert.equal(new TextEncoder().encode(long).byteLength, 256);
+            acquired(await store.claim(long, opts("long")));
+            const sibling = `${long.slice(0, -1)}y`;
+            acquired(await store.claim(sibling, opts("long")));
+            await assert.rejects(
+              () => store.claim(`${long}z`, opts("long")),
+              TypeError,
+            );
+            await assert.rejects(
+              () => store.claim("", opts("long")),
+              TypeError,
+            );
+          },
+        );
+
+        if (h.poison) {
+          const poison = h.poison;
+          await t.step(
+            "an unreadable record reads as in flight, never throws, and is never taken over",
+            async () => {
+              for (
+                const kind of [
+                  "garbage",
+                  "truncated",
+                  "future_version",
+                ] as const
+              ) {
+                const s = slot();
+                await poison(s, kind);
+                for (let i = 0; i < 2; i++) {
+                  const seen = await store.claim(s, opts("p"));
+                  assert.equal(
+                    seen.state,
+                    "in_flight",
+                    `${kind}: ${JSON.stringify(seen)}`,
+                  );
+                  if (seen.state === "in_flight") {
+                    assert.equal(seen.fingerprint, null);
+                    assert.ok(seen.retryAfterMs >= 1);
+                  }
+                }
+                await h.elapse(lease + 50);
+                assert.equal(
+                  (await store.claim(s, opts("p"))).state,
+                  "in_flight",
+                  `${kind} after a lease`,
+                );
+                assert.equal(await store.extend(s, "token", lease), "lost");
+                assert.equal(await store.release(s, "token"), "lost");
+                assert.equal(
+                  await store.complete(s, "token", {
+                    status: 200,
+                    headers: [],
+                    body: bytes("x"),
+                  }),
+                  "lost",
+                );
+              }
+            },
+          );
+        }
+      } finally {
+        await h.teardown?.();
+      }
+    },
+  });
+}
