@@ -35,7 +35,7 @@ export async function reachable(
 ): Promise<boolean> {
   const { hostname, port } = new URL(url);
   const host = hostname.replace(/^\[|\]$/g, "") || "127.0.0.1";
-  let timer: number | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     const connecting = Deno.connect({
       hostname: host,

@@ -100,15 +100,16 @@ function assertSameResponse(actual: StoredResponse, expected: StoredResponse) {
   } else {
     assert.ok(actual.body instanceof Uint8Array, "body must be a Uint8Array");
     assert.equal(actual.body.byteLength, expected.body.byteLength);
-    assert.ok(
-      Buffer.from(actual.body).equals(Buffer.from(expected.body)),
-      "body bytes differ",
-    );
+    assert.ok(sameBytes(actual.body, expected.body), "body bytes differ");
     assert.equal(actual.omitted, undefined);
   }
 }
 
-const { Buffer } = await import("node:buffer");
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
 
 /**
  * Registers the conformance suite for one store.
