@@ -158,6 +158,29 @@ Deno.test("capture() rest forwards cancel to the source with the reason", async 
   assert.equal(stream.locked, false);
 });
 
+Deno.test("capture() rest forwards cancel to the source while a read is pending", async () => {
+  let reason: unknown;
+  let pulls = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (pulls++ > 0) return new Promise(() => {}); // never sends more
+      controller.enqueue(bytes(8));
+      return Promise.resolve();
+    },
+    cancel(why) {
+      reason = why;
+    },
+  }, { highWaterMark: 0 });
+  const result = await capture(stream, 4);
+  assertOutcome(result, "overflow");
+  const reader = result.rest.getReader();
+  assert.deepEqual((await reader.read()).value, bytes(4, 4));
+  const pending = reader.read();
+  await reader.cancel("client left");
+  assert.deepEqual(await pending, { done: true, value: undefined });
+  assert.equal(reason, "client left");
+});
+
 Deno.test("capture() returns failed with the exact prefix when the source errors before the cap", async () => {
   const error = new Error("boom");
   const { stream } = source([bytes(3), bytes(2, 3)], { errorAt: 2, error });
