@@ -1,9 +1,71 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Idempotency-Key middleware for Web-standard fetch handlers.
+ * Idempotency-Key middleware for Web-standard fetch handlers (`Deno.serve`,
+ * Hono, Oak, Fresh): a `POST` or `PATCH` that carries an `Idempotency-Key`
+ * runs its handler at most once per key, and every retry gets the first
+ * response back, byte for byte.
+ *
+ * - A retry after the first response: the same status, headers and bytes,
+ *   with `Idempotent-Replayed: true`.
+ * - A retry while the first is still running: 409, with `Retry-After`.
+ * - The key reused for another request: 422.
+ * - The store down: 503 (or, with `failOpen`, the handler unguarded).
+ *
+ * Errors are RFC 9457 problem responses. Stores: {@linkcode MemoryStore}
+ * here; `KvStore`, `RedisStore`, `PostgresStore` and `FailoverStore` on
+ * their own subpaths, so that importing this module loads no driver.
+ *
+ * @example Guard a handler
+ * ```ts
+ * import { idempotency } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let runs = 0;
+ * const handler = idempotency(() => {
+ *   runs++;
+ *   return Response.json({ id: runs }, { status: 201 });
+ * });
+ *
+ * const request = () =>
+ *   new Request("http://localhost/orders", {
+ *     method: "POST",
+ *     headers: { "Idempotency-Key": "3f2a" },
+ *     body: "{}",
+ *   });
+ * const first = await handler(request());
+ * const retry = await handler(request());
+ * assert.equal(runs, 1);
+ * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
+ * assert.deepEqual(await retry.json(), await first.json());
+ * ```
  *
  * @module
  */
 
-export * from "./src/store.ts";
-export * from "./src/stores/memory.ts";
+export {
+  BODY_OMITTED_HEADER,
+  type FetchHandler,
+  idempotency,
+  type IdempotencyOptions,
+} from "./src/idempotency.ts";
+export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
+export { type Problem, PROBLEM_TYPES } from "./src/problem.ts";
+export {
+  MAX_KEY_LENGTH,
+  type ParsedKey,
+  parseIdempotencyKey,
+} from "./src/key.ts";
+export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
+export {
+  assertSlot,
+  type ClaimOptions,
+  type ClaimResult,
+  type IdempotencyStore,
+  type OmittedReason,
+  type StoredResponse,
+  StoreError,
+  type StoreErrorOptions,
+  type StoreOperation,
+  type WriteOutcome,
+} from "./src/store.ts";
+export { MemoryStore, type MemoryStoreOptions } from "./src/stores/memory.ts";

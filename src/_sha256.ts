@@ -1,0 +1,219 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * A synchronous SHA-256 (FIPS 180-4) for the request path.
+ *
+ * `crypto.subtle.digest` costs an async hop per call (about 19 µs here) and
+ * `node:crypto` is not part of the Web platform; hashing a slot and a small
+ * body in plain TypeScript takes about a microsecond. Large inputs go to
+ * `crypto.subtle`, which is faster per byte (see `fingerprint.ts`).
+ *
+ * @module
+ */
+
+const K = new Uint32Array([
+  0x428a2f98,
+  0x71374491,
+  0xb5c0fbcf,
+  0xe9b5dba5,
+  0x3956c25b,
+  0x59f111f1,
+  0x923f82a4,
+  0xab1c5ed5,
+  0xd807aa98,
+  0x12835b01,
+  0x243185be,
+  0x550c7dc3,
+  0x72be5d74,
+  0x80deb1fe,
+  0x9bdc06a7,
+  0xc19bf174,
+  0xe49b69c1,
+  0xefbe4786,
+  0x0fc19dc6,
+  0x240ca1cc,
+  0x2de92c6f,
+  0x4a7484aa,
+  0x5cb0a9dc,
+  0x76f988da,
+  0x983e5152,
+  0xa831c66d,
+  0xb00327c8,
+  0xbf597fc7,
+  0xc6e00bf3,
+  0xd5a79147,
+  0x06ca6351,
+  0x14292967,
+  0x27b70a85,
+  0x2e1b2138,
+  0x4d2c6dfc,
+  0x53380d13,
+  0x650a7354,
+  0x766a0abb,
+  0x81c2c92e,
+  0x92722c85,
+  0xa2bfe8a1,
+  0xa81a664b,
+  0xc24b8b70,
+  0xc76c51a3,
+  0xd192e819,
+  0xd6990624,
+  0xf40e3585,
+  0x106aa070,
+  0x19a4c116,
+  0x1e376c08,
+  0x2748774c,
+  0x34b0bcb5,
+  0x391c0cb3,
+  0x4ed8aa4a,
+  0x5b9cca4f,
+  0x682e6ff3,
+  0x748f82ee,
+  0x78a5636f,
+  0x84c87814,
+  0x8cc70208,
+  0x90befffa,
+  0xa4506ceb,
+  0xbef9a3f7,
+  0xc67178f2,
+]);
+
+const HEX: string[] = Array.from(
+  { length: 256 },
+  (_, i) => i.toString(16).padStart(2, "0"),
+);
+
+const encoder = new TextEncoder();
+const IV = [
+  0x6a09e667,
+  0xbb67ae85,
+  0x3c6ef372,
+  0xa54ff53a,
+  0x510e527f,
+  0x9b05688c,
+  0x1f83d9ab,
+  0x5be0cd19,
+];
+// One hash at a time: hashing is synchronous, so the state and the scratch
+// buffers are shared by every call instead of allocated for each.
+const H = new Uint32Array(8);
+const W = new Uint32Array(64);
+const BLOCK = new Uint8Array(64);
+let used = 0;
+let length = 0;
+let text = new Uint8Array(256);
+
+/**
+ * Hashes the concatenation of `parts` (text as UTF-8) in one synchronous
+ * call.
+ *
+ * @param parts The input, in pieces.
+ * @returns The digest as 64 lower-case hex characters.
+ */
+export function sha256Hex(...parts: (Uint8Array | string)[]): string {
+  H.set(IV);
+  used = 0;
+  length = 0;
+  for (const part of parts) {
+    if (typeof part !== "string") update(part);
+    else if (part.length > 0) {
+      if (text.byteLength < part.length * 3) {
+        text = new Uint8Array(part.length * 3);
+      }
+      update(text.subarray(0, encoder.encodeInto(part, text).written));
+    }
+  }
+  return finish();
+}
+
+function update(bytes: Uint8Array): void {
+  length += bytes.byteLength;
+  let offset = 0;
+  if (used > 0) {
+    const take = Math.min(64 - used, bytes.byteLength);
+    BLOCK.set(bytes.subarray(0, take), used);
+    used += take;
+    offset = take;
+    if (used < 64) return;
+    compress(BLOCK, 0);
+    used = 0;
+  }
+  while (offset + 64 <= bytes.byteLength) {
+    compress(bytes, offset);
+    offset += 64;
+  }
+  if (offset < bytes.byteLength) {
+    BLOCK.set(bytes.subarray(offset), 0);
+    used = bytes.byteLength - offset;
+  }
+}
+
+function finish(): string {
+  const bits = length * 8;
+  BLOCK[used++] = 0x80;
+  if (used > 56) {
+    BLOCK.fill(0, used);
+    compress(BLOCK, 0);
+    used = 0;
+  }
+  BLOCK.fill(0, used, 56);
+  const high = Math.floor(bits / 0x100000000);
+  const low = bits >>> 0;
+  BLOCK[56] = high >>> 24;
+  BLOCK[57] = high >>> 16;
+  BLOCK[58] = high >>> 8;
+  BLOCK[59] = high;
+  BLOCK[60] = low >>> 24;
+  BLOCK[61] = low >>> 16;
+  BLOCK[62] = low >>> 8;
+  BLOCK[63] = low;
+  compress(BLOCK, 0);
+  let out = "";
+  for (let i = 0; i < 8; i++) {
+    const word = H[i]!;
+    out += HEX[word >>> 24]! + HEX[(word >>> 16) & 0xff]! +
+      HEX[(word >>> 8) & 0xff]! + HEX[word & 0xff]!;
+  }
+  return out;
+}
+
+function compress(bytes: Uint8Array, offset: number): void {
+  const w = W;
+  for (let i = 0; i < 16; i++) {
+    const j = offset + i * 4;
+    w[i] = (bytes[j]! << 24) | (bytes[j + 1]! << 16) | (bytes[j + 2]! << 8) |
+      bytes[j + 3]!;
+  }
+  for (let i = 16; i < 64; i++) {
+    const a = w[i - 15]!, b = w[i - 2]!;
+    const s0 = ((a >>> 7) | (a << 25)) ^ ((a >>> 18) | (a << 14)) ^ (a >>> 3);
+    const s1 = ((b >>> 17) | (b << 15)) ^ ((b >>> 19) | (b << 13)) ^
+      (b >>> 10);
+    w[i] = (w[i - 16]! + s0 + w[i - 7]! + s1) | 0;
+  }
+  let a = H[0]!, b = H[1]!, c = H[2]!, d = H[3]!;
+  let e = H[4]!, f = H[5]!, g = H[6]!, k = H[7]!;
+  for (let i = 0; i < 64; i++) {
+    const s1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^
+      ((e >>> 25) | (e << 7));
+    const t1 = (k + s1 + ((e & f) ^ (~e & g)) + K[i]! + w[i]!) | 0;
+    const s0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^
+      ((a >>> 22) | (a << 10));
+    const t2 = (s0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+    k = g;
+    g = f;
+    f = e;
+    e = (d + t1) | 0;
+    d = c;
+    c = b;
+    b = a;
+    a = (t1 + t2) | 0;
+  }
+  H[0] = H[0]! + a;
+  H[1] = H[1]! + b;
+  H[2] = H[2]! + c;
+  H[3] = H[3]! + d;
+  H[4] = H[4]! + e;
+  H[5] = H[5]! + f;
+  H[6] = H[6]! + g;
+  H[7] = H[7]! + k;
+}

@@ -1,0 +1,87 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The events the middleware reports through `onEvent`. The library never
+ * logs: route these to your logger, metrics or traces.
+ *
+ * @module
+ */
+
+import type { OmittedReason, StoreOperation } from "./store.ts";
+
+/** What every event carries. */
+export interface EventBase {
+  /** The slot (hex SHA-256 of scope and key), or `null` before it is known. */
+  slot: string | null;
+  /** Milliseconds since the middleware began on this request. */
+  elapsedMs: number;
+}
+
+/** The outcome of a store write: `unknown` when the store threw. */
+export type WriteResult = "applied" | "lost" | "unknown";
+
+/**
+ * One thing that happened to one request.
+ *
+ * - `claimed`: the request owns its slot and the handler runs
+ *   (`recovered`: it took over an expired lease).
+ * - `replayed`: a completed response was answered again.
+ * - `conflict`: 409, a request with this key is in flight
+ *   (`unreadable`: the stored value could not be read).
+ * - `mismatch`: 422, the key was used for a different request.
+ * - `rejected`: 400 (missing or malformed key) or 413 (body too large).
+ * - `released`: the slot was freed because the handler threw or its
+ *   response is not cacheable.
+ * - `completed`: the response was recorded (`stored` says how).
+ * - `overflow`: the response body was larger than `maxResponseBytes`; it is
+ *   streamed to the client in full and recorded without a body.
+ * - `body_error`: the response body stream errored after a cacheable status.
+ * - `lease_lost`: a heartbeat found that another request took the slot over.
+ * - `store_error`: a store operation threw (`operation` says which).
+ * - `fail_open`: the store was unreachable and `failOpen` let the handler run
+ *   unguarded.
+ *
+ * @example Count outcomes
+ * ```ts
+ * import { idempotency, type IdempotencyEvent } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const seen: IdempotencyEvent["type"][] = [];
+ * const handler = idempotency(() => new Response("ok"), {
+ *   onEvent: (event) => seen.push(event.type),
+ * });
+ * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });
+ * await (await handler(post())).text();
+ * await (await handler(post())).text();
+ * assert.deepEqual(seen, ["claimed", "completed", "replayed"]);
+ * ```
+ */
+export type IdempotencyEvent =
+  | EventBase & { type: "claimed"; recovered: boolean }
+  | EventBase & { type: "replayed"; status: number; omitted?: OmittedReason }
+  | EventBase & { type: "conflict"; retryAfterMs: number; unreadable: boolean }
+  | EventBase & { type: "mismatch" }
+  | EventBase & {
+    type: "rejected";
+    status: 400 | 413;
+    reason: "missing" | "malformed" | "too_large";
+  }
+  | EventBase & {
+    type: "released";
+    reason: "thrown" | "not_cacheable";
+    outcome: WriteResult;
+  }
+  | EventBase & {
+    type: "completed";
+    stored: "full" | OmittedReason;
+    bytes: number;
+    outcome: WriteResult;
+  }
+  | EventBase & { type: "overflow"; cap: number }
+  | EventBase & { type: "body_error"; error: unknown }
+  | EventBase & { type: "lease_lost" }
+  | EventBase & {
+    type: "store_error";
+    operation: StoreOperation;
+    error: unknown;
+  }
+  | EventBase & { type: "fail_open"; error: unknown };

@@ -1,0 +1,870 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode idempotency}: the middleware.
+ *
+ * @module
+ */
+
+import { capture } from "./capture.ts";
+import type { IdempotencyEvent, WriteResult } from "./events.ts";
+import { requestFingerprint, slotOf } from "./fingerprint.ts";
+import { parseIdempotencyKey } from "./key.ts";
+import { Heartbeat } from "./lease.ts";
+import { PROBLEM_TYPES, problemResponse } from "./problem.ts";
+import { MemoryStore } from "./stores/memory.ts";
+import type {
+  IdempotencyStore,
+  OmittedReason,
+  StoredResponse,
+  StoreOperation,
+} from "./store.ts";
+
+/**
+ * A fetch handler: `Deno.serve`'s shape, with whatever arguments follow the
+ * request (`info` for `Deno.serve`, `env` and `ctx` elsewhere) passed through.
+ */
+export type FetchHandler<A extends unknown[] = [info?: Deno.ServeHandlerInfo]> =
+  (
+    request: Request,
+    ...args: A
+  ) => Response | Promise<Response>;
+
+/** Options of {@linkcode idempotency}. Every field is optional. */
+export interface IdempotencyOptions {
+  /**
+   * Where records are kept. Share one store between the middleware
+   * instances that must see each other's keys.
+   *
+   * @default {new MemoryStore()}
+   */
+  store?: IdempotencyStore;
+  /**
+   * The scope of a request's key: requests in different scopes never share a
+   * record, even with the same key. Return the tenant or principal the
+   * request acts for. May be async; a throw propagates as the handler's would.
+   *
+   * @default {() => ""} (one global scope)
+   */
+  scope?: (request: Request) => string | Promise<string>;
+  /**
+   * The request header that carries the key.
+   *
+   * @default {"Idempotency-Key"}
+   */
+  header?: string;
+  /**
+   * The methods the middleware guards; any other is a bare call-through.
+   *
+   * @default {["POST", "PATCH"]}
+   */
+  methods?: readonly string[];
+  /**
+   * Whether a guarded request without a key is answered 400 instead of
+   * passed through.
+   *
+   * @default {false}
+   */
+  required?: boolean;
+  /**
+   * How long a record is kept, in milliseconds, from the first claim.
+   *
+   * @default {86_400_000} (24 hours)
+   */
+  ttl?: number;
+  /**
+   * How long a claim is owned without renewal, in milliseconds. It is
+   * renewed while the handler runs; after a crash, a retry may run the
+   * handler again once it runs out.
+   *
+   * @default {30_000}
+   */
+  lease?: number;
+  /**
+   * The largest request body buffered for the fingerprint; larger ones are
+   * answered 413 (guarded requests with a key only).
+   *
+   * @default {1_048_576} (1 MiB)
+   */
+  maxRequestBytes?: number;
+  /**
+   * The largest response body recorded. A larger cacheable response is
+   * streamed to the client in full and recorded without its body.
+   *
+   * @default {1_048_576} (1 MiB)
+   */
+  maxResponseBytes?: number;
+  /**
+   * Which responses are recorded and replayed. The others release the key,
+   * so that a retry runs the handler again.
+   *
+   * @default {(response) => response.ok} (2xx)
+   */
+  cacheable?: (response: Response) => boolean;
+  /**
+   * The request's fingerprint: a retry with the same key and another
+   * fingerprint is answered 422. `body` is the request body, read once.
+   *
+   * @default {requestFingerprint} (method, path with query, body)
+   */
+  fingerprint?: (
+    request: Request,
+    body: Uint8Array,
+  ) => string | Promise<string>;
+  /**
+   * Whether to run the handler unguarded when the store cannot be reached,
+   * instead of answering 503.
+   *
+   * @default {false}
+   */
+  failOpen?: boolean;
+  /**
+   * The response header that marks a replay, with the value `true`.
+   *
+   * @default {"Idempotent-Replayed"}
+   */
+  replayHeader?: string;
+  /**
+   * Receives an event for every outcome (see {@linkcode IdempotencyEvent}).
+   * It runs synchronously on the request path; a throw is ignored.
+   *
+   * @default {undefined}
+   */
+  onEvent?: (event: IdempotencyEvent) => void;
+}
+
+/** The header on a replay whose body was not recorded: its value is the reason. */
+export const BODY_OMITTED_HEADER = "Idempotent-Body-Omitted";
+
+/** Statuses whose responses have no body, live or replayed. */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+/** Headers not kept in a record: the runtime frames the replay itself. */
+const UNSTORED = new Set([
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+]);
+const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
+const STORE_RETRY_SECONDS = 1;
+
+/**
+ * Wraps a fetch handler so that a request carrying an `Idempotency-Key` runs
+ * it at most once per key: a retry gets the first response back, byte for
+ * byte, with `Idempotent-Replayed: true`; a retry that races the first is
+ * answered 409; a key reused for another request is answered 422.
+ *
+ * Requests with another method, or without a key while keys are optional,
+ * go straight to the handler: no body read, no hash, no store call.
+ *
+ * @typeParam A The arguments after the request, passed through.
+ * @param handler The handler to guard.
+ * @param options Store, scope, limits and hooks.
+ * @returns The guarded handler.
+ * @throws {TypeError} When an option has the wrong type.
+ * @throws {RangeError} When a number option is out of range.
+ *
+ * @example One execution, one replay
+ * ```ts
+ * import { idempotency, MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let charges = 0;
+ * const handler = idempotency(async (req) => {
+ *   const { amount } = await req.json();
+ *   charges++;
+ *   return Response.json({ charged: amount }, { status: 201 });
+ * }, { store: new MemoryStore() });
+ *
+ * const pay = () =>
+ *   new Request("http://localhost/payments", {
+ *     method: "POST",
+ *     headers: { "idempotency-key": "order-42" },
+ *     body: JSON.stringify({ amount: 100 }),
+ *   });
+ * const first = await handler(pay());
+ * const retry = await handler(pay());
+ * assert.equal(charges, 1);
+ * assert.equal(retry.status, 201);
+ * assert.equal(retry.headers.get("idempotent-replayed"), "true");
+ * assert.deepEqual(await retry.json(), await first.json());
+ * ```
+ */
+export function idempotency<
+  A extends unknown[] = [info?: Deno.ServeHandlerInfo],
+>(
+  handler: FetchHandler<A>,
+  options: IdempotencyOptions = {},
+): FetchHandler<A> {
+  if (typeof handler !== "function") {
+    throw new TypeError(
+      `'handler' must be a function: current value is ${handler}`,
+    );
+  }
+  const config = configure(options);
+  const methods = config.methods;
+  const header = config.header;
+  const guarded = new Guard(handler, config);
+  return function idempotent(request: Request, ...args: A) {
+    if (!methods.has(request.method)) return handler(request, ...args);
+    const value = request.headers.get(header);
+    if (value === null && !config.required) return handler(request, ...args);
+    return guarded.handle(request, value, args);
+  };
+}
+
+interface Config {
+  store: IdempotencyStore;
+  scope: ((request: Request) => string | Promise<string>) | undefined;
+  header: string;
+  methods: Set<string>;
+  required: boolean;
+  ttl: number;
+  lease: number;
+  maxRequestBytes: number;
+  maxResponseBytes: number;
+  cacheable: (response: Response) => boolean;
+  fingerprint:
+    | ((request: Request, body: Uint8Array) => string | Promise<string>)
+    | undefined;
+  failOpen: boolean;
+  replayHeader: string;
+  onEvent: ((event: IdempotencyEvent) => void) | undefined;
+}
+
+function configure(options: IdempotencyOptions): Config {
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(
+      `'options' must be an object: current value is ${options}`,
+    );
+  }
+  const store = options.store ?? new MemoryStore();
+  for (const method of ["claim", "complete", "release", "extend"] as const) {
+    if (typeof store?.[method] !== "function") {
+      throw new TypeError(
+        `'store' must implement IdempotencyStore: '${method}' is not a function`,
+      );
+    }
+  }
+  const methods = options.methods ?? ["POST", "PATCH"];
+  if (
+    !Array.isArray(methods) || methods.length === 0 ||
+    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
+  ) {
+    throw new TypeError(
+      `'methods' must be a non-empty list of method names: current value is ${
+        JSON.stringify(methods)
+      }`,
+    );
+  }
+  const ttl = positiveInteger("ttl", options.ttl ?? 86_400_000);
+  const lease = positiveInteger("lease", options.lease ?? 30_000);
+  if (lease > ttl) {
+    throw new RangeError(
+      `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
+    );
+  }
+  return {
+    store,
+    scope: optionalFunction("scope", options.scope),
+    header: headerName("header", options.header ?? "Idempotency-Key"),
+    methods: new Set(methods.map((m) => m.toUpperCase())),
+    required: optionalBoolean("required", options.required),
+    ttl,
+    lease,
+    maxRequestBytes: nonNegativeInteger(
+      "maxRequestBytes",
+      options.maxRequestBytes ?? 1_048_576,
+    ),
+    maxResponseBytes: nonNegativeInteger(
+      "maxResponseBytes",
+      options.maxResponseBytes ?? 1_048_576,
+    ),
+    cacheable: optionalFunction("cacheable", options.cacheable) ?? isSuccess,
+    fingerprint: optionalFunction("fingerprint", options.fingerprint),
+    failOpen: optionalBoolean("failOpen", options.failOpen),
+    replayHeader: headerName(
+      "replayHeader",
+      options.replayHeader ?? "Idempotent-Replayed",
+    ),
+    onEvent: optionalFunction("onEvent", options.onEvent),
+  };
+}
+
+function isSuccess(response: Response): boolean {
+  return response.ok;
+}
+
+/** One guarded request's way through: claim, run or answer, settle. */
+class Guard<A extends unknown[]> {
+  #handler: FetchHandler<A>;
+  #config: Config;
+  #store: IdempotencyStore;
+  #heartbeat: Heartbeat;
+
+  constructor(handler: FetchHandler<A>, config: Config) {
+    this.#handler = handler;
+    this.#config = config;
+    this.#store = config.store;
+    this.#heartbeat = new Heartbeat(config.store, config.lease, {
+      lost: (beat) =>
+        this.#emit(() => ({ type: "lease_lost", slot: beat.slot }), undefined),
+      error: (beat, error) =>
+        this.#emit(
+          () => ({
+            type: "store_error",
+            slot: beat.slot,
+            operation: "extend",
+            error,
+          }),
+          undefined,
+        ),
+    });
+  }
+
+  async handle(
+    request: Request,
+    value: string | null,
+    args: A,
+  ): Promise<Response> {
+    const config = this.#config;
+    const started = config.onEvent ? performance.now() : 0;
+    if (value === null) {
+      this.#emit(
+        () => ({
+          type: "rejected",
+          slot: null,
+          status: 400,
+          reason: "missing",
+        }),
+        started,
+      );
+      return problem(
+        request,
+        400,
+        PROBLEM_TYPES.missing,
+        "Idempotency key required",
+        `This endpoint requires an ${config.header} header.`,
+      );
+    }
+    const parsed = parseIdempotencyKey(value);
+    if (!parsed.ok) {
+      this.#emit(
+        () => ({
+          type: "rejected",
+          slot: null,
+          status: 400,
+          reason: "malformed",
+        }),
+        started,
+      );
+      return problem(
+        request,
+        400,
+        PROBLEM_TYPES.malformed,
+        "Malformed idempotency key",
+        `The ${config.header} header is malformed: ${parsed.reason}.`,
+      );
+    }
+    const body = await readBody(request, config.maxRequestBytes);
+    if (body === null) {
+      this.#emit(
+        () => ({
+          type: "rejected",
+          slot: null,
+          status: 413,
+          reason: "too_large",
+        }),
+        started,
+      );
+      return problem(
+        request,
+        413,
+        PROBLEM_TYPES.tooLarge,
+        "Request body too large",
+        `A request with an ${config.header} may have a body of at most ${config.maxRequestBytes} bytes.`,
+      );
+    }
+    let scope = "";
+    if (config.scope) {
+      const found = config.scope(request);
+      scope = typeof found === "string" ? found : await found;
+      if (typeof scope !== "string") {
+        throw new TypeError(
+          `'scope' must return a string: it returned ${scope}`,
+        );
+      }
+    }
+    const slot = slotOf(scope, parsed.key);
+    const computed = config.fingerprint
+      ? config.fingerprint(request, body)
+      : requestFingerprint(request.method, request.url, body);
+    const fingerprint = typeof computed === "string"
+      ? computed
+      : await computed;
+    if (typeof fingerprint !== "string") {
+      throw new TypeError(
+        `'fingerprint' must return a string: it returned ${fingerprint}`,
+      );
+    }
+
+    let claim;
+    try {
+      claim = await this.#store.claim(slot, {
+        fingerprint,
+        leaseMs: config.lease,
+        ttlMs: config.ttl,
+      });
+    } catch (error) {
+      this.#emit(
+        () => ({ type: "store_error", slot, operation: "claim", error }),
+        started,
+      );
+      if (config.failOpen) {
+        this.#emit(() => ({ type: "fail_open", slot, error }), started);
+        return await this.#handler(rebuild(request, body), ...args);
+      }
+      return problem(
+        request,
+        503,
+        PROBLEM_TYPES.unavailable,
+        "Idempotency store unavailable",
+        "The request was not processed: its idempotency key could not be checked. Retry it with the same key.",
+        STORE_RETRY_SECONDS,
+      );
+    }
+
+    switch (claim.state) {
+      case "completed": {
+        if (claim.fingerprint !== fingerprint) {
+          return this.#mismatch(request, slot, started);
+        }
+        const { response } = claim;
+        this.#emit(() => ({
+          type: "replayed",
+          slot,
+          status: response.status,
+          ...(response.omitted ? { omitted: response.omitted } : {}),
+        }), started);
+        return replay(response, config.replayHeader);
+      }
+      case "in_flight": {
+        if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
+          return this.#mismatch(request, slot, started);
+        }
+        const { retryAfterMs } = claim;
+        this.#emit(() => ({
+          type: "conflict",
+          slot,
+          retryAfterMs,
+          unreadable: claim.fingerprint === null,
+        }), started);
+        return problem(
+          request,
+          409,
+          PROBLEM_TYPES.inFlight,
+          "Request in progress",
+          "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
+          Math.max(1, Math.ceil(retryAfterMs / 1000)),
+        );
+      }
+      case "acquired": {
+        const { recovered, token } = claim;
+        this.#emit(() => ({ type: "claimed", slot, recovered }), started);
+        return await this.#run(
+          rebuild(request, body),
+          args,
+          slot,
+          token,
+          started,
+        );
+      }
+    }
+  }
+
+  #mismatch(request: Request, slot: string, started: number): Response {
+    this.#emit(() => ({ type: "mismatch", slot }), started);
+    return problem(
+      request,
+      422,
+      PROBLEM_TYPES.reused,
+      "Idempotency key reused",
+      "This idempotency key was used for a different request (another method, path, query or body). Use a new key for a new request.",
+    );
+  }
+
+  async #run(
+    request: Request,
+    args: A,
+    slot: string,
+    token: string,
+    started: number,
+  ): Promise<Response> {
+    const beat = this.#heartbeat.start(slot, token);
+    let response: Response;
+    try {
+      response = await this.#handler(request, ...args);
+    } catch (error) {
+      this.#heartbeat.stop(beat);
+      await this.#release(slot, token, "thrown", started);
+      throw error;
+    }
+    let cacheable = true;
+    try {
+      cacheable = this.#config.cacheable(response);
+    } catch {
+      // A throwing predicate cannot tell: keep the terminal rule's side and record.
+    }
+    if (!cacheable) {
+      this.#heartbeat.stop(beat);
+      await this.#release(slot, token, "not_cacheable", started);
+      return response;
+    }
+    try {
+      return await this.#settle(response, slot, token, started);
+    } finally {
+      this.#heartbeat.stop(beat);
+    }
+  }
+
+  /**
+   * The terminal rule: after a cacheable response the slot ends completed,
+   * with its body or without it, and the client gets the handler's bytes.
+   */
+  async #settle(
+    response: Response,
+    slot: string,
+    token: string,
+    started: number,
+  ): Promise<Response> {
+    const { status, statusText } = response;
+    const headers = storedHeaders(response.headers);
+    const source = response.body;
+    if (source === null) {
+      await this.#complete(
+        slot,
+        token,
+        { status, headers, body: EMPTY },
+        started,
+      );
+      return response;
+    }
+    const cap = this.#config.maxResponseBytes;
+    const captured = await capture(source, cap);
+    const init = { status, statusText, headers: response.headers };
+    switch (captured.outcome) {
+      case "within":
+        await this.#complete(slot, token, {
+          status,
+          headers,
+          body: captured.bytes,
+        }, started);
+        return new Response(captured.bytes, init);
+      case "overflow":
+        this.#emit(() => ({ type: "overflow", slot, cap }), started);
+        await this.#complete(slot, token, {
+          status,
+          headers,
+          body: null,
+          omitted: "too_large",
+        }, started);
+        return new Response(concat(captured.prefix, captured.rest), init);
+      case "failed": {
+        const { error } = captured;
+        this.#emit(() => ({ type: "body_error", slot, error }), started);
+        const omitted: OmittedReason = isAbort(error)
+          ? "cancelled"
+          : "stream_error";
+        await this.#complete(slot, token, {
+          status,
+          headers,
+          body: null,
+          omitted,
+        }, started);
+        return new Response(failAfter(captured.prefix, error), init);
+      }
+    }
+  }
+
+  async #complete(
+    slot: string,
+    token: string,
+    record: StoredResponse,
+    started: number,
+  ): Promise<void> {
+    const stored = record.body === null ? record.omitted! : "full";
+    const bytes = record.body?.byteLength ?? 0;
+    const outcome = await this.#write(
+      "complete",
+      slot,
+      () => this.#store.complete(slot, token, record),
+      started,
+    );
+    this.#emit(
+      () => ({ type: "completed", slot, stored, bytes, outcome }),
+      started,
+    );
+  }
+
+  async #release(
+    slot: string,
+    token: string,
+    reason: "thrown" | "not_cacheable",
+    started: number,
+  ): Promise<void> {
+    const outcome = await this.#write(
+      "release",
+      slot,
+      () => this.#store.release(slot, token),
+      started,
+    );
+    this.#emit(() => ({ type: "released", slot, reason, outcome }), started);
+  }
+
+  /** Runs a fenced write; a throw becomes `unknown` and a `store_error` event. */
+  async #write(
+    operation: StoreOperation,
+    slot: string,
+    write: () => Promise<"applied" | "lost">,
+    started: number,
+  ): Promise<WriteResult> {
+    try {
+      return await write();
+    } catch (error) {
+      this.#emit(
+        () => ({ type: "store_error", slot, operation, error }),
+        started,
+      );
+      return "unknown";
+    }
+  }
+
+  /** Reports an event, built only when someone listens. */
+  #emit(
+    make: () => DistributiveOmit<IdempotencyEvent, "elapsedMs">,
+    started: number | undefined,
+  ): void {
+    const listener = this.#config.onEvent;
+    if (listener === undefined) return;
+    try {
+      const elapsedMs = started === undefined ? 0 : performance.now() - started;
+      listener({ ...make(), elapsedMs } as IdempotencyEvent);
+    } catch {
+      // A listener's failure must not change the answer.
+    }
+  }
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
+  : never;
+
+/**
+ * Reads the request body, up to `max` bytes; `null` when it is larger.
+ * A declared `Content-Length` over the bound is refused without reading.
+ */
+async function readBody(
+  request: Request,
+  max: number,
+): Promise<Uint8Array<ArrayBuffer> | null> {
+  if (request.body === null) return EMPTY;
+  const declared = request.headers.get("content-length");
+  if (declared !== null && /^\d+$/.test(declared)) {
+    if (Number(declared) > max) {
+      await request.body.cancel().catch(() => {});
+      return null;
+    }
+    const bytes = new Uint8Array(await request.arrayBuffer());
+    return bytes.byteLength > max ? null : bytes;
+  }
+  const reader = request.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > max) {
+      await reader.cancel().catch(() => {});
+      return null;
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1 && chunks[0]!.buffer instanceof ArrayBuffer) {
+    return chunks[0] as Uint8Array<ArrayBuffer>;
+  }
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+/**
+ * The request the handler sees: the same URL, method, headers and bytes.
+ * Its `signal` is the original's, read only when the handler reads it (under
+ * `Deno.serve`, touching a request's signal prints a warning).
+ */
+function rebuild(request: Request, body: Uint8Array<ArrayBuffer>): Request {
+  const forward = new Request(request.url, {
+    method: request.method,
+    headers: request.headers,
+    body: body.byteLength === 0 ? null : body,
+    redirect: request.redirect,
+  });
+  Object.defineProperty(forward, "signal", {
+    configurable: true,
+    enumerable: true,
+    get: () => request.signal,
+  });
+  return forward;
+}
+
+/** A response's headers as a record keeps them: ordered pairs, framing left out. */
+function storedHeaders(headers: Headers): [string, string][] {
+  const pairs: [string, string][] = [];
+  for (const pair of headers) {
+    if (!UNSTORED.has(pair[0])) pairs.push(pair);
+  }
+  return pairs;
+}
+
+/** Builds the replay of a record: same status, headers in order, same bytes. */
+function replay(record: StoredResponse, replayHeader: string): Response {
+  const headers = new Headers();
+  for (const [name, value] of record.headers) {
+    if (record.body === null && name === "content-encoding") continue;
+    headers.append(name, value);
+  }
+  headers.set(replayHeader, "true");
+  if (record.body === null) {
+    headers.set(BODY_OMITTED_HEADER, record.omitted ?? "too_large");
+  }
+  const body = record.body === null || NULL_BODY.has(record.status)
+    ? null
+    : record.body as Uint8Array<ArrayBuffer>;
+  return new Response(body, { status: record.status, headers });
+}
+
+function problem(
+  request: Request,
+  status: number,
+  type: string,
+  title: string,
+  detail: string,
+  retryAfterSeconds?: number,
+): Response {
+  return problemResponse({
+    type,
+    title,
+    status,
+    detail,
+    instance: pathOf(request.url),
+  }, retryAfterSeconds);
+}
+
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return "/";
+  }
+}
+
+/** The live body of an overflow: the prefix, then the rest, cancellation passed on. */
+function concat(
+  prefix: Uint8Array<ArrayBuffer>,
+  rest: ReadableStream<Uint8Array<ArrayBuffer>>,
+): ReadableStream<Uint8Array<ArrayBuffer>> {
+  let reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined;
+  return new ReadableStream<Uint8Array<ArrayBuffer>>({
+    start(controller) {
+      if (prefix.byteLength > 0) controller.enqueue(prefix);
+    },
+    async pull(controller) {
+      reader ??= rest.getReader();
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel(reason) {
+      return reader ? reader.cancel(reason) : rest.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** The live body of a failed capture: the bytes read, then the same error. */
+function failAfter(
+  prefix: Uint8Array<ArrayBuffer>,
+  error: unknown,
+): ReadableStream<Uint8Array<ArrayBuffer>> {
+  let sent = false;
+  return new ReadableStream<Uint8Array<ArrayBuffer>>({
+    pull(controller) {
+      if (!sent && prefix.byteLength > 0) {
+        sent = true;
+        controller.enqueue(prefix);
+        return;
+      }
+      controller.error(error);
+    },
+  }, { highWaterMark: 0 });
+}
+
+function isAbort(error: unknown): boolean {
+  return error instanceof Error && error.name === "AbortError";
+}
+
+function positiveInteger(name: string, value: unknown): number {
+  if (!Number.isSafeInteger(value) || (value as number) <= 0) {
+    throw new RangeError(
+      `'${name}' must be a positive integer: current value is ${value}`,
+    );
+  }
+  return value as number;
+}
+
+function nonNegativeInteger(name: string, value: unknown): number {
+  if (!Number.isSafeInteger(value) || (value as number) < 0) {
+    throw new RangeError(
+      `'${name}' must be a non-negative integer: current value is ${value}`,
+    );
+  }
+  return value as number;
+}
+
+function optionalBoolean(name: string, value: unknown): boolean {
+  if (value === undefined) return false;
+  if (typeof value !== "boolean") {
+    throw new TypeError(
+      `'${name}' must be a boolean: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+function optionalFunction<F>(
+  name: string,
+  value: F | undefined,
+): F | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== "function") {
+    throw new TypeError(
+      `'${name}' must be a function: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+function headerName(name: string, value: unknown): string {
+  if (
+    typeof value !== "string" || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(value)
+  ) {
+    throw new TypeError(
+      `'${name}' must be a header name: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return value.toLowerCase();
+}

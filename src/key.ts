@@ -1,0 +1,121 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Parsing the `Idempotency-Key` header value.
+ *
+ * @module
+ */
+
+/** The longest key accepted, in characters. */
+export const MAX_KEY_LENGTH = 255;
+
+/**
+ * What {@linkcode parseIdempotencyKey} makes of a header value: the key, or
+ * why it is malformed.
+ */
+export type ParsedKey =
+  | { ok: true; key: string }
+  | { ok: false; reason: string };
+
+/**
+ * Reads an `Idempotency-Key` header value. Two spellings name the same key:
+ *
+ * - an RFC 8941 sf-string, as the IETF draft writes it: `"abc"`, with `\"`
+ *   and `\\` as its only escapes;
+ * - a bare value, as Stripe's clients send it: `abc`.
+ *
+ * The key itself must be 1 to 255 characters of printable ASCII (`0x20` to
+ * `0x7E`; a bare value cannot contain a space, nor start with `"`).
+ * Surrounding spaces and tabs are ignored, as HTTP ignores them.
+ *
+ * @param value The header value.
+ * @returns The key, or the reason it is malformed.
+ *
+ * @example Both spellings name one key
+ * ```ts
+ * import { parseIdempotencyKey } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * assert.deepEqual(parseIdempotencyKey('"order-42"'), { ok: true, key: "order-42" });
+ * assert.deepEqual(parseIdempotencyKey("order-42"), { ok: true, key: "order-42" });
+ * assert.equal(parseIdempotencyKey("").ok, false);
+ * assert.equal(parseIdempotencyKey('"a"; x=1').ok, false);
+ * ```
+ */
+export function parseIdempotencyKey(value: string): ParsedKey {
+  let start = 0;
+  let end = value.length;
+  while (start < end && isSpace(value.charCodeAt(start))) start++;
+  while (end > start && isSpace(value.charCodeAt(end - 1))) end--;
+  if (start === end) return { ok: false, reason: "the key is empty" };
+  if (value.charCodeAt(start) === 0x22) return parseString(value, start, end);
+  for (let i = start; i < end; i++) {
+    const c = value.charCodeAt(i);
+    if (c < 0x21 || c > 0x7e) {
+      return {
+        ok: false,
+        reason:
+          `the key has a character that is not printable ASCII at position ${
+            i - start + 1
+          }`,
+      };
+    }
+  }
+  if (end - start > MAX_KEY_LENGTH) return tooLong(end - start);
+  return {
+    ok: true,
+    key: start === 0 && end === value.length ? value : value.slice(start, end),
+  };
+}
+
+function parseString(value: string, start: number, end: number): ParsedKey {
+  let key = "";
+  let from = start + 1;
+  for (let i = start + 1; i < end; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x22) {
+      if (i !== end - 1) {
+        return {
+          ok: false,
+          reason:
+            "the quoted key is followed by more text (parameters are not accepted)",
+        };
+      }
+      key += value.slice(from, i);
+      if (key.length === 0) return { ok: false, reason: "the key is empty" };
+      if (key.length > MAX_KEY_LENGTH) return tooLong(key.length);
+      return { ok: true, key };
+    }
+    if (c === 0x5c) {
+      const next = value.charCodeAt(i + 1);
+      if (next !== 0x22 && next !== 0x5c) {
+        return {
+          ok: false,
+          reason: 'the quoted key has an escape other than \\" or \\\\',
+        };
+      }
+      key += value.slice(from, i);
+      from = i + 1;
+      i++;
+      continue;
+    }
+    if (c < 0x20 || c > 0x7e) {
+      return {
+        ok: false,
+        reason: "the quoted key has a character that is not printable ASCII",
+      };
+    }
+  }
+  return { ok: false, reason: "the quoted key has no closing quote" };
+}
+
+function isSpace(c: number): boolean {
+  return c === 0x20 || c === 0x09;
+}
+
+function tooLong(length: number): ParsedKey {
+  return {
+    ok: false,
+    reason:
+      `the key is ${length} characters long; at most ${MAX_KEY_LENGTH} are accepted`,
+  };
+}
