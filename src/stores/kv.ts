@@ -260,7 +260,7 @@ export class KvStore implements IdempotencyStore {
    * assert.equal(second.state, "in_flight");
    * ```
    */
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     assertPositive("leaseMs", options?.leaseMs);
     assertPositive("ttlMs", options?.ttlMs);
@@ -269,7 +269,7 @@ export class KvStore implements IdempotencyStore {
         `'fingerprint' must be a string: current value is ${options.fingerprint}`,
       );
     }
-    return this.#guard("claim", () => this.#claim(slot, options));
+    return await this.#guard("claim", () => this.#claim(slot, options));
   }
 
   /**
@@ -303,14 +303,17 @@ export class KvStore implements IdempotencyStore {
    * assert.equal(replay.state === "completed" && replay.response.body?.byteLength, 1_048_576);
    * ```
    */
-  complete(
+  async complete(
     slot: string,
     token: string,
     response: StoredResponse,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    return this.#guard("complete", () => this.#complete(slot, token, response));
+    return await this.#guard(
+      "complete",
+      () => this.#complete(slot, token, response),
+    );
   }
 
   /**
@@ -338,9 +341,9 @@ export class KvStore implements IdempotencyStore {
    * assert.equal((await store.claim("slot-1", options)).state, "acquired");
    * ```
    */
-  release(slot: string, token: string): Promise<WriteOutcome> {
+  async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return this.#guard("release", () => this.#release(slot, token));
+    return await this.#guard("release", () => this.#release(slot, token));
   }
 
   /**
@@ -368,10 +371,17 @@ export class KvStore implements IdempotencyStore {
    * }
    * ```
    */
-  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+  async extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertPositive("leaseMs", leaseMs);
-    return this.#guard("extend", () => this.#extend(slot, token, leaseMs));
+    return await this.#guard(
+      "extend",
+      () => this.#extend(slot, token, leaseMs),
+    );
   }
 
   async #guard<T>(
@@ -402,7 +412,7 @@ export class KvStore implements IdempotencyStore {
   }
 
   async #read(slot: string): Promise<[Deno.KvEntryMaybe<unknown>, Found]> {
-    const entry = await this.#kv.get(this.#recordKey(slot));
+    const entry = await unlocked(() => this.#kv.get(this.#recordKey(slot)));
     if (entry.versionstamp === null) return [entry, { kind: "absent" }];
     const record = parseRecord(entry.value);
     return [
@@ -431,7 +441,7 @@ export class KvStore implements IdempotencyStore {
               return { state: "completed", fingerprint: record.fp, response };
             }
             // Chunks missing: torn, unless the record changed meanwhile.
-            const again = await this.#kv.get(key);
+            const again = await unlocked(() => this.#kv.get(key));
             if (again.versionstamp !== entry.versionstamp) continue;
             return unreadable(options.leaseMs);
           }
@@ -457,10 +467,10 @@ export class KvStore implements IdempotencyStore {
         leaseUntil: now + options.leaseMs,
         deadline: now + options.ttlMs,
       };
-      const result = await this.#kv.atomic()
+      const op = this.#kv.atomic()
         .check(entry)
-        .set(key, fresh, { expireIn: expireIn(fresh.deadline, now) })
-        .commit();
+        .set(key, fresh, { expireIn: expireIn(fresh.deadline, now) });
+      const result = await unlocked(() => op.commit());
       if (!result.ok) continue;
       if (previous !== null) {
         await this.#dropTokenChunks(slot, previous);
@@ -501,7 +511,7 @@ export class KvStore implements IdempotencyStore {
       const headerBytes = new TextEncoder().encode(
         encodeHeaders(response.headers),
       );
-      const parts = [...split(headerBytes), ...split(response.body)];
+      const parts = pack(headerBytes, response.body);
       written = parts.map((_, i) => this.#chunkKey(slot, token, set, i));
       try {
         await this.#writeChunks(written, parts, owned.deadline);
@@ -519,12 +529,12 @@ export class KvStore implements IdempotencyStore {
     }
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const now = this.#clock();
-      const result = await this.#kv.atomic()
+      const op = this.#kv.atomic()
         .check(entry)
         .set(this.#recordKey(slot), completed, {
           expireIn: expireIn(owned.deadline, now),
-        })
-        .commit();
+        });
+      const result = await unlocked(() => op.commit());
       if (result.ok) return "applied";
       [entry, found] = await this.#read(slot);
       owned = owns(found, token, this.#clock());
@@ -550,7 +560,7 @@ export class KvStore implements IdempotencyStore {
       const inCommit = chunks.slice(0, DELETE_BATCH - 1);
       const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
       for (const key of inCommit) op.delete(key);
-      const result = await op.commit();
+      const result = await unlocked(() => op.commit());
       if (!result.ok) continue;
       await this.#deleteKeys(chunks.slice(inCommit.length));
       return "applied";
@@ -569,12 +579,12 @@ export class KvStore implements IdempotencyStore {
       const owned = owns(found, token, now);
       if (owned === null) return "lost";
       const renewed: InFlightRecord = { ...owned, leaseUntil: now + leaseMs };
-      const result = await this.#kv.atomic()
+      const op = this.#kv.atomic()
         .check(entry)
         .set(this.#recordKey(slot), renewed, {
           expireIn: expireIn(owned.deadline, now),
-        })
-        .commit();
+        });
+      const result = await unlocked(() => op.commit());
       if (result.ok) return "applied";
     }
     throw contended("extend", slot);
@@ -602,7 +612,7 @@ export class KvStore implements IdempotencyStore {
       batches.push(keys.slice(i, i + GET_MANY));
     }
     const entries = (await Promise.all(
-      batches.map((batch) => this.#kv.getMany(batch)),
+      batches.map((batch) => unlocked(() => this.#kv.getMany(batch))),
     )).flat();
     const total = record.headersLength + (record.bodyLength ?? 0);
     let length = 0;
@@ -643,25 +653,21 @@ export class KvStore implements IdempotencyStore {
     const options = {
       expireIn: expireIn(deadline, this.#clock()) + CHUNK_SLACK_MS,
     };
-    const commits: Promise<Deno.KvCommitResult | Deno.KvCommitError>[] = [];
-    let op = this.#kv.atomic();
+    const ops: Deno.AtomicOperation[] = [];
     let size = 0;
-    let count = 0;
     for (const [i, part] of parts.entries()) {
       const key = keys[i]!;
       const cost = part.byteLength + keySize(key);
-      if (count > 0 && size + cost > COMMIT_BUDGET) {
-        commits.push(op.commit());
-        op = this.#kv.atomic();
+      if (ops.length === 0 || size + cost > COMMIT_BUDGET) {
+        ops.push(this.#kv.atomic());
         size = 0;
-        count = 0;
       }
-      op.set(key, part, options);
+      ops.at(-1)!.set(key, part, options);
       size += cost;
-      count++;
     }
-    if (count > 0) commits.push(op.commit());
-    const results = await Promise.allSettled(commits);
+    const results = await Promise.allSettled(
+      ops.map((op) => unlocked(() => op.commit())),
+    );
     for (const result of results) {
       if (result.status === "rejected") throw result.reason;
     }
@@ -680,9 +686,11 @@ export class KvStore implements IdempotencyStore {
   }
 
   async #listKeys(prefix: Deno.KvKey): Promise<Deno.KvKey[]> {
-    const keys: Deno.KvKey[] = [];
-    for await (const entry of this.#kv.list({ prefix })) keys.push(entry.key);
-    return keys;
+    return await unlocked(async () => {
+      const keys: Deno.KvKey[] = [];
+      for await (const entry of this.#kv.list({ prefix })) keys.push(entry.key);
+      return keys;
+    });
   }
 
   /** Deletes keys in batches, best effort: failures are left to expiry. */
@@ -691,9 +699,33 @@ export class KvStore implements IdempotencyStore {
     for (let i = 0; i < keys.length; i += DELETE_BATCH) {
       const op = this.#kv.atomic();
       for (const key of keys.slice(i, i + DELETE_BATCH)) op.delete(key);
-      commits.push(op.commit());
+      commits.push(unlocked(() => op.commit()));
     }
     await Promise.allSettled(commits);
+  }
+}
+
+/** Attempts of one Deno KV call that SQLite answers "database is locked". */
+const LOCKED_ATTEMPTS = 10;
+
+/**
+ * Runs a Deno KV call, again after a short random pause while a local
+ * database file is locked by another handle (another process, or another
+ * `Deno.openKv` of the same path): SQLite refuses such a call before doing
+ * anything, so repeating it is safe.
+ */
+async function unlocked<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (
+        attempt >= LOCKED_ATTEMPTS ||
+        !String((error as Error)?.message).includes("database is locked")
+      ) throw error;
+      const ms = Math.random() * Math.min(50, 2 ** attempt);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
   }
 }
 
@@ -747,12 +779,27 @@ function tight(bytes: Uint8Array): Uint8Array {
     : bytes.slice();
 }
 
-/** Views of `bytes` of at most one value each (none for `null` or empty). */
-function split(bytes: Uint8Array | null): Uint8Array[] {
+/**
+ * Splits the concatenation of `head` and `body` into values of at most
+ * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
+ * copy only for the value that straddles both.
+ */
+function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
+  const split = head.byteLength;
+  const total = split + (body?.byteLength ?? 0);
   const parts: Uint8Array[] = [];
-  if (bytes === null) return parts;
-  for (let i = 0; i < bytes.byteLength; i += CHUNK_BYTES) {
-    parts.push(bytes.subarray(i, i + CHUNK_BYTES));
+  for (let start = 0; start < total; start += CHUNK_BYTES) {
+    const end = Math.min(start + CHUNK_BYTES, total);
+    if (end <= split) {
+      parts.push(head.subarray(start, end));
+    } else if (start >= split) {
+      parts.push(body!.subarray(start - split, end - split));
+    } else {
+      const part = new Uint8Array(end - start);
+      part.set(head.subarray(start), 0);
+      part.set(body!.subarray(0, end - split), split - start);
+      parts.push(part);
+    }
   }
   return parts;
 }
