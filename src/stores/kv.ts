@@ -177,7 +177,9 @@ type Found =
  *   over: such a value has no deadline the store trusts, so it stays until
  *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
  * - **Failures** of Deno KV (a closed database, a network error on Deploy,
- *   too much contention) throw {@linkcode StoreError} with the cause.
+ *   too much contention) throw {@linkcode StoreError} with the cause. A
+ *   local file that another handle holds locked ("database is locked") is
+ *   waited for briefly first, so several processes may share one file.
  *
  * @example Persist records in a local file
  * ```ts
