@@ -1,0 +1,869 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode KvStore}: idempotency records in Deno KV. The persistent
+ * embedded default: one process keeps its records across restarts in a
+ * local file (`Deno.openKv("./idempotency.db")`), and the same code runs
+ * distributed on Deno Deploy (`Deno.openKv()`).
+ *
+ * Needs `--unstable-kv` at run time.
+ *
+ * @example Claim, complete and replay on an in-memory database
+ * ```ts
+ * import { KvStore } from "@idempotent/http/kv";
+ * import assert from "node:assert/strict";
+ *
+ * using kv = await Deno.openKv(":memory:");
+ * const store = new KvStore({ kv });
+ * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 86_400_000 };
+ * const claim = await store.claim("slot-1", options);
+ * assert.equal(claim.state, "acquired");
+ * if (claim.state === "acquired") {
+ *   const body = new TextEncoder().encode("created");
+ *   assert.equal(await store.complete("slot-1", claim.token, { status: 201, headers: [], body }), "applied");
+ * }
+ * const replay = await store.claim("slot-1", options);
+ * assert.equal(replay.state, "completed");
+ * ```
+ *
+ * @module
+ */
+
+import { StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../store.ts";
+import { assertSlot } from "../store.ts";
+import {
+  assertStoredResponse,
+  decodeHeaders,
+  encodeHeaders,
+  isHeaderList,
+  isOmittedReason,
+  isStatus,
+  RECORD_VERSION,
+  toStoredResponse,
+} from "../record.ts";
+
+export type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  OmittedReason,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../store.ts";
+export { StoreError } from "../store.ts";
+
+/** Options of the {@linkcode KvStore} constructor. */
+export interface KvStoreOptions {
+  /**
+   * The database, opened by the caller (`Deno.openKv(path)` locally,
+   * `Deno.openKv()` on Deno Deploy). The caller closes it: the store never
+   * does.
+   */
+  kv: Deno.Kv;
+  /**
+   * The key prefix under which every key of the store lives: the record of a
+   * slot at `[...prefix, "rec", slot]`, the chunks of a large body at
+   * `[...prefix, "chunk", slot, token, set, i]`.
+   *
+   * @default {["idempotency"]}
+   */
+  prefix?: Deno.KvKey;
+  /**
+   * The clock, in milliseconds since the epoch, that leases and deadlines are
+   * measured with. Real deployments keep the system clock; tests inject a
+   * fake one to let time pass without sleeping. On Deno Deploy every region
+   * reads its own system clock, which the store assumes to be synchronized
+   * (a skew shortens or lengthens leases and TTLs by as much).
+   *
+   * @default {Date.now}
+   */
+  clock?: () => number;
+}
+
+/** The most bytes one Deno KV value may hold. */
+const MAX_VALUE_BYTES = 65_536;
+/** Bytes of one body chunk: one full value. */
+const CHUNK_BYTES = MAX_VALUE_BYTES;
+/** The record's serialized size, estimated, up to which the body is kept inline. */
+const INLINE_BUDGET = 60 * 1024;
+/** Mutation bytes per chunk commit, under Deno KV's 819,200. */
+const COMMIT_BUDGET = 780_000;
+/** Keys per `getMany` (Deno KV's limit is 10). */
+const GET_MANY = 10;
+/** Deletes per cleanup commit (Deno KV's limit is 1000 mutations). */
+const DELETE_BATCH = 500;
+/** Read-decide-commit attempts before a contended operation gives up. */
+const MAX_ATTEMPTS = 16;
+/** How much longer than its record a chunk lives, against clock skew. */
+const CHUNK_SLACK_MS = 60_000;
+
+interface RecordBase {
+  v: number;
+  fp: string;
+  token: string;
+  leaseUntil: number;
+  deadline: number;
+}
+
+/** A claim being worked on. */
+interface InFlightRecord extends RecordBase {
+  state: "in_flight";
+}
+
+/** A completed record whose header list and body live in the record itself. */
+interface InlineRecord extends RecordBase {
+  state: "completed";
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array | null;
+  omitted?: string;
+}
+
+/**
+ * A completed record whose header list (as JSON text) and body live, one
+ * after the other, in `chunks` values under `[..., "chunk", slot, token, set]`.
+ */
+interface ChunkedRecord extends RecordBase {
+  state: "completed";
+  status: number;
+  set: string;
+  chunks: number;
+  headersLength: number;
+  bodyLength: number | null;
+  omitted?: string;
+}
+
+type KvRecord = InFlightRecord | InlineRecord | ChunkedRecord;
+
+/** What a read of a slot found. */
+type Found =
+  | { kind: "absent" }
+  | { kind: "unreadable" }
+  | { kind: "record"; record: KvRecord };
+
+/**
+ * An {@linkcode IdempotencyStore} on Deno KV, for one process with a local
+ * file or for many isolates on Deno Deploy.
+ *
+ * - **Claims** read the slot's record and commit the decision with
+ *   `atomic().check()` on the versionstamp read: of concurrent claims exactly
+ *   one commits, the others read again and report what won. `complete`,
+ *   `release` and `extend` are fenced the same way, after checking that the
+ *   token owns the slot.
+ * - **TTL.** Every record carries its deadline and is written with
+ *   `expireIn` up to it. Deno KV deletes expired keys late, so the store
+ *   checks the deadline itself: an expired record never blocks. `complete`
+ *   and `extend` recompute `expireIn` from the stored deadline (KV has no
+ *   `KEEPTTL`).
+ * - **Bodies.** A small record (up to about 60 KiB) is one value. A larger
+ *   one (bodies up to `maxResponseBytes`, 1 MiB by default, and more) is
+ *   split into 64 KiB chunks written first, in as many commits as Deno KV's
+ *   800 KB per commit needs, under keys tied to the claim's token; one fenced
+ *   commit then flips the record to completed. A reader never sees a torn
+ *   body: a completed record whose chunks are missing or damaged reads as in
+ *   flight with `fingerprint: null` until its deadline. Chunks of a lost
+ *   completion, a release or a taken-over claim are deleted; chunks that a
+ *   failure leaves behind expire a minute after their record.
+ * - **Unreadable values** (not written by this store, or by a later version
+ *   of it) read as in flight with `fingerprint: null` and are never taken
+ *   over: such a value has no deadline the store trusts, so it stays until
+ *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
+ * - **Failures** of Deno KV (a closed database, a network error on Deploy,
+ *   too much contention) throw {@linkcode StoreError} with the cause. A
+ *   local file that another handle holds locked ("database is locked") is
+ *   waited for briefly first, so several processes may share one file.
+ *
+ * @example Persist records in a local file
+ * ```ts
+ * import { KvStore } from "@idempotent/http/kv";
+ * import assert from "node:assert/strict";
+ *
+ * const path = await Deno.makeTempFile();
+ * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 86_400_000 };
+ * {
+ *   using kv = await Deno.openKv(path);
+ *   const store = new KvStore({ kv, prefix: ["my-app", "idempotency"] });
+ *   const claim = await store.claim("slot-1", options);
+ *   if (claim.state === "acquired") {
+ *     await store.complete("slot-1", claim.token, { status: 200, headers: [], body: null, omitted: "too_large" });
+ *   }
+ * }
+ * {
+ *   using kv = await Deno.openKv(path); // as after a restart
+ *   const store = new KvStore({ kv, prefix: ["my-app", "idempotency"] });
+ *   assert.equal((await store.claim("slot-1", options)).state, "completed");
+ * }
+ * await Deno.remove(path);
+ * ```
+ */
+export class KvStore implements IdempotencyStore {
+  #kv: Deno.Kv;
+  #prefix: Deno.KvKey;
+  #clock: () => number;
+
+  /**
+   * Makes a store on a database the caller opened.
+   *
+   * @param options The database, the key prefix and the clock.
+   * @throws {TypeError} When `kv`, `prefix` or `clock` is not what it should be.
+   */
+  constructor(options: KvStoreOptions) {
+    const { kv, prefix = ["idempotency"], clock = Date.now } = options ?? {};
+    if (
+      kv === null || typeof kv !== "object" || typeof kv.atomic !== "function"
+    ) {
+      throw new TypeError("'kv' must be a Deno.Kv: current value is " + kv);
+    }
+    if (!Array.isArray(prefix)) {
+      throw new TypeError(
+        `'prefix' must be an array of key parts: current value is ${prefix}`,
+      );
+    }
+    if (typeof clock !== "function") {
+      throw new TypeError(
+        `'clock' must be a function: current value is ${clock}`,
+      );
+    }
+    this.#kv = kv;
+    this.#prefix = [...prefix];
+    this.#clock = clock;
+  }
+
+  /**
+   * Reserves `slot` if it is free (absent, or past its deadline), takes it
+   * over if its owner's lease ran out, or reports what holds it, in one
+   * check-and-commit on the record's versionstamp.
+   *
+   * @param slot The slot, at most 256 bytes.
+   * @param options The fingerprint, lease and TTL of the claim.
+   * @returns What the claim found.
+   * @throws {TypeError} When `slot` is not a slot.
+   * @throws {RangeError} When `leaseMs` or `ttlMs` is not a positive number.
+   * @throws {StoreError} When Deno KV fails, or stays contended.
+   *
+   * @example A second claim sees the first one in flight
+   * ```ts
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * assert.equal((await store.claim("slot-1", options)).state, "acquired");
+   * const second = await store.claim("slot-1", options);
+   * assert.equal(second.state, "in_flight");
+   * ```
+   */
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    assertSlot(slot);
+    assertPositive("leaseMs", options?.leaseMs);
+    assertPositive("ttlMs", options?.ttlMs);
+    if (typeof options.fingerprint !== "string") {
+      throw new TypeError(
+        `'fingerprint' must be a string: current value is ${options.fingerprint}`,
+      );
+    }
+    return await this.#guard("claim", () => this.#claim(slot, options));
+  }
+
+  /**
+   * Records `response` as the slot's answer if `token` still owns the slot,
+   * keeping the first claim's deadline. A large record's chunks are written
+   * first; one fenced commit then flips the record to completed.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param response The response to replay.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {TypeError} When `slot` or `response` is malformed.
+   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
+   *
+   * @example Complete a claim with a 1 MiB body
+   * ```ts
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * const claim = await store.claim("slot-1", options);
+   * assert.equal(claim.state, "acquired");
+   * if (claim.state === "acquired") {
+   *   const body = new Uint8Array(1_048_576).fill(7);
+   *   assert.equal(await store.complete("slot-1", claim.token, { status: 200, headers: [], body }), "applied");
+   *   assert.equal(await store.complete("slot-1", claim.token, { status: 200, headers: [], body }), "lost");
+   * }
+   * const replay = await store.claim("slot-1", options);
+   * assert.equal(replay.state === "completed" && replay.response.body?.byteLength, 1_048_576);
+   * ```
+   */
+  async complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    assertStoredResponse(response);
+    return await this.#guard(
+      "complete",
+      () => this.#complete(slot, token, response),
+    );
+  }
+
+  /**
+   * Frees the slot if `token` still owns it, and deletes the chunks written
+   * under the token.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {TypeError} When `slot` is not a slot.
+   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
+   *
+   * @example Release a claim so that the next request runs
+   * ```ts
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * const claim = await store.claim("slot-1", options);
+   * if (claim.state === "acquired") {
+   *   assert.equal(await store.release("slot-1", claim.token), "applied");
+   * }
+   * assert.equal((await store.claim("slot-1", options)).state, "acquired");
+   * ```
+   */
+  async release(slot: string, token: string): Promise<WriteOutcome> {
+    assertSlot(slot);
+    return await this.#guard("release", () => this.#release(slot, token));
+  }
+
+  /**
+   * Renews the lease to `leaseMs` from now if `token` still owns the slot,
+   * keeping the record's deadline.
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param leaseMs The new lease, from now.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {TypeError} When `slot` is not a slot.
+   * @throws {RangeError} When `leaseMs` is not a positive number.
+   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
+   *
+   * @example Extend a lease while the handler runs
+   * ```ts
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 });
+   * if (claim.state === "acquired") {
+   *   assert.equal(await store.extend("slot-1", claim.token, 30_000), "applied");
+   * }
+   * ```
+   */
+  async extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    assertPositive("leaseMs", leaseMs);
+    return await this.#guard(
+      "extend",
+      () => this.#extend(slot, token, leaseMs),
+    );
+  }
+
+  async #guard<T>(
+    operation: StoreOperation,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    try {
+      return await run();
+    } catch (error) {
+      if (error instanceof StoreError) throw error;
+      throw new StoreError(`Deno KV failed to ${operation}: ${error}`, {
+        operation,
+        cause: error,
+      });
+    }
+  }
+
+  #recordKey(slot: string): Deno.KvKey {
+    return [...this.#prefix, "rec", slot];
+  }
+
+  #tokenChunksPrefix(slot: string, token: string): Deno.KvKey {
+    return [...this.#prefix, "chunk", slot, token];
+  }
+
+  #chunkKey(slot: string, token: string, set: string, i: number): Deno.KvKey {
+    return [...this.#prefix, "chunk", slot, token, set, i];
+  }
+
+  async #read(slot: string): Promise<[Deno.KvEntryMaybe<unknown>, Found]> {
+    const entry = await unlocked(() => this.#kv.get(this.#recordKey(slot)));
+    if (entry.versionstamp === null) return [entry, { kind: "absent" }];
+    const record = parseRecord(entry.value);
+    return [
+      entry,
+      record === null ? { kind: "unreadable" } : { kind: "record", record },
+    ];
+  }
+
+  async #claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    const key = this.#recordKey(slot);
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [entry, found] = await this.#read(slot);
+      const now = this.#clock();
+      if (found.kind === "unreadable") {
+        return unreadable(options.leaseMs);
+      }
+      let previous: KvRecord | null = null;
+      let recovered = false;
+      if (found.kind === "record") {
+        const record = found.record;
+        previous = record;
+        if (now < record.deadline) {
+          if (record.state === "completed") {
+            const response = await this.#response(slot, record);
+            if (response !== null) {
+              return { state: "completed", fingerprint: record.fp, response };
+            }
+            // Chunks missing: torn, unless the record changed meanwhile.
+            const again = await unlocked(() => this.#kv.get(key));
+            if (again.versionstamp !== entry.versionstamp) continue;
+            return unreadable(options.leaseMs);
+          }
+          if (now < record.leaseUntil) {
+            return {
+              state: "in_flight",
+              fingerprint: record.fp,
+              retryAfterMs: Math.max(
+                1,
+                Math.ceil(Math.min(record.leaseUntil, record.deadline) - now),
+              ),
+            };
+          }
+          recovered = true;
+        }
+      }
+      const token = crypto.randomUUID();
+      const fresh: InFlightRecord = {
+        v: RECORD_VERSION,
+        state: "in_flight",
+        fp: options.fingerprint,
+        token,
+        leaseUntil: now + options.leaseMs,
+        deadline: now + options.ttlMs,
+      };
+      const op = this.#kv.atomic()
+        .check(entry)
+        .set(key, fresh, { expireIn: expireIn(fresh.deadline, now) });
+      const result = await unlocked(() => op.commit());
+      if (!result.ok) continue;
+      if (previous !== null) {
+        await this.#dropTokenChunks(slot, previous);
+      }
+      return { state: "acquired", token, recovered };
+    }
+    throw contended("claim", slot);
+  }
+
+  async #complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    let [entry, found] = await this.#read(slot);
+    let owned = owns(found, token, this.#clock());
+    if (owned === null) return "lost";
+    const base = {
+      v: RECORD_VERSION,
+      state: "completed" as const,
+      fp: owned.fp,
+      token,
+      leaseUntil: owned.leaseUntil,
+      deadline: owned.deadline,
+      status: response.status,
+      ...(response.omitted === undefined ? {} : { omitted: response.omitted }),
+    };
+    let completed: InlineRecord | ChunkedRecord;
+    let written: Deno.KvKey[] = [];
+    if (inlineSize(owned, response) <= INLINE_BUDGET) {
+      completed = {
+        ...base,
+        headers: response.headers.map(([n, v]) => [n, v]),
+        body: response.body === null ? null : tight(response.body),
+      };
+    } else {
+      const set = crypto.randomUUID().slice(0, 8);
+      const headerBytes = new TextEncoder().encode(
+        encodeHeaders(response.headers),
+      );
+      const parts = pack(headerBytes, response.body);
+      written = parts.map((_, i) => this.#chunkKey(slot, token, set, i));
+      try {
+        await this.#writeChunks(written, parts, owned.deadline);
+      } catch (error) {
+        await this.#deleteKeys(written);
+        throw error;
+      }
+      completed = {
+        ...base,
+        set,
+        chunks: parts.length,
+        headersLength: headerBytes.byteLength,
+        bodyLength: response.body === null ? null : response.body.byteLength,
+      };
+    }
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const now = this.#clock();
+      const op = this.#kv.atomic()
+        .check(entry)
+        .set(this.#recordKey(slot), completed, {
+          expireIn: expireIn(owned.deadline, now),
+        });
+      const result = await unlocked(() => op.commit());
+      if (result.ok) return "applied";
+      [entry, found] = await this.#read(slot);
+      owned = owns(found, token, this.#clock());
+      if (owned === null) {
+        await this.#deleteKeys(written);
+        return "lost";
+      }
+      // Still ours (a concurrent extend moved the versionstamp): keep its lease.
+      completed.leaseUntil = owned.leaseUntil;
+    }
+    await this.#deleteKeys(written);
+    throw contended("complete", slot);
+  }
+
+  async #release(slot: string, token: string): Promise<WriteOutcome> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [[entry, found], chunks] = await Promise.all([
+        this.#read(slot),
+        this.#listKeys(this.#tokenChunksPrefix(slot, token)),
+      ]);
+      if (owns(found, token, this.#clock()) === null) return "lost";
+      // The token's chunks go in the same commit when they fit, after it if not.
+      const inCommit = chunks.slice(0, DELETE_BATCH - 1);
+      const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
+      for (const key of inCommit) op.delete(key);
+      const result = await unlocked(() => op.commit());
+      if (!result.ok) continue;
+      await this.#deleteKeys(chunks.slice(inCommit.length));
+      return "applied";
+    }
+    throw contended("release", slot);
+  }
+
+  async #extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [entry, found] = await this.#read(slot);
+      const now = this.#clock();
+      const owned = owns(found, token, now);
+      if (owned === null) return "lost";
+      const renewed: InFlightRecord = { ...owned, leaseUntil: now + leaseMs };
+      const op = this.#kv.atomic()
+        .check(entry)
+        .set(this.#recordKey(slot), renewed, {
+          expireIn: expireIn(owned.deadline, now),
+        });
+      const result = await unlocked(() => op.commit());
+      if (result.ok) return "applied";
+    }
+    throw contended("extend", slot);
+  }
+
+  /** Reads a completed record's response, or `null` when its chunks are torn. */
+  async #response(
+    slot: string,
+    record: InlineRecord | ChunkedRecord,
+  ): Promise<StoredResponse | null> {
+    if (!("set" in record)) {
+      return toStoredResponse(
+        record.status,
+        record.headers,
+        record.body,
+        record.omitted,
+      );
+    }
+    const keys = Array.from(
+      { length: record.chunks },
+      (_, i) => this.#chunkKey(slot, record.token, record.set, i),
+    );
+    const batches: Deno.KvKey[][] = [];
+    for (let i = 0; i < keys.length; i += GET_MANY) {
+      batches.push(keys.slice(i, i + GET_MANY));
+    }
+    const entries = (await Promise.all(
+      batches.map((batch) => unlocked(() => this.#kv.getMany(batch))),
+    )).flat();
+    const total = record.headersLength + (record.bodyLength ?? 0);
+    let length = 0;
+    for (const entry of entries) {
+      if (!(entry.value instanceof Uint8Array)) return null;
+      length += entry.value.byteLength;
+    }
+    if (length !== total) return null;
+    const blob = new Uint8Array(total);
+    let offset = 0;
+    for (const entry of entries) {
+      const value = entry.value as Uint8Array;
+      blob.set(value, offset);
+      offset += value.byteLength;
+    }
+    let headerText: string;
+    try {
+      headerText = new TextDecoder("utf-8", { fatal: true }).decode(
+        blob.subarray(0, record.headersLength),
+      );
+    } catch {
+      return null;
+    }
+    const headers = decodeHeaders(headerText);
+    if (headers === null) return null;
+    const body = record.bodyLength === null
+      ? null
+      : blob.subarray(record.headersLength);
+    return toStoredResponse(record.status, headers, body, record.omitted);
+  }
+
+  /** Writes chunk values, as many per commit as fit, the commits concurrently. */
+  async #writeChunks(
+    keys: Deno.KvKey[],
+    parts: Uint8Array[],
+    deadline: number,
+  ): Promise<void> {
+    const options = {
+      expireIn: expireIn(deadline, this.#clock()) + CHUNK_SLACK_MS,
+    };
+    const ops: Deno.AtomicOperation[] = [];
+    let size = 0;
+    for (const [i, part] of parts.entries()) {
+      const key = keys[i]!;
+      const cost = part.byteLength + keySize(key);
+      if (ops.length === 0 || size + cost > COMMIT_BUDGET) {
+        ops.push(this.#kv.atomic());
+        size = 0;
+      }
+      ops.at(-1)!.set(key, part, options);
+      size += cost;
+    }
+    const results = await Promise.allSettled(
+      ops.map((op) => unlocked(() => op.commit())),
+    );
+    for (const result of results) {
+      if (result.status === "rejected") throw result.reason;
+    }
+  }
+
+  /** Deletes the chunks a replaced record's token left, best effort. */
+  async #dropTokenChunks(slot: string, previous: KvRecord): Promise<void> {
+    if (previous.state === "completed" && !("set" in previous)) return;
+    try {
+      await this.#deleteKeys(
+        await this.#listKeys(this.#tokenChunksPrefix(slot, previous.token)),
+      );
+    } catch {
+      // Best effort: what is left expires a minute after its record.
+    }
+  }
+
+  async #listKeys(prefix: Deno.KvKey): Promise<Deno.KvKey[]> {
+    return await unlocked(async () => {
+      const keys: Deno.KvKey[] = [];
+      for await (const entry of this.#kv.list({ prefix })) keys.push(entry.key);
+      return keys;
+    });
+  }
+
+  /** Deletes keys in batches, best effort: failures are left to expiry. */
+  async #deleteKeys(keys: Deno.KvKey[]): Promise<void> {
+    const commits: Promise<unknown>[] = [];
+    for (let i = 0; i < keys.length; i += DELETE_BATCH) {
+      const op = this.#kv.atomic();
+      for (const key of keys.slice(i, i + DELETE_BATCH)) op.delete(key);
+      commits.push(unlocked(() => op.commit()));
+    }
+    await Promise.allSettled(commits);
+  }
+}
+
+/** Attempts of one Deno KV call that SQLite answers "database is locked". */
+const LOCKED_ATTEMPTS = 10;
+
+/**
+ * Runs a Deno KV call, again after a short random pause while a local
+ * database file is locked by another handle (another process, or another
+ * `Deno.openKv` of the same path): SQLite refuses such a call before doing
+ * anything, so repeating it is safe.
+ */
+async function unlocked<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (
+        attempt >= LOCKED_ATTEMPTS ||
+        !String((error as Error)?.message).includes("database is locked")
+      ) throw error;
+      const ms = Math.random() * Math.min(50, 2 ** attempt);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    }
+  }
+}
+
+function assertPositive(name: string, value: unknown): void {
+  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+    throw new RangeError(
+      `'${name}' must be a positive number of milliseconds: current value is ${value}`,
+    );
+  }
+}
+
+function contended(operation: StoreOperation, slot: string): StoreError {
+  return new StoreError(
+    `Deno KV stayed contended on slot ${
+      JSON.stringify(slot)
+    } after ${MAX_ATTEMPTS} attempts`,
+    { operation },
+  );
+}
+
+function unreadable(leaseMs: number): ClaimResult {
+  return {
+    state: "in_flight",
+    fingerprint: null,
+    retryAfterMs: Math.max(1, Math.ceil(leaseMs)),
+  };
+}
+
+/** The in-flight record `token` owns at `now`, or `null` when it owns none. */
+function owns(found: Found, token: string, now: number): InFlightRecord | null {
+  if (found.kind !== "record") return null;
+  const record = found.record;
+  if (
+    record.state !== "in_flight" || record.token !== token ||
+    now >= record.deadline
+  ) return null;
+  return record;
+}
+
+/** `expireIn` for a record whose deadline is `deadline`: at least 1 ms. */
+function expireIn(deadline: number, now: number): number {
+  return Math.max(1, Math.ceil(deadline - now));
+}
+
+/** A copy of `bytes` that owns its buffer: a view would serialize it whole. */
+function tight(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 &&
+      bytes.byteLength === bytes.buffer.byteLength &&
+      bytes.buffer instanceof ArrayBuffer
+    ? bytes
+    : bytes.slice();
+}
+
+/**
+ * Splits the concatenation of `head` and `body` into values of at most
+ * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
+ * copy only for the value that straddles both.
+ */
+function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
+  const split = head.byteLength;
+  const total = split + (body?.byteLength ?? 0);
+  const parts: Uint8Array[] = [];
+  for (let start = 0; start < total; start += CHUNK_BYTES) {
+    const end = Math.min(start + CHUNK_BYTES, total);
+    if (end <= split) {
+      parts.push(head.subarray(start, end));
+    } else if (start >= split) {
+      parts.push(body!.subarray(start - split, end - split));
+    } else {
+      const part = new Uint8Array(end - start);
+      part.set(head.subarray(start), 0);
+      part.set(body!.subarray(0, end - split), split - start);
+      parts.push(part);
+    }
+  }
+  return parts;
+}
+
+/** An upper bound of a string's serialized size (two-byte strings included). */
+function stringSize(text: string): number {
+  return 2 * text.length + 8;
+}
+
+/** An upper bound of the serialized size of a completed inline record. */
+function inlineSize(owned: InFlightRecord, response: StoredResponse): number {
+  let size = 256 + stringSize(owned.fp) + stringSize(owned.token);
+  for (const [name, value] of response.headers) {
+    size += stringSize(name) + stringSize(value) + 16;
+  }
+  return size + (response.body?.byteLength ?? 0);
+}
+
+/** An upper bound of a key's encoded size. */
+function keySize(key: Deno.KvKey): number {
+  let size = 0;
+  for (const part of key) {
+    size += typeof part === "string" ? 3 * part.length + 2 : 32;
+  }
+  return size;
+}
+
+function isRecordBase(value: Record<string, unknown>): boolean {
+  return value.v === RECORD_VERSION && typeof value.fp === "string" &&
+    typeof value.token === "string" && Number.isFinite(value.leaseUntil) &&
+    Number.isFinite(value.deadline);
+}
+
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** The record in `value`, or `null` when it is not one this store wrote. */
+function parseRecord(value: unknown): KvRecord | null {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return null;
+  }
+  const r = value as Record<string, unknown>;
+  if (!isRecordBase(r)) return null;
+  if (r.state === "in_flight") return r as unknown as InFlightRecord;
+  if (r.state !== "completed" || !isStatus(r.status)) return null;
+  if (r.omitted !== undefined && !isOmittedReason(r.omitted)) return null;
+  if (r.set === undefined) {
+    if (!isHeaderList(r.headers)) return null;
+    if (
+      r.body === null
+        ? r.omitted === undefined
+        : !(r.body instanceof Uint8Array)
+    ) {
+      return null;
+    }
+    return r as unknown as InlineRecord;
+  }
+  if (
+    typeof r.set !== "string" || !isCount(r.chunks) ||
+    !isCount(r.headersLength) ||
+    !(r.bodyLength === null ? r.omitted !== undefined : isCount(r.bodyLength))
+  ) return null;
+  return r as unknown as ChunkedRecord;
+}
