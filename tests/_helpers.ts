@@ -1,0 +1,163 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/** Shared helpers of the middleware tests. @module */
+
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../src/store.ts";
+import { StoreError } from "../src/store.ts";
+import type { IdempotencyEvent } from "../src/events.ts";
+
+/** A POST with an idempotency key (unless `key` is null) and a body. */
+export function post(
+  key: string | null,
+  body: string | Uint8Array<ArrayBuffer> = "{}",
+  init: { path?: string; headers?: Record<string, string>; method?: string } =
+    {},
+): Request {
+  const headers = new Headers(init.headers);
+  if (key !== null) headers.set("idempotency-key", key);
+  return new Request(`http://api.test${init.path ?? "/payments"}`, {
+    method: init.method ?? "POST",
+    headers,
+    body,
+  });
+}
+
+/** Deterministic bytes. */
+export function pattern(length: number, seed = 1): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(length);
+  let x = seed * 2654435761 >>> 0 || 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+/** Whether two byte arrays are equal. */
+export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.byteLength !== b.byteLength) return false;
+  for (let i = 0; i < a.byteLength; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** A body stream of the given frames, pulled one at a time, that may error after some of them. */
+export function frames(
+  parts: Uint8Array<ArrayBuffer>[],
+  options: {
+    errorAfter?: number;
+    error?: unknown;
+    onCancel?: (reason: unknown) => void;
+    gate?: Promise<void>;
+  } = {},
+): ReadableStream<Uint8Array<ArrayBuffer>> {
+  let i = 0;
+  return new ReadableStream<Uint8Array<ArrayBuffer>>({
+    async pull(controller) {
+      if (i === 0 && options.gate) await options.gate;
+      if (options.errorAfter !== undefined && i === options.errorAfter) {
+        controller.error(options.error ?? new Error("body failed"));
+        return;
+      }
+      const part = parts[i++];
+      if (part === undefined) controller.close();
+      else controller.enqueue(part);
+    },
+    cancel(reason) {
+      options.onCancel?.(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** Reads a response body to the end. */
+export async function bytesOf(response: Response): Promise<Uint8Array> {
+  return new Uint8Array(await response.arrayBuffer());
+}
+
+/** A promise and its resolver. */
+export function deferred<T = void>(): {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+} {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => resolve = r);
+  return { promise, resolve };
+}
+
+/** Waits `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Puts faults in front of a real store: an operation set to fail throws a
+ * StoreError before reaching the store (so it surely did not happen), or,
+ * with `after`, after the store applied it (so the outcome was unknown to
+ * the caller but real). Counts every call.
+ */
+export class FaultyStore implements IdempotencyStore {
+  readonly calls: Record<StoreOperation, number> = {
+    claim: 0,
+    complete: 0,
+    release: 0,
+    extend: 0,
+  };
+  readonly failing = new Set<StoreOperation>();
+  readonly failingAfter = new Set<StoreOperation>();
+  constructor(readonly inner: IdempotencyStore) {}
+
+  async #op<T>(operation: StoreOperation, run: () => Promise<T>): Promise<T> {
+    this.calls[operation]++;
+    if (this.failing.has(operation)) {
+      throw new StoreError(`injected ${operation} failure`, {
+        operation,
+        cause: new Error("ECONNREFUSED"),
+      });
+    }
+    const result = await run();
+    if (this.failingAfter.has(operation)) {
+      throw new StoreError(`injected ${operation} timeout`, { operation });
+    }
+    return result;
+  }
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    return this.#op("claim", () => this.inner.claim(slot, options));
+  }
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.#op(
+      "complete",
+      () => this.inner.complete(slot, token, response),
+    );
+  }
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.#op("release", () => this.inner.release(slot, token));
+  }
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.#op("extend", () => this.inner.extend(slot, token, leaseMs));
+  }
+}
+
+/** Collects events by type. */
+export function recorder(): {
+  events: IdempotencyEvent[];
+  onEvent: (event: IdempotencyEvent) => void;
+  types: () => string[];
+} {
+  const events: IdempotencyEvent[] = [];
+  return {
+    events,
+    onEvent: (event) => events.push(event),
+    types: () => events.map((e) => e.type),
+  };
+}
