@@ -50,6 +50,15 @@ import {
   toStoredResponse,
 } from "../record.ts";
 
+export type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  OmittedReason,
+  StoredResponse,
+  WriteOutcome,
+} from "../store.ts";
+
 /** A row as postgres.js returns it. */
 export type PostgresRow = Record<string, unknown>;
 
@@ -183,8 +192,9 @@ function quoteIdentifier(part: string): string {
  * The SQL that creates the store's table and index if they are absent: what
  * {@linkcode PostgresStore.migrate} runs, for teams that run their own
  * migrations. The statements take a transaction-scoped advisory lock first,
- * so concurrent runs queue instead of racing; run them in one transaction
- * (one simple-protocol query is one).
+ * so concurrent runs queue instead of racing, and silence the "already
+ * exists, skipping" notices; run them in one transaction (one
+ * simple-protocol query, as `psql -c` sends, is one).
  *
  * @param table The table, optionally `schema.table`; the schema must exist.
  * @returns The statements, separated by semicolons.
