@@ -550,6 +550,9 @@ class Guard<A extends unknown[]> {
     }
     const cap = this.#config.maxResponseBytes;
     const captured = await capture(source, cap);
+    // The live response of a captured body reuses the record's header pairs
+    // (one pass over the headers, not two); a streamed one keeps the
+    // handler's headers as they are, Content-Length included.
     const init = { status, statusText, headers: response.headers };
     switch (captured.outcome) {
       case "within":
@@ -558,7 +561,7 @@ class Guard<A extends unknown[]> {
           headers,
           body: captured.bytes,
         }, started);
-        return new Response(captured.bytes, init);
+        return new Response(captured.bytes, { status, statusText, headers });
       case "overflow":
         this.#emit(() => ({ type: "overflow", slot, cap }), started);
         await this.#complete(slot, token, {
