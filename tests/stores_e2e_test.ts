@@ -1,0 +1,223 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The middleware end to end on every real store: two middleware instances
+ * sharing one store (as two app instances would), concurrent duplicates,
+ * byte-exact replays of large binary bodies, repeated Set-Cookie, and an
+ * overflow recorded without its body.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { idempotency } from "../mod.ts";
+import type { IdempotencyStore } from "../src/store.ts";
+import { KvStore } from "../src/stores/kv.ts";
+import { PostgresStore } from "../src/stores/postgres.ts";
+import {
+  DATABASE_URL,
+  POSTGRES_IGNORE,
+  testName,
+  uniquePrefix,
+} from "./_services.ts";
+import { pattern, sameBytes } from "./_helpers.ts";
+
+interface Target {
+  store: IdempotencyStore;
+  close(): Promise<void>;
+}
+
+function request(key: string, body: string | Uint8Array<ArrayBuffer> = "{}") {
+  return new Request("http://api.test/orders", {
+    method: "POST",
+    headers: { "idempotency-key": key },
+    body,
+  });
+}
+
+/** Registers the end-to-end cases for one store. */
+export function middlewareOn(
+  name: string,
+  ignore: false | string,
+  setup: () => Promise<Target>,
+): void {
+  Deno.test({
+    name: testName(`idempotency() end to end on ${name}`, ignore),
+    ignore: ignore !== false,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn(t) {
+      const target = await setup();
+      const run = crypto.randomUUID().slice(0, 8);
+      try {
+        await t.step(
+          "two instances sharing the store run 30 concurrent duplicates once",
+          async () => {
+            let runs = 0;
+            const handler = async (req: Request) => {
+              runs++;
+              await new Promise((r) => setTimeout(r, 30));
+              return Response.json({ order: await req.json(), n: runs }, {
+                status: 201,
+              });
+            };
+            const a = idempotency(handler, { store: target.store });
+            const b = idempotency(handler, { store: target.store });
+            const answers = await Promise.all(
+              Array.from(
+                { length: 30 },
+                (_, i) => (i % 2 ? a : b)(request(`${run}-dup`, '{"sku":1}')),
+              ),
+            );
+            assert.equal(runs, 1);
+            const statuses = answers.map((r) => r.status);
+            assert.equal(
+              statuses.filter((s) => s === 201).length,
+              1,
+              statuses.join(),
+            );
+            assert.ok(
+              statuses.every((s) => s === 201 || s === 409),
+              statuses.join(),
+            );
+            const winner = await answers[statuses.indexOf(201)]!.text();
+            await Promise.all(answers.map((r) => r.bodyUsed ? undefined : r.body?.cancel()));
+            const replay = await b(request(`${run}-dup`, '{"sku":1}'));
+            assert.equal(replay.headers.get("idempotent-replayed"), "true");
+            assert.equal(await replay.text(), winner);
+          },
+        );
+
+        await t.step(
+          "a 1 MiB binary body and many Set-Cookie headers replay exactly",
+          async () => {
+            const body = pattern(1_048_576, 31);
+            const guarded = idempotency(() => {
+              const headers = new Headers({
+                "content-type": "application/octet-stream",
+              });
+              for (let i = 0; i < 20; i++) {
+                headers.append("set-cookie", `s${i}=${i}; Path=/`);
+              }
+              return new Response(body, { headers });
+            }, { store: target.store });
+            const first = await guarded(request(`${run}-mib`));
+            assert.ok(
+              sameBytes(new Uint8Array(await first.arrayBuffer()), body),
+            );
+            const replay = await guarded(request(`${run}-mib`));
+            assert.ok(
+              sameBytes(new Uint8Array(await replay.arrayBuffer()), body),
+            );
+            assert.deepEqual(
+              replay.headers.getSetCookie(),
+              first.headers.getSetCookie(),
+            );
+          },
+        );
+
+        await t.step(
+          "an overflow streams in full and replays without a body",
+          async () => {
+            const body = pattern(2_000_000, 32);
+            const guarded = idempotency(() => new Response(body), {
+              store: target.store,
+            });
+            assert.ok(
+              sameBytes(
+                new Uint8Array(
+                  await (await guarded(request(`${run}-big`))).arrayBuffer(),
+                ),
+                body,
+              ),
+            );
+            const replay = await guarded(request(`${run}-big`));
+            assert.equal(
+              replay.headers.get("idempotent-body-omitted"),
+              "too_large",
+            );
+            assert.equal((await replay.arrayBuffer()).byteLength, 0);
+          },
+        );
+
+        await t.step(
+          "a key reused with another body is 422 across instances",
+          async () => {
+            const store = target.store;
+            await (await idempotency(() => new Response("x"), { store })(
+              request(`${run}-fp`, "a"),
+            )).text();
+            const other = await idempotency(() => new Response("y"), { store })(
+              request(`${run}-fp`, "b"),
+            );
+            assert.equal(other.status, 422);
+            await other.body?.cancel();
+          },
+        );
+      } finally {
+        await target.close();
+      }
+    },
+  });
+}
+
+middlewareOn("KvStore", false, async () => {
+  const kv = await Deno.openKv(":memory:");
+  return {
+    store: new KvStore({ kv }),
+    close: () => Promise.resolve(kv.close()),
+  };
+});
+
+middlewareOn("PostgresStore", POSTGRES_IGNORE, async () => {
+  const sql = postgres(DATABASE_URL, { max: 4, onnotice: () => {} });
+  const schema = uniquePrefix("e2e");
+  await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+  const store = new PostgresStore({ sql, table: `${schema}.keys` });
+  await store.migrate();
+  return {
+    store,
+    async close() {
+      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
+      await sql.end();
+    },
+  };
+});
+
+Deno.test({
+  name: testName(
+    "idempotency() on a PostgresStore with a pool of one serves concurrent requests while handlers run",
+    POSTGRES_IGNORE,
+  ),
+  ignore: POSTGRES_IGNORE !== false,
+  async fn() {
+    const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+    const schema = uniquePrefix("pool1");
+    try {
+      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+      const store = new PostgresStore({ sql, table: `${schema}.keys` });
+      await store.migrate();
+      let inside = 0;
+      let most = 0;
+      const guarded = idempotency(async () => {
+        inside++;
+        most = Math.max(most, inside);
+        await new Promise((r) => setTimeout(r, 100));
+        inside--;
+        return new Response("done", { status: 201 });
+      }, { store });
+      const answers = await Promise.all(
+        Array.from({ length: 10 }, (_, i) => guarded(request(`k${i}`))),
+      );
+      assert.deepEqual(answers.map((r) => r.status), Array(10).fill(201));
+      await Promise.all(answers.map((r) => r.text()));
+      assert.equal(
+        most,
+        10,
+        "all ten handlers ran at once: no connection was held while one ran",
+      );
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  },
+});
