@@ -49,7 +49,11 @@ export {
   type IdempotencyOptions,
 } from "./src/idempotency.ts";
 export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
-export { type Problem, PROBLEM_TYPES } from "./src/problem.ts";
+export {
+  type Problem,
+  PROBLEM_TYPES,
+  type ProblemTypes,
+} from "./src/problem.ts";
 export {
   MAX_KEY_LENGTH,
   type ParsedKey,

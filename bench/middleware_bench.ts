@@ -12,29 +12,53 @@
 
 import { idempotency, MemoryStore } from "../mod.ts";
 
-const payload = JSON.stringify({ amount: 1999, currency: "eur", customer: "cus_8fQ2", note: "x".repeat(64) });
-const answer = JSON.stringify({ id: "pay_1", status: "succeeded", amount: 1999 });
+const payload = JSON.stringify({
+  amount: 1999,
+  currency: "eur",
+  customer: "cus_8fQ2",
+  note: "x".repeat(64),
+});
+const answer = JSON.stringify({
+  id: "pay_1",
+  status: "succeeded",
+  amount: 1999,
+});
 
 async function handler(req: Request): Promise<Response> {
   await req.arrayBuffer();
-  return new Response(answer, { status: 201, headers: { "content-type": "application/json" } });
+  return new Response(answer, {
+    status: 201,
+    headers: { "content-type": "application/json" },
+  });
 }
 
-const store = new MemoryStore({ maxEntries: 10_000_000, maxBytes: 4_000_000_000 });
+const store = new MemoryStore({
+  maxEntries: 10_000_000,
+  maxBytes: 4_000_000_000,
+});
 const guarded = idempotency(handler, { store });
 
 function request(key: string | null): Request {
-  const headers: Record<string, string> = { "content-type": "application/json" };
+  const headers: Record<string, string> = {
+    "content-type": "application/json",
+  };
   if (key !== null) headers["idempotency-key"] = key;
-  return new Request("http://localhost/payments", { method: "POST", headers, body: payload });
+  return new Request("http://localhost/payments", {
+    method: "POST",
+    headers,
+    body: payload,
+  });
 }
 
 await (await guarded(request("replayed"))).arrayBuffer();
 let n = 0;
 
-Deno.bench({ name: "bare handler", group: "request", baseline: true }, async () => {
-  await (await handler(request(null))).arrayBuffer();
-});
+Deno.bench(
+  { name: "bare handler", group: "request", baseline: true },
+  async () => {
+    await (await handler(request(null))).arrayBuffer();
+  },
+);
 
 Deno.bench({ name: "keyless (call-through)", group: "request" }, async () => {
   await (await guarded(request(null))).arrayBuffer();

@@ -8,6 +8,22 @@
 /** Where the problem types are documented: the README's sections. */
 const BASE = "https://jsr.io/@idempotent/http#";
 
+/** The `type` URIs of the middleware's problems, by case. */
+export interface ProblemTypes {
+  /** 400: the key is required and the request has none. */
+  readonly missing: string;
+  /** 400: the key is not a valid key. */
+  readonly malformed: string;
+  /** 409: a request with this key is still being processed. */
+  readonly inFlight: string;
+  /** 413: the request body is larger than the middleware buffers. */
+  readonly tooLarge: string;
+  /** 422: the key was used for a different request. */
+  readonly reused: string;
+  /** 503: the idempotency store cannot be reached. */
+  readonly unavailable: string;
+}
+
 /**
  * The stable `type` URI of each problem the middleware answers with. Each
  * points at the README section that explains it; match on these, not on the
@@ -21,7 +37,7 @@ const BASE = "https://jsr.io/@idempotent/http#";
  * assert.equal(PROBLEM_TYPES.inFlight, "https://jsr.io/@idempotent/http#problem-key-in-flight");
  * ```
  */
-export const PROBLEM_TYPES = Object.freeze(
+export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
   {
     /** 400: the key is required and the request has none. */
     missing: `${BASE}problem-key-missing`,
@@ -35,7 +51,7 @@ export const PROBLEM_TYPES = Object.freeze(
     reused: `${BASE}problem-key-reused`,
     /** 503: the idempotency store cannot be reached. */
     unavailable: `${BASE}problem-store-unavailable`,
-  } as const,
+  },
 );
 
 /** The body of a problem response (RFC 9457). */

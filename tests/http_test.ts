@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { idempotency, type IdempotencyOptions } from "../mod.ts";
 import { deferred, pattern, sameBytes } from "./_helpers.ts";
 
-async function serve(
+function serve(
   handler: (req: Request) => Response | Promise<Response>,
   options: IdempotencyOptions = {},
 ) {
@@ -42,7 +42,7 @@ function send(url: string, key: string, body = "{}"): Promise<Response> {
 Deno.test("idempotency() over HTTP replays the same bytes with a consistent Content-Length, again and again", async () => {
   const body = pattern(200_000, 21);
   let runs = 0;
-  await using server = await serve(() => {
+  await using server = serve(() => {
     runs++;
     return new Response(body, {
       status: 201,
@@ -71,7 +71,7 @@ Deno.test("idempotency() over HTTP replays the same bytes with a consistent Cont
 
 Deno.test("idempotency() over HTTP streams an oversized body intact and replays it without a body", async () => {
   const body = pattern(3 * 1024 * 1024 + 5, 22);
-  await using server = await serve(() => new Response(body), {
+  await using server = serve(() => new Response(body), {
     maxResponseBytes: 64 * 1024,
   });
   const first = await send(server.url, "huge");
@@ -85,7 +85,7 @@ Deno.test("idempotency() over HTTP streams an oversized body intact and replays 
 Deno.test("idempotency() over HTTP completes the record when the client disconnects mid-body", async () => {
   const cancelled = deferred<unknown>();
   let runs = 0;
-  await using server = await serve(() => {
+  await using server = serve(() => {
     runs++;
     let sent = 0;
     return new Response(
@@ -121,7 +121,7 @@ Deno.test("idempotency() over HTTP completes the record when the client disconne
 
 Deno.test("idempotency() over HTTP runs the handler once for 20 concurrent duplicates", async () => {
   let runs = 0;
-  await using server = await serve(async (req) => {
+  await using server = serve(async (req) => {
     runs++;
     await new Promise((r) => setTimeout(r, 50));
     return Response.json({ charged: (await req.json()).amount }, {

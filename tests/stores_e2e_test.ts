@@ -80,7 +80,9 @@ export function middlewareOn(
               statuses.join(),
             );
             const winner = await answers[statuses.indexOf(201)]!.text();
-            await Promise.all(answers.map((r) => r.bodyUsed ? undefined : r.body?.cancel()));
+            await Promise.all(
+              answers.map((r) => r.bodyUsed ? undefined : r.body?.cancel()),
+            );
             const replay = await b(request(`${run}-dup`, '{"sku":1}'));
             assert.equal(replay.headers.get("idempotent-replayed"), "true");
             assert.equal(await replay.text(), winner);
