@@ -668,16 +668,19 @@ async function readBody(
   request: Request,
   max: number,
 ): Promise<Uint8Array<ArrayBuffer> | null> {
-  if (request.body === null) return EMPTY;
+  // With a declared length, read through bytes() without touching `body`:
+  // under Deno.serve the `body` getter wraps the connection in a JS stream
+  // and the read takes the slow path.
   const declared = request.headers.get("content-length");
   if (declared !== null && /^\d+$/.test(declared)) {
     if (Number(declared) > max) {
-      await request.body.cancel().catch(() => {});
+      await request.body?.cancel().catch(() => {});
       return null;
     }
-    const bytes = new Uint8Array(await request.arrayBuffer());
+    const bytes = await request.bytes();
     return bytes.byteLength > max ? null : bytes;
   }
+  if (request.body === null) return EMPTY;
   const reader = request.body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;

@@ -1,0 +1,123 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Requests per second over loopback HTTP: the bare app against the same app
+ * under `idempotency()` (MemoryStore), keyless, with a fresh key per request,
+ * and replaying one key. Each case runs `wrk -t1 -c32` against its own server
+ * process, in rounds that alternate the cases; the report gives the median of
+ * the rounds and each case's ratio to the bare app measured in the same run.
+ *
+ *     deno task bench:http [seconds per case] [rounds]
+ *
+ * Needs `wrk` on the PATH (Debian: `apt-get install wrk`).
+ *
+ * @module
+ */
+// deno-lint-ignore-file no-console
+
+const seconds = Number(Deno.args[0] ?? 5);
+const rounds = Number(Deno.args[1] ?? 3);
+const body = JSON.stringify({
+  amount: 1999,
+  currency: "eur",
+  customer: "cus_8fQ2",
+  note: "x".repeat(64),
+});
+
+const scripts = {
+  keyless: `wrk.method = "POST"
+wrk.body = '${body}'
+wrk.headers["Content-Type"] = "application/json"`,
+  fresh: `wrk.method = "POST"
+wrk.body = '${body}'
+local n = 0
+local prefix = tostring(math.random(1, 1e9))
+request = function()
+  n = n + 1
+  return wrk.format(nil, nil, { ["Content-Type"] = "application/json", ["Idempotency-Key"] = prefix .. "-" .. n }, nil)
+end`,
+  replay: `wrk.method = "POST"
+wrk.body = '${body}'
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Idempotency-Key"] = "the-same-key"`,
+};
+
+type Case = "bare" | "keyless" | "fresh" | "replay";
+const cases: Case[] = ["bare", "keyless", "fresh", "replay"];
+const results: Record<Case, number[]> = {
+  bare: [],
+  keyless: [],
+  fresh: [],
+  replay: [],
+};
+const dir = await Deno.makeTempDir();
+
+async function measure(which: Case, port: number): Promise<number> {
+  const server = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-net=127.0.0.1",
+      new URL("./_http_server.ts", import.meta.url).pathname,
+      which === "bare" ? "bare" : "guarded",
+      String(port),
+    ],
+    stdout: "null",
+    stderr: "inherit",
+  }).spawn();
+  try {
+    for (let i = 0; i < 100; i++) {
+      try {
+        (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+        break;
+      } catch {
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    const script = `${dir}/${which}.lua`;
+    await Deno.writeTextFile(
+      script,
+      which === "bare" ? scripts.keyless : scripts[which],
+    );
+    const url = `http://127.0.0.1:${port}/payments`;
+    const warm = ["-t1", "-c32", "-d1s", "-s", script, url];
+    await new Deno.Command("wrk", { args: warm, stdout: "null" }).output();
+    const out = await new Deno.Command("wrk", {
+      args: ["-t1", "-c32", `-d${seconds}s`, "-s", script, url],
+      stdout: "piped",
+    }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    const rps = Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1]);
+    const non2xx = Number(
+      text.match(/Non-2xx or 3xx responses:\s+(\d+)/)?.[1] ?? 0,
+    );
+    if (non2xx > 0) console.error(`${which}: ${non2xx} non-2xx responses`);
+    return rps;
+  } finally {
+    server.kill();
+    await server.status;
+  }
+}
+
+let port = 8711;
+for (let round = 0; round < rounds; round++) {
+  const order = round % 2 === 0 ? cases : [...cases].reverse();
+  for (const which of order) results[which].push(await measure(which, port++));
+}
+await Deno.remove(dir, { recursive: true });
+
+const median = (xs: number[]) =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const bare = median(results.bare);
+console.log(
+  `wrk -t1 -c32, ${seconds} s per case, median of ${rounds} rounds, MemoryStore\n`,
+);
+console.log("| case | requests/s | × bare | µs added per request |");
+console.log("| --- | ---: | ---: | ---: |");
+for (const which of cases) {
+  const rps = median(results[which]);
+  const added = which === "bare" ? 0 : 1e6 / rps - 1e6 / bare;
+  console.log(
+    `| ${which} | ${rps.toFixed(0)} | ${(rps / bare).toFixed(2)} | ${
+      which === "bare" ? "" : added.toFixed(1)
+    } |`,
+  );
+}
