@@ -1,0 +1,237 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode idempotent}: the Idempotency-Key middleware as a Hono
+ * middleware. A guarded `POST` or `PATCH` that carries an `Idempotency-Key`
+ * runs the routes after it at most once per key; a retry gets the first
+ * response back, byte for byte, with `Idempotent-Replayed: true`, without
+ * reaching them.
+ *
+ * Register it before any middleware that reads the request body (validators,
+ * body parsers): it reads the body first, to fingerprint the request, and
+ * hands the routes after it a request that carries the same bytes, so
+ * `c.req.json()` works there as usual.
+ *
+ * @example Guard a route
+ * ```ts
+ * import { Hono } from "hono";
+ * import { idempotent } from "@idempotent/http/hono";
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let charges = 0;
+ * const app = new Hono();
+ * app.post("/payments", idempotent({ store: new MemoryStore() }), async (c) => {
+ *   const { amount } = await c.req.json();
+ *   charges++;
+ *   return c.json({ charged: amount }, 201);
+ * });
+ *
+ * const pay = () =>
+ *   app.request("/payments", {
+ *     method: "POST",
+ *     headers: { "Idempotency-Key": "order-42" },
+ *     body: JSON.stringify({ amount: 100 }),
+ *   });
+ * const first = await pay();
+ * const retry = await pay();
+ * assert.equal(charges, 1);
+ * assert.equal(retry.status, 201);
+ * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
+ * assert.deepEqual(await retry.json(), await first.json());
+ * ```
+ *
+ * @module
+ */
+
+import { idempotency, type IdempotencyOptions } from "./idempotency.ts";
+
+/**
+ * Options of {@linkcode idempotent}: the core middleware's, unchanged (see
+ * {@linkcode IdempotencyOptions}). `scope` receives the request, as in the
+ * core.
+ */
+export type IdempotentHonoOptions = IdempotencyOptions;
+
+/**
+ * The part of Hono's `Context` that {@linkcode idempotent} uses. Hono's
+ * `Context` fits it, whatever its environment; it is written out so that
+ * this module depends on no Hono type.
+ */
+export interface HonoContextLike {
+  /** The request: Hono's `HonoRequest`, of which only `raw` is used. */
+  readonly req: { raw: Request };
+  /**
+   * The response so far (Hono's getter never answers `undefined`). Setting
+   * it merges the current one's headers into the new one, unless it was
+   * cleared first by setting `undefined`.
+   */
+  res: Response | undefined;
+  /** Whether a response has been set. */
+  readonly finalized: boolean;
+}
+
+/** Hono's `Next`: runs the middleware and handlers after this one. */
+export type HonoNext = () => Promise<void>;
+
+/**
+ * The middleware {@linkcode idempotent} makes. It is a Hono
+ * `MiddlewareHandler` of any environment: it goes to `app.use` and into a
+ * route's handler list.
+ */
+export type IdempotentMiddleware = (
+  c: HonoContextLike,
+  next: HonoNext,
+) => Promise<void>;
+
+/** Whether the routes after the middleware ran for this request. */
+interface Downstream {
+  ran: boolean;
+}
+
+/** Headers of a replay or a problem that earlier middleware must not replace. */
+const OWN_HEADERS = new Set(["content-type", "content-length"]);
+
+/**
+ * Makes a Hono middleware that runs the routes after it at most once per
+ * `Idempotency-Key`: a retry gets the first response back, byte for byte,
+ * with `Idempotent-Replayed: true`, and never reaches them; a retry that
+ * races the first is answered 409; a key reused for another request is
+ * answered 422 (RFC 9457 problem responses). A response that is not
+ * cacheable (by default, any non-2xx, Hono's `notFound` and `onError`
+ * answers included) releases the key, so that a retry runs the routes again.
+ *
+ * Requests with another method (`GET`, by default), or without a key while
+ * keys are optional, go straight to `next()`: no body read, no store call,
+ * so it can sit on a prefix with `app.use("/api/*", idempotent())`.
+ *
+ * How it fits in Hono's context:
+ *
+ * - The body is read once, and `c.req.raw` is replaced by a request with the
+ *   same URL, method, headers and bytes before `next()`, so the routes after
+ *   it read it with `c.req.json()`, `c.req.text()` or `c.req.raw`. It must
+ *   be unread when the middleware runs: a guarded request whose body an
+ *   earlier middleware consumed is refused with a `TypeError` (Hono answers
+ *   500 through `onError`), since its bytes can no longer be fingerprinted.
+ * - The response is what the routes after it leave in `c.res`, headers set
+ *   before `next()` by earlier middleware included, and it is recorded as
+ *   such. The live response keeps its bytes: `c.res` is replaced by one
+ *   carrying the same status, headers and body.
+ * - A replay or a problem response goes to `c.res` with the headers that
+ *   earlier middleware set before `next()` for this request (CORS, a request
+ *   id) laid over it, as Hono does for a route's response; their
+ *   `Set-Cookie` values are added to the replay's, not put in their place.
+ *   Middleware that sets headers after `next()` sees every answer, replays
+ *   included.
+ *
+ * @param options Store, scope, limits and hooks, as in the core middleware.
+ * @returns The middleware.
+ * @throws {TypeError} When an option has the wrong type.
+ * @throws {RangeError} When a number option is out of range.
+ *
+ * @example One execution per key, on a prefix
+ * ```ts
+ * import { Hono } from "hono";
+ * import { idempotent } from "@idempotent/http/hono";
+ * import assert from "node:assert/strict";
+ *
+ * let created = 0;
+ * const app = new Hono();
+ * app.use("/api/*", idempotent());
+ * app.get("/api/orders", (c) => c.json({ created }));
+ * app.post("/api/orders", (c) => c.json({ id: ++created }, 201));
+ *
+ * const order = () =>
+ *   app.request("/api/orders", {
+ *     method: "POST",
+ *     headers: { "Idempotency-Key": "cart-7" },
+ *   });
+ * assert.equal((await order()).status, 201);
+ * const retry = await order();
+ * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
+ * assert.deepEqual(await retry.json(), { id: 1 });
+ * assert.deepEqual(await (await app.request("/api/orders")).json(), {
+ *   created: 1,
+ * });
+ * ```
+ */
+export function idempotent(
+  options: IdempotentHonoOptions = {},
+): IdempotentMiddleware {
+  // Validates the options eagerly, as the core does.
+  const guarded = idempotency(runDownstream, options);
+  // The same defaults as the core's, to tell a guarded request apart.
+  const methods = new Set(
+    (options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase()),
+  );
+  const header = options.header ?? "Idempotency-Key";
+  const required = options.required === true;
+
+  return async function idempotent(
+    c: HonoContextLike,
+    next: HonoNext,
+  ): Promise<void> {
+    const request = c.req.raw;
+    if (
+      request.bodyUsed && methods.has(request.method) &&
+      (required || request.headers.has(header))
+    ) {
+      throw new TypeError(
+        "The request body was read before idempotent(): register body-reading middleware (validators, parsers) after it",
+      );
+    }
+    const downstream: Downstream = { ran: false };
+    const response = await guarded(request, c, next, downstream);
+    if (downstream.ran) {
+      // The routes' response, or the same bytes rebuilt after capture: the
+      // headers are already merged, so replace `c.res` without merging again.
+      if (c.res !== response) {
+        c.res = undefined;
+        c.res = response;
+      }
+      return;
+    }
+    // A replay or a problem, answered without running the routes.
+    const upstream = c.res;
+    if (upstream !== undefined) layHeaders(upstream.headers, response.headers);
+    c.res = undefined;
+    c.res = response;
+  };
+}
+
+/** The guarded "handler": the routes after the middleware, on the rebuilt request. */
+async function runDownstream(
+  request: Request,
+  c: HonoContextLike,
+  next: HonoNext,
+  downstream: Downstream,
+): Promise<Response> {
+  downstream.ran = true;
+  c.req.raw = request;
+  await next();
+  const response = c.res;
+  if (!c.finalized || response === undefined) {
+    throw new Error(
+      "Context is not finalized after idempotent(): did a route forget to return a Response or to `await next()`?",
+    );
+  }
+  return response;
+}
+
+/**
+ * Lays the headers earlier middleware set on this request's context over an
+ * answer of the middleware's own, as Hono's `c.res` setter does, except
+ * that `Set-Cookie` values are added rather than put in the place of the
+ * answer's.
+ */
+function layHeaders(from: Headers, to: Headers): void {
+  let cookies: string[] | undefined;
+  for (const [name, value] of from) {
+    if (OWN_HEADERS.has(name)) continue;
+    if (name === "set-cookie") {
+      cookies ??= to.getSetCookie();
+      if (!cookies.includes(value)) to.append(name, value);
+    } else {
+      to.set(name, value);
+    }
+  }
+}
