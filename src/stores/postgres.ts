@@ -138,6 +138,8 @@ const MAX_SCHEMA_BYTES = 63;
 
 /** The time of the statement, on the database's clock (stable within it). */
 const NOW = "statement_timestamp()";
+/** How many times a claim statement runs when it keeps meeting concurrent claims. */
+const CLAIM_ATTEMPTS = 4;
 
 /**
  * Validates a table name and returns its quoted parts.
@@ -258,48 +260,47 @@ function statements(t: string): Statements {
     `${column} = CASE WHEN ${free} THEN ${value} ELSE r.${column} END`;
   const fenced = `slot = $1 AND token = $2 AND version = ${RECORD_VERSION}
     AND state = 'in_flight' AND expires_at > ${NOW}`;
+  const retryAfter = (alias: string) =>
+    `CASE WHEN isfinite(${alias}.lease_until) THEN LEAST(2147483647, GREATEST(1,
+    ceil(extract(epoch FROM ${alias}.lease_until - ${NOW}) * 1000)))::int
+  END AS retry_after_ms`;
+  const columns = (alias: string) =>
+    `${alias}.version, ${alias}.state, ${alias}.fingerprint, ${alias}.token,
+  ${alias}.takeovers, ${alias}.status, ${alias}.headers::text AS headers,
+  ${alias}.body, ${alias}.omitted, (${alias}.expires_at IS NOT NULL) AS has_deadline,
+  ${retryAfter(alias)}`;
   return {
-    // One statement: insert a fresh claim, or take a free row over, or keep
-    // the live row as it is. The DO UPDATE is unconditional (every column a
-    // CASE) so that RETURNING always yields the row that now holds the slot,
-    // whoever holds it; a conditional DO UPDATE ... WHERE would return no row
-    // when the slot is taken, and a second SELECT could miss a row committed
-    // after the statement's snapshot.
-    claim: `INSERT INTO ${t} AS r
-  (slot, version, state, fingerprint, token, takeovers, lease_until, expires_at, created_at)
-VALUES ($1, ${RECORD_VERSION}, 'in_flight', $2, $3, 0,
-  ${NOW} + $4::float8 * interval '1 millisecond',
-  ${NOW} + $5::float8 * interval '1 millisecond', ${NOW})
-ON CONFLICT (slot) DO UPDATE SET
-  ${take("version")},
-  ${take("state")},
-  ${take("fingerprint")},
-  ${take("token")},
-  ${
-      take(
-        "takeovers",
-        `CASE WHEN ${expired} THEN 0 ELSE r.takeovers + 1 END`,
-      )
-    },
-  ${take("lease_until")},
-  ${take("expires_at")},
-  ${take("status", "NULL")},
-  ${take("headers", "NULL")},
-  ${take("body", "NULL")},
-  ${take("omitted", "NULL")},
-  ${
-      take(
-        "created_at",
-        `CASE WHEN ${expired} THEN ${NOW} ELSE r.created_at END`,
-      )
-    },
-  ${take("completed_at", "NULL")}
-RETURNING r.version, r.state, r.fingerprint, r.token, r.takeovers, r.status,
-  r.headers::text AS headers, r.body, r.omitted,
-  (r.expires_at IS NOT NULL) AS has_deadline,
-  CASE WHEN isfinite(r.lease_until) THEN LEAST(2147483647, GREATEST(1,
-    ceil(extract(epoch FROM r.lease_until - ${NOW}) * 1000)))::int
-  END AS retry_after_ms`,
+    // One statement: read the row; when it is absent or free, insert a fresh
+    // claim or take the free row over (ON CONFLICT … DO UPDATE … WHERE free,
+    // judged on the latest committed row); return the row written, else the
+    // row read. A replay or a conflict reads and writes nothing, so it takes
+    // no row lock and flushes no WAL. `free` on a returned row read, and no
+    // row at all, mean another claim won between the snapshot and the
+    // upsert: the caller runs the statement again (see claim()).
+    claim: `WITH cur AS (
+  SELECT ${columns("r")}, COALESCE(${free}, false) AS free
+  FROM ${t} AS r WHERE r.slot = $1
+), ins AS (
+  INSERT INTO ${t} AS r
+    (slot, version, state, fingerprint, token, takeovers, lease_until, expires_at, created_at)
+  SELECT $1, ${RECORD_VERSION}, 'in_flight', $2, $3, 0,
+    ${NOW} + $4::float8 * interval '1 millisecond',
+    ${NOW} + $5::float8 * interval '1 millisecond', ${NOW}
+  WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.free)
+  ON CONFLICT (slot) DO UPDATE SET
+    version = excluded.version, state = excluded.state,
+    fingerprint = excluded.fingerprint, token = excluded.token,
+    takeovers = CASE WHEN ${expired} THEN 0 ELSE r.takeovers + 1 END,
+    lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+    status = NULL, headers = NULL, body = NULL, omitted = NULL,
+    created_at = CASE WHEN ${expired} THEN ${NOW} ELSE r.created_at END,
+    completed_at = NULL
+  WHERE ${free}
+  RETURNING ${columns("r")}, false AS free
+)
+SELECT * FROM ins
+UNION ALL
+SELECT * FROM cur WHERE NOT EXISTS (SELECT 1 FROM ins)`,
     complete: `UPDATE ${t} SET state = 'completed', status = $3::int,
   headers = $4::text::jsonb, body = $5::bytea, omitted = $6::text,
   lease_until = NULL, completed_at = ${NOW}
@@ -532,14 +533,24 @@ export class PostgresStore implements IdempotencyStore {
       );
     }
     const token = crypto.randomUUID();
-    const rows = await this.#run("claim", this.#statements.claim, [
+    const params = [
       slot,
       options.fingerprint,
       token,
       options.leaseMs,
       options.ttlMs,
-    ]);
-    return decodeClaim(rows[0], token);
+    ];
+    // Almost always one statement. A row committed by another claim after
+    // this statement's snapshot shows as no row, or as the free row read
+    // while the upsert found it taken: look again, a few times at most.
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const rows = await this.#run("claim", this.#statements.claim, params);
+      const row = rows[0];
+      if (row === undefined || row.free === true) continue;
+      return decodeClaim(row, token);
+    }
+    // Still racing: someone holds the slot right now.
+    return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
   }
 
   /**
