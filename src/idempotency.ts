@@ -508,6 +508,13 @@ class Guard<A extends unknown[]> {
       await this.#release(slot, token, "thrown", started);
       throw error;
     }
+    if (!(response instanceof Response)) {
+      this.#heartbeat.stop(beat);
+      await this.#release(slot, token, "thrown", started);
+      throw new TypeError(
+        `The handler must return a Response: it returned ${response}`,
+      );
+    }
     let cacheable = true;
     try {
       cacheable = this.#config.cacheable(response);
@@ -549,7 +556,12 @@ class Guard<A extends unknown[]> {
       return response;
     }
     const cap = this.#config.maxResponseBytes;
-    const captured = await capture(source, cap);
+    // A body capture() cannot read (a locked stream) counts as a stream error.
+    const captured = await capture(source, cap).catch((error) => ({
+      outcome: "failed" as const,
+      prefix: EMPTY,
+      error,
+    }));
     // The live response of a captured body reuses the record's header pairs
     // (one pass over the headers, not two); a streamed one keeps the
     // handler's headers as they are, Content-Length included.

@@ -749,3 +749,36 @@ Deno.test("idempotency() reports the events of a request's life with its slot an
       completed.bytes === 2 && completed.outcome === "applied",
   );
 });
+
+Deno.test("idempotency() releases the key and throws when the handler returns no Response", async () => {
+  const store = new FaultyStore(new MemoryStore());
+  let calls = 0;
+  const guarded = idempotency(
+    (() => {
+      calls++;
+      return calls === 1 ? undefined : new Response("second");
+    }) as unknown as () => Response,
+    { store },
+  );
+  await assert.rejects(
+    () => Promise.resolve(guarded(post("nothing"))),
+    /must return a Response/,
+  );
+  assert.equal(store.calls.release, 1);
+  assert.equal(await (await guarded(post("nothing"))).text(), "second");
+});
+
+Deno.test("idempotency() records a 2xx whose body is locked as a stream error and never leaves the key in flight", async () => {
+  const body = new ReadableStream<Uint8Array<ArrayBuffer>>({
+    pull: (c) => c.enqueue(pattern(10)),
+  });
+  const locked = new Response(body);
+  locked.body!.getReader(); // someone else holds the body
+  const { state, handler } = counting(() => locked);
+  const guarded = idempotency(handler);
+  const live = await guarded(post("locked"));
+  await assert.rejects(() => live.arrayBuffer());
+  const replay = await guarded(post("locked"));
+  assert.equal(replay.headers.get(BODY_OMITTED_HEADER), "stream_error");
+  assert.equal(state.runs, 1);
+});
