@@ -1,0 +1,91 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { MAX_KEY_LENGTH, parseIdempotencyKey } from "../src/key.ts";
+
+const printable = (from: number) =>
+  fc.integer({ min: from, max: 0x7e }).map((c) => String.fromCharCode(c));
+const bareKey = fc.string({
+  unit: printable(0x21),
+  minLength: 1,
+  maxLength: MAX_KEY_LENGTH,
+})
+  .filter((s) => !s.startsWith('"'));
+const anyKey = fc.string({
+  unit: printable(0x20),
+  minLength: 1,
+  maxLength: MAX_KEY_LENGTH,
+});
+
+/** Writes a key as an RFC 8941 sf-string. */
+function sfString(key: string): string {
+  return `"${key.replaceAll("\\", "\\\\").replaceAll('"', '\\"')}"`;
+}
+
+Deno.test("parseIdempotencyKey() reads every bare key of printable ASCII as itself", () => {
+  fc.assert(fc.property(bareKey, (key) => {
+    assert.deepEqual(parseIdempotencyKey(key), { ok: true, key });
+  }));
+});
+
+Deno.test("parseIdempotencyKey() reads every key written as an sf-string back, the same key as its bare form", () => {
+  fc.assert(fc.property(anyKey, fc.constantFrom("", " ", "\t"), (key, pad) => {
+    assert.deepEqual(parseIdempotencyKey(`${pad}${sfString(key)}${pad}`), {
+      ok: true,
+      key,
+    });
+    const bare = parseIdempotencyKey(key);
+    // A bare value loses surrounding spaces, as HTTP field values do.
+    if (bare.ok) assert.equal(bare.key, key.replace(/^ +| +$/g, ""));
+  }));
+});
+
+Deno.test("parseIdempotencyKey() refuses keys longer than 255 characters in either form", () => {
+  fc.assert(
+    fc.property(
+      fc.string({ unit: printable(0x21), minLength: 256, maxLength: 600 }),
+      (long) => {
+        const key = long.replace(/^"/, "a");
+        assert.equal(parseIdempotencyKey(key).ok, false);
+        assert.equal(parseIdempotencyKey(sfString(key)).ok, false);
+      },
+    ),
+  );
+});
+
+Deno.test("parseIdempotencyKey() refuses anything outside printable ASCII and never throws", () => {
+  fc.assert(
+    fc.property(fc.string({ unit: "binary", maxLength: 300 }), (value) => {
+      const parsed = parseIdempotencyKey(value);
+      if (parsed.ok) {
+        assert.ok(
+          /^[\x20-\x7e]{1,255}$/.test(parsed.key),
+          JSON.stringify(parsed.key),
+        );
+        assert.ok(/^[ \t]*[\x20-\x7e]+[ \t]*$/.test(value));
+      } else {
+        assert.equal(typeof parsed.reason, "string");
+      }
+    }),
+    { numRuns: 2000 },
+  );
+});
+
+Deno.test("parseIdempotencyKey() says why a key is malformed", () => {
+  const cases: [string, RegExp][] = [
+    ["", /empty/],
+    ['""', /empty/],
+    ['"abc', /no closing quote/],
+    ['"a"b', /followed by more text/],
+    ['"a";p=1', /followed by more text/],
+    ['"a\\nb"', /escape/],
+    ["caf\u00e9", /not printable ASCII at position 4/],
+    ["a b", /not printable ASCII/],
+    ["x".repeat(256), /256 characters long/],
+  ];
+  for (const [value, reason] of cases) {
+    const parsed = parseIdempotencyKey(value);
+    assert.equal(parsed.ok, false, value);
+    if (!parsed.ok) assert.match(parsed.reason, reason);
+  }
+});
