@@ -1,0 +1,392 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode MemoryStore}: the store contract for one process, bounded in
+ * entries and in body bytes.
+ *
+ * @module
+ */
+
+import { assertSlot, StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  WriteOutcome,
+} from "../store.ts";
+import { assertStoredResponse } from "../record.ts";
+
+/** Options of the {@linkcode MemoryStore} constructor. */
+export interface MemoryStoreOptions {
+  /**
+   * The most records held at once, in flight and completed.
+   *
+   * @default {10_000}
+   */
+  maxEntries?: number;
+  /**
+   * The most bytes of completed records (bodies and headers) held at once.
+   * A single record larger than this is kept with its body omitted
+   * (`too_large`).
+   *
+   * @default {67_108_864} (64 MiB)
+   */
+  maxBytes?: number;
+  /**
+   * The clock, in milliseconds: inject one to test expiry without waiting.
+   *
+   * @default {Date.now}
+   */
+  clock?: () => number;
+}
+
+type Entry =
+  | {
+    state: "in_flight";
+    fingerprint: string;
+    token: string;
+    leaseUntil: number;
+    deadline: number;
+  }
+  | {
+    state: "completed";
+    fingerprint: string;
+    response: StoredResponse;
+    deadline: number;
+    bytes: number;
+  };
+
+interface HeapItem {
+  deadline: number;
+  slot: string;
+  entry: Entry;
+}
+
+/**
+ * Keeps idempotency records in this process's memory: the default store,
+ * right for a single instance and for tests. Records are lost when the
+ * process exits, and other instances do not see them; use `KvStore`,
+ * `RedisStore` or `PostgresStore` for those cases.
+ *
+ * Memory is bounded by `maxEntries` and `maxBytes`. When a new claim needs
+ * room, expired records go first, then completed records nearest their
+ * expiry; a live claim is never evicted. When every record held is a live
+ * claim, a new claim is refused with a {@linkcode StoreError} (the middleware
+ * answers 503). Expired records never block and are dropped as they are met.
+ *
+ * Bodies are held by reference, not copied: do not change a body after
+ * handing it to `complete`, nor one a claim returned.
+ *
+ * @example Claim, complete, replay
+ * ```ts
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let now = 0;
+ * const store = new MemoryStore({ maxEntries: 100, clock: () => now });
+ * const options = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 60_000 };
+ *
+ * const first = await store.claim("slot", options);
+ * assert.equal(first.state, "acquired");
+ * assert.equal((await store.claim("slot", options)).state, "in_flight");
+ * if (first.state === "acquired") {
+ *   await store.complete("slot", first.token, { status: 201, headers: [], body: new Uint8Array([7]) });
+ * }
+ * const replay = await store.claim("slot", options);
+ * assert.equal(replay.state, "completed");
+ *
+ * now += 60_000; // the TTL ran out: the slot is free again
+ * assert.equal((await store.claim("slot", options)).state, "acquired");
+ * ```
+ */
+export class MemoryStore implements IdempotencyStore {
+  #entries = new Map<string, Entry>();
+  #heap: HeapItem[] = [];
+  #bytes = 0;
+  #maxEntries: number;
+  #maxBytes: number;
+  #clock: () => number;
+
+  /**
+   * Makes an empty store.
+   *
+   * @param options Its bounds and clock.
+   * @throws {RangeError} When a bound is not a positive integer.
+   * @throws {TypeError} When `clock` is not a function.
+   */
+  constructor(options: MemoryStoreOptions = {}) {
+    this.#maxEntries = positive("maxEntries", options.maxEntries ?? 10_000);
+    this.#maxBytes = positive("maxBytes", options.maxBytes ?? 67_108_864);
+    const clock = options.clock ?? Date.now;
+    if (typeof clock !== "function") {
+      throw new TypeError(
+        `'clock' must be a function: current value is ${clock}`,
+      );
+    }
+    this.#clock = clock;
+  }
+
+  /** How many records the store holds, expired ones not yet dropped included. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** How many bytes of completed records the store holds. */
+  get bytes(): number {
+    return this.#bytes;
+  }
+
+  /**
+   * Reserves the slot if it is free, or reports what holds it.
+   *
+   * @param slot The slot.
+   * @param options The fingerprint, lease and TTL.
+   * @returns What the claim found.
+   * @throws {StoreError} When every record held is a live claim and the store is full.
+   */
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    try {
+      return Promise.resolve(this.#claim(slot, options));
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  #claim(slot: string, options: ClaimOptions): ClaimResult {
+    assertSlot(slot);
+    const leaseMs = positive("leaseMs", options.leaseMs);
+    const ttlMs = positive("ttlMs", options.ttlMs);
+    const now = this.#clock();
+    let entry = this.#entries.get(slot);
+    if (entry !== undefined && entry.deadline <= now) {
+      this.#drop(slot, entry);
+      entry = undefined;
+    }
+    if (entry?.state === "completed") {
+      return {
+        state: "completed",
+        fingerprint: entry.fingerprint,
+        response: entry.response,
+      };
+    }
+    if (entry !== undefined && entry.leaseUntil > now) {
+      return {
+        state: "in_flight",
+        fingerprint: entry.fingerprint,
+        retryAfterMs: Math.max(1, Math.ceil(entry.leaseUntil - now)),
+      };
+    }
+    const recovered = entry !== undefined;
+    if (entry !== undefined) this.#drop(slot, entry);
+    else this.#makeRoom(now);
+    const next: Entry = {
+      state: "in_flight",
+      fingerprint: options.fingerprint,
+      token: crypto.randomUUID(),
+      leaseUntil: now + leaseMs,
+      deadline: now + ttlMs,
+    };
+    this.#put(slot, next);
+    return { state: "acquired", token: next.token, recovered };
+  }
+
+  /**
+   * Records the response, if `token` still owns the slot.
+   *
+   * @param slot The slot.
+   * @param token The claim's token.
+   * @param response The response to replay.
+   * @returns `applied` or `lost`.
+   * @throws {TypeError} When the response is malformed.
+   */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    try {
+      assertSlot(slot);
+      assertStoredResponse(response);
+      const entry = this.#owned(slot, token);
+      if (entry === undefined) return Promise.resolve("lost");
+      let size = 0;
+      for (const [name, value] of response.headers) {
+        size += name.length + value.length;
+      }
+      let kept = response;
+      if (size + (response.body?.byteLength ?? 0) > this.#maxBytes) {
+        kept = {
+          status: response.status,
+          headers: response.headers,
+          body: null,
+          omitted: "too_large",
+        };
+      } else size += response.body?.byteLength ?? 0;
+      this.#drop(slot, entry);
+      this.#makeBytes(size, this.#clock());
+      this.#put(slot, {
+        state: "completed",
+        fingerprint: entry.fingerprint,
+        response: kept,
+        deadline: entry.deadline,
+        bytes: size,
+      });
+      return Promise.resolve("applied");
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Frees the slot, if `token` still owns it.
+   *
+   * @param slot The slot.
+   * @param token The claim's token.
+   * @returns `applied` or `lost`.
+   */
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    try {
+      assertSlot(slot);
+      const entry = this.#owned(slot, token);
+      if (entry === undefined) return Promise.resolve("lost");
+      this.#drop(slot, entry);
+      return Promise.resolve("applied");
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /**
+   * Renews the lease to `leaseMs` from now, if `token` still owns the slot.
+   *
+   * @param slot The slot.
+   * @param token The claim's token.
+   * @param leaseMs The new lease.
+   * @returns `applied` or `lost`.
+   */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    try {
+      assertSlot(slot);
+      positive("leaseMs", leaseMs);
+      const entry = this.#owned(slot, token);
+      if (entry === undefined) return Promise.resolve("lost");
+      entry.leaseUntil = this.#clock() + leaseMs;
+      return Promise.resolve("applied");
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
+  /** The live in-flight entry that `token` owns, if any. */
+  #owned(slot: string, token: string) {
+    const entry = this.#entries.get(slot);
+    if (
+      entry === undefined || entry.state !== "in_flight" ||
+      entry.token !== token || entry.deadline <= this.#clock()
+    ) return undefined;
+    return entry;
+  }
+
+  #put(slot: string, entry: Entry): void {
+    this.#entries.set(slot, entry);
+    if (entry.state === "completed") this.#bytes += entry.bytes;
+    if (this.#heap.length > 2 * this.#entries.size + 64) this.#rebuildHeap();
+    heapPush(this.#heap, { deadline: entry.deadline, slot, entry });
+  }
+
+  #drop(slot: string, entry: Entry): void {
+    if (this.#entries.get(slot) !== entry) return;
+    this.#entries.delete(slot);
+    if (entry.state === "completed") this.#bytes -= entry.bytes;
+    // Its heap item goes stale: skipped when it surfaces, gone at the next rebuild.
+  }
+
+  /** Frees one entry's room when the store is full, or throws. */
+  #makeRoom(now: number): void {
+    if (this.#entries.size < this.#maxEntries) return;
+    if (!this.#evict(now)) {
+      throw new StoreError(
+        `MemoryStore is full: all ${this.#entries.size} records are live claims (maxEntries is ${this.#maxEntries})`,
+        { operation: "claim" },
+      );
+    }
+  }
+
+  /** Frees completed records until `size` more bytes fit; live claims hold no bytes. */
+  #makeBytes(size: number, now: number): void {
+    while (this.#bytes + size > this.#maxBytes && this.#evict(now));
+  }
+
+  /**
+   * Evicts the expired or completed record nearest its deadline; returns
+   * whether it found one. Live claims met on the way are put back.
+   */
+  #evict(now: number): boolean {
+    const kept: HeapItem[] = [];
+    let evicted = false;
+    while (this.#heap.length > 0) {
+      const item = heapPop(this.#heap)!;
+      if (this.#entries.get(item.slot) !== item.entry) continue; // stale
+      const { entry } = item;
+      if (
+        entry.deadline <= now || entry.state === "completed" ||
+        entry.leaseUntil <= now
+      ) {
+        this.#drop(item.slot, entry);
+        evicted = true;
+        break;
+      }
+      kept.push(item);
+    }
+    for (const item of kept) heapPush(this.#heap, item);
+    return evicted;
+  }
+
+  #rebuildHeap(): void {
+    this.#heap = [];
+    for (const [slot, entry] of this.#entries) {
+      heapPush(this.#heap, { deadline: entry.deadline, slot, entry });
+    }
+  }
+}
+
+function positive(name: string, value: number): number {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new RangeError(
+      `'${name}' must be a positive integer: current value is ${value}`,
+    );
+  }
+  return value;
+}
+
+function heapPush(heap: HeapItem[], item: HeapItem): void {
+  let i = heap.push(item) - 1;
+  while (i > 0) {
+    const parent = (i - 1) >> 1;
+    if (heap[parent]!.deadline <= item.deadline) break;
+    heap[i] = heap[parent]!;
+    i = parent;
+  }
+  heap[i] = item;
+}
+
+function heapPop(heap: HeapItem[]): HeapItem | undefined {
+  const top = heap[0];
+  const last = heap.pop();
+  if (top === undefined || last === undefined || heap.length === 0) return top;
+  let i = 0;
+  for (;;) {
+    const left = 2 * i + 1;
+    if (left >= heap.length) break;
+    const right = left + 1;
+    const child =
+      right < heap.length && heap[right]!.deadline < heap[left]!.deadline
+        ? right
+        : left;
+    if (heap[child]!.deadline >= last.deadline) break;
+    heap[i] = heap[child]!;
+    i = child;
+  }
+  heap[i] = last;
+  return top;
+}

@@ -1,0 +1,344 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { capture } from "../src/capture.ts";
+import type { CaptureResult } from "../src/capture.ts";
+
+/** A pull-based source over `frames` that counts pulls and records cancels. */
+function source(
+  frames: readonly unknown[],
+  options: { errorAt?: number; error?: unknown } = {},
+) {
+  const state = { pulls: 0, cancelled: false, reason: undefined as unknown };
+  let index = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      state.pulls++;
+      if (index === options.errorAt) {
+        controller.error(options.error);
+      } else if (index < frames.length) {
+        controller.enqueue(frames[index++] as Uint8Array);
+      } else {
+        controller.close();
+      }
+    },
+    cancel(reason) {
+      state.cancelled = true;
+      state.reason = reason;
+    },
+  }, { highWaterMark: 0 });
+  return { stream, state };
+}
+
+/** Bytes 0, 1, 2, … (mod 256) of the given length. */
+function bytes(length: number, from = 0): Uint8Array<ArrayBuffer> {
+  return Uint8Array.from({ length }, (_, i) => (from + i) % 256);
+}
+
+function join(parts: readonly Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0));
+  let offset = 0;
+  for (const part of parts) {
+    out.set(part, offset);
+    offset += part.byteLength;
+  }
+  return out;
+}
+
+/** Reads a stream to its end or error: the chunks, and the error if any. */
+async function drain(stream: ReadableStream<Uint8Array>) {
+  const chunks: Uint8Array[] = [];
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return { chunks, error: undefined, errored: false };
+      chunks.push(value);
+    }
+  } catch (error) {
+    return { chunks, error, errored: true };
+  }
+}
+
+function assertOutcome<O extends CaptureResult["outcome"]>(
+  result: CaptureResult,
+  outcome: O,
+): asserts result is Extract<CaptureResult, { outcome: O }> {
+  assert.equal(result.outcome, outcome);
+}
+
+Deno.test("capture() returns within and a zero-length array for an empty body", async () => {
+  const { stream } = source([]);
+  const result = await capture(stream, 16);
+  assertOutcome(result, "within");
+  assert.equal(result.bytes.byteLength, 0);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() returns within for a body of exactly cap bytes", async () => {
+  const { stream } = source([bytes(3), new Uint8Array(0), bytes(5, 3)]);
+  const result = await capture(stream, 8);
+  assertOutcome(result, "within");
+  assert.deepEqual(result.bytes, bytes(8));
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() returns within for a body of cap - 1 bytes", async () => {
+  const { stream } = source([bytes(4), bytes(3, 4)]);
+  const result = await capture(stream, 8);
+  assertOutcome(result, "within");
+  assert.deepEqual(result.bytes, bytes(7));
+});
+
+Deno.test("capture() returns overflow for a body of cap + 1 bytes", async () => {
+  const { stream } = source([bytes(4), bytes(5, 4)]);
+  const result = await capture(stream, 8);
+  assertOutcome(result, "overflow");
+  assert.deepEqual(result.prefix, bytes(8));
+  const { chunks, errored } = await drain(result.rest);
+  assert.equal(errored, false);
+  assert.deepEqual(chunks, [bytes(1, 8)]);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() with cap 0 returns within for empty frames and overflow for a byte", async () => {
+  const empty = await capture(
+    source([new Uint8Array(0), new Uint8Array(0)]).stream,
+    0,
+  );
+  assertOutcome(empty, "within");
+  assert.equal(empty.bytes.byteLength, 0);
+
+  const one = await capture(source([new Uint8Array(0), bytes(1)]).stream, 0);
+  assertOutcome(one, "overflow");
+  assert.equal(one.prefix.byteLength, 0);
+  assert.deepEqual((await drain(one.rest)).chunks, [bytes(1)]);
+});
+
+Deno.test("capture() returns a single whole frame without copying and copies anything else", async () => {
+  const frame = bytes(10);
+  const single = await capture(source([frame]).stream, 10);
+  assertOutcome(single, "within");
+  assert.equal(single.bytes, frame);
+
+  const view = bytes(20).subarray(5, 15);
+  const partial = await capture(source([view]).stream, 10);
+  assertOutcome(partial, "within");
+  assert.notEqual(partial.bytes.buffer, view.buffer);
+  assert.deepEqual(partial.bytes, view);
+
+  const parts = [bytes(4), bytes(6, 4)];
+  const many = await capture(source(parts).stream, 10);
+  assertOutcome(many, "within");
+  assert.equal(many.bytes.buffer.byteLength, 10);
+  assert.deepEqual(many.bytes, bytes(10));
+});
+
+Deno.test("capture() hands on the tail of one giant frame as a view, without copying", async () => {
+  const frame = bytes(8 << 20);
+  const result = await capture(source([frame]).stream, 1024);
+  assertOutcome(result, "overflow");
+  assert.deepEqual(result.prefix, bytes(1024));
+  const { chunks } = await drain(result.rest);
+  assert.equal(chunks.length, 1);
+  const [chunk] = chunks;
+  assert.equal(chunk!.buffer, frame.buffer);
+  assert.equal(chunk!.byteOffset, 1024);
+  assert.equal(chunk!.byteLength, (8 << 20) - 1024);
+});
+
+Deno.test("capture() rest forwards cancel to the source with the reason", async () => {
+  const { stream, state } = source([bytes(8), bytes(8), bytes(8)]);
+  const result = await capture(stream, 4);
+  assertOutcome(result, "overflow");
+  const reason = new Error("client left");
+  await result.rest.cancel(reason);
+  assert.equal(state.cancelled, true);
+  assert.equal(state.reason, reason);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() rest forwards cancel to the source while a read is pending", async () => {
+  let reason: unknown;
+  let pulls = 0;
+  const stream = new ReadableStream<Uint8Array>({
+    pull(controller) {
+      if (pulls++ > 0) return new Promise(() => {}); // never sends more
+      controller.enqueue(bytes(8));
+      return Promise.resolve();
+    },
+    cancel(why) {
+      reason = why;
+    },
+  }, { highWaterMark: 0 });
+  const result = await capture(stream, 4);
+  assertOutcome(result, "overflow");
+  const reader = result.rest.getReader();
+  assert.deepEqual((await reader.read()).value, bytes(4, 4));
+  const pending = reader.read();
+  await reader.cancel("client left");
+  assert.deepEqual(await pending, { done: true, value: undefined });
+  assert.equal(reason, "client left");
+});
+
+Deno.test("capture() returns failed with the exact prefix when the source errors before the cap", async () => {
+  const error = new Error("boom");
+  const { stream } = source([bytes(3), bytes(2, 3)], { errorAt: 2, error });
+  const result = await capture(stream, 8);
+  assertOutcome(result, "failed");
+  assert.equal(result.error, error);
+  assert.deepEqual(result.prefix, bytes(5));
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() returns overflow and errors rest after its bytes when the source errors after the cap", async () => {
+  const error = new Error("boom");
+  const frames = [bytes(6), bytes(6, 6), bytes(6, 12)];
+  const { stream } = source(frames, { errorAt: 3, error });
+  const result = await capture(stream, 8);
+  assertOutcome(result, "overflow");
+  assert.deepEqual(result.prefix, bytes(8));
+  const drained = await drain(result.rest);
+  assert.equal(drained.errored, true);
+  assert.equal(drained.error, error);
+  assert.deepEqual(join(drained.chunks), bytes(10, 8));
+});
+
+Deno.test("capture() rest reads nothing from the source until it is read", async () => {
+  const { stream, state } = source([bytes(3), bytes(3), bytes(3), bytes(3)]);
+  const result = await capture(stream, 4);
+  assertOutcome(result, "overflow");
+  assert.equal(state.pulls, 2);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(state.pulls, 2);
+
+  const reader = result.rest.getReader();
+  assert.deepEqual((await reader.read()).value, bytes(2, 1));
+  assert.equal(state.pulls, 2);
+  assert.deepEqual((await reader.read()).value, bytes(3));
+  assert.equal(state.pulls, 3);
+  await reader.cancel();
+});
+
+Deno.test("capture() returns failed with a TypeError for a chunk that is not a Uint8Array", async () => {
+  const { stream, state } = source([bytes(2), "text"]);
+  const result = await capture(stream, 8);
+  assertOutcome(result, "failed");
+  assert.ok(result.error instanceof TypeError);
+  assert.match(result.error.message, /string/);
+  assert.deepEqual(result.prefix, bytes(2));
+  assert.equal(state.cancelled, true);
+  assert.equal(state.reason, result.error);
+  assert.equal(stream.locked, false);
+});
+
+Deno.test("capture() rest errors with a TypeError for a chunk that is not a Uint8Array", async () => {
+  const { stream, state } = source([bytes(6), new Uint16Array(2)]);
+  const result = await capture(stream, 4);
+  assertOutcome(result, "overflow");
+  const drained = await drain(result.rest);
+  assert.ok(drained.error instanceof TypeError);
+  assert.deepEqual(drained.chunks, [bytes(2, 4)]);
+  assert.equal(state.reason, drained.error);
+});
+
+Deno.test("capture() rest copies a frame backed by a SharedArrayBuffer", async () => {
+  const shared = new Uint8Array(new SharedArrayBuffer(4));
+  shared.set([1, 2, 3, 4]);
+  const result = await capture(source([bytes(2), shared]).stream, 1);
+  assertOutcome(result, "overflow");
+  const { chunks } = await drain(result.rest);
+  assert.equal(chunks.length, 2);
+  assert.ok(chunks.every((chunk) => chunk.buffer instanceof ArrayBuffer));
+  assert.deepEqual(chunks[1], new Uint8Array([1, 2, 3, 4]));
+});
+
+Deno.test("capture() rejects a cap that is not a non-negative safe integer", async () => {
+  for (const cap of [-1, 1.5, NaN, Infinity, 2 ** 53]) {
+    const { stream } = source([]);
+    await assert.rejects(capture(stream, cap), {
+      name: "RangeError",
+      message: `'cap' must be a non-negative integer: current value is ${cap}`,
+    });
+    assert.equal(stream.locked, false);
+  }
+});
+
+// Properties
+
+const frame = fc.oneof(
+  { arbitrary: fc.uint8Array({ maxLength: 48 }), weight: 4 },
+  { arbitrary: fc.constant(new Uint8Array(0)), weight: 1 },
+);
+const frameLists = fc.oneof(
+  fc.array(frame, { maxLength: 16 }),
+  fc.uint8Array({ maxLength: 4096 }).map((giant) => [giant]),
+);
+
+function totalOf(frames: readonly Uint8Array[]): number {
+  return frames.reduce((n, f) => n + f.byteLength, 0);
+}
+
+/** A cap biased around `total - 1`, `total`, `total + 1`. */
+function capNear(total: number) {
+  return fc.oneof(
+    fc.constantFrom(-1, 0, 1).map((d) => Math.max(0, total + d)),
+    fc.nat({ max: total + 2 }),
+  );
+}
+
+Deno.test("capture() gives back every byte in order, split exactly at the cap", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      frameLists.chain((frames) =>
+        fc.tuple(fc.constant(frames), capNear(totalOf(frames)))
+      ),
+      async ([frames, cap]) => {
+        const total = totalOf(frames);
+        const result = await capture(source(frames).stream, cap);
+        assert.equal(result.outcome, total <= cap ? "within" : "overflow");
+        if (result.outcome === "within") {
+          assert.deepEqual(result.bytes, join(frames));
+        } else if (result.outcome === "overflow") {
+          assert.equal(result.prefix.byteLength, cap);
+          const { chunks, errored } = await drain(result.rest);
+          assert.equal(errored, false);
+          assert.deepEqual(join([result.prefix, ...chunks]), join(frames));
+        }
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
+
+Deno.test("capture() keeps every byte before a source error, as failed or through rest", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      frameLists.chain((frames) =>
+        fc.tuple(
+          fc.constant(frames),
+          fc.nat({ max: frames.length }),
+          capNear(totalOf(frames)),
+        )
+      ),
+      async ([frames, errorAt, cap]) => {
+        const error = new Error("injected");
+        const before = join(frames.slice(0, errorAt));
+        const { stream } = source(frames, { errorAt, error });
+        const result = await capture(stream, cap);
+        if (before.byteLength > cap) {
+          assertOutcome(result, "overflow");
+          assert.equal(result.prefix.byteLength, cap);
+          const drained = await drain(result.rest);
+          assert.equal(drained.error, error);
+          assert.deepEqual(join([result.prefix, ...drained.chunks]), before);
+        } else {
+          assertOutcome(result, "failed");
+          assert.equal(result.error, error);
+          assert.deepEqual(result.prefix, before);
+        }
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
