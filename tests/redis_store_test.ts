@@ -115,6 +115,10 @@ class Admin {
       case "stream":
         await c.xadd(key, "*", "a", "1");
         break;
+      case "foreign_hash":
+        // A hash with none of our fields.
+        await c.hset(key, { owner: "someone else" });
+        break;
       case "missing_fields":
         await c.hset(key, { v: "1", st: "f", fp: "x" });
         break;
@@ -427,6 +431,7 @@ const POISONS = [
   "set",
   "zset",
   "stream",
+  "foreign_hash",
   "missing_fields",
   "bad_numbers",
   "unknown_state",
@@ -587,8 +592,7 @@ Deno.test({
   },
 });
 
-Deno.test("RedisStore clears its timer when the client answers, fails or hangs", async () => {
-  // Sanitizers on: a timer left running fails this test.
+Deno.test("RedisStore reports client failures and missed deadlines as StoreError", async () => {
   const answers: RedisCommander = { sendCommand: () => Promise.resolve(0) };
   assert.equal(
     await new RedisStore({ client: answers }).release("s", "t"),
@@ -600,6 +604,7 @@ Deno.test("RedisStore clears its timer when the client answers, fails or hangs",
   const error = await new RedisStore({ client: fails }).claim("s", opts)
     .catch((e) => e);
   assert.ok(error instanceof StoreError);
+  assert.equal(error.operation, "claim");
   assert.equal((error.cause as Error).message, "ECONNREFUSED");
   const throws: RedisCommander = {
     sendCommand: () => {
@@ -610,10 +615,50 @@ Deno.test("RedisStore clears its timer when the client answers, fails or hangs",
     () => new RedisStore({ client: throws }).claim("s", opts),
     StoreError,
   );
-  const hangs: RedisCommander = { sendCommand: () => new Promise(() => {}) };
-  await assert.rejects(
-    () => new RedisStore({ client: hangs, timeoutMs: 20 }).claim("s", opts),
-    (e: unknown) => e instanceof StoreError && /within 20 ms/.test(e.message),
+  // Calls started at different times each time out at their own deadline,
+  // and the store keeps working after them.
+  let hang = true;
+  const sometimes: RedisCommander = {
+    sendCommand: () => hang ? new Promise(() => {}) : Promise.resolve(1),
+  };
+  const store = new RedisStore({ client: sometimes, timeoutMs: 60 });
+  const started = performance.now();
+  const first = store.extend("s", "t", 100).catch((
+    e,
+  ) => [e, performance.now()]);
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  const second = store.release("s", "t").catch((e) => [e, performance.now()]);
+  const [[e1, t1], [e2, t2]] = await Promise.all([first, second]);
+  assert.ok(e1 instanceof StoreError && e1.operation === "extend");
+  assert.ok(e2 instanceof StoreError && e2.operation === "release");
+  assert.match(e1.message, /within 60 ms/);
+  assert.ok(t1 - started >= 55 && t1 - started < 200, `${t1 - started}`);
+  assert.ok(t2 - started >= 85 && t2 - started < 250, `${t2 - started}`);
+  hang = false;
+  assert.equal((await store.claim("s", opts)).state, "acquired");
+});
+
+Deno.test("RedisStore's deadline timer never keeps a process alive", async () => {
+  const source = `
+    import { RedisStore } from ${
+    JSON.stringify(new URL("../src/stores/redis.ts", import.meta.url).href)
+  };
+    const store = new RedisStore({
+      client: { sendCommand: () => Promise.resolve(1) },
+      timeoutMs: 30_000,
+    });
+    await store.claim("s", { fingerprint: "f", leaseMs: 1000, ttlMs: 1000 });
+  `;
+  const started = performance.now();
+  const { code } = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", source],
+    stdout: "null",
+    stderr: "inherit",
+  }).output();
+  assert.equal(code, 0);
+  assert.ok(
+    performance.now() - started < 10_000,
+    "the process waited for the timer",
   );
 });
 

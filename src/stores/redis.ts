@@ -162,21 +162,32 @@ export interface RedisStoreOptions {
 //   hdr     the header pairs as JSON       (completed)
 //   body    the body bytes                 (completed, unless omitted)
 //   om      why the body was omitted       (completed, when omitted)
-// Any other value at the key (another type, a missing field, another
-// version) is unreadable: it reads as in flight and is never overwritten.
+// Any other value at the key (another type, a hash without our version
+// field, a missing or malformed field, another version) is unreadable: it
+// reads as in flight and no script ever writes to it. Reads go through
+// `redis.pcall('HMGET', …)`, which answers a key of another type with an
+// error table instead of raising WRONGTYPE: one call where `TYPE` and then
+// `HMGET` would be two.
 
 const V = String(RECORD_VERSION);
 
-/** Shared by every script: the key, the server's clock and the owner check. */
-const PRELUDE = `
-local key = KEYS[1]
+/** Shared by every script: the key and the server's clock in ms. */
+const PRELUDE = `local key = KEYS[1]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local function owned(tok)
-  if redis.call('TYPE', key).ok ~= 'hash' then return false end
-  local r = redis.call('HMGET', key, 'v', 'st', 'tok', 'dl')
-  local dl = tonumber(r[4])
-  return r[1] == '${V}' and r[2] == 'f' and r[3] == tok and dl ~= nil and dl > now
+`;
+
+/**
+ * Shared by the fenced writes: answers 0 unless ARGV[1], the token, owns the
+ * slot (a record of ours, in flight under this token, before its deadline).
+ * Ownership does not depend on the lease: an owner nobody took over keeps it.
+ */
+const OWNED =
+  `${PRELUDE}local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
+if r.err then return 0 end
+local dl = tonumber(r[4])
+if r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or dl == nil or dl <= now then
+  return 0
 end
 `;
 
@@ -184,10 +195,9 @@ end
  * ARGV: fingerprint, token, leaseMs, ttlMs. Replies 1 (acquired), 2
  * (acquired by taking over an expired lease), {0, fp, ms} (in flight, ms
  * left on the lease), {1, fp, status, hdr, body, om} (completed), or
- * {2, ms} (unreadable, a retry hint).
+ * {2, ms} (unreadable, with a retry hint).
  */
-const CLAIM = `${PRELUDE}
-local lease = tonumber(ARGV[3])
+const CLAIM = `${PRELUDE}local lease = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
 local function take(reply, existed)
   if existed then redis.call('DEL', key) end
@@ -201,17 +211,16 @@ local function unreadable()
   if left > 0 and left < lease then return {2, left} end
   return {2, lease}
 end
-local ty = redis.call('TYPE', key).ok
-if ty == 'none' then return take(1, false) end
-if ty ~= 'hash' then return unreadable() end
-local r = redis.call('HMGET', key, 'v', 'st', 'fp', 'dl', 'lu')
+local r = redis.pcall('HMGET', key, 'v', 'st', 'fp', 'dl', 'lu', 'status', 'hdr', 'body', 'om')
+if r.err then return unreadable() end
+if not r[1] then
+  if redis.call('EXISTS', key) == 0 then return take(1, false) end
+  return unreadable()
+end
 local dl = tonumber(r[4])
 if r[1] ~= '${V}' or not r[3] or dl == nil then return unreadable() end
 if dl <= now then return take(1, true) end
-if r[2] == 'c' then
-  local c = redis.call('HMGET', key, 'status', 'hdr', 'body', 'om')
-  return {1, r[3], c[1], c[2], c[3], c[4]}
-end
+if r[2] == 'c' then return {1, r[3], r[6], r[7], r[8], r[9]} end
 local lu = tonumber(r[5])
 if r[2] ~= 'f' or lu == nil then return unreadable() end
 if lu > now then return {0, r[3], lu - now} end
@@ -219,9 +228,7 @@ return take(2, true)
 `;
 
 /** ARGV: token, status, hdr, body, om ("" when the body is present). */
-const COMPLETE = `${PRELUDE}
-if not owned(ARGV[1]) then return 0 end
-if ARGV[5] == '' then
+const COMPLETE = `${OWNED}if ARGV[5] == '' then
   redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'body', ARGV[4])
 else
   redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'om', ARGV[5])
@@ -230,16 +237,13 @@ return 1
 `;
 
 /** ARGV: token. */
-const RELEASE = `${PRELUDE}
-if not owned(ARGV[1]) then return 0 end
-redis.call('DEL', key)
+const RELEASE = `${OWNED}redis.call('DEL', key)
 return 1
 `;
 
 /** ARGV: token, leaseMs. */
-const EXTEND = `${PRELUDE}
-if not owned(ARGV[1]) then return 0 end
-redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
+const EXTEND =
+  `${OWNED}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
 return 1
 `;
 
@@ -327,8 +331,16 @@ const encoder = new TextEncoder();
 
 function text(value: unknown): string | null {
   if (typeof value === "string") return value;
-  if (value instanceof Uint8Array) return decoder.decode(value);
-  return null;
+  if (!(value instanceof Uint8Array)) return null;
+  // Fingerprints and statuses are short ASCII: skip the decoder for them.
+  if (value.length > 96) return decoder.decode(value);
+  let out = "";
+  for (let i = 0; i < value.length; i++) {
+    const byte = value[i]!;
+    if (byte > 0x7f) return decoder.decode(value);
+    out += String.fromCharCode(byte);
+  }
+  return out;
 }
 
 function bytes(value: unknown): Uint8Array | null {
@@ -376,11 +388,14 @@ function duration(name: string, value: unknown): string {
  *   field, another format version) reads as `in_flight` with
  *   `fingerprint: null` and is never overwritten: no exception on the request
  *   path, and never a second execution.
- * - Every operation races a timer of `timeoutMs`; an error from the client
- *   (unreachable, closed, timed out) throws a {@linkcode StoreError} with the
- *   client's error as `cause`. After a thrown write the outcome is unknown.
+ * - Every operation has `timeoutMs` to finish; an error from the client
+ *   (unreachable, closed) or a missed deadline throws a {@linkcode StoreError}
+ *   with the cause. After a thrown write the outcome is unknown.
  *
- * The store owns no resources: the caller opens and closes the client.
+ * The caller opens and closes the client; the store never does. Deadlines are
+ * watched by one timer per store (not one per command), which keeps the
+ * process alive only while operations are pending and stops by itself at most
+ * `timeoutMs` after the last one: there is nothing to dispose.
  *
  * @example Claim, complete and replay on node-redis
  * ```ts ignore
@@ -423,6 +438,8 @@ export class RedisStore implements IdempotencyStore {
   #send: Send;
   #prefix: string;
   #timeoutMs: number;
+  #pending = new Set<Call>();
+  #timer: Timer | undefined;
 
   /**
    * Makes a store on a client the caller connected.
@@ -578,60 +595,125 @@ export class RedisStore implements IdempotencyStore {
     slot: string,
     argv: (string | Uint8Array)[],
   ): Promise<unknown> {
-    const { sha, source } = SCRIPTS[operation];
-    const args = ["EVALSHA", sha, "1", this.#prefix + slot, ...argv];
-    const send = this.#send;
-    const timeoutMs = this.#timeoutMs;
+    const script = SCRIPTS[operation];
+    const args: (string | Uint8Array)[] = new Array(4 + argv.length);
+    args[0] = "EVALSHA";
+    args[1] = script.sha;
+    args[2] = "1";
+    args[3] = this.#prefix + slot;
+    for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
     return new Promise((resolve, reject) => {
-      let done = false;
-      const fail = (cause: unknown) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        reject(
-          cause instanceof StoreError ? cause : new StoreError(
-            `Redis ${operation} failed: ${
-              (cause as { message?: unknown } | null)?.message ?? cause
-            }`,
-            { operation, cause },
-          ),
-        );
+      const call: Call = {
+        operation,
+        deadline: performance.now() + this.#timeoutMs,
+        resolve,
+        reject,
       };
-      const succeed = (reply: unknown) => {
-        if (done) return;
-        done = true;
-        clearTimeout(timer);
-        resolve(reply);
-      };
-      const timer = setTimeout(() =>
-        fail(
-          new StoreError(
-            `Redis ${operation} did not answer within ${timeoutMs} ms`,
-            {
-              operation,
-              cause: new Error(`Timed out after ${timeoutMs} ms`),
-            },
-          ),
-        ), timeoutMs);
+      this.#watch(call);
       const attempt = (first: boolean) => {
         let pending: Promise<unknown>;
         try {
-          pending = send(args);
+          pending = this.#send(args);
         } catch (error) {
-          return fail(error);
+          this.#settle(call, error, true);
+          return;
         }
-        pending.then(succeed, (error) => {
-          if (first && !done && isNoScript(error)) {
-            args[0] = "EVAL";
-            args[1] = source;
-            attempt(false);
-          } else {
-            fail(error);
-          }
-        });
+        pending.then(
+          (reply) => this.#settle(call, reply, false),
+          (error) => {
+            if (first && this.#pending.has(call) && isNoScript(error)) {
+              args[0] = "EVAL";
+              args[1] = script.source;
+              attempt(false);
+            } else {
+              this.#settle(call, error, true);
+            }
+          },
+        );
       };
       attempt(true);
     });
+  }
+
+  // One watchdog timer per store instead of one timer per command (which
+  // costs ~10 µs of latency per operation here). It is armed for the oldest
+  // pending call's deadline; deadlines only grow, so it is never late for a
+  // newer call. It is ref'd while calls are pending and unref'd when none are,
+  // so it never keeps a process alive; it fires at most once more and then
+  // stops.
+
+  #watch(call: Call): void {
+    this.#pending.add(call);
+    if (this.#timer === undefined) {
+      this.#timer = setTimeout(this.#fire, this.#timeoutMs);
+    } else if (this.#pending.size === 1) {
+      refTimer(this.#timer, true);
+    }
+  }
+
+  #settle(call: Call, value: unknown, failed: boolean): void {
+    if (!this.#pending.delete(call)) return; // timed out already
+    if (this.#pending.size === 0 && this.#timer !== undefined) {
+      refTimer(this.#timer, false);
+    }
+    if (!failed) {
+      call.resolve(value);
+    } else {
+      const message = (value as { message?: unknown } | null)?.message;
+      call.reject(
+        new StoreError(
+          `Redis ${call.operation} failed: ${message ?? value}`,
+          { operation: call.operation, cause: value },
+        ),
+      );
+    }
+  }
+
+  #fire = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    for (const call of this.#pending) {
+      if (call.deadline > now) {
+        this.#timer = setTimeout(this.#fire, call.deadline - now);
+        return;
+      }
+      this.#pending.delete(call);
+      call.reject(
+        new StoreError(
+          `Redis ${call.operation} did not answer within ${this.#timeoutMs} ms`,
+          {
+            operation: call.operation,
+            cause: new Error(`Timed out after ${this.#timeoutMs} ms`),
+          },
+        ),
+      );
+    }
+  };
+}
+
+/** A pending operation, watched for its deadline. */
+interface Call {
+  operation: StoreOperation;
+  deadline: number;
+  resolve(reply: unknown): void;
+  reject(error: StoreError): void;
+}
+
+type Timer = ReturnType<typeof setTimeout>;
+
+const denoTimers = (globalThis as {
+  Deno?: { refTimer?(id: number): void; unrefTimer?(id: number): void };
+}).Deno;
+
+/** Lets `timer` keep the process alive, or not (Deno ids or Node objects). */
+function refTimer(timer: Timer, on: boolean): void {
+  if (typeof timer === "number") {
+    if (on) denoTimers?.refTimer?.(timer);
+    else denoTimers?.unrefTimer?.(timer);
+  } else {
+    const t = timer as { ref?(): void; unref?(): void };
+    if (on) t.ref?.();
+    else t.unref?.();
   }
 }
 
