@@ -886,3 +886,64 @@ integration(
     }
   },
 );
+
+integration(
+  "FailoverStore keeps a slow handler's lease alive across a Redis restart: the retry gets 409, not a second run",
+  async () => {
+    const server = new RedisServer(freePort());
+    await server.start();
+    let client: NodeRedis | undefined;
+    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
+    let open = () => {};
+    try {
+      client = await nodeRedis(server.url);
+      fallback = await pgFallback();
+      const events: FailoverEvent[] = [];
+      const store = new FailoverStore({
+        primary: new RedisStore({ client, timeoutMs: 200 }),
+        fallback: fallback.store,
+        onEvent: (e) => events.push(e),
+      });
+      const gate = new Promise<void>((resolve) => open = resolve);
+      let runs = 0;
+      const handler = idempotency(async () => {
+        // Only the first run waits: a second one (the bug) answers at once.
+        if (++runs === 1) await gate;
+        return new Response("slow", { status: 201 });
+      }, { store, lease: 300 });
+      const first = handler(post("L"));
+      await until("the handler to start", () => runs === 1);
+      // Redis crashes and comes back empty while the handler runs.
+      await server.kill();
+      await sleep(100);
+      await server.start();
+      await until("the client to reconnect", () => client!.isReady);
+      // Several leases pass: only the renewals in PostgreSQL keep the slot.
+      await sleep(1000);
+      const retry = await handler(post("L"));
+      await retry.body?.cancel();
+      assert.equal(retry.status, 409);
+      assert.equal(runs, 1);
+      assert.ok(
+        events.some((e) =>
+          e.type === "diverged" && e.operation === "extend" &&
+          e.primary === "lost" && e.fallback === "applied"
+        ),
+        events.map((e) => e.type).join(),
+      );
+      open();
+      const done = await first;
+      assert.equal(done.status, 201);
+      await done.text();
+      const replay = await handler(post("L"));
+      assert.equal(replay.headers.get("idempotent-replayed"), "true");
+      assert.equal(await replay.text(), "slow");
+      assert.equal(runs, 1);
+    } finally {
+      open();
+      client?.destroy();
+      await server.kill();
+      await fallback?.drop();
+    }
+  },
+);
