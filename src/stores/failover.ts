@@ -295,9 +295,16 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  * **Costs**, in round trips: a fresh key is one claim on each store (in
  * sequence) and one complete on each (in parallel), plus lease renewals on
  * both for slow handlers; a replay or a conflict is one primary round trip;
- * during a primary outage every operation waits for the primary to fail, then
- * goes to the fallback; the first retry after recovery of a key first seen
- * in the outage costs the two claims plus the copy.
+ * during a primary outage every claim waits for the primary to fail (give it
+ * a short timeout and no offline queue), then goes to the fallback, and the
+ * writes of its `f:` token go to the fallback alone; the first retry after
+ * recovery of a key first seen in the outage costs the two claims plus the
+ * copy, and later retries one primary round trip again.
+ *
+ * **Double faults** it does not cover: a record completed while the fallback
+ * was unreachable (a `p:` claim, or a `b:` complete whose fallback write
+ * threw) lives in the primary alone, and is gone if the primary then
+ * restarts empty.
  *
  * **Scoping** is identical in both stores: both key by the same slot, which
  * the middleware derives from the scope and the key, so two tenants never
