@@ -1,0 +1,222 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * What a FailoverStore (RedisStore primary, PostgresStore fallback) costs per
+ * request, against each store alone: a fresh key (claim + complete), a
+ * replay (one claim), a claim during a Redis outage (a client whose commands
+ * fail at once), and the first retry after recovery of a key first seen in
+ * the outage. Prints p50/p99 in microseconds and the round trips each store
+ * was sent per request.
+ *
+ * ```sh
+ * deno run --allow-net --allow-env --allow-read bench/failover_compare.ts [iterations]
+ * ```
+ *
+ * It uses a key prefix and a schema of its own, removed at the end.
+ *
+ * @module
+ */
+
+import postgres from "postgres";
+import { createClient } from "redis";
+import { PostgresStore } from "../src/stores/postgres.ts";
+import { RedisStore } from "../src/stores/redis.ts";
+import { FailoverStore } from "../src/stores/failover.ts";
+import type {
+  ClaimOptions,
+  IdempotencyStore,
+  StoredResponse,
+} from "../src/store.ts";
+import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
+
+const iterations = Number(Deno.args[0] ?? 2000);
+const warmup = Math.max(50, Math.floor(iterations / 10));
+
+const response: StoredResponse = {
+  status: 201,
+  headers: [["content-type", "application/json"], ["set-cookie", "a=1"]],
+  body: new TextEncoder().encode(
+    JSON.stringify({ id: 1, note: "x".repeat(200) }),
+  ),
+};
+const options: ClaimOptions = {
+  fingerprint: "f".repeat(64),
+  leaseMs: 30_000,
+  ttlMs: 86_400_000,
+};
+
+/** Counts the operations (each one round trip) sent to a store. */
+class Counted implements IdempotencyStore {
+  calls = 0;
+  constructor(readonly inner: IdempotencyStore) {}
+  claim(...a: Parameters<IdempotencyStore["claim"]>) {
+    this.calls++;
+    return this.inner.claim(...a);
+  }
+  complete(...a: Parameters<IdempotencyStore["complete"]>) {
+    this.calls++;
+    return this.inner.complete(...a);
+  }
+  release(...a: Parameters<IdempotencyStore["release"]>) {
+    this.calls++;
+    return this.inner.release(...a);
+  }
+  extend(...a: Parameters<IdempotencyStore["extend"]>) {
+    this.calls++;
+    return this.inner.extend(...a);
+  }
+}
+
+interface Result {
+  name: string;
+  p50: number;
+  p99: number;
+  redis: number;
+  postgres: number;
+}
+
+const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
+const client = createClient({ url: REDIS_URL });
+client.on("error", () => {});
+await client.connect();
+const dead = createClient({
+  url: "redis://127.0.0.1:1",
+  disableOfflineQueue: true,
+  socket: { reconnectStrategy: () => 1000 },
+});
+dead.on("error", () => {});
+const connecting = dead.connect().catch(() => {});
+const schema = uniquePrefix("failbench");
+const prefix = `${uniquePrefix("failbench")}:`;
+
+const redis = new Counted(new RedisStore({ client, prefix }));
+const pg = new Counted(
+  new PostgresStore({ sql, table: `${schema}.idempotency_keys` }),
+);
+const failover = new FailoverStore({ primary: redis, fallback: pg });
+const outage = new FailoverStore({
+  primary: new Counted(new RedisStore({ client: dead, prefix })),
+  fallback: pg,
+});
+
+async function measure(
+  name: string,
+  op: (i: number) => Promise<unknown>,
+  n = iterations,
+): Promise<Result> {
+  for (let i = 0; i < Math.min(warmup, n); i++) await op(-1 - i);
+  const times = new Float64Array(n);
+  const r0 = redis.calls;
+  const p0 = pg.calls;
+  for (let i = 0; i < n; i++) {
+    const start = performance.now();
+    await op(i);
+    times[i] = (performance.now() - start) * 1000;
+  }
+  times.sort();
+  const at = (q: number) => times[Math.min(n - 1, Math.floor(q * n))]!;
+  return {
+    name,
+    p50: at(0.5),
+    p99: at(0.99),
+    redis: (redis.calls - r0) / n,
+    postgres: (pg.calls - p0) / n,
+  };
+}
+
+async function fresh(store: IdempotencyStore, slot: string): Promise<void> {
+  const claim = await store.claim(slot, options);
+  if (claim.state !== "acquired") throw new Error(`not acquired: ${slot}`);
+  await store.complete(slot, claim.token, response);
+}
+
+async function replay(store: IdempotencyStore, slot: string): Promise<void> {
+  if ((await store.claim(slot, options)).state !== "completed") {
+    throw new Error(`not a replay: ${slot}`);
+  }
+}
+
+try {
+  await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+  await (pg.inner as PostgresStore).migrate();
+  const run = crypto.randomUUID().slice(0, 8);
+  for (const [store, slot] of [[redis, "r"], [pg, "p"], [failover, "f"]]) {
+    await fresh(store as IdempotencyStore, `${run}:replayed:${slot}`);
+  }
+
+  const results: Result[] = [];
+  for (
+    const [label, store] of [["RedisStore", redis], ["PostgresStore", pg], [
+      "FailoverStore",
+      failover,
+    ]] as const
+  ) {
+    results.push(
+      await measure(
+        `${label}: fresh key (claim + complete)`,
+        (i) => fresh(store, `${run}:${label}:${i}`),
+      ),
+    );
+  }
+  for (
+    const [label, store, s] of [["RedisStore", redis, "r"], [
+      "PostgresStore",
+      pg,
+      "p",
+    ], ["FailoverStore", failover, "f"]] as const
+  ) {
+    results.push(
+      await measure(
+        `${label}: replay (claim)`,
+        () => replay(store, `${run}:replayed:${s}`),
+      ),
+    );
+  }
+  results.push(
+    await measure(
+      "FailoverStore, Redis down: fresh key",
+      (i) => fresh(outage, `${run}:outage:${i}`),
+    ),
+  );
+  results.push(
+    await measure(
+      "FailoverStore, Redis back: first retry of an outage key",
+      (i) => replay(failover, `${run}:outage:${i}`),
+    ),
+  );
+  results.push(
+    await measure(
+      "FailoverStore: the retry after that (copied)",
+      (i) => replay(failover, `${run}:outage:${i}`),
+    ),
+  );
+
+  const base = results[0]!;
+  // deno-lint-ignore no-console
+  console.table(results.map((r) => ({
+    case: r.name,
+    "p50 µs": Math.round(r.p50),
+    "p99 µs": Math.round(r.p99),
+    "p50 × RedisStore fresh": +(r.p50 / base.p50).toFixed(2),
+    "Redis ops": r.redis,
+    "Postgres ops": r.postgres,
+  })));
+  // deno-lint-ignore no-console
+  console.log(
+    `${iterations} iterations after ${warmup} warm-up, one connection each, ${navigator.hardwareConcurrency} cores`,
+  );
+} finally {
+  await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await sql.end();
+  let cursor = "0";
+  do {
+    const reply = await client.scan(cursor, {
+      MATCH: `${prefix}*`,
+      COUNT: 1000,
+    });
+    cursor = String(reply.cursor);
+    if (reply.keys.length > 0) await client.del(reply.keys);
+  } while (cursor !== "0");
+  client.destroy();
+  dead.destroy();
+  await connecting;
+}

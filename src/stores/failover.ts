@@ -1,0 +1,696 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * A store made of two: {@linkcode FailoverStore} serves from a primary
+ * (typically a `RedisStore`) while it is reachable, falls back to a second
+ * store (typically a `PostgresStore`) when it is not, and consults the
+ * fallback on every primary miss, so that a record written during an outage
+ * is still honoured after the primary comes back.
+ *
+ * Choose it when Redis is your store of record for speed but an outage of
+ * Redis must neither stop the service (503 on every keyed request) nor, once
+ * Redis is back (possibly empty), let a retry run a handler a second time.
+ * When one store is enough, use that store: this one costs a round trip to
+ * each store for every fresh key.
+ *
+ * @example Redis first, PostgreSQL as the fallback
+ * ```ts ignore
+ * import { idempotency } from "@idempotent/http";
+ * import { FailoverStore } from "@idempotent/http/failover";
+ * import { RedisStore } from "@idempotent/http/redis";
+ * import { PostgresStore } from "@idempotent/http/postgres";
+ * import { createClient } from "redis";
+ * import postgres from "postgres";
+ *
+ * // Fail fast while Redis is down: no offline queue, a short timeout.
+ * const client = createClient({ url: "redis://127.0.0.1:6379", disableOfflineQueue: true });
+ * client.on("error", () => {});
+ * await client.connect();
+ * const sql = postgres("postgres://postgres@127.0.0.1:5432/app");
+ * const fallback = new PostgresStore({ sql });
+ * await fallback.migrate();
+ *
+ * const store = new FailoverStore({
+ *   primary: new RedisStore({ client, timeoutMs: 250 }),
+ *   fallback,
+ *   onEvent: (event) => console.warn("idempotency failover", event.type, event.slot),
+ * });
+ * Deno.serve(idempotency(() => new Response("charged", { status: 201 }), { store }));
+ * ```
+ *
+ * @example Drive the middleware (two MemoryStores stand in for Redis and PostgreSQL)
+ * ```ts
+ * import { idempotency, MemoryStore } from "@idempotent/http";
+ * import { FailoverStore } from "@idempotent/http/failover";
+ * import assert from "node:assert/strict";
+ *
+ * let runs = 0;
+ * const store = new FailoverStore({ primary: new MemoryStore(), fallback: new MemoryStore() });
+ * const handler = idempotency(() => {
+ *   runs++;
+ *   return new Response("charged", { status: 201 });
+ * }, { store });
+ * const request = () =>
+ *   new Request("http://localhost/charges", {
+ *     method: "POST",
+ *     headers: { "Idempotency-Key": "c-1" },
+ *     body: "{}",
+ *   });
+ * assert.equal((await handler(request())).status, 201);
+ * const retry = await handler(request());
+ * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
+ * assert.equal(runs, 1);
+ * ```
+ *
+ * @module
+ */
+
+import {
+  assertSlot,
+  type ClaimOptions,
+  type ClaimResult,
+  type IdempotencyStore,
+  type StoredResponse,
+  StoreError,
+  type StoreOperation,
+  type WriteOutcome,
+} from "../store.ts";
+export type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  OmittedReason,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../store.ts";
+export { StoreError } from "../store.ts";
+
+/** One of the two stores of a {@linkcode FailoverStore}. */
+export type FailoverRole = "primary" | "fallback";
+
+/**
+ * What a {@linkcode FailoverStore} reports through
+ * {@linkcode FailoverStoreOptions.onEvent}. None of them changes an answer;
+ * they are for logs, metrics and alerts.
+ *
+ * - `fallback`: the primary threw on a claim (it is unreachable), so the
+ *   claim went to the fallback alone. `error` is the primary's.
+ * - `recovered`: on a primary miss, the fallback held a completed record (one
+ *   written during an outage, or the mirror of a record the primary lost in
+ *   a restart): the claim answers it, and it was copied into the primary when
+ *   `copied` is `true` (not when the fingerprints differ, or the copy failed).
+ * - `fallback_unavailable`: the primary answered a miss but the fallback threw;
+ *   without `strict` the claim is granted on the primary alone (a record
+ *   written to the fallback during an earlier primary outage is not seen for
+ *   this claim).
+ * - `write_failed`: one of the two stores threw on a write that went to both
+ *   (or on a best-effort write of the store itself: a copy or a release);
+ *   the other store's answer stands.
+ * - `diverged`: a write that went to both stores was applied by one and lost
+ *   by the other. The fallback's answer is the store's answer (see
+ *   {@linkcode FailoverStore.complete}).
+ *
+ * @example Count the claims served during an outage
+ * ```ts
+ * import type { FailoverEvent } from "@idempotent/http/failover";
+ * import assert from "node:assert/strict";
+ *
+ * const counts = new Map<FailoverEvent["type"], number>();
+ * const onEvent = (event: FailoverEvent) => counts.set(event.type, (counts.get(event.type) ?? 0) + 1);
+ * onEvent({ type: "fallback", operation: "claim", slot: "s", error: new Error("ECONNREFUSED") });
+ * assert.equal(counts.get("fallback"), 1);
+ * ```
+ */
+export type FailoverEvent =
+  | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
+  | { type: "recovered"; slot: string; copied: boolean }
+  | {
+    type: "fallback_unavailable";
+    operation: "claim";
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "write_failed";
+    operation: StoreOperation;
+    store: FailoverRole;
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "diverged";
+    operation: Exclude<StoreOperation, "claim">;
+    slot: string;
+    primary: WriteOutcome;
+    fallback: WriteOutcome;
+  };
+
+/** Options of the {@linkcode FailoverStore} constructor. */
+export interface FailoverStoreOptions {
+  /**
+   * The fast store that serves while it is reachable, such as a
+   * `RedisStore`. Give it a short timeout (and, on node-redis, no offline
+   * queue): every claim waits for the primary to fail before it falls back.
+   */
+  primary: IdempotencyStore;
+  /**
+   * The durable store that serves while the primary is unreachable and is
+   * consulted on every primary miss, such as a `PostgresStore`.
+   */
+  fallback: IdempotencyStore;
+  /**
+   * Whether a claim fails (the middleware answers 503) when the primary
+   * misses and the fallback cannot be reached. When `false`, the claim is
+   * granted on the primary alone and a `fallback_unavailable` event is
+   * reported: a record that only the fallback holds (written during an
+   * earlier primary outage) is not seen for that claim.
+   *
+   * @default {false}
+   */
+  strict?: boolean;
+  /**
+   * Receives every {@linkcode FailoverEvent}. It is called synchronously;
+   * whatever it throws is ignored.
+   */
+  onEvent?: (event: FailoverEvent) => void;
+}
+
+/** A decoded token: which stores issued it, and their tokens. */
+type Route =
+  | { kind: "p"; primary: string }
+  | { kind: "f"; fallback: string }
+  | { kind: "b"; primary: string; fallback: string };
+
+// Tokens: "p:<primary>", "f:<fallback>", "b:<plen>.<flen>:<primary><fallback>".
+// Both lengths are written, and must add up exactly, so a token with
+// anything appended or cut off is malformed (every write `lost`) rather than
+// the primary's real token followed by a wrong fallback token.
+const B_TOKEN = /^b:(\d{1,6})\.(\d{1,6}):/;
+
+function route(token: unknown): Route | null {
+  if (typeof token !== "string" || token.length < 3 || token[1] !== ":") {
+    return null;
+  }
+  const kind = token[0];
+  if (kind === "p") return { kind, primary: token.slice(2) };
+  if (kind === "f") return { kind, fallback: token.slice(2) };
+  if (kind !== "b") return null;
+  const match = B_TOKEN.exec(token);
+  if (match === null) return null;
+  const p = Number(match[1]);
+  const f = Number(match[2]);
+  const start = match[0].length;
+  if (p === 0 || f === 0 || token.length !== start + p + f) return null;
+  return {
+    kind,
+    primary: token.slice(start, start + p),
+    fallback: token.slice(start + p),
+  };
+}
+
+function both(primary: string, fallback: string): string {
+  return `b:${primary.length}.${fallback.length}:${primary}${fallback}`;
+}
+
+function assertClaimOptions(options: ClaimOptions): void {
+  if (typeof options?.fingerprint !== "string") {
+    throw new TypeError(
+      `'fingerprint' must be a string: current value is ${options?.fingerprint}`,
+    );
+  }
+  for (const name of ["leaseMs", "ttlMs"] as const) {
+    const value = options[name];
+    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
+      throw new RangeError(
+        `'${name}' must be a positive number of milliseconds: current value is ${value}`,
+      );
+    }
+  }
+}
+
+function assertStore(name: string, store: unknown): void {
+  const s = store as Record<string, unknown> | null | undefined;
+  for (const method of ["claim", "complete", "release", "extend"]) {
+    if (typeof s?.[method] !== "function") {
+      throw new TypeError(
+        `'${name}' must be an IdempotencyStore: it has no ${method}() method`,
+      );
+    }
+  }
+}
+
+/** What one store did with a write: its outcome, or the error it threw. */
+type Settled = { ok: true; value: WriteOutcome } | {
+  ok: false;
+  error: unknown;
+};
+
+function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
+  let pending: Promise<WriteOutcome>;
+  try {
+    pending = write();
+  } catch (error) {
+    return Promise.resolve({ ok: false, error });
+  }
+  return pending.then(
+    (value) => ({ ok: true, value }),
+    (error) => ({ ok: false, error }),
+  );
+}
+
+/**
+ * An {@linkcode IdempotencyStore} on two stores: a primary that serves while
+ * it is reachable, and a fallback that serves while it is not and is
+ * consulted, atomically, on every primary miss.
+ *
+ * **Claims.**
+ * 1. The primary claims. If it throws (it is unreachable), the fallback
+ *    claims alone (event `fallback`); if the fallback throws too, the claim
+ *    throws a {@linkcode StoreError} whose cause is an `AggregateError` of
+ *    both errors.
+ * 2. A primary hit (`completed` or `in_flight`) is the answer: the primary is
+ *    the source of truth while it is up. One round trip.
+ * 3. A primary miss (`acquired`) claims the fallback too, with the same
+ *    options. A claim, not a read: of two instances that disagree on whether
+ *    the primary is up, whichever claims the fallback first wins, so no key
+ *    runs twice in a split brain.
+ *    - fallback `acquired`: the caller owns the slot in both stores.
+ *    - fallback `completed`: a record written during an outage, or the mirror
+ *      of one the primary lost. It is the answer, and it is copied into the
+ *      primary (event `recovered`) when the fingerprints match, so that the
+ *      next retry is served by the primary alone.
+ *    - fallback `in_flight`: someone owns the slot through the fallback; the
+ *      primary claim is released and the fallback's answer returned.
+ *    - fallback throws: with `strict`, the primary claim is released and the
+ *      claim throws; otherwise the slot is granted on the primary alone
+ *      (event `fallback_unavailable`).
+ *
+ * **Writes.** The token says which stores issued it (`p:`, `f:` or `b:`),
+ * and each write goes to those stores only, never a token to the store that
+ * did not issue it; a malformed or foreign token makes every write `lost`.
+ * A slot owned in both stores is completed, released and extended in both,
+ * in parallel: the fallback keeps a durable mirror, so a primary that
+ * restarts empty never causes a second execution.
+ *
+ * **Costs**, in round trips: a fresh key is one claim on each store (in
+ * sequence) and one complete on each (in parallel), plus lease renewals on
+ * both for slow handlers; a replay or a conflict is one primary round trip;
+ * during a primary outage every claim waits for the primary to fail (give it
+ * a short timeout and no offline queue), then goes to the fallback, and the
+ * writes of its `f:` token go to the fallback alone; the first retry after
+ * recovery of a key first seen in the outage costs the two claims plus the
+ * copy, and later retries one primary round trip again.
+ *
+ * **Double faults** it does not cover: a record completed while the fallback
+ * was unreachable (a `p:` claim, or a `b:` complete whose fallback write
+ * threw) lives in the primary alone, and is gone if the primary then
+ * restarts empty.
+ *
+ * **Scoping** is identical in both stores: both key by the same slot, which
+ * the middleware derives from the scope and the key, so two tenants never
+ * meet in the fallback.
+ *
+ * **TTL.** A record copied into the primary on recovery gets a new TTL window
+ * in the primary (the store contract carries no deadline to copy), so it may
+ * be replayed for up to the length of the outage past the first claim's
+ * window; the fallback keeps the original deadline.
+ *
+ * @example Serve through the fallback while the primary is down, and recover
+ * ```ts
+ * import { MemoryStore, type IdempotencyStore } from "@idempotent/http";
+ * import { FailoverStore, type FailoverEvent } from "@idempotent/http/failover";
+ * import assert from "node:assert/strict";
+ *
+ * let down = true;
+ * const redis = new MemoryStore();
+ * // A primary that throws while `down`, as an unreachable Redis would.
+ * const primary: IdempotencyStore = {
+ *   claim: (slot, options) => down ? Promise.reject(new Error("ECONNREFUSED")) : redis.claim(slot, options),
+ *   complete: (slot, token, response) => redis.complete(slot, token, response),
+ *   release: (slot, token) => redis.release(slot, token),
+ *   extend: (slot, token, leaseMs) => redis.extend(slot, token, leaseMs),
+ * };
+ * const events: FailoverEvent["type"][] = [];
+ * const store = new FailoverStore({
+ *   primary,
+ *   fallback: new MemoryStore(),
+ *   onEvent: (event) => events.push(event.type),
+ * });
+ * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 86_400_000 };
+ *
+ * const claim = await store.claim("slot-1", options); // the primary is down
+ * assert.equal(claim.state, "acquired");
+ * if (claim.state === "acquired") {
+ *   assert.ok(claim.token.startsWith("f:"));
+ *   await store.complete("slot-1", claim.token, { status: 201, headers: [], body: new Uint8Array([1]) });
+ * }
+ * down = false; // the primary is back, and has never seen slot-1
+ * assert.equal((await store.claim("slot-1", options)).state, "completed");
+ * assert.deepEqual(events, ["fallback", "recovered"]);
+ * assert.equal((await redis.claim("slot-1", options)).state, "completed"); // copied
+ * ```
+ */
+export class FailoverStore implements IdempotencyStore {
+  #primary: IdempotencyStore;
+  #fallback: IdempotencyStore;
+  #strict: boolean;
+  #onEvent: ((event: FailoverEvent) => void) | undefined;
+
+  /**
+   * Makes a store on two stores the caller made; it never connects or closes
+   * them.
+   *
+   * @param options The primary, the fallback, `strict` and `onEvent`.
+   * @throws {TypeError} When `primary` or `fallback` is not a store, `strict`
+   * is not a boolean, or `onEvent` is not a function.
+   */
+  constructor(options: FailoverStoreOptions) {
+    assertStore("primary", options?.primary);
+    assertStore("fallback", options.fallback);
+    if (options.primary === options.fallback) {
+      throw new TypeError(
+        "'primary' and 'fallback' must be two different stores: the same store was passed twice",
+      );
+    }
+    const strict = options.strict ?? false;
+    if (typeof strict !== "boolean") {
+      throw new TypeError(
+        `'strict' must be a boolean: current value is ${strict}`,
+      );
+    }
+    const onEvent = options.onEvent;
+    if (onEvent !== undefined && typeof onEvent !== "function") {
+      throw new TypeError(
+        `'onEvent' must be a function: current value is ${onEvent}`,
+      );
+    }
+    this.#primary = options.primary;
+    this.#fallback = options.fallback;
+    this.#strict = strict;
+    this.#onEvent = onEvent;
+  }
+
+  /**
+   * Claims `slot` on the primary and, on a primary miss, on the fallback
+   * (see the class documentation for every path).
+   *
+   * @param slot The slot, at most 256 bytes.
+   * @param options The fingerprint, lease and TTL of the claim.
+   * @returns What the claim found; an `acquired` token names the stores that
+   * issued it.
+   * @throws {TypeError} When `slot` is not a valid slot or the fingerprint is
+   * not a string.
+   * @throws {RangeError} When `leaseMs` or `ttlMs` is not a positive number.
+   * @throws {StoreError} When neither store can be reached, or, with
+   * `strict`, when the primary misses and the fallback cannot be reached.
+   */
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    assertSlot(slot);
+    assertClaimOptions(options);
+    let first: ClaimResult;
+    try {
+      first = await this.#primary.claim(slot, options);
+    } catch (primaryError) {
+      return await this.#claimFallback(slot, options, primaryError);
+    }
+    if (first.state !== "acquired") return first;
+
+    let second: ClaimResult;
+    try {
+      second = await this.#fallback.claim(slot, options);
+    } catch (error) {
+      if (this.#strict) {
+        await this.#bestEffort(
+          "release",
+          "primary",
+          slot,
+          () => this.#primary.release(slot, first.token),
+        );
+        throw new StoreError(
+          `The fallback store is unreachable, and 'strict' refuses a claim on the primary alone: ${
+            messageOf(error)
+          }`,
+          { operation: "claim", cause: error },
+        );
+      }
+      this.#emit({
+        type: "fallback_unavailable",
+        operation: "claim",
+        slot,
+        error,
+      });
+      return {
+        state: "acquired",
+        token: `p:${first.token}`,
+        recovered: first.recovered,
+      };
+    }
+
+    switch (second.state) {
+      case "acquired":
+        return {
+          state: "acquired",
+          token: both(first.token, second.token),
+          recovered: first.recovered || second.recovered,
+        };
+      case "completed": {
+        // Copy only a record of this very request: the primary keeps the
+        // fingerprint of the claim just made, so a copy under another
+        // request's fingerprint would turn the original's retries into 422s.
+        let copied = false;
+        if (second.fingerprint === options.fingerprint) {
+          copied = await this.#bestEffort(
+            "complete",
+            "primary",
+            slot,
+            () => this.#primary.complete(slot, first.token, second.response),
+          );
+        } else {
+          await this.#bestEffort(
+            "release",
+            "primary",
+            slot,
+            () => this.#primary.release(slot, first.token),
+          );
+        }
+        this.#emit({ type: "recovered", slot, copied });
+        return second;
+      }
+      case "in_flight":
+        await this.#bestEffort(
+          "release",
+          "primary",
+          slot,
+          () => this.#primary.release(slot, first.token),
+        );
+        return second;
+    }
+  }
+
+  /**
+   * Records `response` in the stores that issued `token`: the primary, the
+   * fallback, or both in parallel.
+   *
+   * For a slot owned in both stores, the fallback's answer is the answer:
+   * it is the store every new owner must get past, and the one that survives
+   * a primary restart. A primary `lost` beside a fallback `applied` (the
+   * primary lost the record) is `applied`, with a `diverged` event; when one
+   * store throws, the other's answer stands (event `write_failed`).
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param response The response to replay.
+   * @returns `applied`, or `lost` when the token no longer owns the slot (or
+   * is not a token of this store).
+   * @throws {TypeError} When `slot` is not a valid slot.
+   * @throws {StoreError} When the outcome is unknown: the store that issued
+   * the token threw, or both did.
+   */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.#write(
+      "complete",
+      slot,
+      token,
+      (store, t) => store.complete(slot, t, response),
+    );
+  }
+
+  /**
+   * Frees the slot in the stores that issued `token` (both in parallel for a
+   * slot owned in both; the outcome as for
+   * {@linkcode FailoverStore.complete}).
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {TypeError} When `slot` is not a valid slot.
+   * @throws {StoreError} When the outcome is unknown.
+   */
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.#write(
+      "release",
+      slot,
+      token,
+      (store, t) => store.release(slot, t),
+    );
+  }
+
+  /**
+   * Renews the lease in the stores that issued `token` (both in parallel for
+   * a slot owned in both; the outcome as for
+   * {@linkcode FailoverStore.complete}, so a primary that restarted empty
+   * does not stop the renewals that keep the fallback's lease alive).
+   *
+   * @param slot The slot.
+   * @param token The token of the claim.
+   * @param leaseMs The new lease, from now.
+   * @returns `applied`, or `lost` when the token no longer owns the slot.
+   * @throws {TypeError} When `slot` is not a valid slot.
+   * @throws {StoreError} When the outcome is unknown.
+   */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.#write(
+      "extend",
+      slot,
+      token,
+      (store, t) => store.extend(slot, t, leaseMs),
+    );
+  }
+
+  async #claimFallback(
+    slot: string,
+    options: ClaimOptions,
+    primaryError: unknown,
+  ): Promise<ClaimResult> {
+    let result: ClaimResult;
+    try {
+      result = await this.#fallback.claim(slot, options);
+    } catch (fallbackError) {
+      throw new StoreError(
+        `Both stores failed to claim: primary: ${
+          messageOf(primaryError)
+        }; fallback: ${messageOf(fallbackError)}`,
+        {
+          operation: "claim",
+          cause: new AggregateError(
+            [primaryError, fallbackError],
+            "The primary and the fallback store both failed",
+          ),
+        },
+      );
+    }
+    this.#emit({
+      type: "fallback",
+      operation: "claim",
+      slot,
+      error: primaryError,
+    });
+    if (result.state !== "acquired") return result;
+    return {
+      state: "acquired",
+      token: `f:${result.token}`,
+      recovered: result.recovered,
+    };
+  }
+
+  async #write(
+    operation: Exclude<StoreOperation, "claim">,
+    slot: string,
+    token: string,
+    write: (store: IdempotencyStore, token: string) => Promise<WriteOutcome>,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    const r = route(token);
+    if (r === null) return "lost";
+    if (r.kind === "p") return await write(this.#primary, r.primary);
+    if (r.kind === "f") return await write(this.#fallback, r.fallback);
+    const [p, f] = await Promise.all([
+      settle(() => write(this.#primary, r.primary)),
+      settle(() => write(this.#fallback, r.fallback)),
+    ]);
+    if (!p.ok && !f.ok) {
+      throw new StoreError(
+        `Both stores failed to ${operation} (outcome unknown): primary: ${
+          messageOf(p.error)
+        }; fallback: ${messageOf(f.error)}`,
+        {
+          operation,
+          cause: new AggregateError(
+            [p.error, f.error],
+            "The primary and the fallback store both failed",
+          ),
+        },
+      );
+    }
+    if (!p.ok) {
+      this.#emit({
+        type: "write_failed",
+        operation,
+        store: "primary",
+        slot,
+        error: p.error,
+      });
+      return (f as { value: WriteOutcome }).value;
+    }
+    if (!f.ok) {
+      this.#emit({
+        type: "write_failed",
+        operation,
+        store: "fallback",
+        slot,
+        error: f.error,
+      });
+      return p.value;
+    }
+    if (p.value !== f.value) {
+      this.#emit({
+        type: "diverged",
+        operation,
+        slot,
+        primary: p.value,
+        fallback: f.value,
+      });
+    }
+    return f.value;
+  }
+
+  /** Runs a write whose failure changes no answer; reports a throw. */
+  async #bestEffort(
+    operation: StoreOperation,
+    store: FailoverRole,
+    slot: string,
+    write: () => Promise<WriteOutcome>,
+  ): Promise<boolean> {
+    const result = await settle(write);
+    if (!result.ok) {
+      this.#emit({
+        type: "write_failed",
+        operation,
+        store,
+        slot,
+        error: result.error,
+      });
+      return false;
+    }
+    return result.value === "applied";
+  }
+
+  #emit(event: FailoverEvent): void {
+    const listener = this.#onEvent;
+    if (listener === undefined) return;
+    try {
+      listener(event);
+    } catch {
+      // A listener's failure must not change what the store answers.
+    }
+  }
+}
+
+function messageOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : String(error);
+}

@@ -1,0 +1,797 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * RedisStore on the real Redis of this machine, with node-redis and ioredis:
+ * the conformance suite, one round trip per operation (counted with
+ * MONITOR), SCRIPT FLUSH mid-run, poisoned values, an unreachable and a hung
+ * Redis, and the `@db/redis` adapter.
+ *
+ * node-redis and ioredis keep sockets and timers of their own (reconnect,
+ * ping, offline queues) for a while after they close, so the tests that use
+ * them turn the op and resource sanitizers off; the store's own timer is
+ * checked with sanitizers on, on stub clients.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createClient } from "redis";
+import { Redis } from "ioredis";
+import {
+  type RedisClientLike,
+  type RedisCommander,
+  RedisStore,
+} from "../src/stores/redis.ts";
+import { type StoredResponse, StoreError } from "../src/store.ts";
+import { type PoisonKind, storeConformance } from "./store_conformance.ts";
+import {
+  REDIS_IGNORE,
+  REDIS_URL,
+  testName,
+  uniquePrefix,
+} from "./_services.ts";
+
+const ignore = REDIS_IGNORE;
+const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
+const encoder = new TextEncoder();
+
+type NodeRedis = ReturnType<typeof createClient>;
+
+async function nodeRedis(): Promise<NodeRedis> {
+  const client = createClient({ url: REDIS_URL });
+  client.on("error", () => {});
+  await client.connect();
+  return client;
+}
+
+function ioRedis(): Redis {
+  const client = new Redis(REDIS_URL, { lazyConnect: false });
+  client.on("error", () => {});
+  return client;
+}
+
+/** A raw admin connection for planting values and cleaning up. */
+class Admin {
+  readonly client: Redis = ioRedis();
+
+  /** Deletes every key under `prefix`. */
+  async clean(prefix: string): Promise<void> {
+    let cursor = "0";
+    do {
+      const [next, keys] = await this.client.scan(
+        cursor,
+        "MATCH",
+        `${prefix}*`,
+        "COUNT",
+        1000,
+      );
+      cursor = next;
+      if (keys.length > 0) await this.client.del(...keys);
+    } while (cursor !== "0");
+  }
+
+  async poison(key: string, kind: PoisonKind | string): Promise<void> {
+    const c = this.client;
+    const future = String(Date.now() + 3_600_000);
+    await c.del(key);
+    switch (kind) {
+      case "garbage":
+        await c.set(
+          key,
+          Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
+        );
+        break;
+      case "truncated":
+        // A completed record cut off in its header JSON, with no body or reason.
+        await c.hset(key, {
+          v: "1",
+          st: "c",
+          fp: "x",
+          dl: future,
+          status: "200",
+          hdr: '[["content-type","te',
+        });
+        break;
+      case "future_version":
+        // Its lease is long past: a store that read it as ours would take it over.
+        await c.hset(key, {
+          v: "2",
+          st: "f",
+          fp: "x",
+          tok: "t",
+          lu: "1",
+          dl: future,
+        });
+        break;
+      case "list":
+        await c.rpush(key, "a", "b");
+        break;
+      case "set":
+        await c.sadd(key, "a");
+        break;
+      case "zset":
+        await c.zadd(key, 1, "a");
+        break;
+      case "stream":
+        await c.xadd(key, "*", "a", "1");
+        break;
+      case "foreign_hash":
+        // A hash with none of our fields.
+        await c.hset(key, { owner: "someone else" });
+        break;
+      case "missing_fields":
+        await c.hset(key, { v: "1", st: "f", fp: "x" });
+        break;
+      case "bad_numbers":
+        await c.hset(key, {
+          v: "1",
+          st: "f",
+          fp: "x",
+          tok: "t",
+          lu: "soon",
+          dl: "later",
+        });
+        break;
+      case "unknown_state":
+        await c.hset(key, {
+          v: "1",
+          st: "z",
+          fp: "x",
+          tok: "t",
+          lu: "1",
+          dl: future,
+        });
+        break;
+      case "bad_status":
+        await c.hset(key, {
+          v: "1",
+          st: "c",
+          fp: "x",
+          dl: future,
+          status: "abc",
+          hdr: "[]",
+          body: "x",
+        });
+        break;
+      case "body_and_reason":
+        await c.hset(key, {
+          v: "1",
+          st: "c",
+          fp: "x",
+          dl: future,
+          status: "200",
+          hdr: "[]",
+          body: "x",
+          om: "too_large",
+        });
+        break;
+      case "no_body_no_reason":
+        await c.hset(key, {
+          v: "1",
+          st: "c",
+          fp: "x",
+          dl: future,
+          status: "200",
+          hdr: "[]",
+        });
+        break;
+      case "headers_not_pairs":
+        await c.hset(key, {
+          v: "1",
+          st: "c",
+          fp: "x",
+          dl: future,
+          status: "200",
+          hdr: '[["a"],{"b":1}]',
+          body: "x",
+        });
+        break;
+      default:
+        throw new Error(`unknown poison ${kind}`);
+    }
+    // Never outlive the run, even when teardown does not happen.
+    await c.pexpire(key, 120_000);
+  }
+
+  close(): void {
+    this.client.disconnect();
+  }
+}
+
+interface Opened {
+  client: RedisClientLike;
+  close(): void;
+}
+
+const clients: [string, () => Promise<Opened>][] = [
+  ["node-redis", async () => {
+    const client = await nodeRedis();
+    return { client, close: () => client.destroy() };
+  }],
+  ["ioredis", () => {
+    const client = ioRedis();
+    return Promise.resolve({ client, close: () => client.disconnect() });
+  }],
+];
+
+for (const [label, make] of clients) {
+  storeConformance({
+    name: `RedisStore (${label})`,
+    ignore,
+    leaseMs: 200,
+    async setup() {
+      const { client, close } = await make();
+      const admin = new Admin();
+      const prefix = `${uniquePrefix(`conf_${label}`)}:`;
+      const store = new RedisStore({ client, prefix });
+      return {
+        store,
+        elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+        poison: (slot, kind) => admin.poison(prefix + slot, kind),
+        async teardown() {
+          try {
+            await admin.clean(prefix);
+          } finally {
+            close();
+            admin.close();
+          }
+        },
+      };
+    },
+  });
+}
+
+/**
+ * Counts the commands one connection sends, with MONITOR on another: runs
+ * `fn`, then an ECHO marker on the watched connection, and returns the
+ * commands seen from its address in between.
+ */
+async function watch(
+  client: RedisClientLike,
+  address: string,
+  fn: () => Promise<unknown>,
+): Promise<string[]> {
+  const seen: string[] = [];
+  const monitor = await new Redis(REDIS_URL).monitor();
+  try {
+    const marker = `marker-${crypto.randomUUID()}`;
+    let onMarker!: () => void;
+    const markerSeen = new Promise<void>((resolve) => (onMarker = resolve));
+    let open = false;
+    const start = `start-${crypto.randomUUID()}`;
+    monitor.on(
+      "monitor",
+      (_time: string, args: string[], source: string) => {
+        if (source !== address) return;
+        const name = String(args[0]).toLowerCase();
+        if (name === "echo" && args[1] === start) open = true;
+        else if (name === "echo" && args[1] === marker) onMarker();
+        else if (open) seen.push(name);
+      },
+    );
+    await send(client, ["ECHO", start]);
+    await fn();
+    await send(client, ["ECHO", marker]);
+    await markerSeen;
+    return seen;
+  } finally {
+    monitor.disconnect();
+  }
+}
+
+/** Sends a raw command on either client. */
+function send(client: RedisClientLike, args: string[]): Promise<unknown> {
+  const c = client as unknown as {
+    callBuffer?: (...a: string[]) => Promise<unknown>;
+    sendCommand: (a: string[]) => Promise<unknown>;
+  };
+  return c.callBuffer ? c.callBuffer(...args) : c.sendCommand(args);
+}
+
+/** The client's own address, as MONITOR names it. */
+async function addressOf(client: RedisClientLike): Promise<string> {
+  const info = String(await send(client, ["CLIENT", "INFO"]));
+  const match = /(?:^| )addr=(\S+)/.exec(info);
+  assert.ok(match, info);
+  return match[1]!;
+}
+
+for (const [label, make] of clients) {
+  Deno.test({
+    name: testName(
+      `RedisStore (${label}) makes one round trip per operation, and recovers from SCRIPT FLUSH`,
+      ignore,
+    ),
+    ignore: ignore !== false,
+    // The Redis clients keep sockets and timers past close().
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn(t) {
+      const { client, close } = await make();
+      const admin = new Admin();
+      const prefix = `${uniquePrefix(`rt_${label}`)}:`;
+      const store = new RedisStore({ client, prefix });
+      const address = await addressOf(client);
+      const response: StoredResponse = {
+        status: 201,
+        headers: [["set-cookie", "a=1"]],
+        body: new Uint8Array([0, 255, 1]),
+      };
+      try {
+        // Make sure the scripts are loaded, so the counts below are the steady state.
+        await store.release("warm", "x");
+        const warm = await store.claim("warm", opts);
+        if (warm.state === "acquired") {
+          await store.extend("warm", warm.token, 1000);
+          await store.complete("warm", warm.token, response);
+        }
+
+        await t.step("each operation is one EVALSHA", async () => {
+          let token = "";
+          const cases: [string, () => Promise<unknown>][] = [
+            ["claim (fresh)", async () => {
+              const r = await store.claim("a", opts);
+              assert.equal(r.state, "acquired");
+              if (r.state === "acquired") token = r.token;
+            }],
+            ["claim (in flight)", async () => {
+              assert.equal((await store.claim("a", opts)).state, "in_flight");
+            }],
+            ["extend", async () => {
+              assert.equal(await store.extend("a", token, 5000), "applied");
+            }],
+            ["complete", async () => {
+              assert.equal(
+                await store.complete("a", token, response),
+                "applied",
+              );
+            }],
+            ["claim (replay, body included)", async () => {
+              const r = await store.claim("a", opts);
+              assert.equal(r.state, "completed");
+              if (r.state === "completed") {
+                assert.deepEqual([...r.response.body!], [0, 255, 1]);
+              }
+            }],
+            ["release (lost)", async () => {
+              assert.equal(await store.release("a", token), "lost");
+            }],
+            ["release (applied)", async () => {
+              const r = await store.claim("b", opts);
+              assert.equal(r.state, "acquired");
+              if (r.state === "acquired") {
+                assert.equal(await store.release("b", r.token), "applied");
+              }
+            }],
+          ];
+          for (const [name, fn] of cases) {
+            const seen = await watch(client, address, fn);
+            const expected = name === "release (applied)"
+              ? ["evalsha", "evalsha"]
+              : ["evalsha"];
+            assert.deepEqual(seen, expected, name);
+          }
+        });
+
+        await t.step(
+          "after SCRIPT FLUSH an operation falls back to EVAL once, and works",
+          async () => {
+            const r = await store.claim("flush", opts);
+            assert.equal(r.state, "acquired");
+            if (r.state !== "acquired") return;
+            await admin.client.script("FLUSH");
+            const seen = await watch(client, address, async () => {
+              assert.equal(
+                await store.complete("flush", r.token, response),
+                "applied",
+              );
+            });
+            assert.deepEqual(seen, ["evalsha", "eval"]);
+            // Each script is reloaded on its own first use.
+            await admin.client.script("FLUSH");
+            const replay = await store.claim("flush", opts);
+            assert.equal(replay.state, "completed");
+            assert.deepEqual(
+              await watch(client, address, () => store.claim("flush", opts)),
+              ["evalsha"],
+            );
+          },
+        );
+
+        await t.step(
+          "the key carries the TTL of the first claim; complete keeps it",
+          async () => {
+            const r = await store.claim("ttl", { ...opts, ttlMs: 30_000 });
+            assert.equal(r.state, "acquired");
+            if (r.state !== "acquired") return;
+            const before = await admin.client.pttl(`${prefix}ttl`);
+            assert.ok(before > 29_000 && before <= 30_000, `${before}`);
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            await store.extend("ttl", r.token, 10_000);
+            await store.complete("ttl", r.token, response);
+            const after = await admin.client.pttl(`${prefix}ttl`);
+            assert.ok(after < before - 40 && after > 0, `${before} ${after}`);
+            assert.equal(await admin.client.type(`${prefix}ttl`), "hash");
+          },
+        );
+      } finally {
+        await admin.clean(prefix);
+        close();
+        admin.close();
+      }
+    },
+  });
+}
+
+const POISONS = [
+  "garbage",
+  "truncated",
+  "future_version",
+  "list",
+  "set",
+  "zset",
+  "stream",
+  "foreign_hash",
+  "missing_fields",
+  "bad_numbers",
+  "unknown_state",
+  "bad_status",
+  "body_and_reason",
+  "no_body_no_reason",
+  "headers_not_pairs",
+];
+
+for (const [label, make] of clients) {
+  Deno.test({
+    name: testName(
+      `RedisStore (${label}) reads poisoned values of every kind as in flight and never overwrites them`,
+      ignore,
+    ),
+    ignore: ignore !== false,
+    // The Redis clients keep sockets and timers past close().
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const { client, close } = await make();
+      const admin = new Admin();
+      const prefix = `${uniquePrefix(`poison_${label}`)}:`;
+      const store = new RedisStore({ client, prefix });
+      try {
+        for (const kind of POISONS) {
+          const key = `${prefix}${kind}`;
+          await admin.poison(key, kind);
+          const before = await admin.client.dump(key);
+          const seen = await store.claim(kind, { ...opts, leaseMs: 300 });
+          assert.deepEqual(
+            { ...seen, retryAfterMs: 0 },
+            { state: "in_flight", fingerprint: null, retryAfterMs: 0 },
+            kind,
+          );
+          if (seen.state === "in_flight") {
+            assert.ok(
+              seen.retryAfterMs >= 1 && seen.retryAfterMs <= 300,
+              `${kind}: ${seen.retryAfterMs}`,
+            );
+          }
+          assert.equal(await store.extend(kind, "t", 1000), "lost", kind);
+          assert.equal(
+            await store.complete(kind, "t", {
+              status: 200,
+              headers: [],
+              body: new Uint8Array(1),
+            }),
+            "lost",
+            kind,
+          );
+          assert.equal(await store.release(kind, "t"), "lost", kind);
+          assert.deepEqual(await admin.client.dump(key), before, kind);
+        }
+      } finally {
+        await admin.clean(prefix);
+        close();
+        admin.close();
+      }
+    },
+  });
+}
+
+Deno.test({
+  name: "RedisStore throws StoreError at once when node-redis is not connected",
+  // node-redis keeps its failed socket's handles for a moment.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const client = createClient({
+      url: "redis://127.0.0.1:1",
+      socket: { reconnectStrategy: false, connectTimeout: 500 },
+    });
+    client.on("error", () => {});
+    await assert.rejects(() => client.connect());
+    const store = new RedisStore({ client, timeoutMs: 5_000 });
+    const started = performance.now();
+    const error = await store.claim("s", opts).then(
+      () => assert.fail("claim must throw"),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof StoreError, String(error));
+    assert.equal(error.operation, "claim");
+    assert.ok(error.cause instanceof Error);
+    assert.ok(performance.now() - started < 1_000);
+    const write = await store.complete("s", "t", {
+      status: 200,
+      headers: [],
+      body: null,
+      omitted: "cancelled",
+    }).catch((e: unknown) => e);
+    assert.ok(write instanceof StoreError && write.operation === "complete");
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore throws StoreError within timeoutMs when ioredis cannot reach Redis",
+  // ioredis keeps its reconnect timer until disconnect() takes effect.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const client = new Redis("redis://127.0.0.1:1", {
+      retryStrategy: () => 50,
+    });
+    client.on("error", () => {});
+    try {
+      const store = new RedisStore({ client, timeoutMs: 300 });
+      const started = performance.now();
+      await assert.rejects(() => store.claim("s", opts), StoreError);
+      const took = performance.now() - started;
+      assert.ok(took < 1_000, `${took} ms`);
+    } finally {
+      client.disconnect();
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "RedisStore throws StoreError after timeoutMs when Redis accepts and never answers",
+  // The clients keep timers and sockets past disconnect().
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const conns: Deno.Conn[] = [];
+    const accepting = (async () => {
+      for await (const conn of listener) conns.push(conn); // never answers
+    })();
+    const url = `redis://127.0.0.1:${listener.addr.port}`;
+    const io = new Redis(url, {
+      enableReadyCheck: false,
+      maxRetriesPerRequest: null,
+    });
+    io.on("error", () => {});
+    const node = createClient({ url, disableClientInfo: true });
+    node.on("error", () => {});
+    node.connect().catch(() => {});
+    try {
+      for (const client of [io, node]) {
+        const store = new RedisStore({ client, timeoutMs: 200 });
+        const started = performance.now();
+        const error = await store.extend("s", "t", 100).catch((e) => e);
+        const took = performance.now() - started;
+        assert.ok(error instanceof StoreError, String(error));
+        assert.equal(error.operation, "extend");
+        assert.match(error.message, /within 200 ms/);
+        assert.ok(took >= 190 && took < 1_000, `${took} ms`);
+      }
+    } finally {
+      io.disconnect();
+      node.destroy();
+      listener.close();
+      for (const conn of conns) conn.close();
+      await accepting.catch(() => {});
+    }
+  },
+});
+
+Deno.test("RedisStore reports client failures and missed deadlines as StoreError", async () => {
+  const answers: RedisCommander = { sendCommand: () => Promise.resolve(0) };
+  assert.equal(
+    await new RedisStore({ client: answers }).release("s", "t"),
+    "lost",
+  );
+  const fails: RedisCommander = {
+    sendCommand: () => Promise.reject(new Error("ECONNREFUSED")),
+  };
+  const error = await new RedisStore({ client: fails }).claim("s", opts)
+    .catch((e) => e);
+  assert.ok(error instanceof StoreError);
+  assert.equal(error.operation, "claim");
+  assert.equal((error.cause as Error).message, "ECONNREFUSED");
+  const throws: RedisCommander = {
+    sendCommand: () => {
+      throw new Error("closed");
+    },
+  };
+  await assert.rejects(
+    () => new RedisStore({ client: throws }).claim("s", opts),
+    StoreError,
+  );
+  // Calls started at different times each time out at their own deadline,
+  // and the store keeps working after them.
+  let hang = true;
+  const sometimes: RedisCommander = {
+    sendCommand: () => hang ? new Promise(() => {}) : Promise.resolve(1),
+  };
+  const store = new RedisStore({ client: sometimes, timeoutMs: 60 });
+  const started = performance.now();
+  const first = store.extend("s", "t", 100).catch((
+    e,
+  ) => [e, performance.now()]);
+  await new Promise((resolve) => setTimeout(resolve, 30));
+  const second = store.release("s", "t").catch((e) => [e, performance.now()]);
+  const [[e1, t1], [e2, t2]] = await Promise.all([first, second]);
+  assert.ok(e1 instanceof StoreError && e1.operation === "extend");
+  assert.ok(e2 instanceof StoreError && e2.operation === "release");
+  assert.match(e1.message, /within 60 ms/);
+  assert.ok(t1 - started >= 55 && t1 - started < 200, `${t1 - started}`);
+  assert.ok(t2 - started >= 85 && t2 - started < 250, `${t2 - started}`);
+  hang = false;
+  assert.equal((await store.claim("s", opts)).state, "acquired");
+});
+
+Deno.test("RedisStore's deadline timer never keeps a process alive", async () => {
+  const source = `
+    import { RedisStore } from ${
+    JSON.stringify(new URL("../src/stores/redis.ts", import.meta.url).href)
+  };
+    const store = new RedisStore({
+      client: { sendCommand: () => Promise.resolve(1) },
+      timeoutMs: 30_000,
+    });
+    await store.claim("s", { fingerprint: "f", leaseMs: 1000, ttlMs: 1000 });
+  `;
+  const started = performance.now();
+  const { code } = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", source],
+    stdout: "null",
+    stderr: "inherit",
+  }).output();
+  assert.equal(code, 0);
+  assert.ok(
+    performance.now() - started < 10_000,
+    "the process waited for the timer",
+  );
+});
+
+Deno.test("RedisStore retries once with EVAL on NOSCRIPT, also after a '-' prefix", async () => {
+  for (const prefix of ["", "-"]) {
+    const sent: string[] = [];
+    const client: RedisCommander = {
+      sendCommand(args) {
+        sent.push(String(args[0]));
+        return args[0] === "EVALSHA"
+          ? Promise.reject(new Error(`${prefix}NOSCRIPT No matching script.`))
+          : Promise.resolve(1);
+      },
+    };
+    const r = await new RedisStore({ client }).claim("s", opts);
+    assert.equal(r.state, "acquired");
+    assert.deepEqual(sent, ["EVALSHA", "EVAL"]);
+  }
+  const twice: RedisCommander = {
+    sendCommand: () => Promise.reject(new Error("NOSCRIPT again")),
+  };
+  await assert.rejects(
+    () => new RedisStore({ client: twice }).claim("s", opts),
+    StoreError,
+  );
+});
+
+Deno.test("RedisStore validates its options and arguments", async () => {
+  const client: RedisCommander = { sendCommand: () => Promise.resolve(0) };
+  assert.throws(
+    () => new RedisStore({ client: {} as RedisCommander }),
+    TypeError,
+  );
+  assert.throws(
+    () => new RedisStore({ client: null as unknown as RedisCommander }),
+    TypeError,
+  );
+  assert.throws(
+    () => new RedisStore({ client, prefix: 1 as unknown as string }),
+    TypeError,
+  );
+  assert.throws(() => new RedisStore({ client, timeoutMs: 0 }), RangeError);
+  assert.throws(() => new RedisStore({ client, timeoutMs: 1.5 }), RangeError);
+  const store = new RedisStore({ client });
+  await assert.rejects(() => store.claim("", opts), TypeError);
+  await assert.rejects(
+    () => store.claim("s", { ...opts, leaseMs: -1 }),
+    RangeError,
+  );
+  await assert.rejects(
+    () => store.claim("s", { ...opts, ttlMs: Number.NaN }),
+    RangeError,
+  );
+  await assert.rejects(() => store.extend("s", "t", 0), RangeError);
+  await assert.rejects(
+    () =>
+      store.complete("s", "t", {
+        status: 200,
+        headers: [],
+        body: null,
+      }),
+    TypeError,
+  );
+});
+
+/** The shape of `@db/redis`'s `Redis.sendCommand`, without importing it. */
+interface DbRedisLike {
+  sendCommand(
+    command: string,
+    args?: (string | number | Uint8Array)[],
+    options?: { returnUint8Arrays?: boolean },
+  ): Promise<unknown>;
+}
+
+/** The README's adapter for `@db/redis`. */
+function fromDbRedis(redis: DbRedisLike): RedisCommander {
+  return {
+    sendCommand: ([command, ...args]) =>
+      redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
+  };
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore works through the @db/redis adapter (a stand-in on ioredis)",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  // ioredis keeps its socket's handles past disconnect().
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const io = ioRedis();
+    const admin = new Admin();
+    const prefix = `${uniquePrefix("dbredis")}:`;
+    // A stand-in with @db/redis's signature; errors come as "-CODE message".
+    const db: DbRedisLike = {
+      async sendCommand(command, args = [], options) {
+        assert.equal(options?.returnUint8Arrays, true);
+        try {
+          return await io.callBuffer(
+            command,
+            ...args.map((a) =>
+              a instanceof Uint8Array
+                ? Buffer.from(a.buffer, a.byteOffset, a.byteLength)
+                : a
+            ),
+          );
+        } catch (error) {
+          throw new Error(`-${(error as Error).message}`);
+        }
+      },
+    };
+    const store = new RedisStore({ client: fromDbRedis(db), prefix });
+    try {
+      await admin.client.script("FLUSH");
+      const r = await store.claim("s", opts);
+      assert.equal(r.state, "acquired");
+      if (r.state !== "acquired") return;
+      const body = encoder.encode("héllo");
+      assert.equal(
+        await store.complete("s", r.token, { status: 200, headers: [], body }),
+        "applied",
+      );
+      const replay = await store.claim("s", opts);
+      assert.equal(replay.state, "completed");
+      if (replay.state === "completed") {
+        assert.deepEqual(replay.response.body, body);
+      }
+    } finally {
+      await admin.clean(prefix);
+      io.disconnect();
+      admin.close();
+    }
+  },
+});
