@@ -1,0 +1,137 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Two app processes on loopback sharing one Redis, sent concurrent duplicate
+ * requests spread across both: every key runs exactly once, counted by the
+ * test itself, outside the servers.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import {
+  REDIS_IGNORE,
+  REDIS_URL,
+  testName,
+  uniquePrefix,
+} from "./_services.ts";
+
+async function freePort(): Promise<number> {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+async function waitForPort(
+  port: number,
+  child: Deno.ChildProcess,
+): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+      return;
+    } catch {
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  child.kill();
+  throw new Error(`the app on port ${port} did not start`);
+}
+
+Deno.test({
+  name: testName(
+    "idempotency() on RedisStore runs each key once across two processes",
+    REDIS_IGNORE,
+  ),
+  ignore: REDIS_IGNORE !== false,
+  async fn() {
+    const executions = new Map<string, string[]>();
+    const counter = Deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen() {},
+    }, (req) => {
+      const url = new URL(req.url);
+      const order = url.searchParams.get("order")!;
+      executions.set(order, [
+        ...executions.get(order) ?? [],
+        url.searchParams.get("port")!,
+      ]);
+      return new Response("counted");
+    });
+    const counterUrl = `http://127.0.0.1:${
+      (counter.addr as Deno.NetAddr).port
+    }/count`;
+    const prefix = `${uniquePrefix("twoproc")}:`;
+    const ports = [await freePort(), await freePort()];
+    const apps = ports.map((port) =>
+      new Deno.Command(Deno.execPath(), {
+        args: [
+          "run",
+          "--allow-net",
+          "--allow-env",
+          "--allow-read",
+          new URL("./fixtures/redis_app.ts", import.meta.url).pathname,
+          String(port),
+          prefix,
+          counterUrl,
+        ],
+        env: { REDIS_URL },
+        stdout: "null",
+        stderr: "inherit",
+      }).spawn()
+    );
+    try {
+      await Promise.all(ports.map((port, i) => waitForPort(port, apps[i]!)));
+      const orders = Array.from({ length: 8 }, (_, i) => `order-${i}`);
+      const send = (order: string, i: number) =>
+        fetch(`http://127.0.0.1:${ports[i % 2]}/payments`, {
+          method: "POST",
+          headers: {
+            "idempotency-key": `key-${order}`,
+            "content-type": "application/json",
+          },
+          body: JSON.stringify({ order }),
+        });
+      const answers = await Promise.all(
+        orders.flatMap((order) =>
+          Array.from({ length: 10 }, (_, i) => send(order, i))
+        ),
+      );
+      const statuses = answers.map((r) => r.status);
+      await Promise.all(answers.map((r) => r.arrayBuffer()));
+      assert.ok(statuses.every((s) => s === 201 || s === 409), statuses.join());
+      for (const order of orders) {
+        assert.equal(
+          executions.get(order)?.length,
+          1,
+          `${order} ran ${executions.get(order)?.length ?? 0} times`,
+        );
+        // Once settled, both processes replay the same answer.
+        const [a, b] = await Promise.all([send(order, 0), send(order, 1)]);
+        const [textA, textB] = [await a.text(), await b.text()];
+        assert.equal(a.headers.get("idempotent-replayed"), "true");
+        assert.equal(textA, textB);
+      }
+    } finally {
+      for (const app of apps) {
+        try {
+          app.kill("SIGTERM");
+        } catch { /* already gone */ }
+        await app.status;
+      }
+      await counter.shutdown();
+      const cleanup = new Deno.Command("redis-cli", {
+        args: ["-u", REDIS_URL, "--scan", "--pattern", `${prefix}*`],
+        stdout: "piped",
+      });
+      const keys = new TextDecoder().decode((await cleanup.output()).stdout)
+        .split("\n").filter(Boolean);
+      if (keys.length > 0) {
+        await new Deno.Command("redis-cli", {
+          args: ["-u", REDIS_URL, "DEL", ...keys],
+          stdout: "null",
+        }).output();
+      }
+    }
+  },
+});
