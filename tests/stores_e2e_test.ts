@@ -9,13 +9,17 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
+import { createClient } from "redis";
 import { idempotency } from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
+import { RedisStore } from "../src/stores/redis.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  REDIS_IGNORE,
+  REDIS_URL,
   testName,
   uniquePrefix,
 } from "./_services.ts";
@@ -167,6 +171,20 @@ middlewareOn("KvStore", false, async () => {
   return {
     store: new KvStore({ kv }),
     close: () => Promise.resolve(kv.close()),
+  };
+});
+
+middlewareOn("RedisStore", REDIS_IGNORE, async () => {
+  const client = await createClient({ url: REDIS_URL }).connect();
+  const prefix = `${uniquePrefix("e2e")}:`;
+  return {
+    store: new RedisStore({ client, prefix }),
+    async close() {
+      for await (const keys of client.scanIterator({ MATCH: `${prefix}*` })) {
+        if (keys.length > 0) await client.del(keys);
+      }
+      await client.quit();
+    },
   };
 });
 
