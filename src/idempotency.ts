@@ -134,6 +134,7 @@ export interface IdempotencyOptions {
 
 /** The header on a replay whose body was not recorded: its value is the reason. */
 export const BODY_OMITTED_HEADER = "Idempotent-Body-Omitted";
+const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
 
 /** Statuses whose responses have no body, live or replayed. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
@@ -749,16 +750,17 @@ function storedHeaders(headers: Headers): [string, string][] {
 
 /** Builds the replay of a record: same status, headers in order, same bytes. */
 function replay(record: StoredResponse, replayHeader: string): Response {
-  const headers = new Headers();
-  for (const [name, value] of record.headers) {
-    if (record.body === null && name === "content-encoding") continue;
-    headers.append(name, value);
+  const omitted = record.body === null;
+  const headers: [string, string][] = [];
+  for (const pair of record.headers) {
+    const name = pair[0];
+    if (name === replayHeader || name === OMITTED_NAME) continue;
+    if (omitted && name === "content-encoding") continue;
+    headers.push(pair);
   }
-  headers.set(replayHeader, "true");
-  if (record.body === null) {
-    headers.set(BODY_OMITTED_HEADER, record.omitted ?? "too_large");
-  }
-  const body = record.body === null || NULL_BODY.has(record.status)
+  headers.push([replayHeader, "true"]);
+  if (omitted) headers.push([OMITTED_NAME, record.omitted ?? "too_large"]);
+  const body = omitted || NULL_BODY.has(record.status)
     ? null
     : record.body as Uint8Array<ArrayBuffer>;
   return new Response(body, { status: record.status, headers });
