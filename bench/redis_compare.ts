@@ -285,7 +285,8 @@ async function roundTrips(
   address: string,
   fn: () => Promise<unknown>,
 ): Promise<number> {
-  const monitor = await new Redis(URL_).monitor();
+  const base = new Redis(URL_, { enableReadyCheck: false, lazyConnect: true });
+  const monitor = await base.monitor();
   let count = 0;
   monitor.on("monitor", (_t: string, _a: string[], source: string) => {
     if (source === address) count++;
@@ -295,6 +296,7 @@ async function roundTrips(
   await fn();
   await new Promise((resolve) => setTimeout(resolve, 100));
   monitor.disconnect();
+  base.disconnect();
   return count;
 }
 
