@@ -252,7 +252,12 @@ async function watch(
   fn: () => Promise<unknown>,
 ): Promise<string[]> {
   const seen: string[] = [];
-  const monitor = await new Redis(REDIS_URL).monitor();
+  // A ready check (INFO) racing the MONITOR feed confuses ioredis.
+  const base = new Redis(REDIS_URL, {
+    enableReadyCheck: false,
+    lazyConnect: true,
+  });
+  const monitor = await base.monitor();
   try {
     const marker = `marker-${crypto.randomUUID()}`;
     let onMarker!: () => void;
@@ -276,6 +281,7 @@ async function watch(
     return seen;
   } finally {
     monitor.disconnect();
+    base.disconnect();
   }
 }
 

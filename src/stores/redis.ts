@@ -165,28 +165,33 @@ export interface RedisStoreOptions {
 // Any other value at the key (another type, a hash without our version
 // field, a missing or malformed field, another version) is unreadable: it
 // reads as in flight and no script ever writes to it. Reads go through
-// `redis.pcall('HMGET', …)`, which answers a key of another type with an
-// error table instead of raising WRONGTYPE: one call where `TYPE` and then
-// `HMGET` would be two.
+// `redis.pcall`, which answers a key of another type with an error table
+// instead of raising WRONGTYPE: one call where `TYPE` and then a read would
+// be two. The key expires at `dl` (PEXPIRE at the claim), so Redis itself
+// hides a record past its deadline; `complete` and `release` need no clock.
+//
+// Every `redis.call` costs the server about a microsecond, and the server's
+// time is what bounds throughput at many requests in flight: the scripts make
+// as few as they can (claim: TIME, HGETALL, and HSET + PEXPIRE when it takes
+// the slot; complete: HMGET, HSET; release: HMGET, DEL; extend: TIME, HMGET,
+// HSET).
 
 const V = String(RECORD_VERSION);
 
-/** Shared by every script: the key and the server's clock in ms. */
-const PRELUDE = `local key = KEYS[1]
-local t = redis.call('TIME')
+/** The server's clock in ms. */
+const NOW = `local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `;
 
 /**
  * Shared by the fenced writes: answers 0 unless ARGV[1], the token, owns the
- * slot (a record of ours, in flight under this token, before its deadline).
- * Ownership does not depend on the lease: an owner nobody took over keeps it.
+ * slot (a record of ours, in flight under this token; past its deadline the
+ * key is gone). Ownership does not depend on the lease: an owner nobody took
+ * over keeps it.
  */
-const OWNED =
-  `${PRELUDE}local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
-if r.err then return 0 end
-local dl = tonumber(r[4])
-if r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or dl == nil or dl <= now then
+const OWNED = `local key = KEYS[1]
+local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
+if r.err or r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or not tonumber(r[4]) then
   return 0
 end
 `;
@@ -197,7 +202,8 @@ end
  * left on the lease), {1, fp, status, hdr, body, om} (completed), or
  * {2, ms} (unreadable, with a retry hint).
  */
-const CLAIM = `${PRELUDE}local lease = tonumber(ARGV[3])
+const CLAIM = `local key = KEYS[1]
+${NOW}local lease = tonumber(ARGV[3])
 local ttl = tonumber(ARGV[4])
 local function take(reply, existed)
   if existed then redis.call('DEL', key) end
@@ -211,19 +217,20 @@ local function unreadable()
   if left > 0 and left < lease then return {2, left} end
   return {2, lease}
 end
-local r = redis.pcall('HMGET', key, 'v', 'st', 'fp', 'dl', 'lu', 'status', 'hdr', 'body', 'om')
-if r.err then return unreadable() end
-if not r[1] then
-  if redis.call('EXISTS', key) == 0 then return take(1, false) end
-  return unreadable()
-end
-local dl = tonumber(r[4])
-if r[1] ~= '${V}' or not r[3] or dl == nil then return unreadable() end
+local h = redis.pcall('HGETALL', key)
+if h.err then return unreadable() end
+if #h == 0 then return take(1, false) end
+local r = {}
+for i = 1, #h, 2 do r[h[i]] = h[i + 1] end
+local dl = tonumber(r.dl)
+if r.v ~= '${V}' or not r.fp or dl == nil then return unreadable() end
 if dl <= now then return take(1, true) end
-if r[2] == 'c' then return {1, r[3], r[6], r[7], r[8], r[9]} end
-local lu = tonumber(r[5])
-if r[2] ~= 'f' or lu == nil then return unreadable() end
-if lu > now then return {0, r[3], lu - now} end
+if r.st == 'c' then
+  return {1, r.fp, r.status or false, r.hdr or false, r.body or false, r.om or false}
+end
+local lu = tonumber(r.lu)
+if r.st ~= 'f' or lu == nil then return unreadable() end
+if lu > now then return {0, r.fp, lu - now} end
 return take(2, true)
 `;
 
@@ -243,7 +250,7 @@ return 1
 
 /** ARGV: token, leaseMs. */
 const EXTEND =
-  `${OWNED}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
+  `${OWNED}${NOW}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
 return 1
 `;
 

@@ -1,0 +1,448 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+// deno-lint-ignore-file no-console
+/**
+ * RedisStore against the peers a user would otherwise pick, in one run on one
+ * Redis, one connection each: the cost of a request with a fresh key
+ * (claim + complete) and of a replay (claim), as p50/p99 over sequential
+ * calls, calls/s with 32 in flight, and Redis round trips per request
+ * counted with MONITOR.
+ *
+ * ```sh
+ * deno run -A bench/redis_compare.ts [--n=5000] [--seconds=3] [--rounds=10] [--only=name,...]
+ * ```
+ *
+ * What one "request" is for each:
+ *
+ * - RedisStore: SHA-256 of the key and of the body (node:crypto, as the
+ *   middleware's slot and fingerprint), claim, and for a fresh key complete
+ *   with a status, a header and the body. Fenced writes, lease, bytes.
+ * - MemoryStore: the same calls on the in-process store (no Redis).
+ * - Powertools: `makeIdempotent(fn, { persistenceStore: CachePersistenceLayer })`
+ *   on the same node-redis client, called with an event; it hashes the event
+ *   (md5 of its JSON) and stores the function's JSON result.
+ * - node-idempotency: `onRequest` (and `onResponse` for a fresh key) with a
+ *   request object; it hashes the JSON body (blake2s) and stores the response
+ *   as JSON, on its own node-redis 4 client.
+ * - baseline: one bare `GET` on the node-redis client.
+ *
+ * @module
+ */
+
+import { createHash } from "node:crypto";
+import { parseArgs } from "node:util";
+import { createClient } from "redis";
+import { Redis } from "ioredis";
+import {
+  IdempotencyConfig,
+  makeIdempotent,
+} from "@aws-lambda-powertools/idempotency";
+import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
+import { Idempotency } from "@node-idempotency/core";
+import { RedisStorageAdapter } from "@node-idempotency/storage-adapter-redis";
+import { RedisStore } from "../src/stores/redis.ts";
+import { MemoryStore } from "../src/stores/memory.ts";
+import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+
+const { values: args } = parseArgs({
+  args: Deno.args,
+  options: {
+    n: { type: "string", default: "5000" },
+    seconds: { type: "string", default: "3" },
+    only: { type: "string", default: "" },
+    rounds: { type: "string", default: "10" },
+    url: { type: "string", default: "redis://127.0.0.1:6379" },
+  },
+});
+const N = Number(args.n);
+const SECONDS = Number(args.seconds);
+const URL_ = args.url;
+const only = args.only ? args.only.split(",") : [];
+
+const run = `bench_${Date.now().toString(36)}_${
+  crypto.randomUUID().slice(0, 6)
+}`;
+const encoder = new TextEncoder();
+const BODY = '{"id":"pay_123","amount":1000,"currency":"eur"}';
+const BODY_BYTES = encoder.encode(BODY);
+
+interface Subject {
+  name: string;
+  what: string;
+  /** The connection to watch with MONITOR, if any: its CLIENT INFO. */
+  address?: () => Promise<string>;
+  /** One request with key `key`, the first time it is seen. */
+  fresh(key: string): Promise<unknown>;
+  /** Prepares `key` so that `replay(key)` is a replay. */
+  prime(key: string): Promise<unknown>;
+  /** One request replaying `key`. */
+  replay(key: string): Promise<unknown>;
+  close(): Promise<void> | void;
+}
+
+function sha256(text: string): string {
+  return createHash("sha256").update(text).digest("hex");
+}
+
+const RESPONSE: StoredResponse = {
+  status: 201,
+  headers: [["content-type", "application/json"]],
+  body: BODY_BYTES,
+};
+const CLAIM = { leaseMs: 30_000, ttlMs: 3_600_000 };
+
+function storeSubject(
+  name: string,
+  what: string,
+  store: IdempotencyStore,
+  close: () => void,
+  address?: () => Promise<string>,
+): Subject {
+  const request = async (key: string) => {
+    const slot = sha256(`scope\n${key}`);
+    const fingerprint = sha256(`POST /pay\n${BODY}`);
+    const claim = await store.claim(slot, { fingerprint, ...CLAIM });
+    if (claim.state === "acquired") {
+      const done = await store.complete(slot, claim.token, RESPONSE);
+      if (done !== "applied") throw new Error(`${name}: complete ${done}`);
+      return "fresh";
+    }
+    if (claim.state === "completed") return claim.response;
+    throw new Error(`${name}: ${claim.state}`);
+  };
+  return {
+    name,
+    what,
+    ...(address ? { address } : {}),
+    fresh: request,
+    prime: request,
+    replay: request,
+    close,
+  };
+}
+
+async function clientAddress(
+  send: (args: string[]) => Promise<unknown>,
+): Promise<string> {
+  const info = String(await send(["CLIENT", "INFO"]));
+  return /(?:^| )addr=(\S+)/.exec(info)![1]!;
+}
+
+async function subjects(): Promise<Subject[]> {
+  const list: Subject[] = [];
+
+  const nodeRedis = await createClient({ url: URL_ }).connect();
+  const nodeSend = (a: string[]) => nodeRedis.sendCommand(a);
+  list.push({
+    name: "baseline: one GET (node-redis)",
+    what: "one bare command, no idempotency",
+    address: () => clientAddress(nodeSend),
+    fresh: (key) => nodeRedis.get(`${run}:get:${key}`),
+    prime: () => Promise.resolve(),
+    replay: (key) => nodeRedis.get(`${run}:get:${key}`),
+    close: () => {},
+  });
+
+  list.push(storeSubject(
+    "RedisStore (node-redis)",
+    "fenced claim/complete, lease, status+headers+bytes",
+    new RedisStore({ client: nodeRedis, prefix: `${run}:ours:` }),
+    () => {},
+    () => clientAddress(nodeSend),
+  ));
+
+  const io = new Redis(URL_);
+  list.push(storeSubject(
+    "RedisStore (ioredis)",
+    "same, on ioredis",
+    new RedisStore({ client: io, prefix: `${run}:io:` }),
+    () => io.disconnect(),
+    () => clientAddress((a) => io.call(a[0]!, ...a.slice(1))),
+  ));
+
+  list.push(storeSubject(
+    "MemoryStore",
+    "same calls, one process, no Redis",
+    new MemoryStore({ maxEntries: 1_000_000, maxBytes: 1 << 30 }),
+    () => {},
+  ));
+
+  // Powertools, on its own node-redis client (a connection of its own, like the others).
+  const ptClient = await createClient({ url: URL_ }).connect();
+  const ptSend = (a: string[]) => ptClient.sendCommand(a);
+  const config = new IdempotencyConfig({ expiresAfterSeconds: 3600 });
+  config.registerLambdaContext(
+    { getRemainingTimeInMillis: () => 60_000 } as never,
+  );
+  const pt = makeIdempotent(
+    (event: { key: string; body: string }) =>
+      Promise.resolve({ status: 201, body: event.body }),
+    {
+      persistenceStore: new CachePersistenceLayer({
+        client: ptClient as never,
+      }),
+      config,
+      keyPrefix: `${run}:pt`,
+    },
+  );
+  list.push({
+    name: "Powertools 2.35.0 (CachePersistenceLayer)",
+    what: "SET NX + SET; replay GET; JSON result, no fencing/lease renewal",
+    address: () => clientAddress(ptSend),
+    fresh: (key) => pt({ key, body: BODY }),
+    prime: (key) => pt({ key, body: BODY }),
+    replay: (key) => pt({ key, body: BODY }),
+    close: () => ptClient.destroy(),
+  });
+
+  const storage = new RedisStorageAdapter({ url: URL_ } as never);
+  await storage.connect();
+  const ni = new Idempotency(storage, {
+    cacheKeyPrefix: `${run}:ni`,
+    cacheTTLMS: 3_600_000,
+  });
+  const niClient = (storage as unknown as {
+    client: { sendCommand(a: string[]): Promise<unknown> };
+  }).client;
+  const niRequest = (key: string) => ({
+    method: "POST",
+    path: "/pay",
+    headers: { "idempotency-key": key },
+    body: JSON.parse(BODY),
+  });
+  list.push({
+    name: "node-idempotency 1.0.11 (+ redis adapter 1.0.2)",
+    what: "SET NX + SET; replay SET NX + GET; JSON body, no fencing/lease",
+    address: () => clientAddress((a) => niClient.sendCommand(a)),
+    fresh: async (key) => {
+      const req = niRequest(key);
+      const cached = await ni.onRequest(req);
+      if (cached !== undefined) throw new Error("node-idempotency: not fresh");
+      await ni.onResponse(req, {
+        body: JSON.parse(BODY),
+        additional: { status: 201 },
+      });
+    },
+    prime: async (key) => {
+      const req = niRequest(key);
+      await ni.onRequest(req);
+      await ni.onResponse(req, {
+        body: JSON.parse(BODY),
+        additional: { status: 201 },
+      });
+    },
+    replay: async (key) => {
+      const cached = await ni.onRequest(niRequest(key));
+      if (cached === undefined) throw new Error("node-idempotency: no replay");
+    },
+    close: () => storage.disconnect(),
+  });
+
+  return only.length
+    ? list.filter((s) => only.some((o) => s.name.includes(o)))
+    : list;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+}
+
+/** Times `n` sequential calls, in µs each. */
+async function sequential(
+  fn: (i: number) => Promise<unknown>,
+  n: number,
+): Promise<number[]> {
+  const times: number[] = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    await fn(i);
+    times[i] = (performance.now() - t0) * 1000;
+  }
+  return times;
+}
+
+/** Runs `inFlight` callers in a loop for `seconds`, counting calls. */
+async function throughput(
+  fn: (i: number) => Promise<unknown>,
+  seconds: number,
+  inFlight = 32,
+): Promise<{ done: number; seconds: number }> {
+  let i = 0;
+  let done = 0;
+  const end = performance.now() + seconds * 1000;
+  const worker = async () => {
+    while (performance.now() < end) {
+      await fn(i++);
+      done++;
+    }
+  };
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: inFlight }, worker));
+  return { done, seconds: (performance.now() - t0) / 1000 };
+}
+
+/** Counts the commands `address` sends while `fn` runs, with MONITOR. */
+async function roundTrips(
+  address: string,
+  fn: () => Promise<unknown>,
+): Promise<number> {
+  const base = new Redis(URL_, { enableReadyCheck: false, lazyConnect: true });
+  const monitor = await base.monitor();
+  let count = 0;
+  monitor.on("monitor", (_t: string, _a: string[], source: string) => {
+    if (source === address) count++;
+  });
+  // MONITOR starts on its own connection: make sure it sees the next command.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  await fn();
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  monitor.disconnect();
+  base.disconnect();
+  return count;
+}
+
+interface Row {
+  name: string;
+  what: string;
+  freshP50: number;
+  freshP99: number;
+  replayP50: number;
+  replayP99: number;
+  freshRps: number;
+  replayRps: number;
+  freshTrips: number | null;
+  replayTrips: number | null;
+}
+
+const ROUNDS = Number(args.rounds);
+const rows: Row[] = [];
+const list = await subjects();
+try {
+  // Subjects take turns, round after round, so that load from anything else
+  // on the machine falls on all of them alike.
+  const state = list.map((s) => ({
+    s,
+    tag: s.name.replace(/\W+/g, "_"),
+    fresh: [] as number[],
+    replay: [] as number[],
+    freshDone: 0,
+    freshTime: 0,
+    replayDone: 0,
+    replayTime: 0,
+    replayKeys: [] as string[],
+  }));
+  for (const st of state) {
+    st.replayKeys = Array.from({ length: 64 }, (_, i) => `${st.tag}:r:${i}`);
+    for (const key of st.replayKeys) await st.s.prime(key);
+    for (let i = 0; i < 300; i++) await st.s.fresh(`${st.tag}:w:${i}`); // warm-up
+  }
+  let serial = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    console.error(`round ${round + 1}/${ROUNDS}`);
+    for (const st of state) {
+      const { s } = st;
+      const freshKey = () => `${st.tag}:f:${serial++}`;
+      st.fresh.push(...await sequential(() => s.fresh(freshKey()), N / ROUNDS));
+      st.replay.push(
+        ...await sequential(
+          (i) => s.replay(st.replayKeys[i % 64]!),
+          N / ROUNDS,
+        ),
+      );
+      const f = await throughput(() => s.fresh(freshKey()), SECONDS / ROUNDS);
+      st.freshDone += f.done;
+      st.freshTime += f.seconds;
+      const r = await throughput(
+        (i) => s.replay(st.replayKeys[i % 64]!),
+        SECONDS / ROUNDS,
+      );
+      st.replayDone += r.done;
+      st.replayTime += r.seconds;
+    }
+  }
+  for (const st of state) {
+    const { s } = st;
+    let freshTrips: number | null = null;
+    let replayTrips: number | null = null;
+    if (s.address) {
+      const address = await s.address();
+      const k = 20;
+      freshTrips = await roundTrips(address, async () => {
+        for (let i = 0; i < k; i++) await s.fresh(`${st.tag}:t:${i}`);
+      }) / k;
+      replayTrips = await roundTrips(address, async () => {
+        for (let i = 0; i < k; i++) await s.replay(st.replayKeys[i % 64]!);
+      }) / k;
+    }
+    const fresh = st.fresh.sort((a, b) => a - b);
+    const replay = st.replay.sort((a, b) => a - b);
+    rows.push({
+      name: s.name,
+      what: s.what,
+      freshP50: percentile(fresh, 0.5),
+      freshP99: percentile(fresh, 0.99),
+      replayP50: percentile(replay, 0.5),
+      replayP99: percentile(replay, 0.99),
+      freshRps: st.freshDone / st.freshTime,
+      replayRps: st.replayDone / st.replayTime,
+      freshTrips,
+      replayTrips,
+    });
+  }
+} finally {
+  // Clean up every key of this run.
+  const admin = new Redis(URL_);
+  let cursor = "0";
+  do {
+    const [next, keys] = await admin.scan(
+      cursor,
+      "MATCH",
+      `${run}*`,
+      "COUNT",
+      5000,
+    );
+    cursor = next;
+    if (keys.length) await admin.del(...keys);
+  } while (cursor !== "0");
+  admin.disconnect();
+  for (const s of list) await s.close();
+}
+
+const us = (x: number) => x.toFixed(0);
+const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
+console.log(
+  `\nn=${N} sequential calls and ${SECONDS}s at 32 in flight per subject, in ${ROUNDS} interleaved rounds, one connection each\n`,
+);
+console.log(
+  "| implementation | fresh p50 / p99 µs | replay p50 / p99 µs | fresh calls/s @32 | replay calls/s @32 | round trips fresh / replay | what it does |",
+);
+console.log("| --- | --- | --- | --- | --- | --- | --- |");
+for (const r of rows) {
+  const trips = r.freshTrips === null
+    ? "0 / 0"
+    : `${r.freshTrips.toFixed(1)} / ${r.replayTrips!.toFixed(1)}`;
+  console.log(
+    `| ${r.name} | ${us(r.freshP50)} / ${us(r.freshP99)} | ${
+      us(r.replayP50)
+    } / ${us(r.replayP99)} | ${k(r.freshRps)} | ${
+      k(r.replayRps)
+    } | ${trips} | ${r.what} |`,
+  );
+}
+const ours = rows.find((r) => r.name === "RedisStore (node-redis)");
+const peers = rows.filter((r) => /Powertools|node-idempotency/.test(r.name));
+if (ours && peers.length) {
+  console.log(
+    "\nRatios, RedisStore (node-redis) vs each peer (higher is better for us):\n",
+  );
+  for (const p of peers) {
+    console.log(
+      `- ${p.name}: fresh p50 ${
+        (p.freshP50 / ours.freshP50).toFixed(2)
+      }× faster, replay p50 ${
+        (p.replayP50 / ours.replayP50).toFixed(2)
+      }× faster, calls/s fresh ${
+        (ours.freshRps / p.freshRps).toFixed(2)
+      }×, replay ${(ours.replayRps / p.replayRps).toFixed(2)}×`,
+    );
+  }
+}
