@@ -57,7 +57,8 @@ type Entry =
   };
 
 interface HeapItem {
-  deadline: number;
+  /** When the entry stops being worth keeping: its deadline, or for a claim the end of its lease if sooner. */
+  key: number;
   slot: string;
   entry: Entry;
 }
@@ -101,7 +102,10 @@ interface HeapItem {
  */
 export class MemoryStore implements IdempotencyStore {
   #entries = new Map<string, Entry>();
-  #heap: HeapItem[] = [];
+  /** Claims in flight, soonest to stop being live first. */
+  #claims: HeapItem[] = [];
+  /** Completed records, nearest their deadline first. */
+  #records: HeapItem[] = [];
   #bytes = 0;
   #maxEntries: number;
   #maxBytes: number;
@@ -290,8 +294,12 @@ export class MemoryStore implements IdempotencyStore {
   #put(slot: string, entry: Entry): void {
     this.#entries.set(slot, entry);
     if (entry.state === "completed") this.#bytes += entry.bytes;
-    if (this.#heap.length > 2 * this.#entries.size + 64) this.#rebuildHeap();
-    heapPush(this.#heap, { deadline: entry.deadline, slot, entry });
+    if (
+      this.#claims.length + this.#records.length > 2 * this.#entries.size + 64
+    ) {
+      this.#rebuildHeaps();
+    }
+    this.#track(slot, entry);
   }
 
   #drop(slot: string, entry: Entry): void {
@@ -314,39 +322,70 @@ export class MemoryStore implements IdempotencyStore {
 
   /** Frees completed records until `size` more bytes fit; live claims hold no bytes. */
   #makeBytes(size: number, now: number): void {
-    while (this.#bytes + size > this.#maxBytes && this.#evict(now));
+    while (this.#bytes + size > this.#maxBytes && this.#evictRecord());
   }
 
   /**
-   * Evicts the expired or completed record nearest its deadline; returns
-   * whether it found one. Live claims met on the way are put back.
+   * Evicts one entry: a claim that is no longer live (its lease or its TTL
+   * ran out) if there is one, else the completed record nearest its
+   * deadline. Returns whether it found one. Both heaps make this O(log n):
+   * a store full of live claims answers a new claim at once.
    */
   #evict(now: number): boolean {
-    const kept: HeapItem[] = [];
-    let evicted = false;
-    while (this.#heap.length > 0) {
-      const item = heapPop(this.#heap)!;
-      if (this.#entries.get(item.slot) !== item.entry) continue; // stale
+    const claims = this.#claims;
+    while (claims.length > 0) {
+      const item = claims[0]!;
       const { entry } = item;
       if (
-        entry.deadline <= now || entry.state === "completed" ||
-        entry.leaseUntil <= now
+        this.#entries.get(item.slot) !== entry || entry.state !== "in_flight"
       ) {
-        this.#drop(item.slot, entry);
-        evicted = true;
-        break;
+        heapPop(claims); // stale: released, completed or replaced
+        continue;
       }
-      kept.push(item);
+      const key = Math.min(entry.leaseUntil, entry.deadline);
+      if (key > item.key) {
+        heapPop(claims); // extended since: file it under its new key
+        heapPush(claims, { key, slot: item.slot, entry });
+        continue;
+      }
+      if (key <= now) {
+        heapPop(claims);
+        this.#drop(item.slot, entry);
+        return true;
+      }
+      break; // the soonest claim is live: so are all the others
     }
-    for (const item of kept) heapPush(this.#heap, item);
-    return evicted;
+    return this.#evictRecord();
   }
 
-  #rebuildHeap(): void {
-    this.#heap = [];
-    for (const [slot, entry] of this.#entries) {
-      heapPush(this.#heap, { deadline: entry.deadline, slot, entry });
+  /** Evicts the completed record nearest its deadline; returns whether there was one. */
+  #evictRecord(): boolean {
+    const records = this.#records;
+    while (records.length > 0) {
+      const item = heapPop(records)!;
+      if (this.#entries.get(item.slot) !== item.entry) continue; // stale
+      this.#drop(item.slot, item.entry);
+      return true;
     }
+    return false;
+  }
+
+  #track(slot: string, entry: Entry): void {
+    if (entry.state === "completed") {
+      heapPush(this.#records, { key: entry.deadline, slot, entry });
+    } else {
+      heapPush(this.#claims, {
+        key: Math.min(entry.leaseUntil, entry.deadline),
+        slot,
+        entry,
+      });
+    }
+  }
+
+  #rebuildHeaps(): void {
+    this.#claims = [];
+    this.#records = [];
+    for (const [slot, entry] of this.#entries) this.#track(slot, entry);
   }
 }
 
@@ -363,7 +402,7 @@ function heapPush(heap: HeapItem[], item: HeapItem): void {
   let i = heap.push(item) - 1;
   while (i > 0) {
     const parent = (i - 1) >> 1;
-    if (heap[parent]!.deadline <= item.deadline) break;
+    if (heap[parent]!.key <= item.key) break;
     heap[i] = heap[parent]!;
     i = parent;
   }
@@ -379,11 +418,10 @@ function heapPop(heap: HeapItem[]): HeapItem | undefined {
     const left = 2 * i + 1;
     if (left >= heap.length) break;
     const right = left + 1;
-    const child =
-      right < heap.length && heap[right]!.deadline < heap[left]!.deadline
-        ? right
-        : left;
-    if (heap[child]!.deadline >= last.deadline) break;
+    const child = right < heap.length && heap[right]!.key < heap[left]!.key
+      ? right
+      : left;
+    if (heap[child]!.key >= last.key) break;
     heap[i] = heap[child]!;
     i = child;
   }
