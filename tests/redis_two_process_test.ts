@@ -14,7 +14,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 
-async function freePort(): Promise<number> {
+function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const { port } = listener.addr as Deno.NetAddr;
   listener.close();
@@ -62,7 +62,7 @@ Deno.test({
       (counter.addr as Deno.NetAddr).port
     }/count`;
     const prefix = `${uniquePrefix("twoproc")}:`;
-    const ports = [await freePort(), await freePort()];
+    const ports = [freePort(), freePort()];
     const apps = ports.map((port) =>
       new Deno.Command(Deno.execPath(), {
         args: [

@@ -227,7 +227,7 @@ export class MemoryStore implements IdempotencyStore {
         };
       } else size += response.body?.byteLength ?? 0;
       this.#drop(slot, entry);
-      this.#makeBytes(size, this.#clock());
+      this.#makeBytes(size);
       this.#put(slot, {
         state: "completed",
         fingerprint: entry.fingerprint,
@@ -321,7 +321,7 @@ export class MemoryStore implements IdempotencyStore {
   }
 
   /** Frees completed records until `size` more bytes fit; live claims hold no bytes. */
-  #makeBytes(size: number, now: number): void {
+  #makeBytes(size: number): void {
     while (this.#bytes + size > this.#maxBytes && this.#evictRecord());
   }
 

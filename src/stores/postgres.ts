@@ -256,8 +256,6 @@ function statements(t: string): Statements {
     AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
     AND r.expires_at > ${NOW} AND r.lease_until <= ${NOW})`;
   const free = `(${expired} OR ${leaseOver})`;
-  const take = (column: string, value = `excluded.${column}`) =>
-    `${column} = CASE WHEN ${free} THEN ${value} ELSE r.${column} END`;
   const fenced = `slot = $1 AND token = $2 AND version = ${RECORD_VERSION}
     AND state = 'in_flight' AND expires_at > ${NOW}`;
   const retryAfter = (alias: string) =>
