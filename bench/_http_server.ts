@@ -8,22 +8,9 @@
  * @module
  */
 import { idempotency } from "../mod.ts";
+import { handler } from "./_app.ts";
 
 const [mode = "bare", port = "8711"] = Deno.args;
-const answer = JSON.stringify({
-  id: "pay_1",
-  status: "succeeded",
-  amount: 1999,
-});
-
-async function handler(req: Request): Promise<Response> {
-  await req.arrayBuffer();
-  return new Response(answer, {
-    status: 201,
-    headers: { "content-type": "application/json" },
-  });
-}
-
 Deno.serve(
   { hostname: "127.0.0.1", port: Number(port), onListen() {} },
   mode === "bare" ? handler : idempotency(handler),

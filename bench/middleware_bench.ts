@@ -11,26 +11,7 @@
  */
 
 import { idempotency, MemoryStore } from "../mod.ts";
-
-const payload = JSON.stringify({
-  amount: 1999,
-  currency: "eur",
-  customer: "cus_8fQ2",
-  note: "x".repeat(64),
-});
-const answer = JSON.stringify({
-  id: "pay_1",
-  status: "succeeded",
-  amount: 1999,
-});
-
-async function handler(req: Request): Promise<Response> {
-  await req.arrayBuffer();
-  return new Response(answer, {
-    status: 201,
-    headers: { "content-type": "application/json" },
-  });
-}
+import { handler, payload } from "./_app.ts";
 
 const store = new MemoryStore({
   maxEntries: 10_000_000,

@@ -19,6 +19,8 @@
  * @module
  */
 
+import { concatBytes } from "./_bytes.ts";
+
 /**
  * What {@linkcode capture} found, as a discriminated union on `outcome`.
  *
@@ -101,7 +103,7 @@ export async function capture(
       result = await reader.read();
     } catch (error) {
       reader.releaseLock();
-      return { outcome: "failed", prefix: concat(frames, seen), error };
+      return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (result.done) {
       reader.releaseLock();
@@ -112,14 +114,14 @@ export async function capture(
       const error = notBytes(frame);
       reader.cancel(error).catch(() => {});
       reader.releaseLock();
-      return { outcome: "failed", prefix: concat(frames, seen), error };
+      return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (seen + frame.byteLength > cap) {
       const head = cap - seen;
       frames.push(frame.subarray(0, head));
       return {
         outcome: "overflow",
-        prefix: concat(frames, cap),
+        prefix: concatBytes(frames, cap),
         rest: restOf(reader, frame.subarray(head)),
       };
     }
@@ -143,18 +145,7 @@ function whole(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
   ) {
     return only as Uint8Array<ArrayBuffer>;
   }
-  return concat(frames, length);
-}
-
-/** Copies `frames`, whose lengths add up to `length`, into one new array. */
-function concat(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(length);
-  let offset = 0;
-  for (const frame of frames) {
-    out.set(frame, offset);
-    offset += frame.byteLength;
-  }
-  return out;
+  return concatBytes(frames, length);
 }
 
 /** A frame as a chunk backed by a plain `ArrayBuffer` (copied only if shared). */

@@ -5,6 +5,8 @@
  * @module
  */
 
+import { concatBytes } from "./_bytes.ts";
+import { nonNegativeInteger, positiveInteger } from "./_validate.ts";
 import { capture } from "./capture.ts";
 import type { IdempotencyEvent, WriteResult } from "./events.ts";
 import { requestFingerprint, slotOf } from "./fingerprint.ts";
@@ -710,13 +712,7 @@ async function readBody(
   if (chunks.length === 1 && chunks[0]!.buffer instanceof ArrayBuffer) {
     return chunks[0] as Uint8Array<ArrayBuffer>;
   }
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, total);
 }
 
 /**
@@ -833,24 +829,6 @@ function failAfter(
 
 function isAbort(error: unknown): boolean {
   return error instanceof Error && error.name === "AbortError";
-}
-
-function positiveInteger(name: string, value: unknown): number {
-  if (!Number.isSafeInteger(value) || (value as number) <= 0) {
-    throw new RangeError(
-      `'${name}' must be a positive integer: current value is ${value}`,
-    );
-  }
-  return value as number;
-}
-
-function nonNegativeInteger(name: string, value: unknown): number {
-  if (!Number.isSafeInteger(value) || (value as number) < 0) {
-    throw new RangeError(
-      `'${name}' must be a non-negative integer: current value is ${value}`,
-    );
-  }
-  return value as number;
 }
 
 function optionalBoolean(name: string, value: unknown): boolean {

@@ -17,6 +17,7 @@ import type { ClaimResult, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "./store_conformance.ts";
 import type { ConformanceHarness, PoisonKind } from "./store_conformance.ts";
 import { uniquePrefix } from "./_services.ts";
+import { pattern } from "./_helpers.ts";
 
 /** A clock that tests move forward by hand. */
 function fakeClock(): { clock: () => number; elapse(ms: number): void } {
@@ -90,18 +91,6 @@ async function removeDb(path: string): Promise<void> {
 
 const encoder = new TextEncoder();
 const options = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 60_000 };
-
-function pattern(length: number, seed = 11): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(length);
-  let x = seed;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
 
 function tokenOf(result: ClaimResult): string {
   assert.equal(result.state, "acquired", JSON.stringify(result));

@@ -74,16 +74,7 @@ import {
   type StoreOperation,
   type WriteOutcome,
 } from "../store.ts";
-export type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  OmittedReason,
-  StoredResponse,
-  StoreOperation,
-  WriteOutcome,
-} from "../store.ts";
-export { StoreError } from "../store.ts";
+export * from "./_contract.ts";
 
 /** One of the two stores of a {@linkcode FailoverStore}. */
 export type FailoverRole = "primary" | "fallback";

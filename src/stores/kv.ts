@@ -49,16 +49,7 @@ import {
   toStoredResponse,
 } from "../record.ts";
 
-export type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  OmittedReason,
-  StoredResponse,
-  StoreOperation,
-  WriteOutcome,
-} from "../store.ts";
-export { StoreError } from "../store.ts";
+export * from "./_contract.ts";
 
 /** Options of the {@linkcode KvStore} constructor. */
 export interface KvStoreOptions {

@@ -15,6 +15,7 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../record.ts";
+import { positiveInteger } from "../_validate.ts";
 
 /** Options of the {@linkcode MemoryStore} constructor. */
 export interface MemoryStoreOptions {
@@ -119,8 +120,14 @@ export class MemoryStore implements IdempotencyStore {
    * @throws {TypeError} When `clock` is not a function.
    */
   constructor(options: MemoryStoreOptions = {}) {
-    this.#maxEntries = positive("maxEntries", options.maxEntries ?? 10_000);
-    this.#maxBytes = positive("maxBytes", options.maxBytes ?? 67_108_864);
+    this.#maxEntries = positiveInteger(
+      "maxEntries",
+      options.maxEntries ?? 10_000,
+    );
+    this.#maxBytes = positiveInteger(
+      "maxBytes",
+      options.maxBytes ?? 67_108_864,
+    );
     const clock = options.clock ?? Date.now;
     if (typeof clock !== "function") {
       throw new TypeError(
@@ -158,8 +165,8 @@ export class MemoryStore implements IdempotencyStore {
 
   #claim(slot: string, options: ClaimOptions): ClaimResult {
     assertSlot(slot);
-    const leaseMs = positive("leaseMs", options.leaseMs);
-    const ttlMs = positive("ttlMs", options.ttlMs);
+    const leaseMs = positiveInteger("leaseMs", options.leaseMs);
+    const ttlMs = positiveInteger("ttlMs", options.ttlMs);
     const now = this.#clock();
     let entry = this.#entries.get(slot);
     if (entry !== undefined && entry.deadline <= now) {
@@ -271,7 +278,7 @@ export class MemoryStore implements IdempotencyStore {
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
     try {
       assertSlot(slot);
-      positive("leaseMs", leaseMs);
+      positiveInteger("leaseMs", leaseMs);
       const entry = this.#owned(slot, token);
       if (entry === undefined) return Promise.resolve("lost");
       entry.leaseUntil = this.#clock() + leaseMs;
@@ -387,15 +394,6 @@ export class MemoryStore implements IdempotencyStore {
     this.#records = [];
     for (const [slot, entry] of this.#entries) this.#track(slot, entry);
   }
-}
-
-function positive(name: string, value: number): number {
-  if (!Number.isSafeInteger(value) || value <= 0) {
-    throw new RangeError(
-      `'${name}' must be a positive integer: current value is ${value}`,
-    );
-  }
-  return value;
 }
 
 function heapPush(heap: HeapItem[], item: HeapItem): void {

@@ -50,14 +50,7 @@ import {
   toStoredResponse,
 } from "../record.ts";
 
-export type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  OmittedReason,
-  StoredResponse,
-  WriteOutcome,
-} from "../store.ts";
+export * from "./_contract.ts";
 
 /** A row as postgres.js returns it. */
 export type PostgresRow = Record<string, unknown>;

@@ -36,16 +36,7 @@ import {
   type StoreOperation,
   type WriteOutcome,
 } from "../store.ts";
-export type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  OmittedReason,
-  StoredResponse,
-  StoreOperation,
-  WriteOutcome,
-} from "../store.ts";
-export { StoreError } from "../store.ts";
+export * from "./_contract.ts";
 
 import {
   assertStoredResponse,
@@ -54,6 +45,7 @@ import {
   RECORD_VERSION,
   toStoredResponse,
 } from "../record.ts";
+import { positiveInteger } from "../_validate.ts";
 
 /**
  * The one-method client interface the store talks to: send one command as an
@@ -357,15 +349,6 @@ function bytes(value: unknown): Uint8Array | null {
   }
   if (typeof value === "string") return encoder.encode(value);
   return null;
-}
-
-function positiveInteger(name: string, value: unknown): number {
-  if (!Number.isSafeInteger(value) || (value as number) <= 0) {
-    throw new RangeError(
-      `'${name}' must be a positive integer: current value is ${value}`,
-    );
-  }
-  return value as number;
 }
 
 /** A lease or TTL: a positive finite number of ms, rounded up. */
