@@ -6,6 +6,7 @@
  */
 
 import { concatBytes } from "./_bytes.ts";
+import { sha256Hex } from "./_sha256.ts";
 import { nonNegativeInteger, positiveInteger } from "./_validate.ts";
 import { capture } from "./capture.ts";
 import type { IdempotencyEvent, WriteResult } from "./events.ts";
@@ -104,7 +105,9 @@ export interface IdempotencyOptions {
   cacheable?: (response: Response) => boolean;
   /**
    * The request's fingerprint: a retry with the same key and another
-   * fingerprint is answered 422. `body` is the request body, read once.
+   * fingerprint is answered 422. `body` is the request body, read once. What
+   * it returns is hashed (SHA-256) before it is stored, so it may return
+   * request data without that data reaching the store.
    *
    * @default {requestFingerprint} (method, path with query, body)
    */
@@ -293,6 +296,25 @@ function configure(options: IdempotencyOptions): Config {
   };
 }
 
+/**
+ * Runs a `fingerprint` option and hashes what it returns, so that a store
+ * only ever keeps 64 hex characters: never request data, whatever the
+ * function returns, and never more than a store's value limit.
+ */
+async function customFingerprint(
+  fingerprint: (request: Request, body: Uint8Array) => string | Promise<string>,
+  request: Request,
+  body: Uint8Array,
+): Promise<string> {
+  const value = await fingerprint(request, body);
+  if (typeof value !== "string") {
+    throw new TypeError(
+      `'fingerprint' must return a string: it returned ${value}`,
+    );
+  }
+  return sha256Hex("idempotency-fingerprint\n", value);
+}
+
 function isSuccess(response: Response): boolean {
   return response.ok;
 }
@@ -398,16 +420,12 @@ class Guard<A extends unknown[]> {
       }
     }
     const slot = slotOf(scope, parsed.key);
-    const computed = config.fingerprint
-      ? config.fingerprint(request, body)
-      : requestFingerprint(request.method, request.url, body);
-    const fingerprint = typeof computed === "string"
-      ? computed
-      : await computed;
-    if (typeof fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must return a string: it returned ${fingerprint}`,
-      );
+    let fingerprint: string;
+    if (config.fingerprint) {
+      fingerprint = await customFingerprint(config.fingerprint, request, body);
+    } else {
+      const computed = requestFingerprint(request.method, request.url, body);
+      fingerprint = typeof computed === "string" ? computed : await computed;
     }
 
     let claim;

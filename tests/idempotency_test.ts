@@ -782,3 +782,22 @@ Deno.test("idempotency() records a 2xx whose body is locked as a stream error an
   assert.equal(replay.headers.get(BODY_OMITTED_HEADER), "stream_error");
   assert.equal(state.runs, 1);
 });
+
+Deno.test("idempotency() stores a hash of a custom fingerprint, never what it returned", async () => {
+  const store = new MemoryStore();
+  const secret = "card=4242424242424242;".repeat(5_000); // over 64 KiB, and private
+  const guarded = idempotency(() => new Response("ok"), {
+    store,
+    fingerprint: () => secret,
+  });
+  await (await guarded(post("fp-hash"))).text();
+  const record = await store.claim(slotOf("", "fp-hash"), {
+    fingerprint: "x",
+    leaseMs: 1_000,
+    ttlMs: 60_000,
+  });
+  assert.equal(record.state, "completed");
+  if (record.state === "completed") {
+    assert.match(record.fingerprint, /^[0-9a-f]{64}$/);
+  }
+});
