@@ -32,6 +32,9 @@ import { concatBytes } from "./_bytes.ts";
  * - `failed`: the body errored (or produced a chunk that is not a
  *   `Uint8Array`) before its end and before more than `cap` bytes were seen;
  *   `prefix` holds the bytes read before that (a copy), `error` the reason.
+ * - `unfinished`: `stop` settled before the body ended or crossed the cap;
+ *   `prefix` holds the bytes read so far (a copy), `rest` everything after
+ *   them, beginning with the read that was pending, so no frame is lost.
  */
 export type CaptureResult =
   | { outcome: "within"; bytes: Uint8Array<ArrayBuffer> }
@@ -40,7 +43,12 @@ export type CaptureResult =
     prefix: Uint8Array<ArrayBuffer>;
     rest: ReadableStream<Uint8Array<ArrayBuffer>>;
   }
-  | { outcome: "failed"; prefix: Uint8Array<ArrayBuffer>; error: unknown };
+  | { outcome: "failed"; prefix: Uint8Array<ArrayBuffer>; error: unknown }
+  | {
+    outcome: "unfinished";
+    prefix: Uint8Array<ArrayBuffer>;
+    rest: ReadableStream<Uint8Array<ArrayBuffer>>;
+  };
 
 /**
  * Reads `body` until its end, or until more than `cap` bytes have been seen.
@@ -65,6 +73,8 @@ export type CaptureResult =
  *
  * @param body The stream to read; it must not be locked.
  * @param cap The most bytes to capture: a non-negative safe integer.
+ * @param stop Stops the capture when it settles (`unfinished`): for a body
+ * that is slow to end.
  * @returns A promise of the {@linkcode CaptureResult}.
  * @throws {RangeError} If `cap` is not a non-negative safe integer (the
  * promise rejects).
@@ -88,6 +98,7 @@ export type CaptureResult =
 export async function capture(
   body: ReadableStream<Uint8Array>,
   cap: number,
+  stop?: Promise<unknown>,
 ): Promise<CaptureResult> {
   if (!Number.isSafeInteger(cap) || cap < 0) {
     throw new RangeError(
@@ -97,10 +108,28 @@ export async function capture(
   const reader = body.getReader();
   const frames: Uint8Array[] = [];
   let seen = 0;
+  const stopped: Promise<typeof STOPPED> | undefined = stop?.then(
+    (): typeof STOPPED => STOPPED,
+    (): typeof STOPPED => STOPPED,
+  );
   for (;;) {
     let result: ReadableStreamReadResult<Uint8Array>;
     try {
-      result = await reader.read();
+      const read = reader.read();
+      if (stopped === undefined) {
+        result = await read;
+      } else {
+        const first = await Promise.race([read, stopped]);
+        if (first === STOPPED) {
+          read.catch(() => {}); // `rest` reports its error, if it has one
+          return {
+            outcome: "unfinished",
+            prefix: concatBytes(frames, seen),
+            rest: restOf(reader, undefined, read),
+          };
+        }
+        result = first;
+      }
     } catch (error) {
       reader.releaseLock();
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
@@ -155,6 +184,8 @@ function owned(frame: Uint8Array): Uint8Array<ArrayBuffer> {
     : frame.slice();
 }
 
+const STOPPED: unique symbol = Symbol("stopped");
+
 function notBytes(chunk: unknown): TypeError {
   const kind = chunk === null
     ? "null"
@@ -172,9 +203,11 @@ function notBytes(chunk: unknown): TypeError {
  */
 function restOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
-  head: Uint8Array,
+  head: Uint8Array | undefined,
+  inFlight?: Promise<ReadableStreamReadResult<Uint8Array>>,
 ): ReadableStream<Uint8Array<ArrayBuffer>> {
   let pending: Uint8Array | undefined = head;
+  let started = inFlight;
   return new ReadableStream<Uint8Array<ArrayBuffer>>({
     async pull(controller) {
       if (pending !== undefined) {
@@ -184,7 +217,9 @@ function restOf(
       }
       let result: ReadableStreamReadResult<Uint8Array>;
       try {
-        result = await reader.read();
+        const read = started ?? reader.read();
+        started = undefined;
+        result = await read;
       } catch (error) {
         reader.releaseLock();
         controller.error(error);

@@ -12,7 +12,7 @@ import { capture } from "./capture.ts";
 import type { IdempotencyEvent, WriteResult } from "./events.ts";
 import { requestFingerprint, slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
-import { Heartbeat } from "./lease.ts";
+import { type Beat, Heartbeat } from "./lease.ts";
 import { PROBLEM_TYPES, problemResponse } from "./problem.ts";
 import { MemoryStore } from "./stores/memory.ts";
 import type {
@@ -548,7 +548,7 @@ class Guard<A extends unknown[]> {
       return response;
     }
     try {
-      return await this.#settle(response, slot, token, started);
+      return await this.#settle(response, slot, token, beat, started);
     } finally {
       this.#heartbeat.stop(beat);
     }
@@ -562,6 +562,7 @@ class Guard<A extends unknown[]> {
     response: Response,
     slot: string,
     token: string,
+    beat: Beat,
     started: number,
   ): Promise<Response> {
     const { status, statusText } = response;
@@ -578,7 +579,11 @@ class Guard<A extends unknown[]> {
     }
     const cap = this.#config.maxResponseBytes;
     // A body capture() cannot read (a locked stream) counts as a stream error.
-    const captured = await capture(source, cap).catch((error) => ({
+    const captured = await capture(
+      source,
+      cap,
+      this.#heartbeat.capturing(beat),
+    ).catch((error) => ({
       outcome: "failed" as const,
       prefix: EMPTY,
       error,
@@ -602,6 +607,14 @@ class Guard<A extends unknown[]> {
           headers,
           body: null,
           omitted: "too_large",
+        }, started);
+        return new Response(concat(captured.prefix, captured.rest), init);
+      case "unfinished":
+        await this.#complete(slot, token, {
+          status,
+          headers,
+          body: null,
+          omitted: "too_slow",
         }, started);
         return new Response(concat(captured.prefix, captured.rest), init);
       case "failed": {

@@ -30,6 +30,10 @@ export interface Beat {
   pending: boolean;
   /** Whether it left the set (settled, or lost). */
   stopped: boolean;
+  /** When the response body's capture began, by `Date.now()`, if it has. */
+  capturingSince?: number;
+  /** Ends the capture: called by a tick a lease after it began. */
+  stopCapture?: () => void;
 }
 
 /** What the heartbeat reports. */
@@ -96,6 +100,20 @@ export class Heartbeat {
   }
 
   /**
+   * Marks the start of a response body's capture, and returns a promise that
+   * settles once the capture has lasted a whole lease (checked at each tick):
+   * a body that slow is streamed on and recorded without its body, so that
+   * the claim can never be renewed for ever by a body that does not end.
+   *
+   * @param beat What `start` returned.
+   * @returns The promise to stop the capture on.
+   */
+  capturing(beat: Beat): Promise<void> {
+    beat.capturingSince = Date.now();
+    return new Promise<void>((resolve) => beat.stopCapture = resolve);
+  }
+
+  /**
    * Stops renewing a claim.
    *
    * @param beat What `start` returned.
@@ -118,8 +136,16 @@ export class Heartbeat {
     this.#timer = undefined;
     if (this.#beats.size === 0) return;
     const due = Date.now() - this.#leaseMs / 3;
+    const now = Date.now();
     for (const beat of this.#beats) {
       if (!beat.pending && beat.renewedAt <= due) this.#renew(beat);
+      if (
+        beat.stopCapture !== undefined &&
+        now - beat.capturingSince! >= this.#leaseMs
+      ) {
+        beat.stopCapture();
+        delete beat.stopCapture;
+      }
     }
     this.#schedule();
   }

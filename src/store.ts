@@ -41,13 +41,21 @@ export interface StoredResponse {
  *
  * - `too_large`: the body was longer than `maxResponseBytes`.
  * - `stream_error`: the handler's body stream errored after a 2xx.
- * - `cancelled`: the client went away before the body was captured.
+ * - `too_slow`: the body did not end within a lease of its first byte; it
+ *   was streamed to the client as it came.
+ * - `cancelled`: the body stream was aborted (an `AbortError`) before it
+ *   ended, as when the handler stops because its client left.
  */
-export type OmittedReason = "too_large" | "stream_error" | "cancelled";
+export type OmittedReason =
+  | "too_large"
+  | "too_slow"
+  | "stream_error"
+  | "cancelled";
 
 /** The reasons a body may be omitted, for validating decoded records. */
 export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
   "too_large",
+  "too_slow",
   "stream_error",
   "cancelled",
 ]);

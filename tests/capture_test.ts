@@ -342,3 +342,47 @@ Deno.test("capture() keeps every byte before a source error, as failed or throug
     { numRuns: 200 },
   );
 });
+
+Deno.test("capture() stops as unfinished when stop settles, and rest loses no frame", async () => {
+  const frames = [
+    new Uint8Array([1, 2]),
+    new Uint8Array([3]),
+    new Uint8Array([4, 5, 6]),
+  ];
+  let sent = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (sent === 1) await gate; // the second frame comes late
+      const frame = frames[sent++];
+      if (frame) controller.enqueue(frame);
+      else controller.close();
+    },
+  }, { highWaterMark: 0 });
+  let stop!: () => void;
+  const stopping = new Promise<void>((resolve) => stop = resolve);
+  const pending = capture(body, 1024, stopping);
+  await new Promise((r) => setTimeout(r, 10));
+  stop();
+  const result = await pending;
+  assert.equal(result.outcome, "unfinished");
+  if (result.outcome !== "unfinished") return;
+  assert.deepEqual(result.prefix, new Uint8Array([1, 2]));
+  release();
+  const rest = new Uint8Array(await new Response(result.rest).arrayBuffer());
+  assert.deepEqual(
+    rest,
+    new Uint8Array([3, 4, 5, 6]),
+    "the read pending at the stop is the first of rest",
+  );
+});
+
+Deno.test("capture() ignores a stop that settles after the body ended", async () => {
+  const result = await capture(
+    new Response("done").body!,
+    1024,
+    new Promise(() => {}),
+  );
+  assert.equal(result.outcome, "within");
+});

@@ -801,3 +801,54 @@ Deno.test("idempotency() stores a hash of a custom fingerprint, never what it re
     assert.match(record.fingerprint, /^[0-9a-f]{64}$/);
   }
 });
+
+Deno.test("idempotency() streams a 2xx body that does not end within a lease and records it as too slow, never holding the key for ever", async () => {
+  const cancelled = deferred<unknown>();
+  let tick = 0;
+  const { state, handler } = counting(() =>
+    new Response(
+      new ReadableStream<Uint8Array<ArrayBuffer>>({
+        async pull(controller) {
+          await sleep(20);
+          controller.enqueue(new TextEncoder().encode(`data: ${tick++}\n\n`));
+        },
+        cancel: cancelled.resolve,
+      }, { highWaterMark: 0 }),
+      { headers: { "content-type": "text/event-stream" } },
+    )
+  );
+  const log = recorder();
+  const guarded = idempotency(handler, { lease: 150, onEvent: log.onEvent });
+  // A liveness guard, not a timing assertion: without the stop, this hangs.
+  let guard: ReturnType<typeof setTimeout> | undefined;
+  const live = await Promise.race([
+    guarded(post("sse")),
+    new Promise<never>((_, reject) => {
+      guard = setTimeout(
+        () => reject(new Error("the capture never stopped")),
+        10_000,
+      );
+    }),
+  ]).finally(() => clearTimeout(guard));
+  assert.equal(live.status, 200);
+  const reader = live.body!.getReader();
+  const first = new TextDecoder().decode((await reader.read()).value);
+  assert.match(
+    first,
+    /^data: 0/,
+    "the bytes captured so far come first, then the stream goes on",
+  );
+  await reader.read();
+  assert.ok(
+    log.events.some((e) =>
+      e.type === "completed" && e.stored === "too_slow" &&
+      e.outcome === "applied"
+    ),
+  );
+  const replay = await guarded(post("sse"));
+  assert.equal(replay.status, 200, "a retry is answered, not held at 409");
+  assert.equal(replay.headers.get(BODY_OMITTED_HEADER), "too_slow");
+  await reader.cancel("client left");
+  assert.equal(await cancelled.promise, "client left");
+  assert.equal(state.runs, 1);
+});
