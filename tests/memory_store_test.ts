@@ -73,13 +73,30 @@ Deno.test("MemoryStore never evicts a live claim and refuses a claim when all ar
   }
 });
 
-Deno.test("MemoryStore keeps its completed bytes under maxBytes", async () => {
-  const store = new MemoryStore({ maxBytes: 1_000 });
+Deno.test("MemoryStore keeps its bytes under maxBytes by dropping the oldest bodies, not the records", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxBytes: 1_000, clock: () => now });
   for (let i = 0; i < 20; i++) {
+    now++; // each record expires a little after the one before
     await completeNew(store, `s${i}`, 300);
     assert.ok(store.bytes <= 1_000, `bytes ${store.bytes}`);
   }
-  assert.equal(store.size, 3);
+  assert.equal(store.size, 20, "every record is kept");
+  for (let i = 0; i < 20; i++) {
+    const replay = await store.claim(`s${i}`, options);
+    assert.equal(replay.state, "completed", `s${i} still replays`);
+    if (replay.state !== "completed") continue;
+    if (i >= 17) {
+      assert.equal(
+        replay.response.body?.byteLength,
+        300,
+        `s${i} keeps its body`,
+      );
+    } else {assert.deepEqual([replay.response.body, replay.response.omitted], [
+        null,
+        "too_large",
+      ]);}
+  }
 });
 
 Deno.test("MemoryStore keeps a record larger than maxBytes with its body omitted", async () => {

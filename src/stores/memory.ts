@@ -22,13 +22,20 @@ export interface MemoryStoreOptions {
   /**
    * The most records held at once, in flight and completed.
    *
-   * @default {10_000}
+   * Past it, a new claim makes room by forgetting a claim whose lease ran
+   * out, else the completed record nearest its expiry: a retry of a key so
+   * forgotten runs the handler again. Size it for your keyed requests over a
+   * `ttl` (the default covers about one a second for 24 hours).
+   *
+   * @default {100_000}
    */
   maxEntries?: number;
   /**
    * The most bytes of completed records (bodies and headers) held at once.
-   * A single record larger than this is kept with its body omitted
-   * (`too_large`).
+   * Past it, the bodies of the records nearest their expiry are dropped
+   * first: those records stay, and a retry gets their status and headers
+   * with an empty body (`too_large`), never a second execution. A single
+   * record larger than this is kept without its body from the start.
    *
    * @default {67_108_864} (64 MiB)
    */
@@ -70,11 +77,14 @@ interface HeapItem {
  * process exits, and other instances do not see them; use `KvStore`,
  * `RedisStore` or `PostgresStore` for those cases.
  *
- * Memory is bounded by `maxEntries` and `maxBytes`. When a new claim needs
- * room, expired records go first, then completed records nearest their
- * expiry; a live claim is never evicted. When every record held is a live
- * claim, a new claim is refused with a {@linkcode StoreError} (the middleware
- * answers 503). Expired records never block and are dropped as they are met.
+ * Memory is bounded by `maxEntries` and `maxBytes`. Under byte pressure it
+ * drops the bodies of the completed records nearest their expiry, keeping
+ * the records (their keys still replay, without a body). When a new claim
+ * needs an entry, it forgets a claim whose lease ran out, else the completed
+ * record nearest its expiry (a retry of that key then runs again); a live
+ * claim is never evicted, and when every record held is a live claim, a new
+ * claim is refused with a {@linkcode StoreError} (the middleware answers
+ * 503). Expired records never block and are dropped as they are met.
  *
  * Bodies are held by reference, not copied: do not change a body after
  * handing it to `complete`, nor one a claim returned.
@@ -107,6 +117,8 @@ export class MemoryStore implements IdempotencyStore {
   #claims: HeapItem[] = [];
   /** Completed records, nearest their deadline first. */
   #records: HeapItem[] = [];
+  /** Completed records that hold a body, nearest their deadline first. */
+  #bodies: HeapItem[] = [];
   #bytes = 0;
   #maxEntries: number;
   #maxBytes: number;
@@ -122,7 +134,7 @@ export class MemoryStore implements IdempotencyStore {
   constructor(options: MemoryStoreOptions = {}) {
     this.#maxEntries = positiveInteger(
       "maxEntries",
-      options.maxEntries ?? 10_000,
+      options.maxEntries ?? 100_000,
     );
     this.#maxBytes = positiveInteger(
       "maxBytes",
@@ -220,10 +232,7 @@ export class MemoryStore implements IdempotencyStore {
       assertStoredResponse(response);
       const entry = this.#owned(slot, token);
       if (entry === undefined) return Promise.resolve("lost");
-      let size = 0;
-      for (const [name, value] of response.headers) {
-        size += name.length + value.length;
-      }
+      let size = headerBytes(response.headers);
       let kept = response;
       if (size + (response.body?.byteLength ?? 0) > this.#maxBytes) {
         kept = {
@@ -302,7 +311,8 @@ export class MemoryStore implements IdempotencyStore {
     this.#entries.set(slot, entry);
     if (entry.state === "completed") this.#bytes += entry.bytes;
     if (
-      this.#claims.length + this.#records.length > 2 * this.#entries.size + 64
+      this.#claims.length + this.#records.length + this.#bodies.length >
+        3 * this.#entries.size + 64
     ) {
       this.#rebuildHeaps();
     }
@@ -329,7 +339,7 @@ export class MemoryStore implements IdempotencyStore {
 
   /** Frees completed records until `size` more bytes fit; live claims hold no bytes. */
   #makeBytes(size: number): void {
-    while (this.#bytes + size > this.#maxBytes && this.#evictRecord());
+    while (this.#bytes + size > this.#maxBytes && this.#shrinkRecord());
   }
 
   /**
@@ -377,9 +387,38 @@ export class MemoryStore implements IdempotencyStore {
     return false;
   }
 
+  /**
+   * Drops the body of the completed record nearest its deadline that still
+   * holds one, keeping the record itself (as `too_large`): its key is still
+   * answered, with status and headers, and never runs again. Returns whether
+   * there was a body to drop.
+   */
+  #shrinkRecord(): boolean {
+    const bodies = this.#bodies;
+    while (bodies.length > 0) {
+      const { slot, entry } = heapPop(bodies)!;
+      if (
+        this.#entries.get(slot) !== entry || entry.state !== "completed" ||
+        entry.response.body === null
+      ) continue; // stale
+      const { status, headers } = entry.response;
+      this.#drop(slot, entry);
+      this.#put(slot, {
+        ...entry,
+        response: { status, headers, body: null, omitted: "too_large" },
+        bytes: headerBytes(headers),
+      });
+      return true;
+    }
+    return false;
+  }
+
   #track(slot: string, entry: Entry): void {
     if (entry.state === "completed") {
       heapPush(this.#records, { key: entry.deadline, slot, entry });
+      if (entry.response.body !== null) {
+        heapPush(this.#bodies, { key: entry.deadline, slot, entry });
+      }
     } else {
       heapPush(this.#claims, {
         key: Math.min(entry.leaseUntil, entry.deadline),
@@ -392,8 +431,15 @@ export class MemoryStore implements IdempotencyStore {
   #rebuildHeaps(): void {
     this.#claims = [];
     this.#records = [];
+    this.#bodies = [];
     for (const [slot, entry] of this.#entries) this.#track(slot, entry);
   }
+}
+
+function headerBytes(headers: readonly [string, string][]): number {
+  let size = 0;
+  for (const [name, value] of headers) size += name.length + value.length;
+  return size;
 }
 
 function heapPush(heap: HeapItem[], item: HeapItem): void {
