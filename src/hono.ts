@@ -90,6 +90,12 @@ interface Downstream {
 
 /** Headers of a replay or a problem that earlier middleware must not replace. */
 const OWN_HEADERS = new Set(["content-type", "content-length"]);
+/** A problem answer also keeps its own caching and retry advice. */
+const PROBLEM_HEADERS = new Set([
+  ...OWN_HEADERS,
+  "cache-control",
+  "retry-after",
+]);
 
 /**
  * Makes a Hono middleware that runs the routes after it at most once per
@@ -192,7 +198,15 @@ export function idempotent(
     }
     // A replay or a problem, answered without running the routes.
     const upstream = c.res;
-    if (upstream !== undefined) layHeaders(upstream.headers, response.headers);
+    if (upstream !== undefined) {
+      const problem = response.headers.get("content-type") ===
+        "application/problem+json";
+      layHeaders(
+        upstream.headers,
+        response.headers,
+        problem ? PROBLEM_HEADERS : OWN_HEADERS,
+      );
+    }
     c.res = undefined;
     c.res = response;
   };
@@ -223,10 +237,14 @@ async function runDownstream(
  * that `Set-Cookie` values are added rather than put in the place of the
  * answer's.
  */
-function layHeaders(from: Headers, to: Headers): void {
+function layHeaders(
+  from: Headers,
+  to: Headers,
+  own: ReadonlySet<string>,
+): void {
   let cookies: string[] | undefined;
   for (const [name, value] of from) {
-    if (OWN_HEADERS.has(name)) continue;
+    if (own.has(name)) continue;
     if (name === "set-cookie") {
       cookies ??= to.getSetCookie();
       if (!cookies.includes(value)) to.append(name, value);

@@ -357,3 +357,30 @@ Deno.test("idempotent() under Deno.serve(app.fetch) replays over the wire", asyn
     await server.shutdown();
   }
 });
+
+Deno.test("idempotent() keeps a problem's own Cache-Control and Retry-After over earlier middleware's", async () => {
+  const app = new Hono();
+  app.use("*", async (c, next) => {
+    c.header("cache-control", "public, max-age=600");
+    c.header("retry-after", "999");
+    await next();
+  });
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  app.post("/payments", idempotent(), async (c) => {
+    await gate;
+    return c.json({ ok: true }, 201);
+  });
+  const first = pay(app, "cache", "{}", "/payments");
+  await new Promise((r) => setTimeout(r, 10));
+  const busy = await pay(app, "cache", "{}", "/payments");
+  assert.equal(busy.status, 409);
+  assert.equal(
+    busy.headers.get("cache-control"),
+    "no-store",
+    "a problem is never cached",
+  );
+  assert.notEqual(busy.headers.get("retry-after"), "999");
+  release();
+  assert.equal((await first).status, 201);
+});
