@@ -502,3 +502,21 @@ Deno.test("KvStore validates its options and arguments eagerly", async () => {
     TypeError,
   );
 });
+
+Deno.test("KvStore reads a record whose chunk count does not follow from its lengths as in flight", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore({ kv, prefix: ["n"] });
+  const token = tokenOf(await store.claim("count", options));
+  const body = pattern(200_000);
+  assert.equal(
+    await store.complete("count", token, { status: 200, headers: [], body }),
+    "applied",
+  );
+  const key = ["n", "rec", "count"];
+  const record = (await kv.get<Record<string, unknown>>(key)).value!;
+  assert.equal(typeof record.chunks, "number");
+  await kv.set(key, { ...record, chunks: 1_000_000_000 }); // damaged: no reader may fetch that many keys
+  const seen = await store.claim("count", options);
+  assert.equal(seen.state, "in_flight");
+  if (seen.state === "in_flight") assert.equal(seen.fingerprint, null);
+});

@@ -856,5 +856,10 @@ function parseRecord(value: unknown): KvRecord | null {
     !isCount(r.headersLength) ||
     !(r.bodyLength === null ? r.omitted !== undefined : isCount(r.bodyLength))
   ) return null;
+  // The chunk count must follow from the lengths, so that a damaged record
+  // cannot make a reader fetch an absurd number of keys.
+  const total = (r.headersLength as number) +
+    ((r.bodyLength as number | null) ?? 0);
+  if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;
   return r as unknown as ChunkedRecord;
 }
