@@ -241,3 +241,34 @@ Deno.test({
     }
   },
 });
+
+Deno.test("idempotency() on a RedisStore whose Redis is unreachable answers 503, or runs the handler with failOpen", async () => {
+  // A closed port: connection refused at once. No offline queue, so commands fail instead of waiting.
+  const client = createClient({
+    url: "redis://127.0.0.1:1",
+    disableOfflineQueue: true,
+    socket: { reconnectStrategy: false },
+  });
+  client.on("error", () => {});
+  await client.connect().catch(() => {});
+  const store = new RedisStore({ client, timeoutMs: 500 });
+  let runs = 0;
+  const handler = () => {
+    runs++;
+    return new Response("ran", { status: 201 });
+  };
+  const closed = await idempotency(handler, { store })(request("down"));
+  assert.equal(closed.status, 503);
+  assert.equal(closed.headers.get("retry-after"), "1");
+  assert.equal(
+    (await closed.json()).type,
+    "https://jsr.io/@idempotent/http#problem-store-unavailable",
+  );
+  assert.equal(runs, 0);
+  const open = await idempotency(handler, { store, failOpen: true })(
+    request("down"),
+  );
+  assert.equal(open.status, 201);
+  assert.equal(await open.text(), "ran");
+  assert.equal(runs, 1);
+});
