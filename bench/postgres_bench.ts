@@ -10,8 +10,8 @@
  * @module
  */
 import postgres from "postgres";
-import { MemoryStore, type StoredResponse } from "../mod.ts";
-import type { IdempotencyStore } from "../src/store.ts";
+import { MemoryStore } from "../mod.ts";
+import { claimOptions, freshKey } from "./_app.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 
 const sql = postgres(
@@ -25,44 +25,30 @@ const schema = `bench_${crypto.randomUUID().slice(0, 8)}`;
 await sql.unsafe(`CREATE SCHEMA "${schema}"`);
 const pg = new PostgresStore({ sql, table: `${schema}.keys` });
 await pg.migrate();
-const options = { fingerprint: "f".repeat(64), leaseMs: 30_000, ttlMs: 60_000 };
-const record: StoredResponse = {
-  status: 201,
-  headers: [["content-type", "application/json"]],
-  body: new TextEncoder().encode('{"id":"pay_1","status":"succeeded"}'),
-};
-
-async function fresh(store: IdempotencyStore, slot: string) {
-  const claim = await store.claim(slot, options);
-  if (claim.state === "acquired") {
-    await store.complete(slot, claim.token, record);
-  }
-}
-
 const memory = new MemoryStore();
-for (const store of [memory, pg]) await fresh(store, "replayed");
+for (const store of [memory, pg]) await freshKey(store, "replayed");
 let n = 0;
 
 Deno.bench(
   { name: "MemoryStore: new key", group: "new key", baseline: true },
   async () => {
-    await fresh(memory, `k${n++}`);
+    await freshKey(memory, `k${n++}`);
   },
 );
 Deno.bench(
   { name: "PostgresStore: new key", group: "new key" },
   async () => {
-    await fresh(pg, `k${n++}`);
+    await freshKey(pg, `k${n++}`);
   },
 );
 Deno.bench(
   { name: "MemoryStore: replay", group: "replay", baseline: true },
   async () => {
-    await memory.claim("replayed", options);
+    await memory.claim("replayed", claimOptions);
   },
 );
 Deno.bench({ name: "PostgresStore: replay", group: "replay" }, async () => {
-  await pg.claim("replayed", options);
+  await pg.claim("replayed", claimOptions);
 });
 
 globalThis.addEventListener("unload", () => {
