@@ -332,7 +332,10 @@ class Guard<A extends unknown[]> {
     this.#store = config.store;
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
       lost: (beat) =>
-        this.#emit(() => ({ type: "lease_lost", slot: beat.slot }), undefined),
+        this.#emit(
+          () => ({ type: "lease_lost", slot: beat.slot }),
+          beat.started,
+        ),
       error: (beat, error) =>
         this.#emit(
           () => ({
@@ -341,7 +344,7 @@ class Guard<A extends unknown[]> {
             operation: "extend",
             error,
           }),
-          undefined,
+          beat.started,
         ),
     });
   }
@@ -520,7 +523,7 @@ class Guard<A extends unknown[]> {
     token: string,
     started: number,
   ): Promise<Response> {
-    const beat = this.#heartbeat.start(slot, token);
+    const beat = this.#heartbeat.start(slot, token, started);
     let response: Response;
     try {
       response = await this.#handler(request, ...args);

@@ -26,6 +26,8 @@ export interface Beat {
   readonly token: string;
   /** When it was claimed or last renewed, by `Date.now()`. */
   renewedAt: number;
+  /** When the middleware began on its request, by `performance.now()` (0 when no one listens). */
+  readonly started: number;
   /** Whether a renewal is under way. */
   pending: boolean;
   /** Whether it left the set (settled, or lost). */
@@ -84,12 +86,14 @@ export class Heartbeat {
    *
    * @param slot The claim's slot.
    * @param token The claim's token.
+   * @param started When the middleware began on the request, for events.
    * @returns The beat, to pass to {@linkcode Heartbeat.stop}.
    */
-  start(slot: string, token: string): Beat {
+  start(slot: string, token: string, started = 0): Beat {
     const beat: Beat = {
       slot,
       token,
+      started,
       renewedAt: Date.now(),
       pending: false,
       stopped: false,

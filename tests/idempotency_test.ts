@@ -429,9 +429,11 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
   });
   assert.equal(takeover.state, "acquired");
   await sleep(100);
+  const lost = log.events.find((e) => e.type === "lease_lost");
+  assert.ok(lost, log.types().join());
   assert.ok(
-    log.events.some((e) => e.type === "lease_lost"),
-    log.types().join(),
+    lost.elapsedMs > 0,
+    "a heartbeat's event is timed from its request's start",
   );
   gate.resolve();
   await (await first).text();
