@@ -27,6 +27,7 @@ import type {
   StoredResponse,
 } from "../src/store.ts";
 import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
+import { deleteRedisKeys } from "../tests/_redis.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -207,15 +208,7 @@ try {
 } finally {
   await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   await sql.end();
-  let cursor = "0";
-  do {
-    const reply = await client.scan(cursor, {
-      MATCH: `${prefix}*`,
-      COUNT: 1000,
-    });
-    cursor = String(reply.cursor);
-    if (reply.keys.length > 0) await client.del(reply.keys);
-  } while (cursor !== "0");
+  await deleteRedisKeys(prefix);
   client.destroy();
   dead.destroy();
   await connecting;

@@ -28,6 +28,7 @@
  * @module
  */
 
+import { deleteRedisKeys } from "../tests/_redis.ts";
 import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
 import { createClient } from "redis";
@@ -390,20 +391,7 @@ try {
   }
 } finally {
   // Clean up every key of this run.
-  const admin = new Redis(URL_);
-  let cursor = "0";
-  do {
-    const [next, keys] = await admin.scan(
-      cursor,
-      "MATCH",
-      `${run}*`,
-      "COUNT",
-      5000,
-    );
-    cursor = next;
-    if (keys.length) await admin.del(...keys);
-  } while (cursor !== "0");
-  admin.disconnect();
+  await deleteRedisKeys(run, URL_);
   for (const s of list) await s.close();
 }
 

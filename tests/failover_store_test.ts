@@ -40,6 +40,7 @@ import {
   testName,
   uniquePrefix,
 } from "./_services.ts";
+import { deleteRedisKeys } from "./_redis.ts";
 import { post } from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
@@ -221,19 +222,6 @@ async function until(
   throw new Error(`timed out waiting for ${what}`);
 }
 
-/** Deletes every key under `prefix` (SCAN, never FLUSHALL). */
-async function cleanRedis(client: NodeRedis, prefix: string): Promise<void> {
-  let cursor = "0";
-  do {
-    const reply = await client.scan(cursor, {
-      MATCH: `${prefix}*`,
-      COUNT: 1000,
-    });
-    cursor = String(reply.cursor);
-    if (reply.keys.length > 0) await client.del(reply.keys);
-  } while (cursor !== "0");
-}
-
 /** A store that throws like an unreachable one while `down` (unit tests only). */
 class Switchable implements IdempotencyStore {
   down = false;
@@ -383,7 +371,7 @@ storeConformance({
       },
       async teardown() {
         try {
-          await cleanRedis(client, prefix);
+          await deleteRedisKeys(prefix);
         } finally {
           client.destroy();
           await fallback.drop();
@@ -818,7 +806,7 @@ integration(
       dead.destroy();
       await connecting;
       try {
-        await cleanRedis(healthy, prefix);
+        await deleteRedisKeys(prefix);
       } finally {
         healthy.destroy();
         await fallback.drop();
@@ -880,7 +868,7 @@ integration(
       assert.equal((await lenient.claim("s2", opts("fp"))).state, "completed");
       assert.equal(events.length, 1, "a primary hit never asks the fallback");
     } finally {
-      await cleanRedis(client, prefix).catch(() => {});
+      await deleteRedisKeys(prefix).catch(() => {});
       client.destroy();
       await sql.end({ timeout: 0 });
     }

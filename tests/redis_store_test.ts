@@ -30,6 +30,7 @@ import {
   testName,
   uniquePrefix,
 } from "./_services.ts";
+import { deleteRedisKeys } from "./_redis.ts";
 
 const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -53,22 +54,6 @@ function ioRedis(): Redis {
 /** A raw admin connection for planting values and cleaning up. */
 class Admin {
   readonly client: Redis = ioRedis();
-
-  /** Deletes every key under `prefix`. */
-  async clean(prefix: string): Promise<void> {
-    let cursor = "0";
-    do {
-      const [next, keys] = await this.client.scan(
-        cursor,
-        "MATCH",
-        `${prefix}*`,
-        "COUNT",
-        1000,
-      );
-      cursor = next;
-      if (keys.length > 0) await this.client.del(...keys);
-    } while (cursor !== "0");
-  }
 
   async poison(key: string, kind: PoisonKind | string): Promise<void> {
     const c = this.client;
@@ -230,7 +215,7 @@ for (const [label, make] of clients) {
         poison: (slot, kind) => admin.poison(prefix + slot, kind),
         async teardown() {
           try {
-            await admin.clean(prefix);
+            await deleteRedisKeys(prefix);
           } finally {
             close();
             admin.close();
@@ -421,7 +406,7 @@ for (const [label, make] of clients) {
           },
         );
       } finally {
-        await admin.clean(prefix);
+        await deleteRedisKeys(prefix);
         close();
         admin.close();
       }
@@ -493,7 +478,7 @@ for (const [label, make] of clients) {
           assert.deepEqual(await admin.client.dump(key), before, kind);
         }
       } finally {
-        await admin.clean(prefix);
+        await deleteRedisKeys(prefix);
         close();
         admin.close();
       }
@@ -795,7 +780,7 @@ Deno.test({
         assert.deepEqual(replay.response.body, body);
       }
     } finally {
-      await admin.clean(prefix);
+      await deleteRedisKeys(prefix);
       io.disconnect();
       admin.close();
     }

@@ -13,6 +13,7 @@ import {
   testName,
   uniquePrefix,
 } from "./_services.ts";
+import { deleteRedisKeys } from "./_redis.ts";
 
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -120,18 +121,7 @@ Deno.test({
         await app.status;
       }
       await counter.shutdown();
-      const cleanup = new Deno.Command("redis-cli", {
-        args: ["-u", REDIS_URL, "--scan", "--pattern", `${prefix}*`],
-        stdout: "piped",
-      });
-      const keys = new TextDecoder().decode((await cleanup.output()).stdout)
-        .split("\n").filter(Boolean);
-      if (keys.length > 0) {
-        await new Deno.Command("redis-cli", {
-          args: ["-u", REDIS_URL, "DEL", ...keys],
-          stdout: "null",
-        }).output();
-      }
+      await deleteRedisKeys(prefix);
     }
   },
 });

@@ -24,6 +24,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { pattern, sameBytes } from "./_helpers.ts";
+import { deleteRedisKeys } from "./_redis.ts";
 
 interface Target {
   store: IdempotencyStore;
@@ -180,9 +181,7 @@ middlewareOn("RedisStore", REDIS_IGNORE, async () => {
   return {
     store: new RedisStore({ client, prefix }),
     async close() {
-      for await (const keys of client.scanIterator({ MATCH: `${prefix}*` })) {
-        if (keys.length > 0) await client.del(keys);
-      }
+      await deleteRedisKeys(prefix);
       await client.quit();
     },
   };
