@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createClient } from "redis";
-import { idempotency } from "../mod.ts";
+import { idempotency, slotOf } from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
@@ -270,4 +270,32 @@ Deno.test("idempotency() on a RedisStore whose Redis is unreachable answers 503,
   assert.equal(open.status, 201);
   assert.equal(await open.text(), "ran");
   assert.equal(runs, 1);
+});
+
+Deno.test("idempotency() answers 409 to a key whose stored value is unreadable, and never runs the handler", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore({ kv });
+  // A value no store of ours wrote, where the record for this key lives.
+  await kv.set(["idempotency", "rec", slotOf("", "poisoned")], "not a record");
+  let runs = 0;
+  const events: string[] = [];
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response("ran");
+  }, {
+    store,
+    onEvent: (event) => {
+      if (event.type === "conflict") {
+        events.push(`conflict:${event.unreadable}`);
+      }
+    },
+  });
+  for (let i = 0; i < 2; i++) {
+    const res = await guarded(request("poisoned"));
+    assert.equal(res.status, 409);
+    assert.ok(Number(res.headers.get("retry-after")) >= 1);
+    await res.body?.cancel();
+  }
+  assert.equal(runs, 0);
+  assert.deepEqual(events, ["conflict:true", "conflict:true"]);
 });
