@@ -1,0 +1,229 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode FaultyStore}: a real store with faults put in front of it, per
+ * operation and per outcome, for the fault-injection suite.
+ *
+ * A fault is one of:
+ *
+ * - `throw`: a {@linkcode StoreError} before the real call: the operation
+ *   surely did not happen (a refused connection).
+ * - `late`: the real call runs and lands, then a {@linkcode StoreError} is
+ *   thrown: the caller cannot tell that it happened (a timeout whose command
+ *   the server already held).
+ * - `lost`: the write is not forwarded and answers `lost`, as when another
+ *   owner has taken the slot over (`complete`, `release`, `extend` only; a
+ *   claim has no such outcome).
+ * - `hang`: the call waits, without reaching the real store, until the test
+ *   calls {@linkcode FaultyStore.releaseHung}; then it runs for real and
+ *   answers what the real store answers (a store that stalls and recovers).
+ *
+ * Each rule fires on every `every`-th matching call, `times` times (once by
+ * default; `Infinity` for always), so "fails once", "fails n times" and
+ * "fails every third call" are all one rule.
+ *
+ * @module
+ */
+import {
+  type ClaimOptions,
+  type ClaimResult,
+  type IdempotencyStore,
+  type StoredResponse,
+  StoreError,
+  type StoreOperation,
+  type WriteOutcome,
+} from "../../src/store.ts";
+
+/** What an injected fault does. */
+export type FaultKind = "throw" | "late" | "lost" | "hang";
+
+/** One fault plan entry. */
+export interface FaultRule {
+  /** The operation it applies to. */
+  operation: StoreOperation;
+  /** What it does. */
+  kind: FaultKind;
+  /** How many times it fires. @default {1} */
+  times?: number;
+  /** It fires on every `every`-th call of the operation. @default {1} */
+  every?: number;
+}
+
+interface LiveRule {
+  rule: FaultRule;
+  left: number;
+  seen: number;
+}
+
+/** The key of the counts of injected faults: `operation:kind`. */
+export type FaultCounts = Record<string, number>;
+
+/** A store that fails chosen operations of a real store, as a plan says. */
+export class FaultyStore implements IdempotencyStore {
+  /** The real store. */
+  readonly inner: IdempotencyStore;
+  /** Calls per operation, faulty or not. */
+  readonly calls: Record<StoreOperation, number> = {
+    claim: 0,
+    complete: 0,
+    release: 0,
+    extend: 0,
+  };
+  /** Faults injected, by `operation:kind`. */
+  readonly injected: FaultCounts = {};
+  #rules: LiveRule[] = [];
+  #hung: (() => void)[] = [];
+  #waiters: { operation: StoreOperation | "hang"; resolve: () => void }[] = [];
+
+  /**
+   * Wraps a real store.
+   *
+   * @param inner The real store.
+   * @param rules The initial fault plan.
+   */
+  constructor(inner: IdempotencyStore, rules: FaultRule[] = []) {
+    this.inner = inner;
+    for (const rule of rules) this.inject(rule);
+  }
+
+  /**
+   * Adds a rule to the plan.
+   *
+   * @param rule The fault to inject.
+   */
+  inject(rule: FaultRule): void {
+    if (rule.operation === "claim" && rule.kind === "lost") {
+      throw new TypeError("a claim has no 'lost' outcome");
+    }
+    this.#rules.push({ rule, left: rule.times ?? 1, seen: 0 });
+  }
+
+  /** Removes every rule (hung calls stay hung until released). */
+  clear(): void {
+    this.#rules = [];
+  }
+
+  /** The total of faults injected so far. */
+  get faults(): number {
+    return Object.values(this.injected).reduce((a, b) => a + b, 0);
+  }
+
+  /** How many calls are hanging now. */
+  get hanging(): number {
+    return this.#hung.length;
+  }
+
+  /** Lets every hanging call go on to the real store. */
+  releaseHung(): void {
+    const hung = this.#hung;
+    this.#hung = [];
+    for (const go of hung) go();
+  }
+
+  /**
+   * Resolves at the next call of `operation` (or the next hang, with
+   * `"hang"`): a test waits for that event, never for a duration.
+   *
+   * @param operation What to wait for.
+   * @returns When it happened.
+   */
+  next(operation: StoreOperation | "hang"): Promise<void> {
+    return new Promise((resolve) => this.#waiters.push({ operation, resolve }));
+  }
+
+  #notify(operation: StoreOperation | "hang"): void {
+    const waiting = this.#waiters;
+    this.#waiters = [];
+    for (const waiter of waiting) {
+      if (waiter.operation === operation) waiter.resolve();
+      else this.#waiters.push(waiter);
+    }
+  }
+
+  #fault(operation: StoreOperation): FaultKind | undefined {
+    for (const live of this.#rules) {
+      if (live.rule.operation !== operation || live.left <= 0) continue;
+      live.seen++;
+      if (live.seen % (live.rule.every ?? 1) !== 0) continue;
+      live.left--;
+      const key = `${operation}:${live.rule.kind}`;
+      this.injected[key] = (this.injected[key] ?? 0) + 1;
+      return live.rule.kind;
+    }
+    return undefined;
+  }
+
+  async #op<T>(
+    operation: StoreOperation,
+    run: () => Promise<T>,
+    lost: T,
+  ): Promise<T> {
+    this.calls[operation]++;
+    const kind = this.#fault(operation);
+    this.#notify(operation);
+    switch (kind) {
+      case undefined:
+        return await run();
+      case "throw":
+        throw new StoreError(`Injected ${operation} failure`, {
+          operation,
+          cause: new Error("ECONNRESET (injected)"),
+        });
+      case "late": {
+        await run();
+        throw new StoreError(`Injected ${operation} timeout after it landed`, {
+          operation,
+          cause: new Error("timed out (injected)"),
+        });
+      }
+      case "lost":
+        return lost;
+      case "hang": {
+        await new Promise<void>((resolve) => {
+          this.#hung.push(resolve);
+          this.#notify("hang");
+        });
+        return await run();
+      }
+    }
+  }
+
+  /** {@inheritDoc IdempotencyStore.claim} */
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    return this.#op(
+      "claim",
+      () => this.inner.claim(slot, options),
+      undefined as never,
+    );
+  }
+
+  /** {@inheritDoc IdempotencyStore.complete} */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.#op(
+      "complete",
+      () => this.inner.complete(slot, token, response),
+      "lost",
+    );
+  }
+
+  /** {@inheritDoc IdempotencyStore.release} */
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.#op(
+      "release",
+      () => this.inner.release(slot, token),
+      "lost",
+    );
+  }
+
+  /** {@inheritDoc IdempotencyStore.extend} */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.#op(
+      "extend",
+      () => this.inner.extend(slot, token, leaseMs),
+      "lost",
+    );
+  }
+}
