@@ -1,0 +1,148 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Case 3 of the fault-injection suite: a real PostgresStore under load with
+ * duplicates (300 keys, 3 requests each, 16 at a time), while its own
+ * backends are terminated (`pg_terminate_backend`, three times during the
+ * load), or while its table is locked (`LOCK TABLE … IN ACCESS EXCLUSIVE
+ * MODE`) for longer than the store's `timeoutMs`.
+ *
+ * It runs on the shared PostgreSQL and touches nothing but what it owns: a
+ * table named for this run, and the store's connections, found by an
+ * `application_name` unique to this run.
+ *
+ * Allowed: a 503 problem while the store's statements fail or time out.
+ * Nothing is lost by PostgreSQL, and no fault lasts a lease, so there is no
+ * window: everything else is a failure (a second execution of a key, an
+ * answer that is not the handler's bytes or a problem, a key still in flight
+ * half a lease after the load is over).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { idempotency } from "../../mod.ts";
+import type { IdempotencyEvent } from "../../src/events.ts";
+import { PostgresStore } from "../../src/stores/postgres.ts";
+import {
+  DATABASE_URL,
+  POSTGRES_IGNORE,
+  testName,
+  uniquePrefix,
+} from "../_services.ts";
+import {
+  app,
+  direct,
+  duplicates,
+  Ledger,
+  load,
+  report,
+  settle,
+  tally,
+  until,
+} from "./_load.ts";
+
+const KEYS = 300;
+const DUPLICATES = 3;
+const CONCURRENCY = 16;
+const TIMEOUT_MS = 300;
+const LEASE = 10_000;
+
+type Fault = "terminate" | "lock";
+
+async function underLoad(fault: Fault): Promise<void> {
+  const table = uniquePrefix(`faults_${fault}`);
+  const application = uniquePrefix("faults_store");
+  const sql = postgres(DATABASE_URL, {
+    onnotice: () => {},
+    max: 8,
+    connection: { application_name: application },
+  });
+  const admin = postgres(DATABASE_URL, { onnotice: () => {}, max: 2 });
+  try {
+    const store = new PostgresStore({ sql, table, timeoutMs: TIMEOUT_MS });
+    await store.migrate();
+    const ledger = new Ledger();
+    let storeErrors = 0;
+    const onEvent = (event: IdempotencyEvent) => {
+      if (event.type === "store_error") storeErrors++;
+    };
+    const send = direct(
+      idempotency(app(ledger), {
+        store,
+        lease: LEASE,
+        ttl: 600_000,
+        onEvent,
+      }),
+    );
+    const keys = Array.from({ length: KEYS }, (_, i) => `${fault}-k${i}`);
+    let faults = 0;
+    const points = fault === "terminate" ? [0.25, 0.5, 0.75] : [1 / 3];
+    const seen = tally();
+    await load(send, ledger, {
+      keys,
+      duplicates: DUPLICATES,
+      concurrency: CONCURRENCY,
+      async progress(done, total) {
+        if (faults >= points.length || done < total * points[faults]!) return;
+        if (fault === "terminate") {
+          faults++;
+          await admin.unsafe(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE application_name = $1 AND pid <> pg_backend_pid()`,
+            [application],
+          );
+          return;
+        }
+        faults++;
+        const before = storeErrors;
+        await admin.begin(async (tx) => {
+          await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
+          // Longer than timeoutMs: until statements have timed out on it.
+          await until(
+            "store errors while the table is locked",
+            () => storeErrors >= before + 5,
+          );
+        });
+      },
+    }, seen);
+    assert.equal(faults, points.length, "every fault was injected");
+    const settled = await settle(send, ledger, keys, LEASE / 2, seen);
+    const dup = duplicates(ledger);
+    report(`postgres ${fault}`, {
+      requests: seen.requests,
+      faults,
+      storeErrors,
+      executions: ledger.total,
+      duplicates: dup.count,
+      altered: seen.altered.length,
+      stuck: settled.stuck.length,
+      statuses: seen.statuses,
+    });
+    assert.deepEqual(dup.keys, [], "duplicate executions");
+    assert.deepEqual(seen.altered, [], "altered answers");
+    assert.deepEqual(settled.stuck, [], "keys still in flight");
+  } finally {
+    // A statement the store gave up on may still be queued in the driver.
+    await sql.end({ timeout: 1 });
+    await admin.unsafe(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+    await admin.end({ timeout: 1 });
+  }
+}
+
+Deno.test({
+  name: testName(
+    "faults: PostgresStore with its backends terminated, under load with duplicates",
+    POSTGRES_IGNORE,
+  ),
+  ignore: POSTGRES_IGNORE !== false,
+  fn: () => underLoad("terminate"),
+});
+
+Deno.test({
+  name: testName(
+    "faults: PostgresStore with its table locked past timeoutMs, under load with duplicates",
+    POSTGRES_IGNORE,
+  ),
+  ignore: POSTGRES_IGNORE !== false,
+  fn: () => underLoad("lock"),
+});
