@@ -35,11 +35,11 @@ export class Ledger {
   generation = 0;
 
   /** Writes an execution down and returns it (body filled in by the caller). */
-  record(key: string, status: number): Execution {
+  record(key: string, status: number, body?: string): Execution {
     const list = this.runs.get(key) ?? [];
     const execution: Execution = {
       status,
-      body: `${key} run ${list.length + 1} ${crypto.randomUUID()}`,
+      body: body ?? `${key} run ${list.length + 1} ${crypto.randomUUID()}`,
       generation: this.generation,
     };
     list.push(execution);

@@ -1,0 +1,64 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * One app process of the two-process case: a `Deno.serve` on a free port,
+ * guarded by a RedisStore, that prints `listening <port>` when it listens.
+ * Every execution is reported to the test's control server (the ledger,
+ * outside this process, so it survives a SIGKILL) BEFORE the handler
+ * answers, and the handler answers only when the control server lets it:
+ * the test decides at which point a process is stopped or killed.
+ *
+ *     deno run --allow-net --allow-env --allow-read tests/faults/_app.ts REDIS_URL PREFIX CONTROL_URL LEASE_MS
+ *
+ * @module
+ */
+import { createClient } from "redis";
+import { idempotency } from "../../mod.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+
+const [redisUrl, prefix, control, lease] = Deno.args;
+const client = createClient({
+  url: redisUrl!,
+  socket: { reconnectStrategy: () => 20 },
+});
+client.on("error", () => {});
+await client.connect();
+const store = new RedisStore({ client, prefix: prefix!, timeoutMs: 500 });
+
+function tell(path: string, params: Record<string, string>): Promise<string> {
+  const query = new URLSearchParams({ ...params, pid: String(Deno.pid) });
+  return fetch(`${control}${path}?${query}`, { method: "POST" }).then((r) =>
+    r.text()
+  );
+}
+
+Deno.serve(
+  {
+    hostname: "127.0.0.1",
+    port: 0,
+    onListen({ port }) {
+      // deno-lint-ignore no-console
+      console.log(`listening ${port}`);
+    },
+  },
+  idempotency(async (req) => {
+    const key = req.headers.get("idempotency-key") ?? "";
+    await req.arrayBuffer();
+    const body = `${key} by ${Deno.pid} ${crypto.randomUUID()}`;
+    // The ledger first; its answer comes when the test lets this run go on.
+    await tell("/ran", { key, body });
+    return new Response(body, {
+      status: 201,
+      headers: { "content-type": "text/plain" },
+    });
+  }, {
+    store,
+    lease: Number(lease),
+    onEvent(event) {
+      if (event.type === "completed") {
+        tell("/event", { type: event.type, outcome: event.outcome }).catch(
+          () => {},
+        );
+      }
+    },
+  }),
+);
