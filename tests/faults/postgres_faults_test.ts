@@ -35,6 +35,7 @@ import {
   duplicates,
   Ledger,
   load,
+  pool,
   report,
   settle,
   tally,
@@ -145,4 +146,95 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   fn: () => underLoad("lock"),
+});
+
+/**
+ * Below the middleware: while its table is locked past `timeoutMs`, many
+ * claims time out; every claim that answers must answer about its own slot.
+ * 300 completed slots, each with its own fingerprint and body, claimed again
+ * four times each, 16 at a time, while the lock lasts and after.
+ *
+ * Allowed: a `StoreError` (the claim timed out). Everything else is a
+ * failure: another state than `completed`, or another slot's fingerprint or
+ * body (a reply crossed between statements).
+ */
+Deno.test({
+  name: testName(
+    "faults: PostgresStore claims that time out on a locked table never answer another slot's record",
+    POSTGRES_IGNORE,
+  ),
+  ignore: POSTGRES_IGNORE !== false,
+  async fn() {
+    const table = uniquePrefix("faults_cross");
+    const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 8 });
+    const admin = postgres(DATABASE_URL, { onnotice: () => {}, max: 2 });
+    try {
+      const store = new PostgresStore({ sql, table, timeoutMs: TIMEOUT_MS });
+      await store.migrate();
+      const slots = 300;
+      const options = (i: number) => ({
+        fingerprint: `fp-${i}`,
+        leaseMs: LEASE,
+        ttlMs: 600_000,
+      });
+      const body = (i: number) => new TextEncoder().encode(`body-${i}`);
+      for (let i = 0; i < slots; i++) {
+        const claim = await store.claim(`slot-${i}`, options(i));
+        assert.equal(claim.state, "acquired");
+        if (claim.state !== "acquired") continue;
+        await store.complete(`slot-${i}`, claim.token, {
+          status: 201,
+          headers: [],
+          body: body(i),
+        });
+      }
+      let timedOut = 0;
+      let right = 0;
+      const crossed: string[] = [];
+      const claims = Array.from({ length: slots * 4 }, (_, n) => n % slots);
+      let locked = true;
+      const lock = admin.begin(async (tx) => {
+        await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
+        await until("claims to time out on the lock", () => timedOut >= 20);
+        locked = false;
+      });
+      await pool(claims, 16, async (i) => {
+        let claim;
+        try {
+          claim = await store.claim(`slot-${i}`, options(i));
+        } catch {
+          timedOut++;
+          return;
+        }
+        const text = claim.state === "completed" && claim.response.body
+          ? new TextDecoder().decode(claim.response.body)
+          : "";
+        if (
+          claim.state === "completed" && claim.fingerprint === `fp-${i}` &&
+          text === `body-${i}`
+        ) {
+          right++;
+        } else {
+          crossed.push(
+            `slot-${i}: ${claim.state} ${
+              claim.state === "completed" ? `${claim.fingerprint} ${text}` : ""
+            }`,
+          );
+        }
+      });
+      await lock;
+      report("postgres claims under a lock", {
+        claims: claims.length,
+        timedOut,
+        right,
+        crossed: crossed.length,
+        stillLockedAtEnd: locked,
+      });
+      assert.deepEqual(crossed.slice(0, 5), [], "answers about another slot");
+    } finally {
+      await sql.end({ timeout: 1 });
+      await admin.unsafe(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+      await admin.end({ timeout: 1 });
+    }
+  },
 });
