@@ -28,7 +28,9 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `conflict`: 409, a request with this key is in flight
  *   (`unreadable`: the stored value could not be read).
  * - `mismatch`: 422, the key was used for a different request.
- * - `rejected`: 400 (missing or malformed key) or 413 (body too large).
+ * - `rejected`: 400 (missing or malformed key, or a request body that broke
+ *   mid-read: `incomplete`, with the stream's `error`) or 413 (body too
+ *   large).
  * - `released`: the slot was freed because the handler threw or its
  *   response is not cacheable.
  * - `completed`: the response was recorded (`stored` says how).
@@ -64,6 +66,12 @@ export type IdempotencyEvent =
     type: "rejected";
     status: 400 | 413;
     reason: "missing" | "malformed" | "too_large";
+  }
+  | EventBase & {
+    type: "rejected";
+    status: 400;
+    reason: "incomplete";
+    error: unknown;
   }
   | EventBase & {
     type: "released";

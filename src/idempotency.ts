@@ -10,7 +10,7 @@ import { sha256Hex } from "./_sha256.ts";
 import { nonNegativeInteger, positiveInteger } from "./_validate.ts";
 import { capture } from "./capture.ts";
 import type { IdempotencyEvent, WriteResult } from "./events.ts";
-import { requestFingerprint, slotOf } from "./fingerprint.ts";
+import { codeUnits, requestFingerprint, slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { type Beat, Heartbeat } from "./lease.ts";
 import { PROBLEM_TYPES, problemResponse } from "./problem.ts";
@@ -210,12 +210,41 @@ export function idempotency<
   const methods = config.methods;
   const header = config.header;
   const guarded = new Guard(handler, config);
+  const passThrough = unguardedMethods(methods);
   return function idempotent(request: Request, ...args: A) {
-    if (!methods.has(request.method)) return handler(request, ...args);
+    // Method names are compared case-insensitively (`fetch` sends `patch` as
+    // written and `Deno.serve` passes it on as sent), but an unguarded
+    // standard method still costs one lookup: the exact name first.
+    const method = request.method;
+    if (
+      passThrough.has(method) ||
+      (!methods.has(method) && !methods.has(method.toUpperCase()))
+    ) {
+      return handler(request, ...args);
+    }
     const value = request.headers.get(header);
     if (value === null && !config.required) return handler(request, ...args);
     return guarded.handle(request, value, args);
   };
+}
+
+/** The standard methods, in the case `Request` normalizes them to. */
+const STANDARD_METHODS = [
+  "CONNECT",
+  "DELETE",
+  "GET",
+  "HEAD",
+  "OPTIONS",
+  "PATCH",
+  "POST",
+  "PUT",
+  "QUERY",
+  "TRACE",
+];
+
+/** The standard method names that pass through, spelled as usually sent. */
+function unguardedMethods(guarded: Set<string>): Set<string> {
+  return new Set(STANDARD_METHODS.filter((m) => !guarded.has(m)));
 }
 
 interface Config {
@@ -312,7 +341,11 @@ async function customFingerprint(
       `'fingerprint' must return a string: it returned ${value}`,
     );
   }
-  return sha256Hex("idempotency-fingerprint\n", value);
+  // Hashed like a slot: UTF-8 when well formed, UTF-16 code units (under
+  // another prefix) when not, so two values never share a fingerprint.
+  return value.isWellFormed()
+    ? sha256Hex("idempotency-fingerprint\n", value)
+    : sha256Hex("idempotency-fingerprint-utf16\n", codeUnits(value));
 }
 
 function isSuccess(response: Response): boolean {
@@ -394,23 +427,8 @@ class Guard<A extends unknown[]> {
       );
     }
     const body = await readBody(request, config.maxRequestBytes);
-    if (body === null) {
-      this.#emit(
-        () => ({
-          type: "rejected",
-          slot: null,
-          status: 413,
-          reason: "too_large",
-        }),
-        started,
-      );
-      return problem(
-        request,
-        413,
-        PROBLEM_TYPES.tooLarge,
-        "Request body too large",
-        `A request with an ${config.header} may have a body of at most ${config.maxRequestBytes} bytes.`,
-      );
+    if (!(body instanceof Uint8Array)) {
+      return this.#unread(request, body, started);
     }
     let scope = "";
     if (config.scope) {
@@ -427,7 +445,12 @@ class Guard<A extends unknown[]> {
     if (config.fingerprint) {
       fingerprint = await customFingerprint(config.fingerprint, request, body);
     } else {
-      const computed = requestFingerprint(request.method, request.url, body);
+      // The method in upper case: `patch` and `PATCH` are one guarded method.
+      const computed = requestFingerprint(
+        request.method.toUpperCase(),
+        request.url,
+        body,
+      );
       fingerprint = typeof computed === "string" ? computed : await computed;
     }
 
@@ -503,6 +526,46 @@ class Guard<A extends unknown[]> {
         );
       }
     }
+  }
+
+  /** Answers a body that was too large (413) or broke mid-read (400). */
+  #unread(request: Request, unread: Unread, started: number): Response {
+    const config = this.#config;
+    if (unread.outcome === "too_large") {
+      this.#emit(
+        () => ({
+          type: "rejected",
+          slot: null,
+          status: 413,
+          reason: "too_large",
+        }),
+        started,
+      );
+      return problem(
+        request,
+        413,
+        PROBLEM_TYPES.tooLarge,
+        "Request body too large",
+        `A request with an ${config.header} may have a body of at most ${config.maxRequestBytes} bytes.`,
+      );
+    }
+    this.#emit(
+      () => ({
+        type: "rejected",
+        slot: null,
+        status: 400,
+        reason: "incomplete",
+        error: unread.error,
+      }),
+      started,
+    );
+    return problem(
+      request,
+      400,
+      PROBLEM_TYPES.incomplete,
+      "Request body incomplete",
+      "The request body could not be read to its end (the upload was cut off, or its framing is invalid). The request was not processed: retry it with the same key.",
+    );
   }
 
   #mismatch(request: Request, slot: string, started: number): Response {
@@ -709,39 +772,53 @@ class Guard<A extends unknown[]> {
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
   : never;
 
+/** What {@linkcode readBody} found when it could not return the bytes. */
+type Unread = { outcome: "too_large" } | { outcome: "failed"; error: unknown };
+const TOO_LARGE: Unread = Object.freeze({ outcome: "too_large" });
+
 /**
- * Reads the request body, up to `max` bytes; `null` when it is larger.
- * A declared `Content-Length` over the bound is refused without reading.
+ * Reads the request body, counting the bytes the stream yields: at most `max`
+ * of them are buffered, whatever `Content-Length` says (a `Request` built in
+ * process may declare less than its stream holds). A declared length over
+ * the bound is refused without reading. A stream that errors before its end
+ * (an upload cut off, broken chunked framing) is `failed`, never a throw.
+ *
+ * @throws {TypeError} When the body was read before the middleware: a
+ * programming error, not the client's.
  */
 async function readBody(
   request: Request,
   max: number,
-): Promise<Uint8Array<ArrayBuffer> | null> {
-  // With a declared length, read through bytes() without touching `body`:
-  // under Deno.serve the `body` getter wraps the connection in a JS stream
-  // and the read takes the slow path.
-  const declared = request.headers.get("content-length");
-  if (declared !== null && /^\d+$/.test(declared)) {
-    if (Number(declared) > max) {
-      await request.body?.cancel().catch(() => {});
-      return null;
-    }
-    const bytes = await request.bytes();
-    return bytes.byteLength > max ? null : bytes;
+): Promise<Uint8Array<ArrayBuffer> | Unread> {
+  if (request.bodyUsed) {
+    throw new TypeError(
+      "The request body was read before idempotency(): read it in the handler",
+    );
   }
-  if (request.body === null) return EMPTY;
-  const reader = request.body.getReader();
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > max && /^\d+$/.test(declared)) {
+    await request.body?.cancel().catch(() => {});
+    return TOO_LARGE;
+  }
+  const body = request.body;
+  if (body === null) return EMPTY;
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel().catch(() => {});
-      return null;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > max) {
+        await reader.cancel().catch(() => {});
+        return TOO_LARGE;
+      }
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch (error) {
+    reader.releaseLock();
+    return { outcome: "failed", error };
   }
   if (chunks.length === 1 && chunks[0]!.buffer instanceof ArrayBuffer) {
     return chunks[0] as Uint8Array<ArrayBuffer>;
