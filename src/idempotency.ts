@@ -123,6 +123,19 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
+   * Response headers left out of records, so that a replay never carries
+   * them (names, any case). For headers that belong to one response rather
+   * than to the operation: a request id, a CORS origin echoed by the
+   * handler, a fresh `Set-Cookie` session. The live response keeps them; a
+   * replay leaves them out even when an older record holds them. `Date` is
+   * left out by default: the runtime dates each replay when it sends it.
+   * `Content-Length`, `Transfer-Encoding`, `Connection` and `Keep-Alive` are
+   * never stored, whatever this says. Passing a list replaces the default.
+   *
+   * @default {["date"]}
+   */
+  unstoredHeaders?: readonly string[];
+  /**
    * The response header that marks a replay, with the value `true`.
    *
    * @default {"Idempotent-Replayed"}
@@ -263,6 +276,7 @@ interface Config {
     | undefined;
   failOpen: boolean;
   replayHeader: string;
+  unstoredHeaders: ReadonlySet<string>;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
 }
 
@@ -321,8 +335,26 @@ function configure(options: IdempotencyOptions): Config {
       "replayHeader",
       options.replayHeader ?? "Idempotent-Replayed",
     ),
+    unstoredHeaders: headerNames(
+      "unstoredHeaders",
+      options.unstoredHeaders ?? DEFAULT_UNSTORED,
+    ),
     onEvent: optionalFunction("onEvent", options.onEvent),
   };
+}
+
+/** The default of the `unstoredHeaders` option. */
+const DEFAULT_UNSTORED: readonly string[] = Object.freeze(["date"]);
+
+function headerNames(name: string, value: unknown): ReadonlySet<string> {
+  if (!Array.isArray(value)) {
+    throw new TypeError(
+      `'${name}' must be a list of header names: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return new Set(value.map((item) => headerName(name, item)));
 }
 
 /**
@@ -492,7 +524,7 @@ class Guard<A extends unknown[]> {
           status: response.status,
           ...(response.omitted ? { omitted: response.omitted } : {}),
         }), started);
-        return replay(response, config.replayHeader);
+        return replay(response, config.replayHeader, config.unstoredHeaders);
       }
       case "in_flight": {
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
@@ -632,7 +664,10 @@ class Guard<A extends unknown[]> {
     started: number,
   ): Promise<Response> {
     const { status, statusText } = response;
-    const headers = storedHeaders(response.headers);
+    const { pairs: headers, partial } = storedHeaders(
+      response.headers,
+      this.#config.unstoredHeaders,
+    );
     const source = response.body;
     if (source === null) {
       await this.#complete(
@@ -655,8 +690,9 @@ class Guard<A extends unknown[]> {
       error,
     }));
     // The live response of a captured body reuses the record's header pairs
-    // (one pass over the headers, not two); a streamed one keeps the
-    // handler's headers as they are, Content-Length included.
+    // (one pass over the headers, not two) unless the record left some out;
+    // a streamed one keeps the handler's headers as they are, Content-Length
+    // included.
     const init = { status, statusText, headers: response.headers };
     switch (captured.outcome) {
       case "within":
@@ -665,7 +701,11 @@ class Guard<A extends unknown[]> {
           headers,
           body: captured.bytes,
         }, started);
-        return new Response(captured.bytes, { status, statusText, headers });
+        return new Response(captured.bytes, {
+          status,
+          statusText,
+          headers: partial ? response.headers : headers,
+        });
       case "overflow":
         this.#emit(() => ({ type: "overflow", slot, cap }), started);
         await this.#complete(slot, token, {
@@ -846,23 +886,50 @@ function rebuild(request: Request, body: Uint8Array<ArrayBuffer>): Request {
   return forward;
 }
 
-/** A response's headers as a record keeps them: ordered pairs, framing left out. */
-function storedHeaders(headers: Headers): [string, string][] {
+/**
+ * A response's headers as a record keeps them: ordered pairs, without the
+ * framing headers, the `unstoredHeaders`, and any value `Deno.serve` could
+ * not send again (a control character). `partial` says whether anything
+ * but framing was left out, so that the live response keeps it.
+ */
+function storedHeaders(
+  headers: Headers,
+  unstored: ReadonlySet<string>,
+): { pairs: [string, string][]; partial: boolean } {
   const pairs: [string, string][] = [];
+  let partial = false;
   for (const pair of headers) {
-    if (!UNSTORED.has(pair[0])) pairs.push(pair);
+    const name = pair[0];
+    if (UNSTORED.has(name)) continue;
+    if (unstored.has(name) || CONTROL.test(pair[1])) partial = true;
+    else pairs.push(pair);
   }
-  return pairs;
+  return { pairs, partial };
 }
 
-/** Builds the replay of a record: same status, headers in order, same bytes. */
-function replay(record: StoredResponse, replayHeader: string): Response {
+/**
+ * A control character other than tab: `Headers` lets them through, but
+ * `Deno.serve` (2.9) aborts the process when it writes one, and a record
+ * holding one reads as damaged.
+ */
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/**
+ * Builds the replay of a record: same status, headers in order (less the
+ * `unstoredHeaders`, whatever the record holds), same bytes.
+ */
+function replay(
+  record: StoredResponse,
+  replayHeader: string,
+  unstored: ReadonlySet<string>,
+): Response {
   const omitted = record.body === null;
   const headers: [string, string][] = [];
   for (const pair of record.headers) {
     const name = pair[0];
     if (name === replayHeader || name === OMITTED_NAME) continue;
     if (omitted && name === "content-encoding") continue;
+    if (unstored.has(name)) continue;
     headers.push(pair);
   }
   headers.push([replayHeader, "true"]);
