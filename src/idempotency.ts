@@ -912,6 +912,7 @@ function storedHeaders(
  * `Deno.serve` (2.9) aborts the process when it writes one, and a record
  * holding one reads as damaged.
  */
+// deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
 /**
