@@ -56,7 +56,8 @@ export interface IdempotencyOptions {
    */
   header?: string;
   /**
-   * The methods the middleware guards; any other is a bare call-through.
+   * The methods the middleware guards, compared in any case (a request sent
+   * as `patch` is guarded by `PATCH`); any other is a bare call-through.
    *
    * @default {["POST", "PATCH"]}
    */
@@ -173,7 +174,10 @@ const STORE_RETRY_SECONDS = 1;
  * answered 409; a key reused for another request is answered 422.
  *
  * Requests with another method, or without a key while keys are optional,
- * go straight to the handler: no body read, no hash, no store call.
+ * go straight to the handler: no body read, no hash, no store call. A guarded
+ * request whose body broke off mid-read is answered 400, with nothing
+ * claimed; one whose body was already read before the middleware is a
+ * programming error, and the guarded handler rejects with a `TypeError`.
  *
  * @typeParam A The arguments after the request, passed through.
  * @param handler The handler to guard.
