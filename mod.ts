@@ -44,6 +44,7 @@
 
 export {
   BODY_OMITTED_HEADER,
+  drainCompletions,
   type FetchHandler,
   idempotency,
   type IdempotencyOptions,

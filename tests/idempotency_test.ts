@@ -1,6 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 import assert from "node:assert/strict";
-import { BODY_OMITTED_HEADER, idempotency, PROBLEM_TYPES } from "../mod.ts";
+import {
+  BODY_OMITTED_HEADER,
+  drainCompletions,
+  idempotency,
+  PROBLEM_TYPES,
+} from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
 import {
@@ -114,10 +119,13 @@ Deno.test("idempotency() keeps the live body intact when complete throws, and re
   const guarded = idempotency(() => new Response(body, { status: 201 }), {
     store,
     onEvent: log.onEvent,
+    completionWait: 0,
+    completionTimeout: 100,
   });
   const live = await guarded(post("fault"));
   assert.equal(live.status, 201);
   assert.ok(sameBytes(await bytesOf(live), body));
+  await drainCompletions(guarded);
   const completed = log.events.find((e) => e.type === "completed");
   assert.equal(completed?.type === "completed" && completed.outcome, "unknown");
   assert.ok(
@@ -137,10 +145,13 @@ Deno.test("idempotency() streams an overflow intact when complete throws", async
     {
       store,
       maxResponseBytes: CAP,
+      completionWait: 0,
+      completionTimeout: 100,
     },
   );
   const live = await guarded(post("fault-big"));
   assert.ok(sameBytes(await bytesOf(live), body));
+  await drainCompletions(guarded);
   assert.equal(store.calls.release, 0);
 });
 
