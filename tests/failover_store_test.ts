@@ -906,8 +906,17 @@ integration(
       await sleep(100);
       await server.start();
       await until("the client to reconnect", () => client!.isReady);
-      // Several leases pass: only the renewals in PostgreSQL keep the slot.
-      await sleep(1000);
+      // More than a lease passes: only the renewals in PostgreSQL keep the
+      // slot. Renewals come at least a third of a lease apart, so four that
+      // Redis lost span more than a lease since the restart.
+      await until(
+        "four renewals kept by PostgreSQL alone",
+        () =>
+          events.filter((e) =>
+            e.type === "diverged" && e.operation === "extend" &&
+            e.primary === "lost" && e.fallback === "applied"
+          ).length >= 4,
+      );
       const retry = await handler(post("L"));
       await retry.body?.cancel();
       assert.equal(retry.status, 409);

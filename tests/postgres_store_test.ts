@@ -431,8 +431,8 @@ pgTest(
           "all of that ran while the handler ran",
         );
         assert.ok(
-          performance.now() - started < 1000,
-          "nobody waited out a lease",
+          performance.now() - started < 15_000,
+          "nobody waited out a lease (30 s)",
         );
         assert.equal(
           await store.extend("held", claim.token, 30_000),
@@ -527,13 +527,14 @@ pgTest(
     });
     try {
       const store = new PostgresStore({ sql });
-      const started = performance.now();
       await assert.rejects(
         () => store.claim("refused", opts("r")),
         (error: unknown) => {
           assert.ok(error instanceof StoreError);
           assert.equal(error.operation, "claim");
           assert.ok(error.cause instanceof Error);
+          // At once: the refusal itself, not the 2 s timeout.
+          assert.doesNotMatch(error.message, /No answer within/);
           return true;
         },
       );
@@ -542,10 +543,6 @@ pgTest(
         (error: unknown) =>
           error instanceof StoreError && error.operation === "complete" &&
           /outcome unknown/.test(error.message),
-      );
-      assert.ok(
-        performance.now() - started < 1500,
-        `took ${performance.now() - started} ms`,
       );
     } finally {
       await sql.end();
@@ -578,7 +575,7 @@ pgTest(
           );
           // The server stops waiting too: the statement was cancelled.
           let waiting = 1;
-          for (let i = 0; i < 20 && waiting > 0; i++) {
+          for (let i = 0; i < 600 && waiting > 0; i++) {
             await sleep(50);
             const [row] = await tx.unsafe(
               `SELECT count(*)::int AS n FROM pg_stat_activity

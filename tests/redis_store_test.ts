@@ -499,7 +499,6 @@ Deno.test({
     client.on("error", () => {});
     await assert.rejects(() => client.connect());
     const store = new RedisStore({ client, timeoutMs: 5_000 });
-    const started = performance.now();
     const error = await store.claim("s", opts).then(
       () => assert.fail("claim must throw"),
       (e: unknown) => e,
@@ -507,7 +506,8 @@ Deno.test({
     assert.ok(error instanceof StoreError, String(error));
     assert.equal(error.operation, "claim");
     assert.ok(error.cause instanceof Error);
-    assert.ok(performance.now() - started < 1_000);
+    // At once: the refusal itself, not the 5 s timeout.
+    assert.doesNotMatch(error.message, /did not answer within/);
     const write = await store.complete("s", "t", {
       status: 200,
       headers: [],
@@ -531,10 +531,12 @@ Deno.test({
     client.on("error", () => {});
     try {
       const store = new RedisStore({ client, timeoutMs: 300 });
-      const started = performance.now();
-      await assert.rejects(() => store.claim("s", opts), StoreError);
-      const took = performance.now() - started;
-      assert.ok(took < 1_000, `${took} ms`);
+      await assert.rejects(
+        () => store.claim("s", opts),
+        (error: unknown) =>
+          error instanceof StoreError &&
+          /did not answer within 300 ms/.test(error.message),
+      );
     } finally {
       client.disconnect();
     }
@@ -571,7 +573,7 @@ Deno.test({
         assert.ok(error instanceof StoreError, String(error));
         assert.equal(error.operation, "extend");
         assert.match(error.message, /within 200 ms/);
-        assert.ok(took >= 190 && took < 1_000, `${took} ms`);
+        assert.ok(took >= 190, `${took} ms`);
       }
     } finally {
       io.disconnect();
@@ -623,8 +625,10 @@ Deno.test("RedisStore reports client failures and missed deadlines as StoreError
   assert.ok(e1 instanceof StoreError && e1.operation === "extend");
   assert.ok(e2 instanceof StoreError && e2.operation === "release");
   assert.match(e1.message, /within 60 ms/);
-  assert.ok(t1 - started >= 55 && t1 - started < 200, `${t1 - started}`);
-  assert.ok(t2 - started >= 85 && t2 - started < 250, `${t2 - started}`);
+  // Each at its own deadline, never before it (how late a loaded machine
+  // fires a timer is not asserted).
+  assert.ok(t1 - started >= 55, `${t1 - started}`);
+  assert.ok(t2 - started >= 85, `${t2 - started}`);
   hang = false;
   assert.equal((await store.claim("s", opts)).state, "acquired");
 });
