@@ -140,8 +140,9 @@ export interface IdempotencyOptions {
    * waits for its record to be written. A write that throws is retried (the
    * claim's lease kept renewed) until it lands or is fenced out; the response
    * is sent as soon as it does, or once this time has passed, and the write
-   * then goes on in the background (see `maxPendingCompletions`). A store
-   * that answers is never waited on beyond its first answer.
+   * then goes on in the background (see `maxPendingCompletions`). The
+   * first attempt is bounded by the store's own timeout; when it answers,
+   * there is nothing to wait for.
    *
    * @default {1_000}
    */
@@ -809,7 +810,7 @@ class Guard<A extends unknown[]> {
       return;
     }
     this.#heartbeat.stop(beat);
-    this.#completed(slot, record, outcome, 1, { background: false }, started);
+    this.#completed(slot, record, outcome, 1, INLINE, started);
   }
 
   #completed(
@@ -817,7 +818,7 @@ class Guard<A extends unknown[]> {
     record: StoredResponse,
     outcome: WriteResult,
     attempts: number,
-    job: Job,
+    job: Readonly<Job>,
     started: number,
   ): void {
     this.#emit(() => ({
@@ -900,9 +901,8 @@ class Guard<A extends unknown[]> {
         return { outcome: "unknown", attempts };
       }
       const ceiling = Math.min(cap, FIRST_BACKOFF_MS * 2 ** (attempts - 1));
-      const delayMs = Math.min(
-        left,
-        Math.ceil(ceiling / 2 + Math.random() * ceiling / 2),
+      const delayMs = Math.ceil(
+        Math.min(left, ceiling / 2 + Math.random() * ceiling / 2),
       );
       attempts++;
       const attempt = attempts;
@@ -1007,6 +1007,8 @@ interface Job {
   background: boolean;
 }
 
+/** A write that ended at its first attempt, before the response was sent. */
+const INLINE: Readonly<Job> = { background: false };
 /** The first retry's delay ceiling; each one after doubles it. */
 const FIRST_BACKOFF_MS = 20;
 /** The longest delay between retries (a quarter lease when that is shorter). */
