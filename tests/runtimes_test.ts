@@ -3,8 +3,8 @@
  * The runtime matrix: the library bundled with `deno bundle` and run on Node,
  * Bun and workerd (the protocol cases of tests/runtimes/smoke.ts, on
  * MemoryStore everywhere, on RedisStore and PostgresStore over their npm
- * drivers on Node and Bun, on RedisStore over node-redis on workerd with
- * `nodejs_compat`); the public types under `tsc` with Node's types; and the
+ * drivers on Node, Bun and workerd, the last with `nodejs_compat`); the
+ * public types under `tsc` with Node's types; and the
  * framework examples (Hono on Node, Oak on Deno) over real HTTP.
  *
  * The runtimes come from `.ci/runtimes.sh` (tests/runtimes/_tools.ts).
@@ -203,24 +203,22 @@ for (const [runtime, tool] of [["Node", NODE], ["Bun", BUN]] as const) {
 // --- workerd ----------------------------------------------------------------
 
 // The core worker has no compatibility flag and an old date: the core needs
-// no Node API. The Redis worker needs `nodejs_compat` (node:net, node:crypto,
-// node:buffer) and a date on which workerd has node:perf_hooks, which
-// node-redis 5 imports (2026-01-01 lacks it). Outbound TCP goes through a
-// network service that allows loopback addresses.
-function workerdConfig(port: number, redisUrl: string, prefix: string): string {
+// no Node API. The stores worker needs `nodejs_compat` (the drivers' node:net,
+// RedisStore's node:crypto and node:buffer) and a date on which workerd has
+// node:perf_hooks, which node-redis 5 imports (2026-01-01 lacks it). Outbound
+// TCP goes through a network service that allows loopback addresses.
+function workerdConfig(corePort: number, storesPort: number, prefix: string) {
   return `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
   services = [
     (name = "core", worker = .core),
-    (name = "redis", worker = .redis),
+    (name = "stores", worker = .stores),
     (name = "loopback", network = (allow = ["public", "private", "local"])),
   ],
   sockets = [
-    (name = "core", address = "127.0.0.1:${port}", http = (), service = "core"),
-    (name = "redis", address = "127.0.0.1:${
-    port + 1
-  }", http = (), service = "redis"),
+    (name = "core", address = "127.0.0.1:${corePort}", http = (), service = "core"),
+    (name = "stores", address = "127.0.0.1:${storesPort}", http = (), service = "stores"),
   ],
 );
 
@@ -229,12 +227,13 @@ const core :Workerd.Worker = (
   compatibilityDate = "2024-09-23",
 );
 
-const redis :Workerd.Worker = (
-  modules = [(name = "redis.mjs", esModule = embed "redis.mjs")],
+const stores :Workerd.Worker = (
+  modules = [(name = "stores.mjs", esModule = embed "stores.mjs")],
   compatibilityDate = "2026-05-01",
   compatibilityFlags = ["nodejs_compat"],
   bindings = [
-    (name = "REDIS_URL", text = ${JSON.stringify(redisUrl)}),
+    (name = "REDIS_URL", text = ${JSON.stringify(REDIS_URL)}),
+    (name = "DATABASE_URL", text = ${JSON.stringify(DATABASE_URL)}),
     (name = "PREFIX", text = ${JSON.stringify(prefix)}),
   ],
   globalOutbound = "loopback",
@@ -243,27 +242,26 @@ const redis :Workerd.Worker = (
 }
 
 async function withWorkerd(
-  fn: (core: string, redis: string) => Promise<void>,
+  fn: (core: string, stores: string) => Promise<void>,
 ): Promise<void> {
   await using dir = await scratch();
   await bundle("tests/runtimes/worker_core.ts", `${dir}/core.mjs`);
-  await bundle("tests/runtimes/worker.ts", `${dir}/redis.mjs`);
+  await bundle("tests/runtimes/worker.ts", `${dir}/stores.mjs`);
   // `deno bundle` makes the CommonJS inside npm packages `require` through
   // `createRequire(import.meta.url)`; workerd leaves `import.meta.url`
   // undefined, so give it a file URL.
-  const redisBundle = await Deno.readTextFile(`${dir}/redis.mjs`);
+  const storesBundle = await Deno.readTextFile(`${dir}/stores.mjs`);
   await Deno.writeTextFile(
-    `${dir}/redis.mjs`,
-    redisBundle.replace(
+    `${dir}/stores.mjs`,
+    storesBundle.replace(
       "createRequire(import.meta.url)",
-      'createRequire(import.meta.url ?? "file:///redis.mjs")',
+      'createRequire(import.meta.url ?? "file:///stores.mjs")',
     ),
   );
-  const port = freePort();
-  const prefix = uniquePrefix("rt_workerd");
+  const [corePort, storesPort] = [freePort(), freePort()];
   await Deno.writeTextFile(
     `${dir}/config.capnp`,
-    workerdConfig(port, REDIS_URL, prefix),
+    workerdConfig(corePort, storesPort, uniquePrefix("rt_workerd")),
   );
   const child = new Deno.Command(WORKERD.path, {
     args: ["serve", "config.capnp"],
@@ -281,7 +279,7 @@ async function withWorkerd(
     return s;
   });
   try {
-    const core = `http://127.0.0.1:${port}`;
+    const core = `http://127.0.0.1:${corePort}`;
     // Wait until it answers (or has exited).
     while (!exited) {
       try {
@@ -292,7 +290,7 @@ async function withWorkerd(
       }
     }
     if (exited) throw new Error(`workerd exited: ${(await output).join("\n")}`);
-    await fn(core, `http://127.0.0.1:${port + 1}`);
+    await fn(core, `http://127.0.0.1:${storesPort}`);
   } finally {
     if (!exited) child.kill("SIGTERM");
     await status;
@@ -307,18 +305,18 @@ async function workerChecks(url: string): Promise<Check[]> {
   return JSON.parse(text) as Check[];
 }
 
-const WORKERD_IGNORE = ignoreUnless(WORKERD, REDIS_IGNORE);
+const WORKERD_IGNORE = ignoreUnless(WORKERD, REDIS_IGNORE, POSTGRES_IGNORE);
 
 Deno.test({
   name: testName(
-    "workerd: the core's protocol cases pass without nodejs_compat; RedisStore (node-redis) passes them with it",
+    "workerd: the core's protocol cases pass without nodejs_compat; RedisStore (node-redis, ioredis) and PostgresStore (postgres.js) pass them with it",
     WORKERD_IGNORE,
   ),
   ignore: !!WORKERD_IGNORE,
   async fn() {
-    await withWorkerd(async (core, redis) => {
+    await withWorkerd(async (core, stores) => {
       assertChecks(await workerChecks(`${core}/core`), CASES);
-      assertChecks(await workerChecks(`${redis}/redis`), CASES);
+      assertChecks(await workerChecks(`${stores}/stores`), 3 * CASES);
     });
   },
 });
