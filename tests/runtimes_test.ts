@@ -27,6 +27,7 @@ import {
   freePort,
   ignoreUnless,
   NODE,
+  NPM_PACKAGES,
   run,
   startServer,
   TOOLS,
@@ -156,7 +157,7 @@ Deno.test({
 const DRIVERS = ["redis", "ioredis", "postgres"];
 
 for (const [runtime, tool] of [["Node", NODE], ["Bun", BUN]] as const) {
-  const coreIgnore = ignoreUnless(tool);
+  const coreIgnore = ignoreUnless(tool, NPM_PACKAGES);
   Deno.test({
     name: testName(
       `${runtime}: the core's protocol cases pass on MemoryStore`,
@@ -173,7 +174,12 @@ for (const [runtime, tool] of [["Node", NODE], ["Bun", BUN]] as const) {
     },
   });
 
-  const storesIgnore = ignoreUnless(tool, REDIS_IGNORE, POSTGRES_IGNORE);
+  const storesIgnore = ignoreUnless(
+    tool,
+    NPM_PACKAGES,
+    REDIS_IGNORE,
+    POSTGRES_IGNORE,
+  );
   Deno.test({
     name: testName(
       `${runtime}: RedisStore (node-redis, ioredis) and PostgresStore (postgres.js) pass the protocol cases`,
@@ -354,7 +360,7 @@ async function paymentsOverHttp(base: string): Promise<void> {
   assert.deepEqual(await other.json(), { id: "pay_2", amount: 7 });
 }
 
-const HONO_NODE_IGNORE = ignoreUnless(NODE);
+const HONO_NODE_IGNORE = ignoreUnless(NODE, NPM_PACKAGES);
 
 Deno.test({
   name: testName(

@@ -74,6 +74,14 @@ export const NODE: Tool = await find(
   (v) => Number(/^v(\d+)/.exec(v)?.[1] ?? 0) >= 20,
   "Node 20+",
 );
+/** The npm packages the bundles import (drivers, Hono's Node server). */
+export const NPM_PACKAGES: Tool = {
+  path: `${TOOLS}/node_modules`,
+  ignore: REQUIRE_SERVICES ||
+      await exists(`${TOOLS}/node_modules/@hono/node-server/package.json`)
+    ? false
+    : "the runtime tests' npm packages are not installed; run .ci/runtimes.sh (IDEMPOTENCY_REQUIRE_SERVICES=1 makes this a failure)",
+};
 /** Bun, from `.ci/.tools/runtimes` or the PATH. */
 export const BUN: Tool = await find("bun");
 /** workerd, from `.ci/.tools/runtimes` or the PATH. */
