@@ -48,6 +48,7 @@ export {
   type FetchHandler,
   idempotency,
   type IdempotencyOptions,
+  type ServeHandlerInfo,
 } from "./src/idempotency.ts";
 export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
 export {

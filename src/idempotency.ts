@@ -23,14 +23,29 @@ import type {
 } from "./store.ts";
 
 /**
+ * The `info` argument `Deno.serve` passes a handler, written out member for
+ * member (`Deno.ServeHandlerInfo` fits it) so that the package's types name
+ * no `Deno` namespace: `tsc` on Node or Bun, without Deno's types, checks
+ * them as they are.
+ */
+export interface ServeHandlerInfo {
+  /** The remote address of the connection, as `Deno.Addr`. */
+  remoteAddr:
+    | { transport: "tcp" | "udp"; hostname: string; port: number }
+    | { transport: "unix" | "unixpacket"; path: string }
+    | { transport: "vsock"; cid: number; port: number };
+  /** Settles when the response has been sent (rejects if it could not be). */
+  completed: Promise<void>;
+}
+
+/**
  * A fetch handler: `Deno.serve`'s shape, with whatever arguments follow the
  * request (`info` for `Deno.serve`, `env` and `ctx` elsewhere) passed through.
  */
-export type FetchHandler<A extends unknown[] = [info?: Deno.ServeHandlerInfo]> =
-  (
-    request: Request,
-    ...args: A
-  ) => Response | Promise<Response>;
+export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
+  request: Request,
+  ...args: A
+) => Response | Promise<Response>;
 
 /** Options of {@linkcode idempotency}. Every field is optional. */
 export interface IdempotencyOptions {
@@ -228,7 +243,7 @@ const STORE_RETRY_SECONDS = 1;
  * ```
  */
 export function idempotency<
-  A extends unknown[] = [info?: Deno.ServeHandlerInfo],
+  A extends unknown[] = [info?: ServeHandlerInfo],
 >(
   handler: FetchHandler<A>,
   options: IdempotencyOptions = {},
