@@ -14,7 +14,8 @@
  *   scratch project whose `deno.json` maps `@idempotent/http` and its
  *   subpaths to this checkout (as `deno add jsr:@idempotent/http` would map
  *   them to the package) together with the npm packages this project pins,
- *   and every such file is type-checked with `deno check`.
+ *   and every such file is type-checked with `deno check` (with the examples
+ *   that fragments come from).
  * - `<!-- readme-test: serve [PATH] -->`: a shell block holding one command
  *   that starts a server on port 8000 (a `deno run` of a `file` block or of
  *   an example; `VAR=value` before it is passed as environment, with
@@ -296,6 +297,14 @@ class Runner {
       );
       await Deno.writeTextFile(`${this.scratch}/${name}`, block.text + "\n");
       files.push(name);
+    }
+    // The examples that fragments come from are type-checked too: `deno run`
+    // does not check, and a fragment must type-check where it lives.
+    for (const block of blocks) {
+      const file = block.marker?.[0] === "fragment" ? block.marker[1] : null;
+      if (file && /\.(ts|tsx)$/.test(file) && !files.includes(file)) {
+        files.push(file);
+      }
     }
     if (files.length > 0) {
       const check = await this.#deno(["check", ...files], {});
