@@ -96,7 +96,8 @@ export interface PostgresStoreOptions {
    * The table, optionally schema-qualified (`"app.idempotency_keys"`). A dot
    * separates the schema from the table; each part is quoted, so any other
    * character is kept as written. The table part is at most 48 bytes (its
-   * index is named after it).
+   * index is named after it). {@linkcode PostgresStore.migrate} creates the
+   * schema when it is missing.
    *
    * @default {"idempotency_keys"}
    */
