@@ -293,7 +293,9 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  * the fallback's table (and the primary's, when it has a `migrate()`) and
  * throws when the fallback refuses, so a misconfiguration stops the deploy
  * instead of surfacing in production. A process that boots while the
- * fallback is down answers 503 to new keys until it is back.
+ * fallback is down answers 503 to new keys until it is back. A fallback that
+ * breaks after it has answered (its table dropped) cannot be told from an
+ * outage: watch the `fallback_unavailable` events.
  *
  * **Writes.** The token says which stores issued it (`p:`, `f:` or `b:`),
  * and each write goes to those stores only, never a token to the store that
