@@ -14,6 +14,7 @@ import { requestFingerprint, slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { type Beat, Heartbeat } from "./lease.ts";
 import { PROBLEM_TYPES, problemResponse } from "./problem.ts";
+import { SettleEstimate } from "./_retry_hint.ts";
 import { MemoryStore } from "./stores/memory.ts";
 import type {
   IdempotencyStore,
@@ -93,6 +94,13 @@ export interface IdempotencyOptions {
    * How long a claim is owned without renewal, in milliseconds. It is
    * renewed while the handler runs; after a crash, a retry may run the
    * handler again once it runs out.
+   *
+   * A 409's `Retry-After` is at most the rest of the holder's lease: once
+   * this middleware has run a request, it is how long its requests usually
+   * take to settle (a running estimate of the mean plus four mean
+   * deviations) minus the time since the holder's claim or last renewal, at
+   * least 1 s, rounded up to whole seconds; before that, the rest of the
+   * lease.
    *
    * @default {30_000}
    */
@@ -447,6 +455,8 @@ class Guard<A extends unknown[]> {
   #pending = new Set<Promise<void>>();
   /** Resolved when a background write ends, for requests held by backpressure. */
   #room: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** How long this instance's claimed requests take to settle: the 409 hint. */
+  #settleTime = new SettleEstimate();
 
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
@@ -610,19 +620,30 @@ class Guard<A extends unknown[]> {
           PROBLEM_TYPES.inFlight,
           "Request in progress",
           "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
-          Math.max(1, Math.ceil(retryAfterMs / 1000)),
+          claim.fingerprint === null
+            ? Math.max(1, Math.ceil(retryAfterMs / 1000))
+            : this.#settleTime.retryAfterSeconds(
+              retryAfterMs,
+              // The time since the holder's claim or last renewal.
+              Math.max(0, config.lease - retryAfterMs),
+            ),
         );
       }
       case "acquired": {
         const { recovered, token } = claim;
         this.#emit(() => ({ type: "claimed", slot, recovered }), started);
-        return await this.#run(
-          rebuild(request, body),
-          args,
-          slot,
-          token,
-          started,
-        );
+        const running = performance.now();
+        try {
+          return await this.#run(
+            rebuild(request, body),
+            args,
+            slot,
+            token,
+            started,
+          );
+        } finally {
+          this.#settleTime.observe(performance.now() - running);
+        }
       }
     }
   }

@@ -854,11 +854,20 @@ integration(
       assert.equal(runs, 0);
 
       const events: FailoverEvent[] = [];
+      // Leniency starts once the fallback has answered once: a fallback
+      // whose migrate() resolved (PostgreSQL went down after boot).
       const lenient = new FailoverStore({
         primary,
-        fallback: unreachable,
+        fallback: {
+          claim: (slot, o) => unreachable.claim(slot, o),
+          complete: (slot, t, r) => unreachable.complete(slot, t, r),
+          release: (slot, t) => unreachable.release(slot, t),
+          extend: (slot, t, ms) => unreachable.extend(slot, t, ms),
+          migrate: () => Promise.resolve(),
+        } as IdempotencyStore,
         onEvent: (e) => events.push(e),
       });
+      await lenient.migrate();
       const t = token(await lenient.claim("s2", opts("fp")));
       assert.ok(t.startsWith("p:"), t);
       assert.equal(events.length, 1);

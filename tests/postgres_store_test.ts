@@ -475,6 +475,67 @@ pgTest(
     }),
 );
 
+pgTest(
+  "PostgresStore.migrate() creates a missing schema, from five instances at once",
+  async () => {
+    // A fresh schema no one created, with a quote in its name.
+    const schema = `${uniquePrefix("pgschema")}'"x`;
+    const table = `${schema}.idempotency_keys`;
+    const admin = connect({ max: 1 });
+    const sqls = Array.from({ length: 5 }, () => connect({ max: 1 }));
+    try {
+      await Promise.all(
+        sqls.map((sql) => new PostgresStore({ sql, table }).migrate()),
+      );
+      const [row] = await admin.unsafe(
+        `SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = $1`,
+        [schema],
+      );
+      assert.equal(row?.n, 1);
+      const store = new PostgresStore({ sql: sqls[0]!, table });
+      const claim = await store.claim("s", opts("s"));
+      assert.equal(claim.state, "acquired");
+      if (claim.state === "acquired") {
+        assert.equal(await store.complete("s", claim.token, ok), "applied");
+      }
+      assert.equal((await store.claim("s", opts("s"))).state, "completed");
+    } finally {
+      await Promise.all(sqls.map((sql) => sql.end()));
+      await admin.unsafe(`DROP SCHEMA IF EXISTS ${quote(schema)} CASCADE`);
+      await admin.end();
+    }
+  },
+);
+
+pgTest(
+  "PostgresStore.migrate() into an existing schema needs no right to create schemas",
+  () =>
+    withSchema(async (schema, admin) => {
+      const role = uniquePrefix("pgrole");
+      await admin.unsafe(`CREATE ROLE ${quote(role)} LOGIN`);
+      try {
+        await admin.unsafe(
+          `GRANT USAGE, CREATE ON SCHEMA ${quote(schema)} TO ${quote(role)}`,
+        );
+        const url = new URL(DATABASE_URL);
+        url.username = role;
+        url.password = "";
+        const sql = postgres(url.href, { ...quiet, max: 1 });
+        try {
+          const store = new PostgresStore({ sql, table: `${schema}.keys` });
+          await store.migrate();
+          assert.equal((await store.claim("r", opts("r"))).state, "acquired");
+        } finally {
+          await sql.end();
+        }
+      } finally {
+        await admin.unsafe(`DROP SCHEMA ${quote(schema)} CASCADE`);
+        await admin.unsafe(`CREATE SCHEMA ${quote(schema)}`);
+        await admin.unsafe(`DROP ROLE ${quote(role)}`);
+      }
+    }),
+);
+
 // --- faults ------------------------------------------------------------------
 
 pgTest(

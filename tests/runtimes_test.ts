@@ -390,24 +390,3 @@ Deno.test("examples/oak.ts: Oak (npm @oakserver/oak) behind the middleware repla
   ], { cwd: new URL("../", import.meta.url).pathname });
   await paymentsOverHttp(server.url);
 });
-
-Deno.test("README: the runtime section's blocks are verbatim from the examples the tests above run", async () => {
-  const readme = await Deno.readTextFile(
-    new URL("../README.md", import.meta.url),
-  );
-  const blocks = [
-    ...readme.matchAll(
-      /<!-- fragment: (examples\/(?:oak\.ts|hono_node\.mjs)) -->\s*```\w*(?: ignore)?\n([\s\S]*?)```/g,
-    ),
-  ];
-  assert.deepEqual(
-    blocks.map(([, file]) => file),
-    ["examples/oak.ts", "examples/hono_node.mjs"],
-  );
-  for (const [, file, text] of blocks) {
-    const source = await Deno.readTextFile(
-      new URL(`../${file}`, import.meta.url),
-    );
-    assert.ok(source.includes(text!), `${file} contains the README block`);
-  }
-});

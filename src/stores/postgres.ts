@@ -96,7 +96,8 @@ export interface PostgresStoreOptions {
    * The table, optionally schema-qualified (`"app.idempotency_keys"`). A dot
    * separates the schema from the table; each part is quoted, so any other
    * character is kept as written. The table part is at most 48 bytes (its
-   * index is named after it).
+   * index is named after it). {@linkcode PostgresStore.migrate} creates the
+   * schema when it is missing.
    *
    * @default {"idempotency_keys"}
    */
@@ -140,7 +141,9 @@ const CLAIM_ATTEMPTS = 4;
  * @param name The table, optionally `schema.table`.
  * @returns The quoted name and the bare table part.
  */
-function parseTable(name: string): { quoted: string; table: string } {
+function parseTable(
+  name: string,
+): { quoted: string; table: string; schema: string | null } {
   if (typeof name !== "string") {
     throw new TypeError(
       `'table' must be a string: current value is ${String(name)}`,
@@ -176,22 +179,50 @@ function parseTable(name: string): { quoted: string; table: string } {
       }`,
     );
   }
-  return { quoted: parts.map(quoteIdentifier).join("."), table };
+  return {
+    quoted: parts.map(quoteIdentifier).join("."),
+    table,
+    schema: parts.length === 2 ? parts[0]! : null,
+  };
 }
 
 function quoteIdentifier(part: string): string {
   return `"${part.replaceAll('"', '""')}"`;
 }
 
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
 /**
- * The SQL that creates the store's table and index if they are absent: what
- * {@linkcode PostgresStore.migrate} runs, for teams that run their own
- * migrations. The statements take a transaction-scoped advisory lock first,
- * so concurrent runs queue instead of racing, and silence the "already
- * exists, skipping" notices; run them in one transaction (one
- * simple-protocol query, as `psql -c` sends, is one).
+ * Creates `schema` when it is absent. Not `CREATE SCHEMA IF NOT EXISTS`:
+ * PostgreSQL checks the database's CREATE privilege before it looks for the
+ * schema, so that statement fails for a role that may use an existing schema
+ * but not create one. The DO body is a plain string literal (no dollar
+ * quoting a name could close).
+ */
+function createSchema(schema: string): string {
+  const body = `BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ${
+    quoteLiteral(schema)
+  }) THEN
+    CREATE SCHEMA ${quoteIdentifier(schema)};
+  END IF;
+END`;
+  return `DO ${quoteLiteral(body)};\n`;
+}
+
+/**
+ * The SQL that creates the store's schema (when the table names one), table
+ * and index if they are absent: what {@linkcode PostgresStore.migrate} runs,
+ * for teams that run their own migrations. The statements take a
+ * transaction-scoped advisory lock first, so concurrent runs queue instead
+ * of racing, and silence the "already exists, skipping" notices; run them in
+ * one transaction (one simple-protocol query, as `psql -c` sends, is one).
+ * The schema is created only when it is missing, so a role without the
+ * database's CREATE privilege can still migrate into an existing schema.
  *
- * @param table The table, optionally `schema.table`; the schema must exist.
+ * @param table The table, optionally `schema.table`.
  * @returns The statements, separated by semicolons.
  * @throws {TypeError} When the table name is invalid.
  *
@@ -205,11 +236,15 @@ function quoteIdentifier(part: string): string {
  * ```
  */
 export function postgresMigration(table: string = DEFAULT_TABLE): string {
-  const { quoted, table: bare } = parseTable(table);
+  const { quoted, table: bare, schema } = parseTable(table);
   const index = quoteIdentifier(`${bare}_expires_at_idx`);
   return `SET LOCAL client_min_messages = warning;
 SELECT pg_advisory_xact_lock(hashtextextended('@idempotent/http migrate', 0));
-CREATE TABLE IF NOT EXISTS ${quoted} (
+${
+    schema === null
+      ? ""
+      : createSchema(schema)
+  }CREATE TABLE IF NOT EXISTS ${quoted} (
   slot text PRIMARY KEY,
   version smallint NOT NULL,
   state text NOT NULL,
@@ -454,12 +489,12 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   /**
-   * Creates the table and its index if they are absent. Safe to run from
-   * several instances at once: the statements go as one transaction that
-   * first takes an advisory lock.
+   * Creates the schema (when the table names one), the table and its index
+   * if they are absent. Safe to run from several instances at once: the
+   * statements go as one transaction that first takes an advisory lock.
    *
    * @returns When the table exists.
-   * @throws {Error} The driver's error when the database refuses (a missing schema, no privilege).
+   * @throws {Error} The driver's error when the database refuses (no privilege to create a missing schema or the table).
    */
   async migrate(): Promise<void> {
     // No parameters: postgres.js sends one simple-protocol query, which the
