@@ -662,19 +662,24 @@ class Heap<T extends Claim | Done> {
   }
 
   remove(item: T): void {
-    const items = this.#items;
     const at = this.#at(item);
     this.#place(item, -1);
-    const last = items.pop()!;
-    if (last === item) return;
-    if (at > 0 && this.#keyOf(last) < this.#keyOf(items[(at - 1) >> 1]!)) {
-      this.#up(last, at);
-    } else this.#down(last, at);
+    const last = this.#items.pop()!;
+    if (last !== item) this.#settle(last, at);
   }
 
-  /** Moves an item whose key grew. */
+  /** Moves an item whose key changed (a lease renewed, longer or shorter). */
   update(item: T): void {
-    this.#down(item, this.#at(item));
+    this.#settle(item, this.#at(item));
+  }
+
+  /** Puts `item` at `at`, or above or below it where its key belongs. */
+  #settle(item: T, at: number): void {
+    if (
+      at > 0 && this.#keyOf(item) < this.#keyOf(this.#items[(at - 1) >> 1]!)
+    ) {
+      this.#up(item, at);
+    } else this.#down(item, at);
   }
 
   #keyOf(item: T): number {
