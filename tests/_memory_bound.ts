@@ -83,6 +83,21 @@ async function tiny(store: MemoryStore, count: number): Promise<void> {
   }
 }
 
+/** Each record its own header list, as a handler that sets a cookie makes. */
+async function cookies(store: MemoryStore, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) {
+    await complete(store, {
+      status: 201,
+      headers: [
+        ["content-type", "application/json"],
+        ["set-cookie", `session=${hex(3)}; Path=/; HttpOnly`],
+      ],
+      body: null,
+      omitted: "too_large",
+    });
+  }
+}
+
 /** Live claims only. */
 async function claims(store: MemoryStore, count: number): Promise<void> {
   for (let i = 0; i < count; i++) {
@@ -109,6 +124,11 @@ const cases: Record<string, Case> = {
     store: () => new MemoryStore({ maxEntries: 20_000 }),
     fill: tiny,
     count: 25_000,
+  },
+  cookies: {
+    store: () => new MemoryStore({ maxEntries: 20_000 }),
+    fill: cookies,
+    count: 20_000,
   },
   claims: {
     store: () => new MemoryStore({ maxEntries: 20_000 }),

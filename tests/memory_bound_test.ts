@@ -74,6 +74,15 @@ Deno.test(`MemoryStore costs at most ${N} bytes a completed record beside its co
   );
 });
 
+Deno.test(`MemoryStore counts what a header list of its own costs (20,000 records, each with its own cookie)`, async () => {
+  const reading = await measure("cookies");
+  assert.equal(reading.entries, 20_000);
+  assert.ok(
+    reading.held <= reading.counted + reading.entries * N + NOISE,
+    perRecord(reading),
+  );
+});
+
 Deno.test(`MemoryStore costs at most ${N} bytes a live claim (20,000 claims at maxEntries)`, async () => {
   const reading = await measure("claims");
   assert.equal(reading.entries, 20_000);
