@@ -31,7 +31,7 @@ import {
   type StoredResponse,
   StoreError,
 } from "../src/store.ts";
-import { type PoisonKind, storeConformance } from "./store_conformance.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,

@@ -14,8 +14,8 @@ import assert from "node:assert/strict";
 import { KvStore } from "../src/stores/kv.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
-import { storeConformance } from "./store_conformance.ts";
-import type { ConformanceHarness, PoisonKind } from "./store_conformance.ts";
+import { storeConformance } from "../src/testing.ts";
+import type { ConformanceHarness, PoisonKind } from "../src/testing.ts";
 import { uniquePrefix } from "./_services.ts";
 import { pattern } from "./_helpers.ts";
 
