@@ -319,6 +319,10 @@ storeConformance({
         now += ms;
         return Promise.resolve();
       },
+      advanceClock(ms: number) {
+        now += ms;
+        return Promise.resolve();
+      },
     });
   },
 });

@@ -17,6 +17,10 @@ storeConformance({
         now += ms;
         return Promise.resolve();
       },
+      advanceClock(ms: number) {
+        now += ms;
+        return Promise.resolve();
+      },
     });
   },
 });
