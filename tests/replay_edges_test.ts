@@ -1,8 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Edges of what a retry is told, through the middleware: the headers of a
- * replay whose body was not recorded, and the rounding of `Retry-After` on an
- * injected clock. Each test here kills a mutant that survived the rest of the
+ * replay whose body was not recorded, the rounding of `Retry-After` on an
+ * injected clock, and a `cacheable` predicate that throws. Each test here kills a mutant that survived the rest of the
  * suite (issue 16).
  *
  * @module
@@ -79,4 +79,23 @@ Deno.test("idempotency() rounds Retry-After up to whole seconds", async () => {
     gate.resolve();
     assert.equal((await winner).status, 201);
   }
+});
+
+Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry replays it", async () => {
+  let runs = 0;
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response(`run ${runs}`, { status: 201 });
+  }, {
+    cacheable: () => {
+      throw new Error("the predicate broke");
+    },
+  });
+  const first = await guarded(post("predicate"));
+  assert.equal(first.status, 201);
+  assert.equal(await first.text(), "run 1");
+  const retry = await guarded(post("predicate"));
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.equal(await retry.text(), "run 1");
+  assert.equal(runs, 1, "a 2xx was seen: the handler must not run again");
 });

@@ -103,12 +103,12 @@ export const MUTANTS: Mutant[] = [
     what: "MemoryStore applies a write from any token",
   },
   {
-    id: "memory-fence-state",
+    id: "memory-fence-expired",
     file: MEMORY,
-    text: `entry === undefined || entry.state !== "in_flight" ||`,
-    replacement: "entry === undefined ||",
+    text: "entry.token !== token || entry.deadline <= this.#clock()",
+    replacement: "entry.token !== token",
     tests: [T.memory],
-    what: "MemoryStore lets a completed record be completed or released again",
+    what: "MemoryStore lets the owner of an expired record still write to it",
   },
   {
     id: "kv-fence-token",
@@ -237,7 +237,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "second = await this.#fallback.claim(slot, options);",
     replacement:
-      `second = { state: "acquired", token: "-", recovered: false };`,
+      `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;`,
     tests: [T.failover],
     what: "a record written to PostgreSQL during an outage is not honoured",
   },

@@ -219,11 +219,13 @@ function judge(
         "the mutated file does not type-check",
     };
   }
+  const failed = firstMatch(run.output, /^\s*(.+?) \.\.\. FAILED/m)?.trim()
+    .replace(/ \.\.\. FAILED.*$/, "");
   return {
     mutant,
     verdict: "caught",
     ms: run.ms,
-    detail: "",
+    detail: failed ? `by: ${clip(failed, 110)}` : "",
   };
 }
 
@@ -285,6 +287,10 @@ function occurrences(source: string, text: string): number {
 
 function firstMatch(text: string, pattern: RegExp): string | undefined {
   return text.match(pattern)?.[0];
+}
+
+function clip(text: string, length: number): string {
+  return text.length > length ? `${text.slice(0, length - 1)}…` : text;
 }
 
 function tail(text: string, lines: number): string {
