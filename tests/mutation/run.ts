@@ -39,6 +39,9 @@ const TEST_FLAGS = [
   "--unstable-kv",
 ];
 
+/** The test run in progress, stopped with the runner on a signal. */
+let running: Deno.ChildProcess | undefined;
+
 type Verdict = "caught" | "survived" | "timeout" | "invalid";
 
 interface Outcome {
@@ -121,6 +124,9 @@ async function main(args: string[]): Promise<number> {
     }
   };
   const onSignal = () => {
+    try {
+      running?.kill("SIGKILL");
+    } catch { /* exited meanwhile */ }
     cleanup();
     Deno.exit(130);
   };
@@ -241,6 +247,7 @@ async function runTests(
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  running = child;
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
@@ -250,6 +257,7 @@ async function runTests(
   }, TIMEOUT_MS);
   const { code, stdout, stderr } = await child.output();
   clearTimeout(timer);
+  running = undefined;
   const decoder = new TextDecoder();
   return {
     code,
