@@ -15,7 +15,7 @@ import {
   type StoredResponse,
   type WriteOutcome,
 } from "@idempotent/http";
-import { storeConformance } from "../tests/store_conformance.ts";
+import { storeConformance } from "@idempotent/http/testing";
 
 /** Your store: here, a MemoryStore behind the four methods of the contract. */
 class MyStore implements IdempotencyStore {

@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
-import { storeConformance } from "./store_conformance.ts";
+import { storeConformance } from "../src/testing.ts";
 
 storeConformance({
   name: "MemoryStore",
@@ -14,6 +14,10 @@ storeConformance({
     return Promise.resolve({
       store,
       elapse(ms: number) {
+        now += ms;
+        return Promise.resolve();
+      },
+      advanceClock(ms: number) {
         now += ms;
         return Promise.resolve();
       },

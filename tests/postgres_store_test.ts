@@ -11,8 +11,8 @@ import postgres from "postgres";
 import { postgresMigration, PostgresStore } from "../src/stores/postgres.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimOptions, StoredResponse } from "../src/store.ts";
-import { storeConformance } from "./store_conformance.ts";
-import type { PoisonKind } from "./store_conformance.ts";
+import { storeConformance } from "../src/testing.ts";
+import type { PoisonKind } from "../src/testing.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,

@@ -23,7 +23,7 @@ import {
   RedisStore,
 } from "../src/stores/redis.ts";
 import { type StoredResponse, StoreError } from "../src/store.ts";
-import { type PoisonKind, storeConformance } from "./store_conformance.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   REDIS_IGNORE,
   REDIS_URL,
