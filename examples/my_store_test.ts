@@ -15,7 +15,6 @@ import {
   type StoredResponse,
   type WriteOutcome,
 } from "@idempotent/http";
-import { storeConformance } from "@idempotent/http/testing";
 
 /** Your store: here, a MemoryStore behind the four methods of the contract. */
 class MyStore implements IdempotencyStore {
@@ -40,6 +39,8 @@ class MyStore implements IdempotencyStore {
 
 const sleep = (ms: number) =>
   new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+import { storeConformance } from "@idempotent/http/testing";
 
 storeConformance({
   name: "MyStore",
