@@ -27,10 +27,14 @@ import { type PoisonKind, storeConformance } from "./store_conformance.ts";
 import {
   REDIS_IGNORE,
   REDIS_URL,
+  startRedisServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
+import { idempotency } from "../src/idempotency.ts";
+import { post } from "./_helpers.ts";
 
 const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -786,3 +790,124 @@ Deno.test({
     }
   },
 });
+
+// --- claims that time out leave nothing behind (rule 10) ---------------------
+// On a redis-server of the test's own: a claim is sent, the server hangs
+// (SIGSTOP) or is gone (SIGKILL, the client queues the claim offline) past
+// `timeoutMs`, the middleware answers 503; then the server comes back and the
+// claim lands late. The slot must not stay in flight for the lease: the next
+// request with the key runs (polled, never waited for by time).
+
+type Fault = "paused" | "restarted";
+
+interface LateClient {
+  client: RedisClientLike;
+  /** Whether the client knows it is connected. */
+  ready(): boolean;
+  close(): void;
+}
+
+const lateClients: [
+  string,
+  boolean,
+  (url: string, queue: boolean) => Promise<LateClient>,
+][] = [
+  ["node-redis", true, lateNodeRedis],
+  ["node-redis", false, lateNodeRedis],
+  ["ioredis", true, lateIoRedis],
+  ["ioredis", false, lateIoRedis],
+];
+
+async function lateNodeRedis(url: string, queue: boolean): Promise<LateClient> {
+  const client = createClient({
+    url,
+    disableOfflineQueue: !queue,
+    socket: { reconnectStrategy: () => 50 },
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return { client, ready: () => client.isReady, close: () => client.destroy() };
+}
+
+async function lateIoRedis(url: string, queue: boolean): Promise<LateClient> {
+  const client = new Redis(url, {
+    enableOfflineQueue: queue,
+    // Queued commands wait for the server, however long it takes.
+    maxRetriesPerRequest: null,
+    retryStrategy: () => 50,
+    lazyConnect: true,
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return {
+    client,
+    ready: () => client.status === "ready",
+    close: () => client.disconnect(),
+  };
+}
+
+async function lateClaimLeavesNothing(
+  make: (url: string) => Promise<LateClient>,
+  fault: Fault,
+): Promise<void> {
+  const server = await startRedisServer();
+  let close = () => {};
+  try {
+    const made = await make(server.url);
+    close = made.close;
+    const store = new RedisStore({
+      client: made.client,
+      prefix: "late:",
+      timeoutMs: 300,
+    });
+    let runs = 0;
+    const handler = idempotency(() => {
+      runs++;
+      return new Response("charged", { status: 201 });
+    }, { store, lease: 30_000 });
+    if (fault === "paused") {
+      server.pause();
+    } else {
+      await server.kill();
+      // The claim goes to the client's offline queue, not to a dead socket.
+      await waitFor("the client to see the server gone", () => !made.ready());
+    }
+    const failed = await handler(post("late-1"));
+    assert.equal(failed.status, 503);
+    await failed.body?.cancel();
+    if (fault === "paused") server.resume();
+    else await server.restart();
+    let conflicts = 0;
+    await waitFor("the key to run again", async () => {
+      const response = await handler(post("late-1"));
+      await response.body?.cancel();
+      if (response.status === 409) conflicts++;
+      return response.status === 201;
+    });
+    assert.equal(runs, 1);
+    const replay = await handler(post("late-1"));
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    await replay.body?.cancel();
+  } finally {
+    close();
+    await server.stop();
+  }
+}
+
+for (const [label, queue, make] of lateClients) {
+  const faults: Fault[] = queue ? ["paused", "restarted"] : ["paused"];
+  for (const fault of faults) {
+    Deno.test({
+      name: testName(
+        `RedisStore (${label}, offline queue ${
+          queue ? "on" : "off"
+        }): a claim that timed out while Redis was ${fault} is undone when it lands`,
+        ignore,
+      ),
+      ignore: ignore !== false,
+      sanitizeOps: false,
+      sanitizeResources: false,
+      fn: () => lateClaimLeavesNothing((url) => make(url, queue), fault),
+    });
+  }
+}
