@@ -182,6 +182,11 @@ export interface PrivateRedis {
   kill(): Promise<void>;
   /** Starts it again on the same port (empty, unless `appendonly`). */
   restart(): Promise<void>;
+  /**
+   * Runs one command with `redis-cli` on a connection of its own (the
+   * server must not be paused), for example `CLIENT KILL TYPE normal`.
+   */
+  cli(...args: string[]): Promise<string>;
   /** Kills it (resumed first) and removes its directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -248,6 +253,17 @@ export async function startRedisServer(
     async restart() {
       await kill();
       await spawn();
+    },
+    async cli(...args: string[]) {
+      const out = await new Deno.Command("redis-cli", {
+        args: ["-p", String(port), ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      if (!out.success) {
+        throw new Error(new TextDecoder().decode(out.stderr));
+      }
+      return new TextDecoder().decode(out.stdout).trim();
     },
     async stop() {
       await kill();
@@ -355,4 +371,84 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
     await stop();
     throw error;
   }
+}
+
+/** A loopback TCP proxy started by a test: see {@linkcode startTcpProxy}. */
+export interface TcpProxy {
+  /** The port clients connect to. */
+  readonly port: number;
+  /**
+   * Drops every open connection and refuses new ones until
+   * {@linkcode TcpProxy.unblock}: the client is disconnected and cannot get
+   * back, while the server behind keeps running.
+   */
+  block(): void;
+  /** Listens and forwards again, on the same port. */
+  unblock(): void;
+  /** Stops listening and drops every connection. Idempotent. */
+  close(): void;
+}
+
+/**
+ * Starts a TCP proxy on a free loopback port in front of `targetPort`, to
+ * cut a client off from a server that keeps running (which SIGSTOP or a
+ * restart cannot do).
+ *
+ * @param targetPort The server's port on 127.0.0.1.
+ * @returns The running proxy.
+ */
+export function startTcpProxy(targetPort: number): TcpProxy {
+  const open = new Set<Deno.Conn>();
+  let listener: Deno.Listener | undefined;
+  const shut = (conn: Deno.Conn) => {
+    open.delete(conn);
+    try {
+      conn.close();
+    } catch { /* closed already */ }
+  };
+  const pipe = async (from: Deno.Conn, to: Deno.Conn) => {
+    try {
+      await from.readable.pipeTo(to.writable, { preventClose: true });
+    } catch { /* either side went away */ }
+    shut(from);
+    shut(to);
+  };
+  const serve = (port: number) => {
+    const current = Deno.listen({ hostname: "127.0.0.1", port });
+    listener = current;
+    (async () => {
+      for await (const conn of current) {
+        open.add(conn);
+        Deno.connect({ hostname: "127.0.0.1", port: targetPort }).then(
+          (upstream) => {
+            if (listener !== current || !open.has(conn)) {
+              return upstream.close();
+            }
+            open.add(upstream);
+            pipe(conn, upstream);
+            pipe(upstream, conn);
+          },
+          () => shut(conn),
+        );
+      }
+    })().catch(() => {});
+    return (current.addr as Deno.NetAddr).port;
+  };
+  const stop = () => {
+    const current = listener;
+    listener = undefined;
+    try {
+      current?.close();
+    } catch { /* closed already */ }
+    for (const conn of [...open]) shut(conn);
+  };
+  const port = serve(0);
+  return {
+    port,
+    block: stop,
+    unblock() {
+      if (listener === undefined) serve(port);
+    },
+    close: stop,
+  };
 }
