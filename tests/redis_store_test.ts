@@ -36,6 +36,7 @@ import {
 import { deleteRedisKeys } from "./_redis.ts";
 import { idempotency } from "../src/idempotency.ts";
 import { post } from "./_helpers.ts";
+import { Orphans } from "../src/stores/_orphans.ts";
 
 const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -923,3 +924,101 @@ for (const [label, queue, make] of lateClients) {
     });
   }
 }
+
+Deno.test("RedisStore undoes a timed-out claim by its token when the late reply says acquired, and only then", async () => {
+  // A client whose claims hang until the test answers them; every release is
+  // recorded with its token.
+  const answers: ((reply: unknown) => void)[] = [];
+  const sent: string[] = []; // the claims' tokens
+  const releases: string[] = []; // the releases' tokens
+  const client: RedisCommander = {
+    sendCommand(args) {
+      // EVALSHA sha 1 key, then a claim's fingerprint, token, lease, ttl.
+      if (args.length === 8) {
+        sent.push(String(args[5]));
+        return new Promise((resolve) => answers.push(resolve));
+      }
+      releases.push(String(args[4]));
+      return Promise.resolve(1);
+    },
+  };
+  const watched = new RedisStore({ client, timeoutMs: 30 });
+
+  // Acquired late: released, fenced by the claim's own token.
+  await assert.rejects(() => watched.claim("s1", opts), StoreError);
+  answers.shift()!(1);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.deepEqual(releases, [sent[0]]);
+
+  // In flight or completed late: nothing to undo.
+  await assert.rejects(() => watched.claim("s2", opts), StoreError);
+  await assert.rejects(() => watched.claim("s3", opts), StoreError);
+  answers.shift()!([0, "fp", 100]);
+  answers.shift()!([1, "fp", "201", "[]", "", false]);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});
+
+Deno.test("RedisStore undoes a claim whose connection broke under it, not one the client refused to send", async () => {
+  const releases: string[] = [];
+  let failure = "Socket closed unexpectedly";
+  const client: RedisCommander = {
+    sendCommand(args) {
+      if (args.length === 8) return Promise.reject(new Error(failure));
+      releases.push(String(args[4]));
+      return Promise.resolve(1);
+    },
+  };
+  const store = new RedisStore({ client, timeoutMs: 1000 });
+  await assert.rejects(() => store.claim("s1", opts), StoreError);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.equal(releases.length, 1);
+  for (
+    failure of [
+      "The client is offline",
+      "Stream isn't writeable and enableOfflineQueue options is false",
+      "NOSCRIPT No matching script.",
+    ]
+  ) {
+    await assert.rejects(() => store.claim("s2", opts), StoreError);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});
+
+Deno.test("RedisStore retries an undo that fails until Redis answers again", async () => {
+  let down = true;
+  let claims = 0;
+  let releases = 0;
+  const client: RedisCommander = {
+    sendCommand(args) {
+      if (down) return Promise.reject(new Error("Connection is closed."));
+      if (args.length === 8) claims++;
+      else releases++;
+      return Promise.resolve(1);
+    },
+  };
+  const store = new RedisStore({ client, timeoutMs: 1000 });
+  await assert.rejects(() => store.claim("s1", opts), StoreError);
+  // Redis is back: the next answer it gives kicks the pending undo.
+  down = false;
+  assert.equal((await store.claim("s2", opts)).state, "acquired");
+  await waitFor("the undo", () => releases === 1);
+  assert.equal(claims, 1);
+});
+
+Deno.test("The undo work of a store is bounded: the oldest entries go first", async () => {
+  const released: string[] = [];
+  const orphans = new Orphans((_slot, token) => {
+    released.push(token);
+    return Promise.resolve("applied");
+  }, 3);
+  for (let i = 0; i < 5; i++) orphans.out("s", `t${i}`, 1000);
+  assert.equal(orphans.size, 3);
+  orphans.settled("t0", true); // dropped: nothing happens
+  orphans.settled("t4", true);
+  orphans.settled("t3", false);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(released, ["t4"]);
+  assert.equal(orphans.size, 1); // t2, still out
+});

@@ -382,6 +382,27 @@ function duration(name: string, value: unknown): string {
  * - Every operation has `timeoutMs` to finish; an error from the client
  *   (unreachable, closed) or a missed deadline throws a {@linkcode StoreError}
  *   with the cause. After a thrown write the outcome is unknown.
+ * - **A claim that failed leaves nothing behind.** A claim that timed out
+ *   may still run later: node-redis and ioredis queue commands while
+ *   disconnected and send them on reconnect, and a hung Redis (SIGSTOP, a
+ *   long fork) already holds the command. The store made the claim's token,
+ *   so it undoes such a claim itself: when the late reply says the claim
+ *   acquired the slot, or the connection broke under it (outcome unknown),
+ *   it sends a `release` fenced by that token, which deletes the record only
+ *   if that very claim holds it. A late reply that found the slot taken or
+ *   completed needs nothing; a claim the client refused to send (offline,
+ *   closed) or that met `NOSCRIPT` never ran. A late claim carries our own
+ *   token, so it can never be taken for someone else's; if it took over an
+ *   expired lease (`recovered`), undoing it frees the slot, as a release
+ *   after the takeover would have. The release goes on the same client after
+ *   the claim's reply, retried with a backoff (100 ms to 5 s) and at once
+ *   when Redis answers anything, until it answers or the orphan's lease has
+ *   run out. What remains: a claim whose reply never comes back (the client
+ *   dropped it, or the process exits) lives at most one lease, as does one
+ *   past the bound of 10,000 pending undos per store (oldest dropped first).
+ *   The undo emits nothing (stores have no events). Late writes need no
+ *   undo: a late `complete` is the write that was wanted, and a late
+ *   `release` or `extend` is fenced by the owner's token.
  *
  * The caller opens and closes the client; the store never does. Deadlines are
  * watched by one timer per store (not one per command), which keeps the
