@@ -16,9 +16,13 @@ import type { PoisonKind } from "./store_conformance.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  startPostgresServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
+import { idempotency } from "../src/idempotency.ts";
+import { post } from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -873,4 +877,51 @@ pgTest(
         await sql.end();
       }
     }),
+);
+
+// --- a claim cancelled too late commits: it is undone (rule 10) --------------
+// On a PostgreSQL of the test's own: the backend of the store's only
+// connection is stopped (SIGSTOP) while a claim is sent, so the claim waits
+// in its socket past `timeoutMs`, the middleware answers 503 and the store
+// sends a cancel request. A backend that reads the cancel while it is idle
+// ignores it, and then runs the claim and commits: cancelled, and committed
+// all the same. The slot must not stay in flight for the lease.
+
+pgTest(
+  "PostgresStore undoes a claim that timed out, was cancelled and committed anyway",
+  async () => {
+    const server = await startPostgresServer();
+    const sql = postgres(server.url, { ...quiet, max: 1 });
+    let stopped: number | undefined;
+    try {
+      const store = new PostgresStore({ sql, timeoutMs: 300 });
+      await store.migrate();
+      let runs = 0;
+      const handler = idempotency(() => {
+        runs++;
+        return new Response("charged", { status: 201 });
+      }, { store, lease: 30_000 });
+      const warm = await handler(post("warm"));
+      assert.equal(warm.status, 201);
+      await warm.body?.cancel();
+      const [row] = await sql`select pg_backend_pid() as pid`;
+      stopped = Number(row!.pid);
+      Deno.kill(stopped, "SIGSTOP");
+      const failed = await handler(post("late-1"));
+      assert.equal(failed.status, 503);
+      await failed.body?.cancel();
+      Deno.kill(stopped, "SIGCONT");
+      stopped = undefined;
+      await waitFor("the key to run again", async () => {
+        const response = await handler(post("late-1"));
+        await response.body?.cancel();
+        return response.status === 201;
+      });
+      assert.equal(runs, 2);
+    } finally {
+      if (stopped !== undefined) Deno.kill(stopped, "SIGCONT");
+      await sql.end({ timeout: 1 });
+      await server.stop();
+    }
+  },
 );
