@@ -37,8 +37,10 @@ import {
   POSTGRES_IGNORE,
   REDIS_IGNORE,
   REDIS_URL,
+  startRedisServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import { post } from "./_helpers.ts";
@@ -622,6 +624,32 @@ Deno.test("FailoverStore through the middleware: the fallback mirror survives a 
   assert.equal(runs, 1);
 });
 
+Deno.test("FailoverStore asks the fallback when the primary answers in flight: an orphan there does not hide a completed run", async () => {
+  const { primary, fallback, events, store } = memoryPair();
+  // The run went through the fallback while the primary was down...
+  const served = token(await fallback.inner.claim("s", opts("fp")));
+  assert.equal(
+    await fallback.inner.complete("s", served, ok("done")),
+    "applied",
+  );
+  // ...and the primary's claim of that request landed late: an orphan.
+  token(await primary.inner.claim("s", opts("fp")));
+  const retry = await store.claim("s", opts("fp"));
+  assert.equal(retry.state, "completed");
+  assert.deepEqual(events.map((e) => e.type), ["recovered"]);
+  // A real in-flight claim stays in flight, and the look-up leaves no
+  // fallback claim behind.
+  const other = await store.claim("t", opts("fp"));
+  token(other);
+  assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
+  token(await primary.inner.claim("u", opts("fp"))); // held by the primary alone
+  assert.equal((await store.claim("u", opts("fp"))).state, "in_flight");
+  assert.equal((await fallback.inner.claim("u", opts("fp"))).state, "acquired");
+  // An unreachable fallback leaves the primary's answer.
+  fallback.down = true;
+  assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
+});
+
 // --- integration: a real outage of a test-owned Redis -----------------------
 
 integration(
@@ -932,6 +960,67 @@ integration(
       client?.destroy();
       await server.kill();
       await fallback?.drop();
+    }
+  },
+);
+
+integration(
+  "FailoverStore: a claim that timed out on a paused Redis and landed late does not turn the retries of a run completed through PostgreSQL into 409s",
+  async () => {
+    const server = await startRedisServer();
+    let client: NodeRedis | undefined;
+    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
+    try {
+      // Configured as the README recommends: no offline queue, a short
+      // timeout.
+      client = await nodeRedis(server.url);
+      fallback = await pgFallback();
+      const store = new FailoverStore({
+        primary: new RedisStore({ client, prefix: "idem:", timeoutMs: 250 }),
+        fallback: fallback.store,
+      });
+      let runs = 0;
+      const handler = idempotency(() => {
+        runs++;
+        return new Response(`run ${runs}`, { status: 201 });
+      }, { store, lease: 30_000 });
+      const warm = await handler(post("warm")); // Redis knows the scripts
+      assert.equal(warm.status, 201);
+      await warm.body?.cancel();
+
+      server.pause();
+      let first: Response;
+      try {
+        // The claim waits in the paused Redis; the key runs through
+        // PostgreSQL and completes there.
+        first = await handler(post("k"));
+      } finally {
+        server.resume();
+      }
+      assert.equal(first.status, 201);
+      assert.equal(await first.text(), "run 2");
+      // Redis runs the late claim now. The retry replays at once, and so
+      // does every later one.
+      for (let i = 0; i < 3; i++) {
+        const retry = await handler(post("k"));
+        assert.equal(retry.status, 201, `retry ${i}`);
+        assert.equal(retry.headers.get("idempotent-replayed"), "true");
+        assert.equal(await retry.text(), "run 2");
+      }
+      assert.equal(runs, 2);
+      // The RedisStore undoes its late claim, so a retry finds Redis free and
+      // copies the record there (no orphan left for the lease).
+      const key = `idem:${await slotOf("k")}`;
+      await waitFor("the record to be copied into Redis", async () => {
+        const retry = await handler(post("k"));
+        assert.equal(await retry.text(), "run 2");
+        return (await client!.hGet(key, "st")) === "c";
+      });
+      assert.equal(runs, 2);
+    } finally {
+      client?.destroy();
+      await fallback?.drop();
+      await server.stop();
     }
   },
 );
