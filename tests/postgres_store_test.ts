@@ -8,7 +8,11 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresMigration, PostgresStore } from "../src/stores/postgres.ts";
+import {
+  postgresMigration,
+  type PostgresSql,
+  PostgresStore,
+} from "../src/stores/postgres.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimOptions, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "./store_conformance.ts";
@@ -925,3 +929,30 @@ pgTest(
     }
   },
 );
+
+Deno.test("PostgresStore undoes a claim whose connection broke under it, not one the server refused or that was never sent", async () => {
+  const releases: unknown[][] = [];
+  let failure: unknown;
+  const sql = {
+    unsafe(text: string, parameters?: unknown[]) {
+      const reply = text.startsWith("DELETE")
+        ? (releases.push(parameters ?? []),
+          Promise.resolve(Object.assign([], { count: 1 })))
+        : Promise.reject(failure);
+      return Object.assign(reply, { cancel() {} });
+    },
+  } as unknown as PostgresSql;
+  const store = new PostgresStore({ sql, timeoutMs: 1000 });
+  const fail = (code: string) =>
+    Object.assign(new Error(code), { code }) as unknown;
+  failure = fail("CONNECTION_CLOSED"); // sent, and the connection broke
+  await assert.rejects(() => store.claim("s1", opts("fp")), StoreError);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.equal(releases[0]![0], "s1");
+  for (const code of ["57014", "40001", "ECONNREFUSED", "CONNECTION_ENDED"]) {
+    failure = fail(code);
+    await assert.rejects(() => store.claim("s2", opts("fp")), StoreError);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});
