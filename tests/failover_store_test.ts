@@ -34,6 +34,7 @@ import {
 import { type PoisonKind, storeConformance } from "./store_conformance.ts";
 import {
   DATABASE_URL,
+  freePort,
   POSTGRES_IGNORE,
   REDIS_IGNORE,
   REDIS_URL,
@@ -142,73 +143,6 @@ async function pgFallback(): Promise<{
       }
     },
   };
-}
-
-/** A loopback port nobody listens on (at the time of asking). */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-async function listening(port: number): Promise<boolean> {
-  try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A redis-server of the test's own, without persistence: a restart is empty. */
-class RedisServer {
-  readonly port: number;
-  #child: Deno.ChildProcess | undefined;
-
-  constructor(port: number) {
-    this.port = port;
-  }
-
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  async start(): Promise<void> {
-    this.#child = new Deno.Command("redis-server", {
-      args: [
-        "--port",
-        String(this.port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--daemonize",
-        "no",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    for (let i = 0; i < 100; i++) {
-      if (await listening(this.port)) return;
-      await sleep(50);
-    }
-    throw new Error(`redis-server did not listen on ${this.port}`);
-  }
-
-  /** Kills the server at once, as a crash would. */
-  async kill(): Promise<void> {
-    const child = this.#child;
-    this.#child = undefined;
-    if (child === undefined) return;
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await child.status;
-  }
 }
 
 async function until(
@@ -655,8 +589,7 @@ Deno.test("FailoverStore asks the fallback when the primary answers in flight: a
 integration(
   "FailoverStore keeps serving through PostgreSQL while Redis is down, and never runs a key twice after Redis comes back empty",
   async () => {
-    const server = new RedisServer(freePort());
-    await server.start();
+    const server = await startRedisServer();
     let client: NodeRedis | undefined;
     let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
     try {
@@ -720,7 +653,7 @@ integration(
       assert.ok(routedToken.startsWith("f:"), routedToken);
 
       // 3. Redis comes back, empty (no persistence).
-      await server.start();
+      await server.restart();
       await until("the client to reconnect", () => client!.isReady);
       assert.equal(await client.dbSize(), 0);
 
@@ -758,7 +691,7 @@ integration(
       assert.deepEqual(types(), ["recovered"]);
     } finally {
       client?.destroy();
-      await server.kill();
+      await server.stop();
       await fallback?.drop();
     }
   },
@@ -906,8 +839,7 @@ integration(
 integration(
   "FailoverStore keeps a slow handler's lease alive across a Redis restart: the retry gets 409, not a second run",
   async () => {
-    const server = new RedisServer(freePort());
-    await server.start();
+    const server = await startRedisServer();
     let client: NodeRedis | undefined;
     let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
     let open = () => {};
@@ -932,7 +864,7 @@ integration(
       // Redis crashes and comes back empty while the handler runs.
       await server.kill();
       await sleep(100);
-      await server.start();
+      await server.restart();
       await until("the client to reconnect", () => client!.isReady);
       // Several leases pass: only the renewals in PostgreSQL keep the slot.
       await sleep(1000);
@@ -958,7 +890,7 @@ integration(
     } finally {
       open();
       client?.destroy();
-      await server.kill();
+      await server.stop();
       await fallback?.drop();
     }
   },
