@@ -243,7 +243,13 @@ export async function startRedisServer(
     } catch { /* already gone */ }
     await c.status;
   };
-  await spawn();
+  try {
+    await spawn();
+  } catch (error) {
+    await kill();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    throw error;
+  }
   return {
     port,
     url: `redis://127.0.0.1:${port}`,
@@ -297,7 +303,29 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
       .stdout,
   ).trim();
   const dir = await Deno.makeTempDir({ prefix: "idem-pg-" });
-  const asPostgres = ["--reuid=postgres", "--regid=postgres", "--init-groups"];
+  // PostgreSQL refuses to run as root: as root, run it as `postgres`.
+  const uid = new TextDecoder().decode(
+    (await new Deno.Command("id", { args: ["-u"] }).output()).stdout,
+  ).trim();
+  const run = (
+    program: string,
+    args: string[],
+    stderr: "piped" | "null" = "piped",
+  ) =>
+    uid === "0"
+      ? new Deno.Command("setpriv", {
+        args: [
+          "--reuid=postgres",
+          "--regid=postgres",
+          "--init-groups",
+          "--",
+          program,
+          ...args,
+        ],
+        stdout: "null",
+        stderr,
+      })
+      : new Deno.Command(program, { args, stdout: "null", stderr });
   let child: Deno.ChildProcess | undefined;
   const stop = async () => {
     const c = child;
@@ -311,50 +339,38 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   try {
-    await new Deno.Command("chown", { args: ["postgres", dir] }).output();
-    const init = await new Deno.Command("setpriv", {
-      args: [
-        ...asPostgres,
-        "--",
-        `${bin}/initdb`,
-        "-D",
-        `${dir}/data`,
-        "-A",
-        "trust",
-        "-U",
-        "postgres",
-        "-E",
-        "UTF8",
-        "--no-sync",
-      ],
-      stdout: "null",
-      stderr: "piped",
-    }).output();
+    if (uid === "0") {
+      await new Deno.Command("chown", { args: ["postgres", dir] }).output();
+    }
+    const init = await run(`${bin}/initdb`, [
+      "-D",
+      `${dir}/data`,
+      "-A",
+      "trust",
+      "-U",
+      "postgres",
+      "-E",
+      "UTF8",
+      "--no-sync",
+    ]).output();
     if (!init.success) {
       throw new Error(
         `initdb failed: ${new TextDecoder().decode(init.stderr)}`,
       );
     }
     const port = freePort();
-    child = new Deno.Command("setpriv", {
-      args: [
-        ...asPostgres,
-        "--",
-        `${bin}/postgres`,
-        "-D",
-        `${dir}/data`,
-        "-p",
-        String(port),
-        "-k",
-        dir,
-        "-c",
-        "listen_addresses=127.0.0.1",
-        "-c",
-        "fsync=off",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
+    child = run(`${bin}/postgres`, [
+      "-D",
+      `${dir}/data`,
+      "-p",
+      String(port),
+      "-k",
+      dir,
+      "-c",
+      "listen_addresses=127.0.0.1",
+      "-c",
+      "fsync=off",
+    ], "null").spawn();
     const ready = async () =>
       (await new Deno.Command(`${bin}/pg_isready`, {
         args: ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres"],
