@@ -21,7 +21,11 @@
  * completed, a server error, never sent), the entry is forgotten. A ready
  * entry is kept until a release answers (`applied` or `lost`), or until one
  * lease after it became ready: by then the orphan's lease has run out and a
- * new claim takes the slot over anyway.
+ * new claim takes the slot over anyway. When the connection broke under the
+ * claim, the release can only go on a new connection: should the old one's
+ * claim still wait, unread, at a hung server (a client that gave up its
+ * socket on a timer of its own), the release may arrive first and find
+ * nothing, and that claim lives one lease.
  *
  * Releases go one at a time, oldest first; a pass stops at the first release
  * that throws (the store is still unreachable) and is retried after a backoff
