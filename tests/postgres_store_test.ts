@@ -8,7 +8,11 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresMigration, PostgresStore } from "../src/stores/postgres.ts";
+import {
+  postgresMigration,
+  type PostgresSql,
+  PostgresStore,
+} from "../src/stores/postgres.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimOptions, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "../src/testing.ts";
@@ -16,9 +20,13 @@ import type { PoisonKind } from "../src/testing.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  startPostgresServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
+import { idempotency } from "../src/idempotency.ts";
+import { post } from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -932,3 +940,77 @@ pgTest(
       }
     }),
 );
+
+// --- a claim cancelled too late commits: it is undone (rule 10) --------------
+// On a PostgreSQL of the test's own: the backend of the store's only
+// connection is stopped (SIGSTOP) while a claim is sent, so the claim waits
+// in its socket past `timeoutMs`, the middleware answers 503 and the store
+// sends a cancel request. A backend that reads the cancel while it is idle
+// ignores it, and then runs the claim and commits: cancelled, and committed
+// all the same. The slot must not stay in flight for the lease.
+
+pgTest(
+  "PostgresStore undoes a claim that timed out, was cancelled and committed anyway",
+  async () => {
+    const server = await startPostgresServer();
+    const sql = postgres(server.url, { ...quiet, max: 1 });
+    let stopped: number | undefined;
+    try {
+      const store = new PostgresStore({ sql, timeoutMs: 300 });
+      await store.migrate();
+      let runs = 0;
+      const handler = idempotency(() => {
+        runs++;
+        return new Response("charged", { status: 201 });
+      }, { store, lease: 30_000 });
+      const warm = await handler(post("warm"));
+      assert.equal(warm.status, 201);
+      await warm.body?.cancel();
+      const [row] = await sql`select pg_backend_pid() as pid`;
+      stopped = Number(row!.pid);
+      Deno.kill(stopped, "SIGSTOP");
+      const failed = await handler(post("late-1"));
+      assert.equal(failed.status, 503);
+      await failed.body?.cancel();
+      Deno.kill(stopped, "SIGCONT");
+      stopped = undefined;
+      await waitFor("the key to run again", async () => {
+        const response = await handler(post("late-1"));
+        await response.body?.cancel();
+        return response.status === 201;
+      });
+      assert.equal(runs, 2);
+    } finally {
+      if (stopped !== undefined) Deno.kill(stopped, "SIGCONT");
+      await sql.end({ timeout: 1 });
+      await server.stop();
+    }
+  },
+);
+
+Deno.test("PostgresStore undoes a claim whose connection broke under it, not one the server refused or that was never sent", async () => {
+  const releases: unknown[][] = [];
+  let failure: unknown;
+  const sql = {
+    unsafe(text: string, parameters?: unknown[]) {
+      const reply = text.startsWith("DELETE")
+        ? (releases.push(parameters ?? []),
+          Promise.resolve(Object.assign([], { count: 1 })))
+        : Promise.reject(failure);
+      return Object.assign(reply, { cancel() {} });
+    },
+  } as unknown as PostgresSql;
+  const store = new PostgresStore({ sql, timeoutMs: 1000 });
+  const fail = (code: string) =>
+    Object.assign(new Error(code), { code }) as unknown;
+  failure = fail("CONNECTION_CLOSED"); // sent, and the connection broke
+  await assert.rejects(() => store.claim("s1", opts("fp")), StoreError);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.equal(releases[0]![0], "s1");
+  for (const code of ["57014", "40001", "ECONNREFUSED", "CONNECTION_ENDED"]) {
+    failure = fail(code);
+    await assert.rejects(() => store.claim("s2", opts("fp")), StoreError);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});

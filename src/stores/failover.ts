@@ -89,6 +89,8 @@ export type FailoverRole = "primary" | "fallback";
  *   written during an outage, or the mirror of a record the primary lost in
  *   a restart): the claim answers it, and it was copied into the primary when
  *   `copied` is `true` (not when the fingerprints differ, or the copy failed).
+ *   Also on a primary `in_flight` (a claim of the outage that landed late)
+ *   while the fallback holds the completed record, with `copied: false`.
  * - `fallback_unavailable`: the primary answered a miss but the fallback threw;
  *   without `strict`, and once the fallback has answered at least once, the
  *   claim is granted on the primary alone (a record written to the fallback
@@ -263,9 +265,20 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  *    claims alone (event `fallback`); if the fallback throws too, the claim
  *    throws a {@linkcode StoreError} whose cause is an `AggregateError` of
  *    both errors.
- * 2. A primary hit (`completed` or `in_flight`) is the answer: the primary is
- *    the source of truth while it is up. One round trip.
- * 3. A primary miss (`acquired`) claims the fallback too, with the same
+ * 2. A primary `completed` is the answer: the primary is the source of
+ *    truth while it is up. One round trip.
+ * 3. A primary `in_flight` asks the fallback (a claim, like every fallback
+ *    look-up): a primary claim can be an orphan, a claim that timed out
+ *    during an outage and landed when the primary came back, while the key
+ *    ran and completed through the fallback. A fallback `completed` is the
+ *    answer (event `recovered`, nothing copied: the primary's slot is not
+ *    ours); anything else leaves the primary's `in_flight`, and a fallback
+ *    claim made by the look-up is released at once. This costs a fallback
+ *    round trip (two when it acquires) on 409s only, which are rare, and
+ *    closes the gap for every instance, not only the one that served the
+ *    key in the outage. A `RedisStore` also undoes such a late claim itself
+ *    as soon as its reply comes back.
+ * 4. A primary miss (`acquired`) claims the fallback too, with the same
  *    options. A claim, not a read: of two instances that disagree on whether
  *    the primary is up, whichever claims the fallback first wins, so no key
  *    runs twice in a split brain.
@@ -306,8 +319,8 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  *
  * **Costs**, in round trips: a fresh key is one claim on each store (in
  * sequence) and one complete on each (in parallel), plus lease renewals on
- * both for slow handlers; a replay or a conflict is one primary round trip;
- * during a primary outage every claim waits for the primary to fail (give it
+ * both for slow handlers; a replay is one primary round trip, a conflict
+ * (409) one claim on each store; during a primary outage every claim waits for the primary to fail (give it
  * a short timeout and no offline queue), then goes to the fallback, and the
  * writes of its `f:` token go to the fallback alone; the first retry after
  * recovery of a key first seen in the outage costs the two claims plus the
@@ -479,6 +492,9 @@ export class FailoverStore implements IdempotencyStore {
     } catch (primaryError) {
       return await this.#claimFallback(slot, options, primaryError);
     }
+    if (first.state === "in_flight") {
+      return await this.#checkInFlight(slot, options, first);
+    }
     if (first.state !== "acquired") return first;
 
     let second: ClaimResult;
@@ -646,6 +662,39 @@ export class FailoverStore implements IdempotencyStore {
       token,
       (store, t) => store.extend(slot, t, leaseMs),
     );
+  }
+
+  /**
+   * A primary `in_flight` is not final: it may be an orphan (a claim that
+   * timed out and landed when the primary came back) while the fallback
+   * holds the completed record of the run that went through it. The
+   * fallback decides: `completed` is the answer; otherwise the primary's
+   * answer stands, and a fallback claim this made is released.
+   */
+  async #checkInFlight(
+    slot: string,
+    options: ClaimOptions,
+    first: ClaimResult,
+  ): Promise<ClaimResult> {
+    let second: ClaimResult;
+    try {
+      second = await this.#fallback.claim(slot, options);
+    } catch {
+      return first;
+    }
+    if (second.state === "completed") {
+      this.#emit({ type: "recovered", slot, copied: false });
+      return second;
+    }
+    if (second.state === "acquired") {
+      await this.#bestEffort(
+        "release",
+        "fallback",
+        slot,
+        () => this.#fallback.release(slot, second.token),
+      );
+    }
+    return first;
   }
 
   async #claimFallback(

@@ -50,6 +50,8 @@ import {
   toStoredResponse,
 } from "../record.ts";
 
+import { Orphans } from "./_orphans.ts";
+
 export * from "./_contract.ts";
 
 /** A row as postgres.js returns it. */
@@ -416,6 +418,19 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * Time is the database's (`statement_timestamp()`), never the app's. Expired
  * rows never block; {@linkcode PostgresStore.sweep} deletes them.
  *
+ * **A claim that failed leaves nothing behind.** The timeout cancels the
+ * statement, but a cancel is a request sent on another connection: a backend
+ * that is stopped or busy when it arrives may ignore it and then commit the
+ * claim (a test reproduces this). The store made the claim's token, so it
+ * watches a claim that timed out: if its statement commits after all, or
+ * fails with an unknown outcome (the connection broke under it), the store
+ * sends a `release` fenced by that token, retried with a backoff and at once
+ * when the database answers anything, until it answers or the orphan's lease
+ * has run out. A statement the server refused or cancelled (an SQLSTATE,
+ * such as 57014) rolled back whole and needs nothing. A claim whose outcome
+ * never comes back lives at most one lease, as does one past the bound of
+ * 10,000 pending undos per store. The undo emits nothing.
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
@@ -453,6 +468,7 @@ export class PostgresStore implements IdempotencyStore {
   #name: string;
   #timeoutMs: number;
   #statements: Statements;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -570,7 +586,11 @@ export class PostgresStore implements IdempotencyStore {
     // this statement's snapshot shows as no row, or as the free row read
     // while the upsert found it taken: look again, a few times at most.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const rows = await this.#run("claim", this.#statements.claim, params);
+      const rows = await this.#run("claim", this.#statements.claim, params, {
+        slot,
+        token,
+        leaseMs: options.leaseMs,
+      });
       const row = rows[0];
       if (row === undefined || row.free === true) continue;
       return decodeClaim(row, token);
@@ -660,14 +680,19 @@ export class PostgresStore implements IdempotencyStore {
 
   /**
    * Runs one statement under the timeout, turning every failure into a
-   * {@linkcode StoreError}.
+   * {@linkcode StoreError}. A claim passes its token: a claim statement that
+   * timed out may commit anyway (the cancel is a request that can come too
+   * late), and one whose connection broke may have committed, so either is
+   * undone by a release fenced by that token (see {@linkcode Orphans}).
    */
   async #run(
     operation: StoreOperation,
     text: string,
     parameters: (string | number | Uint8Array | null)[],
+    claim?: { slot: string; token: string; leaseMs: number },
   ): Promise<PostgresRow[] & { count: number }> {
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let timedOut = false;
     try {
       const query = this.#sql.unsafe(text, parameters, {
         prepare: this.#prepare,
@@ -675,6 +700,20 @@ export class PostgresStore implements IdempotencyStore {
       if (this.#timeoutMs === Infinity) return await query;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
+          timedOut = true;
+          if (claim !== undefined) {
+            // Watch what the statement does after all.
+            this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
+            Promise.resolve(query).then(
+              (rows) =>
+                this.#orphans.settled(
+                  claim.token,
+                  rows[0]?.token === claim.token,
+                ),
+              (error) =>
+                this.#orphans.settled(claim.token, mayHaveCommitted(error)),
+            );
+          }
           Promise.resolve()
             .then(() => query.cancel())
             .catch(() => {});
@@ -683,8 +722,13 @@ export class PostgresStore implements IdempotencyStore {
           );
         }, this.#timeoutMs);
       });
-      return await Promise.race([query, timeout]);
+      const rows = await Promise.race([query, timeout]);
+      this.#orphans.kick(); // PostgreSQL answers: undo what waits for it
+      return rows;
     } catch (cause) {
+      if (claim !== undefined && !timedOut && mayHaveCommitted(cause)) {
+        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new StoreError(
         `PostgreSQL ${operation} failed${
@@ -696,6 +740,27 @@ export class PostgresStore implements IdempotencyStore {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * Whether a statement that failed with `error` may have committed: not when
+ * the server refused it (a SQLSTATE, such as 57014 for a statement it
+ * cancelled: a single statement rolls back whole), nor when no connection
+ * could be opened to send it; any other failure (a connection lost while the
+ * statement ran) may hide a commit.
+ */
+function mayHaveCommitted(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return true;
+  if (/^[0-9A-Z]{5}$/.test(code)) return false;
+  return ![
+    "ECONNREFUSED",
+    "ENOTFOUND",
+    "EHOSTUNREACH",
+    "CONNECT_TIMEOUT",
+    "CONNECTION_ENDED",
+  ]
+    .includes(code);
 }
 
 /** Whether a migration failed only because an object already exists. */
