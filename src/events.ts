@@ -16,7 +16,10 @@ export interface EventBase {
   elapsedMs: number;
 }
 
-/** The outcome of a store write: `unknown` when the store threw. */
+/**
+ * The outcome of a store write: `unknown` when the store threw and the
+ * write's retries were given up (each throw is also a `store_error`).
+ */
 export type WriteResult = "applied" | "lost" | "unknown";
 
 /**
@@ -32,8 +35,15 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *   mid-read: `incomplete`, with the stream's `error`) or 413 (body too
  *   large).
  * - `released`: the slot was freed because the handler threw or its
- *   response is not cacheable.
- * - `completed`: the response was recorded (`stored` says how).
+ *   response is not cacheable (`attempts`: store calls made).
+ * - `completed`: the response's record was written, or its write ended
+ *   (`stored` says how it was recorded; `outcome` whether it landed;
+ *   `attempts`: store calls made; `background`: the response was sent
+ *   before the outcome). `lost` after a failed attempt may mean that attempt
+ *   landed (the store then fences out the retry).
+ * - `write_retry`: a `complete` or `release` that threw is tried again
+ *   (`attempt` is the coming attempt's number, after `delayMs`;
+ *   `background`: the response was already sent).
  * - `overflow`: the response body was larger than `maxResponseBytes`; it is
  *   streamed to the client in full and recorded without a body.
  * - `body_error`: the response body stream errored after a cacheable status.
@@ -77,12 +87,22 @@ export type IdempotencyEvent =
     type: "released";
     reason: "thrown" | "not_cacheable";
     outcome: WriteResult;
+    attempts: number;
   }
   | EventBase & {
     type: "completed";
     stored: "full" | OmittedReason;
     bytes: number;
     outcome: WriteResult;
+    attempts: number;
+    background: boolean;
+  }
+  | EventBase & {
+    type: "write_retry";
+    operation: "complete" | "release";
+    attempt: number;
+    delayMs: number;
+    background: boolean;
   }
   | EventBase & { type: "overflow"; cap: number }
   | EventBase & { type: "body_error"; error: unknown }
