@@ -77,6 +77,7 @@ async function throughMiddleware(
   store: IdempotencyStore,
   kind: string,
   tamper: (slot: string, headers: [string, string][]) => Promise<void>,
+  expect: "conflict" | "conflict_or_replay" = "conflict",
 ): Promise<void> {
   const { state, handler } = counted();
   const guarded = idempotency(handler, { store });
@@ -87,6 +88,12 @@ async function throughMiddleware(
   await tamper(slotOf("", key), tampered(kind));
   for (let i = 0; i < 2; i++) {
     const retry = await guarded(post(key));
+    if (expect === "conflict_or_replay" && retry.status === 201) {
+      // An intact copy elsewhere answered: a replay, never a second run.
+      assert.equal(retry.headers.get("idempotent-replayed"), "true", kind);
+      assert.equal(await retry.text(), "done");
+      continue;
+    }
     assert.equal(retry.status, 409, kind);
     assert.equal((await retry.json()).type, PROBLEM_TYPES.inFlight);
   }
@@ -468,10 +475,17 @@ Deno.test({
       };
       const store = new FailoverStore({ primary, fallback });
       const kind = "CR LF in a value";
-      // Damaged in the primary.
+      // Damaged in both: in flight.
       await throughMiddleware(store, kind, async (slot, headers) => {
         await client.hSet(prefix + slot, "hdr", JSON.stringify(headers));
+        await tamperPg(sql, table, slot, headers);
       });
+      // Damaged in the primary only: in flight, or the fallback's intact
+      // copy replayed (a FailoverStore may consult it on a primary
+      // in_flight); never a second run.
+      await throughMiddleware(store, kind, async (slot, headers) => {
+        await client.hSet(prefix + slot, "hdr", JSON.stringify(headers));
+      }, "conflict_or_replay");
       // Damaged in the fallback, written while the primary was down.
       primaryDown = true;
       await throughMiddleware(store, kind, async (slot, headers) => {
