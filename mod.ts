@@ -44,9 +44,11 @@
 
 export {
   BODY_OMITTED_HEADER,
+  drainCompletions,
   type FetchHandler,
   idempotency,
   type IdempotencyOptions,
+  type ServeHandlerInfo,
 } from "./src/idempotency.ts";
 export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
 export {

@@ -99,9 +99,11 @@ for (let attempt = 1;; attempt++) {
   const text = await summary(res);
   say(`   attempt ${attempt}: ${text}`);
   if (res.status !== 409) break;
-  await new Promise((r) =>
-    setTimeout(r, Number(res.headers.get("retry-after") ?? 1) * 50)
-  );
+  // Wait as long as the server says, as a client would (Retry-After is in
+  // seconds): the middleware has seen how long a payment takes.
+  const seconds = Number(res.headers.get("retry-after") ?? 1);
+  say(`   (409: Retry-After ${seconds} s)`);
+  await new Promise((r) => setTimeout(r, seconds * 1000));
 }
 
 say("4. A bug reuses a key for another amount");

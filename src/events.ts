@@ -16,7 +16,10 @@ export interface EventBase {
   elapsedMs: number;
 }
 
-/** The outcome of a store write: `unknown` when the store threw. */
+/**
+ * The outcome of a store write: `unknown` when the store threw and the
+ * write's retries were given up (each throw is also a `store_error`).
+ */
 export type WriteResult = "applied" | "lost" | "unknown";
 
 /**
@@ -28,10 +31,19 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `conflict`: 409, a request with this key is in flight
  *   (`unreadable`: the stored value could not be read).
  * - `mismatch`: 422, the key was used for a different request.
- * - `rejected`: 400 (missing or malformed key) or 413 (body too large).
+ * - `rejected`: 400 (missing or malformed key, or a request body that broke
+ *   mid-read: `incomplete`, with the stream's `error`) or 413 (body too
+ *   large).
  * - `released`: the slot was freed because the handler threw or its
- *   response is not cacheable.
- * - `completed`: the response was recorded (`stored` says how).
+ *   response is not cacheable (`attempts`: store calls made).
+ * - `completed`: the response's record was written, or its write ended
+ *   (`stored` says how it was recorded; `outcome` whether it landed;
+ *   `attempts`: store calls made; `background`: the response was sent
+ *   before the outcome). `lost` after a failed attempt may mean that attempt
+ *   landed (the store then fences out the retry).
+ * - `write_retry`: a `complete` or `release` that threw is tried again
+ *   (`attempt` is the coming attempt's number, after `delayMs`;
+ *   `background`: the response was already sent).
  * - `overflow`: the response body was larger than `maxResponseBytes`; it is
  *   streamed to the client in full and recorded without a body.
  * - `body_error`: the response body stream errored after a cacheable status.
@@ -66,15 +78,31 @@ export type IdempotencyEvent =
     reason: "missing" | "malformed" | "too_large";
   }
   | EventBase & {
+    type: "rejected";
+    status: 400;
+    reason: "incomplete";
+    error: unknown;
+  }
+  | EventBase & {
     type: "released";
     reason: "thrown" | "not_cacheable";
     outcome: WriteResult;
+    attempts: number;
   }
   | EventBase & {
     type: "completed";
     stored: "full" | OmittedReason;
     bytes: number;
     outcome: WriteResult;
+    attempts: number;
+    background: boolean;
+  }
+  | EventBase & {
+    type: "write_retry";
+    operation: "complete" | "release";
+    attempt: number;
+    delayMs: number;
+    background: boolean;
   }
   | EventBase & { type: "overflow"; cap: number }
   | EventBase & { type: "body_error"; error: unknown }

@@ -19,6 +19,14 @@ export const SUBTLE_FROM_BYTES = 8192;
  * key, length-prefixed so that no two (scope, key) pairs share a slot. The
  * raw key is never stored.
  *
+ * Injective over JavaScript strings, ill-formed ones included: well-formed
+ * text is hashed as UTF-8 (the encoding slots have always had), and a scope
+ * or key with a lone surrogate, which UTF-8 cannot represent (it would turn
+ * into U+FFFD and share a slot with every other such string), is hashed
+ * under another prefix as its UTF-16 code units. So `"\uD800"`, `"\uDBFF"`
+ * and `"\uFFFD"` are three scopes, and a scope taken from request data
+ * cannot be bent into someone else's.
+ *
  * @param scope The scope (tenant, principal), `""` for one global scope.
  * @param key The parsed idempotency key.
  * @returns 64 hex characters.
@@ -29,11 +37,32 @@ export const SUBTLE_FROM_BYTES = 8192;
  * import assert from "node:assert/strict";
  *
  * assert.notEqual(slotOf("tenant-a", "1"), slotOf("tenant-b", "1"));
+ * assert.notEqual(slotOf("\uD800", "1"), slotOf("\uFFFD", "1"));
  * assert.match(slotOf("", "1"), /^[0-9a-f]{64}$/);
  * ```
  */
 export function slotOf(scope: string, key: string): string {
-  return sha256Hex(`idempotency-slot\n${scope.length}:${scope}\n`, key);
+  if (scope.isWellFormed() && key.isWellFormed()) {
+    return sha256Hex(`idempotency-slot\n${scope.length}:${scope}\n`, key);
+  }
+  return sha256Hex(
+    "idempotency-slot-utf16\n",
+    codeUnits(scope),
+    "\n",
+    codeUnits(key),
+  );
+}
+
+/**
+ * Text as its UTF-16 code units, each as 4 hex digits: injective for any
+ * string, and ASCII, so hashing it as UTF-8 loses nothing.
+ */
+export function codeUnits(text: string): string {
+  let out = "";
+  for (let i = 0; i < text.length; i++) {
+    out += text.charCodeAt(i).toString(16).padStart(4, "0");
+  }
+  return out;
 }
 
 /**

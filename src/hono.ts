@@ -178,7 +178,7 @@ export function idempotent(
   ): Promise<void> {
     const request = c.req.raw;
     if (
-      request.bodyUsed && methods.has(request.method) &&
+      request.bodyUsed && methods.has(request.method.toUpperCase()) &&
       (required || request.headers.has(header))
     ) {
       throw new TypeError(

@@ -10,27 +10,43 @@ import { sha256Hex } from "./_sha256.ts";
 import { nonNegativeInteger, positiveInteger } from "./_validate.ts";
 import { capture } from "./capture.ts";
 import type { IdempotencyEvent, WriteResult } from "./events.ts";
-import { requestFingerprint, slotOf } from "./fingerprint.ts";
+import { codeUnits, requestFingerprint, slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { type Beat, Heartbeat } from "./lease.ts";
 import { PROBLEM_TYPES, problemResponse } from "./problem.ts";
+import { SettleEstimate } from "./_retry_hint.ts";
 import { MemoryStore } from "./stores/memory.ts";
 import type {
   IdempotencyStore,
   OmittedReason,
   StoredResponse,
-  StoreOperation,
+  WriteOutcome,
 } from "./store.ts";
+
+/**
+ * The `info` argument `Deno.serve` passes a handler, written out member for
+ * member (`Deno.ServeHandlerInfo` fits it) so that the package's types name
+ * no `Deno` namespace: `tsc` on Node or Bun, without Deno's types, checks
+ * them as they are.
+ */
+export interface ServeHandlerInfo {
+  /** The remote address of the connection, as `Deno.Addr`. */
+  remoteAddr:
+    | { transport: "tcp" | "udp"; hostname: string; port: number }
+    | { transport: "unix" | "unixpacket"; path: string }
+    | { transport: "vsock"; cid: number; port: number };
+  /** Settles when the response has been sent (rejects if it could not be). */
+  completed: Promise<void>;
+}
 
 /**
  * A fetch handler: `Deno.serve`'s shape, with whatever arguments follow the
  * request (`info` for `Deno.serve`, `env` and `ctx` elsewhere) passed through.
  */
-export type FetchHandler<A extends unknown[] = [info?: Deno.ServeHandlerInfo]> =
-  (
-    request: Request,
-    ...args: A
-  ) => Response | Promise<Response>;
+export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
+  request: Request,
+  ...args: A
+) => Response | Promise<Response>;
 
 /** Options of {@linkcode idempotency}. Every field is optional. */
 export interface IdempotencyOptions {
@@ -56,7 +72,8 @@ export interface IdempotencyOptions {
    */
   header?: string;
   /**
-   * The methods the middleware guards; any other is a bare call-through.
+   * The methods the middleware guards, compared in any case (a request sent
+   * as `patch` is guarded by `PATCH`); any other is a bare call-through.
    *
    * @default {["POST", "PATCH"]}
    */
@@ -78,6 +95,13 @@ export interface IdempotencyOptions {
    * How long a claim is owned without renewal, in milliseconds. It is
    * renewed while the handler runs; after a crash, a retry may run the
    * handler again once it runs out.
+   *
+   * A 409's `Retry-After` is at most the rest of the holder's lease: once
+   * this middleware has run a request, it is how long its requests usually
+   * take to settle (a running estimate of the mean plus four mean
+   * deviations) minus the time since the holder's claim or last renewal, at
+   * least 1 s, rounded up to whole seconds; before that, the rest of the
+   * lease.
    *
    * @default {30_000}
    */
@@ -123,6 +147,19 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
+   * Response headers left out of records, so that a replay never carries
+   * them (names, any case). For headers that belong to one response rather
+   * than to the operation: a request id, a CORS origin echoed by the
+   * handler, a fresh `Set-Cookie` session. The live response keeps them; a
+   * replay leaves them out even when an older record holds them. `Date` is
+   * left out by default: the runtime dates each replay when it sends it.
+   * `Content-Length`, `Transfer-Encoding`, `Connection` and `Keep-Alive` are
+   * never stored, whatever this says. Passing a list replaces the default.
+   *
+   * @default {["date"]}
+   */
+  unstoredHeaders?: readonly string[];
+  /**
    * The response header that marks a replay, with the value `true`.
    *
    * @default {"Idempotent-Replayed"}
@@ -135,6 +172,38 @@ export interface IdempotencyOptions {
    * @default {undefined}
    */
   onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * How long, in milliseconds from its first failure, a cacheable response
+   * waits for its record to be written. A write that throws is retried (the
+   * claim's lease kept renewed) until it lands or is fenced out; the response
+   * is sent as soon as it does, or once this time has passed, and the write
+   * then goes on in the background (see `maxPendingCompletions`). The
+   * first attempt is bounded by the store's own timeout; when it answers,
+   * there is nothing to wait for.
+   *
+   * @default {1_000}
+   */
+  completionWait?: number;
+  /**
+   * How long, in milliseconds from its first failure, a record's write is
+   * retried (with jittered exponential backoff, at most 2 s apart) before it
+   * is given up: a `completed` event with outcome `unknown`. Past it, the
+   * claim's lease is no longer renewed, and a retry may run the handler
+   * again once the lease has run out.
+   *
+   * @default {300_000} (5 minutes)
+   */
+  completionTimeout?: number;
+  /**
+   * How many record writes one middleware instance retries in the background
+   * at once. Each holds its record (at most `maxResponseBytes` of body) until
+   * it ends. Past this bound a response waits until one ends, or until its
+   * own write ends (backpressure): a write is never dropped. 0 makes every
+   * failing write wait inline. {@linkcode drainCompletions} waits for them.
+   *
+   * @default {100}
+   */
+  maxPendingCompletions?: number;
 }
 
 /** The header on a replay whose body was not recorded: its value is the reason. */
@@ -160,7 +229,10 @@ const STORE_RETRY_SECONDS = 1;
  * answered 409; a key reused for another request is answered 422.
  *
  * Requests with another method, or without a key while keys are optional,
- * go straight to the handler: no body read, no hash, no store call.
+ * go straight to the handler: no body read, no hash, no store call. A guarded
+ * request whose body broke off mid-read is answered 400, with nothing
+ * claimed; one whose body was already read before the middleware is a
+ * programming error, and the guarded handler rejects with a `TypeError`.
  *
  * @typeParam A The arguments after the request, passed through.
  * @param handler The handler to guard.
@@ -196,7 +268,7 @@ const STORE_RETRY_SECONDS = 1;
  * ```
  */
 export function idempotency<
-  A extends unknown[] = [info?: Deno.ServeHandlerInfo],
+  A extends unknown[] = [info?: ServeHandlerInfo],
 >(
   handler: FetchHandler<A>,
   options: IdempotencyOptions = {},
@@ -210,12 +282,90 @@ export function idempotency<
   const methods = config.methods;
   const header = config.header;
   const guarded = new Guard(handler, config);
-  return function idempotent(request: Request, ...args: A) {
-    if (!methods.has(request.method)) return handler(request, ...args);
+  const passThrough = unguardedMethods(methods);
+  const idempotent = function idempotent(request: Request, ...args: A) {
+    // Method names are compared case-insensitively (`fetch` sends `patch` as
+    // written and `Deno.serve` passes it on as sent), but an unguarded
+    // standard method still costs one lookup: the exact name first.
+    const method = request.method;
+    if (
+      passThrough.has(method) ||
+      (!methods.has(method) && !methods.has(method.toUpperCase()))
+    ) {
+      return handler(request, ...args);
+    }
     const value = request.headers.get(header);
     if (value === null && !config.required) return handler(request, ...args);
     return guarded.handle(request, value, args);
   };
+  GUARDS.set(idempotent, guarded);
+  return idempotent;
+}
+
+/** The guard behind each handler `idempotency()` returned, for draining. */
+const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
+
+/**
+ * Waits until every record write that a guarded handler is retrying in the
+ * background has ended: landed, fenced out, or given up after
+ * `completionTimeout`. Call it at shutdown, after the server stopped taking
+ * requests, so that no completion is cut off by the exit (a cut-off one lets
+ * a retry run the handler again once its lease has run out). Writes started
+ * while it waits are waited for too.
+ *
+ * Pending writes keep the process alive by their timers until they end;
+ * with a healthy store there are none and this resolves at once.
+ *
+ * @param handler A handler returned by {@linkcode idempotency}.
+ * @returns A promise that resolves when none is pending.
+ * @throws {TypeError} When `handler` did not come from `idempotency()`.
+ *
+ * @example Flush before exit
+ * ```ts
+ * import { drainCompletions, idempotency } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const handler = idempotency(() => new Response("ok", { status: 201 }));
+ * const res = await handler(new Request("http://localhost/pay", {
+ *   method: "POST",
+ *   headers: { "idempotency-key": "k1" },
+ * }));
+ * assert.equal(await res.text(), "ok");
+ * // Deno.serve(...).shutdown() first, then:
+ * await drainCompletions(handler);
+ * ```
+ */
+export function drainCompletions(
+  handler: (request: Request, ...args: never[]) => unknown,
+): Promise<void> {
+  const guard = typeof handler === "function" ? GUARDS.get(handler) : undefined;
+  if (guard === undefined) {
+    return Promise.reject(
+      new TypeError(
+        `'handler' must be a handler returned by idempotency(): current value is ${handler}`,
+      ),
+    );
+  }
+  return guard.drain();
+}
+
+/** The standard methods, in the case `Request` normalizes them to. */
+const STANDARD_METHODS = [
+  "CONNECT",
+  "DELETE",
+  "GET",
+  "HEAD",
+  "OPTIONS",
+  "PATCH",
+  "POST",
+  "PUT",
+  "QUERY",
+  "TRACE",
+];
+
+/** The standard method names that pass through, spelled as usually sent. */
+function unguardedMethods(guarded: Set<string>): Set<string> {
+  return new Set(STANDARD_METHODS.filter((m) => !guarded.has(m)));
 }
 
 interface Config {
@@ -234,7 +384,11 @@ interface Config {
     | undefined;
   failOpen: boolean;
   replayHeader: string;
+  unstoredHeaders: ReadonlySet<string>;
   onEvent: ((event: IdempotencyEvent) => void) | undefined;
+  completionWait: number;
+  completionTimeout: number;
+  maxPendingCompletions: number;
 }
 
 function configure(options: IdempotencyOptions): Config {
@@ -269,6 +423,19 @@ function configure(options: IdempotencyOptions): Config {
       `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
     );
   }
+  const completionWait = nonNegativeInteger(
+    "completionWait",
+    options.completionWait ?? 1_000,
+  );
+  const completionTimeout = positiveInteger(
+    "completionTimeout",
+    options.completionTimeout ?? 300_000,
+  );
+  if (completionWait > completionTimeout) {
+    throw new RangeError(
+      `'completionWait' must not exceed 'completionTimeout' (${completionTimeout}): current value is ${completionWait}`,
+    );
+  }
   return {
     store,
     scope: optionalFunction("scope", options.scope),
@@ -292,8 +459,32 @@ function configure(options: IdempotencyOptions): Config {
       "replayHeader",
       options.replayHeader ?? "Idempotent-Replayed",
     ),
+    unstoredHeaders: headerNames(
+      "unstoredHeaders",
+      options.unstoredHeaders ?? DEFAULT_UNSTORED,
+    ),
     onEvent: optionalFunction("onEvent", options.onEvent),
+    completionWait,
+    completionTimeout,
+    maxPendingCompletions: nonNegativeInteger(
+      "maxPendingCompletions",
+      options.maxPendingCompletions ?? 100,
+    ),
   };
+}
+
+/** The default of the `unstoredHeaders` option. */
+const DEFAULT_UNSTORED: readonly string[] = Object.freeze(["date"]);
+
+function headerNames(name: string, value: unknown): ReadonlySet<string> {
+  if (!Array.isArray(value)) {
+    throw new TypeError(
+      `'${name}' must be a list of header names: current value is ${
+        JSON.stringify(value)
+      }`,
+    );
+  }
+  return new Set(value.map((item) => headerName(name, item)));
 }
 
 /**
@@ -312,7 +503,11 @@ async function customFingerprint(
       `'fingerprint' must return a string: it returned ${value}`,
     );
   }
-  return sha256Hex("idempotency-fingerprint\n", value);
+  // Hashed like a slot: UTF-8 when well formed, UTF-16 code units (under
+  // another prefix) when not, so two values never share a fingerprint.
+  return value.isWellFormed()
+    ? sha256Hex("idempotency-fingerprint\n", value)
+    : sha256Hex("idempotency-fingerprint-utf16\n", codeUnits(value));
 }
 
 function isSuccess(response: Response): boolean {
@@ -325,6 +520,12 @@ class Guard<A extends unknown[]> {
   #config: Config;
   #store: IdempotencyStore;
   #heartbeat: Heartbeat;
+  /** The writes being retried in the background. */
+  #pending = new Set<Promise<void>>();
+  /** Resolved when a background write ends, for requests held by backpressure. */
+  #room: { promise: Promise<void>; resolve: () => void } | undefined;
+  /** How long this instance's claimed requests take to settle: the 409 hint. */
+  #settleTime = new SettleEstimate();
 
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
@@ -394,23 +595,8 @@ class Guard<A extends unknown[]> {
       );
     }
     const body = await readBody(request, config.maxRequestBytes);
-    if (body === null) {
-      this.#emit(
-        () => ({
-          type: "rejected",
-          slot: null,
-          status: 413,
-          reason: "too_large",
-        }),
-        started,
-      );
-      return problem(
-        request,
-        413,
-        PROBLEM_TYPES.tooLarge,
-        "Request body too large",
-        `A request with an ${config.header} may have a body of at most ${config.maxRequestBytes} bytes.`,
-      );
+    if (!(body instanceof Uint8Array)) {
+      return this.#unread(request, body, started);
     }
     let scope = "";
     if (config.scope) {
@@ -427,7 +613,12 @@ class Guard<A extends unknown[]> {
     if (config.fingerprint) {
       fingerprint = await customFingerprint(config.fingerprint, request, body);
     } else {
-      const computed = requestFingerprint(request.method, request.url, body);
+      // The method in upper case: `patch` and `PATCH` are one guarded method.
+      const computed = requestFingerprint(
+        request.method.toUpperCase(),
+        request.url,
+        body,
+      );
       fingerprint = typeof computed === "string" ? computed : await computed;
     }
 
@@ -469,7 +660,7 @@ class Guard<A extends unknown[]> {
           status: response.status,
           ...(response.omitted ? { omitted: response.omitted } : {}),
         }), started);
-        return replay(response, config.replayHeader);
+        return replay(response, config.replayHeader, config.unstoredHeaders);
       }
       case "in_flight": {
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
@@ -488,21 +679,72 @@ class Guard<A extends unknown[]> {
           PROBLEM_TYPES.inFlight,
           "Request in progress",
           "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
-          Math.max(1, Math.ceil(retryAfterMs / 1000)),
+          claim.fingerprint === null
+            ? Math.max(1, Math.ceil(retryAfterMs / 1000))
+            : this.#settleTime.retryAfterSeconds(
+              retryAfterMs,
+              // The time since the holder's claim or last renewal.
+              Math.max(0, config.lease - retryAfterMs),
+            ),
         );
       }
       case "acquired": {
         const { recovered, token } = claim;
         this.#emit(() => ({ type: "claimed", slot, recovered }), started);
-        return await this.#run(
-          rebuild(request, body),
-          args,
-          slot,
-          token,
-          started,
-        );
+        const running = performance.now();
+        try {
+          return await this.#run(
+            rebuild(request, body),
+            args,
+            slot,
+            token,
+            started,
+          );
+        } finally {
+          this.#settleTime.observe(performance.now() - running);
+        }
       }
     }
+  }
+
+  /** Answers a body that was too large (413) or broke mid-read (400). */
+  #unread(request: Request, unread: Unread, started: number): Response {
+    const config = this.#config;
+    if (unread.outcome === "too_large") {
+      this.#emit(
+        () => ({
+          type: "rejected",
+          slot: null,
+          status: 413,
+          reason: "too_large",
+        }),
+        started,
+      );
+      return problem(
+        request,
+        413,
+        PROBLEM_TYPES.tooLarge,
+        "Request body too large",
+        `A request with an ${config.header} may have a body of at most ${config.maxRequestBytes} bytes.`,
+      );
+    }
+    this.#emit(
+      () => ({
+        type: "rejected",
+        slot: null,
+        status: 400,
+        reason: "incomplete",
+        error: unread.error,
+      }),
+      started,
+    );
+    return problem(
+      request,
+      400,
+      PROBLEM_TYPES.incomplete,
+      "Request body incomplete",
+      "The request body could not be read to its end (the upload was cut off, or its framing is invalid). The request was not processed: retry it with the same key.",
+    );
   }
 
   #mismatch(request: Request, slot: string, started: number): Response {
@@ -550,11 +792,9 @@ class Guard<A extends unknown[]> {
       await this.#release(slot, token, "not_cacheable", started);
       return response;
     }
-    try {
-      return await this.#settle(response, slot, token, beat, started);
-    } finally {
-      this.#heartbeat.stop(beat);
-    }
+    // From here the beat is #complete's: it stops it once the record's write
+    // has an outcome, which may be after the response was sent.
+    return await this.#settle(response, slot, token, beat, started);
   }
 
   /**
@@ -569,13 +809,17 @@ class Guard<A extends unknown[]> {
     started: number,
   ): Promise<Response> {
     const { status, statusText } = response;
-    const headers = storedHeaders(response.headers);
+    const { pairs: headers, partial } = storedHeaders(
+      response.headers,
+      this.#config.unstoredHeaders,
+    );
     const source = response.body;
     if (source === null) {
       await this.#complete(
         slot,
         token,
         { status, headers, body: EMPTY },
+        beat,
         started,
       );
       return response;
@@ -592,33 +836,56 @@ class Guard<A extends unknown[]> {
       error,
     }));
     // The live response of a captured body reuses the record's header pairs
-    // (one pass over the headers, not two); a streamed one keeps the
-    // handler's headers as they are, Content-Length included.
+    // (one pass over the headers, not two) unless the record left some out;
+    // a streamed one keeps the handler's headers as they are, Content-Length
+    // included.
     const init = { status, statusText, headers: response.headers };
     switch (captured.outcome) {
       case "within":
-        await this.#complete(slot, token, {
+        await this.#complete(
+          slot,
+          token,
+          {
+            status,
+            headers,
+            body: captured.bytes,
+          },
+          beat,
+          started,
+        );
+        return new Response(captured.bytes, {
           status,
-          headers,
-          body: captured.bytes,
-        }, started);
-        return new Response(captured.bytes, { status, statusText, headers });
+          statusText,
+          headers: partial ? response.headers : headers,
+        });
       case "overflow":
         this.#emit(() => ({ type: "overflow", slot, cap }), started);
-        await this.#complete(slot, token, {
-          status,
-          headers,
-          body: null,
-          omitted: "too_large",
-        }, started);
+        await this.#complete(
+          slot,
+          token,
+          {
+            status,
+            headers,
+            body: null,
+            omitted: "too_large",
+          },
+          beat,
+          started,
+        );
         return new Response(concat(captured.prefix, captured.rest), init);
       case "unfinished":
-        await this.#complete(slot, token, {
-          status,
-          headers,
-          body: null,
-          omitted: "too_slow",
-        }, started);
+        await this.#complete(
+          slot,
+          token,
+          {
+            status,
+            headers,
+            body: null,
+            omitted: "too_slow",
+          },
+          beat,
+          started,
+        );
         return new Response(concat(captured.prefix, captured.rest), init);
       case "failed": {
         const { error } = captured;
@@ -626,68 +893,237 @@ class Guard<A extends unknown[]> {
         const omitted: OmittedReason = isAbort(error)
           ? "cancelled"
           : "stream_error";
-        await this.#complete(slot, token, {
-          status,
-          headers,
-          body: null,
-          omitted,
-        }, started);
+        await this.#complete(
+          slot,
+          token,
+          {
+            status,
+            headers,
+            body: null,
+            omitted,
+          },
+          beat,
+          started,
+        );
         return new Response(failAfter(captured.prefix, error), init);
       }
     }
   }
 
+  /**
+   * Writes the record; never throws. The common case is one store call. A
+   * write that throws is retried until it is `applied` or `lost` (fenced
+   * out), or until `completionTimeout`, with the lease renewed all along:
+   * inline for up to `completionWait`, then in the background, so that a
+   * failed write never hands the slot back to a retry while this process
+   * lives. The beat stops at the outcome, not before.
+   */
   async #complete(
     slot: string,
     token: string,
     record: StoredResponse,
+    beat: Beat,
     started: number,
   ): Promise<void> {
-    const stored = record.body === null ? record.omitted! : "full";
-    const bytes = record.body?.byteLength ?? 0;
-    const outcome = await this.#write(
-      "complete",
-      slot,
-      () => this.#store.complete(slot, token, record),
-      started,
-    );
-    this.#emit(
-      () => ({ type: "completed", slot, stored, bytes, outcome }),
-      started,
-    );
+    const write = () => this.#store.complete(slot, token, record);
+    let outcome: WriteOutcome;
+    try {
+      outcome = await write();
+    } catch (error) {
+      this.#emit(
+        () => ({ type: "store_error", slot, operation: "complete", error }),
+        started,
+      );
+      const config = this.#config;
+      const failed = performance.now();
+      const job = { background: false };
+      const task = this.#retry(
+        "complete",
+        slot,
+        write,
+        job,
+        failed + config.completionTimeout,
+        Infinity,
+        started,
+      ).then(({ outcome, attempts }) => {
+        this.#heartbeat.stop(beat);
+        this.#completed(slot, record, outcome, attempts, job, started);
+      });
+      await this.#wait(task, job, failed + config.completionWait);
+      return;
+    }
+    this.#heartbeat.stop(beat);
+    this.#completed(slot, record, outcome, 1, INLINE, started);
   }
 
+  #completed(
+    slot: string,
+    record: StoredResponse,
+    outcome: WriteResult,
+    attempts: number,
+    job: Readonly<Job>,
+    started: number,
+  ): void {
+    this.#emit(() => ({
+      type: "completed",
+      slot,
+      stored: record.body === null ? record.omitted! : "full",
+      bytes: record.body?.byteLength ?? 0,
+      outcome,
+      attempts,
+      background: job.background,
+    }), started);
+  }
+
+  /**
+   * Frees the slot; never throws. A release that throws leaves the slot in
+   * flight until its lease runs out: retries get 409 meanwhile, never a
+   * second run. So it is retried only cheaply: in the background, when there
+   * is room, a few times within one lease (after which the slot is free
+   * anyway). The response never waits for those retries.
+   */
   async #release(
     slot: string,
     token: string,
     reason: "thrown" | "not_cacheable",
     started: number,
   ): Promise<void> {
-    const outcome = await this.#write(
-      "release",
-      slot,
-      () => this.#store.release(slot, token),
-      started,
-    );
-    this.#emit(() => ({ type: "released", slot, reason, outcome }), started);
-  }
-
-  /** Runs a fenced write; a throw becomes `unknown` and a `store_error` event. */
-  async #write(
-    operation: StoreOperation,
-    slot: string,
-    write: () => Promise<"applied" | "lost">,
-    started: number,
-  ): Promise<WriteResult> {
-    try {
-      return await write();
-    } catch (error) {
+    const write = () => this.#store.release(slot, token);
+    const released = (outcome: WriteResult, attempts: number) =>
       this.#emit(
-        () => ({ type: "store_error", slot, operation, error }),
+        () => ({ type: "released", slot, reason, outcome, attempts }),
         started,
       );
-      return "unknown";
+    try {
+      released(await write(), 1);
+      return;
+    } catch (error) {
+      this.#emit(
+        () => ({ type: "store_error", slot, operation: "release", error }),
+        started,
+      );
     }
+    if (this.#pending.size >= this.#config.maxPendingCompletions) {
+      released("unknown", 1);
+      return;
+    }
+    const job = { background: true };
+    this.#background(
+      this.#retry(
+        "release",
+        slot,
+        write,
+        job,
+        performance.now() + this.#config.lease,
+        RELEASE_ATTEMPTS,
+        started,
+      ).then(({ outcome, attempts }) => released(outcome, attempts)),
+    );
+  }
+
+  /**
+   * Retries a fenced write that threw, with jittered exponential backoff,
+   * until it answers, `maxAttempts` were made, or `giveUpAt` (by
+   * `performance.now()`) has passed; an attempt still unanswered then is
+   * abandoned. Never rejects.
+   */
+  async #retry(
+    operation: "complete" | "release",
+    slot: string,
+    write: () => Promise<WriteOutcome>,
+    job: Job,
+    giveUpAt: number,
+    maxAttempts: number,
+    started: number,
+  ): Promise<{ outcome: WriteResult; attempts: number }> {
+    let attempts = 1;
+    const cap = Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4));
+    for (;;) {
+      const left = giveUpAt - performance.now();
+      if (left <= 0 || attempts >= maxAttempts) {
+        return { outcome: "unknown", attempts };
+      }
+      const ceiling = Math.min(cap, FIRST_BACKOFF_MS * 2 ** (attempts - 1));
+      const delayMs = Math.ceil(
+        Math.min(left, ceiling / 2 + Math.random() * ceiling / 2),
+      );
+      attempts++;
+      const attempt = attempts;
+      this.#emit(() => ({
+        type: "write_retry",
+        slot,
+        operation,
+        attempt,
+        delayMs,
+        background: job.background,
+      }), started);
+      await timer(delayMs).promise;
+      try {
+        const deadline = timer(Math.max(0, giveUpAt - performance.now()));
+        try {
+          const pending = write();
+          // An attempt abandoned at the deadline may still fail: not unhandled.
+          pending.catch(() => {});
+          const outcome = await Promise.race([pending, deadline.promise]);
+          if (outcome !== undefined) return { outcome, attempts };
+        } finally {
+          deadline.cancel();
+        }
+        return { outcome: "unknown", attempts };
+      } catch (error) {
+        this.#emit(
+          () => ({ type: "store_error", slot, operation, error }),
+          started,
+        );
+      }
+    }
+  }
+
+  /**
+   * Holds the response while `task` runs, until `until` (by
+   * `performance.now()`); then moves the task to the background if fewer
+   * than `maxPendingCompletions` are there, else keeps waiting until one
+   * ends or the task does (backpressure).
+   */
+  async #wait(task: Promise<void>, job: Job, until: number): Promise<void> {
+    let done = false;
+    const finished = task.then(() => {
+      done = true;
+    });
+    const left = until - performance.now();
+    if (left > 0) {
+      const pause = timer(left);
+      await Promise.race([finished, pause.promise]);
+      pause.cancel();
+    }
+    while (!done) {
+      if (this.#pending.size < this.#config.maxPendingCompletions) {
+        job.background = true;
+        this.#background(task);
+        return;
+      }
+      await Promise.race([finished, this.#roomFreed()]);
+    }
+  }
+
+  #background(task: Promise<void>): void {
+    this.#pending.add(task);
+    task.then(() => {
+      this.#pending.delete(task);
+      const room = this.#room;
+      this.#room = undefined;
+      room?.resolve();
+    });
+  }
+
+  #roomFreed(): Promise<void> {
+    this.#room ??= deferred();
+    return this.#room.promise;
+  }
+
+  /** Resolves once no write is pending in the background. */
+  async drain(): Promise<void> {
+    while (this.#pending.size > 0) await Promise.all(this.#pending);
   }
 
   /** Reports an event, built only when someone listens. */
@@ -709,39 +1145,82 @@ class Guard<A extends unknown[]> {
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K>
   : never;
 
+/** Whether a write being retried has been moved to the background. */
+interface Job {
+  background: boolean;
+}
+
+/** A write that ended at its first attempt, before the response was sent. */
+const INLINE: Readonly<Job> = { background: false };
+/** The first retry's delay ceiling; each one after doubles it. */
+const FIRST_BACKOFF_MS = 20;
+/** The longest delay between retries (a quarter lease when that is shorter). */
+const MAX_BACKOFF_MS = 2_000;
+/** How many times a failed release is tried in all. */
+const RELEASE_ATTEMPTS = 4;
+
+/** A promise resolved after `ms`, and a way to cancel its timer. */
+function timer(ms: number): { promise: Promise<void>; cancel(): void } {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const promise = new Promise<void>((resolve) => {
+    id = setTimeout(resolve, ms);
+  });
+  return { promise, cancel: () => clearTimeout(id) };
+}
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => resolve = r);
+  return { promise, resolve };
+}
+
+/** What {@linkcode readBody} found when it could not return the bytes. */
+type Unread = { outcome: "too_large" } | { outcome: "failed"; error: unknown };
+const TOO_LARGE: Unread = Object.freeze({ outcome: "too_large" });
+
 /**
- * Reads the request body, up to `max` bytes; `null` when it is larger.
- * A declared `Content-Length` over the bound is refused without reading.
+ * Reads the request body, counting the bytes the stream yields: at most `max`
+ * of them are buffered, whatever `Content-Length` says (a `Request` built in
+ * process may declare less than its stream holds). A declared length over
+ * the bound is refused without reading. A stream that errors before its end
+ * (an upload cut off, broken chunked framing) is `failed`, never a throw.
+ *
+ * @throws {TypeError} When the body was read before the middleware: a
+ * programming error, not the client's.
  */
 async function readBody(
   request: Request,
   max: number,
-): Promise<Uint8Array<ArrayBuffer> | null> {
-  // With a declared length, read through bytes() without touching `body`:
-  // under Deno.serve the `body` getter wraps the connection in a JS stream
-  // and the read takes the slow path.
-  const declared = request.headers.get("content-length");
-  if (declared !== null && /^\d+$/.test(declared)) {
-    if (Number(declared) > max) {
-      await request.body?.cancel().catch(() => {});
-      return null;
-    }
-    const bytes = await request.bytes();
-    return bytes.byteLength > max ? null : bytes;
+): Promise<Uint8Array<ArrayBuffer> | Unread> {
+  if (request.bodyUsed) {
+    throw new TypeError(
+      "The request body was read before idempotency(): read it in the handler",
+    );
   }
-  if (request.body === null) return EMPTY;
-  const reader = request.body.getReader();
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > max && /^\d+$/.test(declared)) {
+    await request.body?.cancel().catch(() => {});
+    return TOO_LARGE;
+  }
+  const body = request.body;
+  if (body === null) return EMPTY;
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > max) {
-      await reader.cancel().catch(() => {});
-      return null;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > max) {
+        await reader.cancel().catch(() => {});
+        return TOO_LARGE;
+      }
+      chunks.push(value);
     }
-    chunks.push(value);
+  } catch (error) {
+    reader.releaseLock();
+    return { outcome: "failed", error };
   }
   if (chunks.length === 1 && chunks[0]!.buffer instanceof ArrayBuffer) {
     return chunks[0] as Uint8Array<ArrayBuffer>;
@@ -769,23 +1248,51 @@ function rebuild(request: Request, body: Uint8Array<ArrayBuffer>): Request {
   return forward;
 }
 
-/** A response's headers as a record keeps them: ordered pairs, framing left out. */
-function storedHeaders(headers: Headers): [string, string][] {
+/**
+ * A response's headers as a record keeps them: ordered pairs, without the
+ * framing headers, the `unstoredHeaders`, and any value `Deno.serve` could
+ * not send again (a control character). `partial` says whether anything
+ * but framing was left out, so that the live response keeps it.
+ */
+function storedHeaders(
+  headers: Headers,
+  unstored: ReadonlySet<string>,
+): { pairs: [string, string][]; partial: boolean } {
   const pairs: [string, string][] = [];
+  let partial = false;
   for (const pair of headers) {
-    if (!UNSTORED.has(pair[0])) pairs.push(pair);
+    const name = pair[0];
+    if (UNSTORED.has(name)) continue;
+    if (unstored.has(name) || CONTROL.test(pair[1])) partial = true;
+    else pairs.push(pair);
   }
-  return pairs;
+  return { pairs, partial };
 }
 
-/** Builds the replay of a record: same status, headers in order, same bytes. */
-function replay(record: StoredResponse, replayHeader: string): Response {
+/**
+ * A control character other than tab: `Headers` lets them through, but
+ * `Deno.serve` (2.9) aborts the process when it writes one, and a record
+ * holding one reads as damaged.
+ */
+// deno-lint-ignore no-control-regex -- matching control characters is the point
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/**
+ * Builds the replay of a record: same status, headers in order (less the
+ * `unstoredHeaders`, whatever the record holds), same bytes.
+ */
+function replay(
+  record: StoredResponse,
+  replayHeader: string,
+  unstored: ReadonlySet<string>,
+): Response {
   const omitted = record.body === null;
   const headers: [string, string][] = [];
   for (const pair of record.headers) {
     const name = pair[0];
     if (name === replayHeader || name === OMITTED_NAME) continue;
     if (omitted && name === "content-encoding") continue;
+    if (unstored.has(name)) continue;
     headers.push(pair);
   }
   headers.push([replayHeader, "true"]);

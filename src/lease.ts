@@ -46,13 +46,35 @@ export interface HeartbeatReport {
   error(beat: Beat, error: unknown): void;
 }
 
+/**
+ * The time a heartbeat runs on: the system's by default; a test passes a fake
+ * one so that renewal cadence is checked without waiting. Internal: not an
+ * option of the middleware.
+ */
+export interface HeartbeatClock {
+  /** The current time, in milliseconds, like `Date.now()`. */
+  now(): number;
+  /** Calls `fn` once after `ms`, without keeping the process alive. */
+  setTimeout(fn: () => void, ms: number): unknown;
+}
+
+const SYSTEM_CLOCK: HeartbeatClock = {
+  now: Date.now,
+  setTimeout(fn, ms) {
+    const timer = setTimeout(fn, ms);
+    unref(timer);
+    return timer;
+  },
+};
+
 /** Renews the leases of the claims in progress for one middleware. */
 export class Heartbeat {
   #beats = new Set<Beat>();
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: unknown;
   #store: IdempotencyStore;
   #leaseMs: number;
   #report: HeartbeatReport;
+  #clock: HeartbeatClock;
 
   /**
    * Makes an idle heartbeat.
@@ -60,15 +82,18 @@ export class Heartbeat {
    * @param store The store to renew claims in.
    * @param leaseMs The lease each renewal asks for.
    * @param report Where losses and errors go.
+   * @param clock The time it runs on (tests pass a fake one).
    */
   constructor(
     store: IdempotencyStore,
     leaseMs: number,
     report: HeartbeatReport,
+    clock: HeartbeatClock = SYSTEM_CLOCK,
   ) {
     this.#store = store;
     this.#leaseMs = leaseMs;
     this.#report = report;
+    this.#clock = clock;
   }
 
   /** How many claims are being renewed. */
@@ -94,7 +119,7 @@ export class Heartbeat {
       slot,
       token,
       started,
-      renewedAt: Date.now(),
+      renewedAt: this.#clock.now(),
       pending: false,
       stopped: false,
     };
@@ -113,7 +138,7 @@ export class Heartbeat {
    * @returns The promise to stop the capture on.
    */
   capturing(beat: Beat): Promise<void> {
-    beat.capturingSince = Date.now();
+    beat.capturingSince = this.#clock.now();
     return new Promise<void>((resolve) => beat.stopCapture = resolve);
   }
 
@@ -128,19 +153,17 @@ export class Heartbeat {
   }
 
   #schedule(): void {
-    const timer = setTimeout(
+    this.#timer = this.#clock.setTimeout(
       () => this.#tick(),
       Math.max(1, Math.floor(this.#leaseMs / 6)),
     );
-    unref(timer);
-    this.#timer = timer;
   }
 
   #tick(): void {
     this.#timer = undefined;
     if (this.#beats.size === 0) return;
-    const due = Date.now() - this.#leaseMs / 3;
-    const now = Date.now();
+    const due = this.#clock.now() - this.#leaseMs / 3;
+    const now = this.#clock.now();
     for (const beat of this.#beats) {
       if (!beat.pending && beat.renewedAt <= due) this.#renew(beat);
       if (
@@ -156,7 +179,7 @@ export class Heartbeat {
 
   #renew(beat: Beat): void {
     beat.pending = true;
-    const asked = Date.now();
+    const asked = this.#clock.now();
     this.#store.extend(beat.slot, beat.token, this.#leaseMs).then(
       (outcome) => {
         beat.pending = false;

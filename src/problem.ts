@@ -18,6 +18,8 @@ export interface ProblemTypes {
   readonly inFlight: string;
   /** 413: the request body is larger than the middleware buffers. */
   readonly tooLarge: string;
+  /** 400: the request body broke off before its end (cut off, bad framing). */
+  readonly incomplete: string;
   /** 422: the key was used for a different request. */
   readonly reused: string;
   /** 503: the idempotency store cannot be reached. */
@@ -47,6 +49,8 @@ export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
     inFlight: `${BASE}problem-key-in-flight`,
     /** 413: the request body is larger than the middleware buffers. */
     tooLarge: `${BASE}problem-request-too-large`,
+    /** 400: the request body broke off before its end (cut off, bad framing). */
+    incomplete: `${BASE}problem-request-incomplete`,
     /** 422: the key was used for a different request. */
     reused: `${BASE}problem-key-reused`,
     /** 503: the idempotency store cannot be reached. */

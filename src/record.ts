@@ -61,6 +61,53 @@ export function isHeaderList(value: unknown): value is [string, string][] {
   return true;
 }
 
+/** RFC 9110 `token`: what a field name may be (one character at least). */
+const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/**
+ * RFC 9110 `field-value` characters: tab, space, visible ASCII and obs-text
+ * (U+0080–U+00FF, sent as one Latin-1 byte). No NUL, CR, LF, other control
+ * characters or DEL: `new Response()` throws on NUL, CR, LF and anything past
+ * U+00FF, and `Deno.serve` (2.9) aborts the whole process when it writes a
+ * response header that holds any other control character.
+ */
+const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * Tells whether a header pair can be sent again as it is: the name an RFC
+ * 9110 token, the value only tab, space, visible ASCII and obs-text.
+ *
+ * @param name The field name.
+ * @param value The field value.
+ * @returns Whether the pair is valid HTTP.
+ */
+export function isHeaderPair(name: string, value: string): boolean {
+  return FIELD_NAME.test(name) && FIELD_VALUE.test(value);
+}
+
+/**
+ * Tells whether `value` is a list of header pairs that a replay can send:
+ * [string, string] pairs (as {@linkcode isHeaderList}) that are valid HTTP
+ * (as {@linkcode isHeaderPair}). The check a decoded record goes through,
+ * once, before a store hands it out.
+ *
+ * @param value Anything.
+ * @returns Whether it is such a list.
+ */
+export function isReplayableHeaderList(
+  value: unknown,
+): value is [string, string][] {
+  if (!Array.isArray(value)) return false;
+  for (const pair of value) {
+    if (!Array.isArray(pair) || pair.length !== 2) return false;
+    const name = pair[0], text = pair[1];
+    if (
+      typeof name !== "string" || typeof text !== "string" ||
+      !FIELD_NAME.test(name) || !FIELD_VALUE.test(text)
+    ) return false;
+  }
+  return true;
+}
+
 /**
  * Tells whether `value` is an HTTP status a record may hold (200–599).
  *
@@ -85,8 +132,9 @@ export function isOmittedReason(value: unknown): value is OmittedReason {
 /**
  * Checks a response handed to `complete` and throws a `TypeError` naming the
  * first thing wrong with it: a status outside 200–599, a header list that is
- * not string pairs, a body that is neither bytes nor `null`, or an `omitted`
- * reason that does not match the body.
+ * not string pairs or holds a pair that is not valid HTTP (so that no store
+ * keeps a record it could not replay), a body that is neither bytes nor
+ * `null`, or an `omitted` reason that does not match the body.
  *
  * @param response The response to check.
  */
@@ -100,6 +148,15 @@ export function assertStoredResponse(response: StoredResponse): void {
     throw new TypeError(
       "'response.headers' must be a list of [name, value] string pairs",
     );
+  }
+  for (const [name, value] of response.headers) {
+    if (!isHeaderPair(name, value)) {
+      throw new TypeError(
+        `'response.headers' must hold valid HTTP header pairs: current pair is ${
+          JSON.stringify([name, value])
+        }`,
+      );
+    }
   }
   if (response.body === null) {
     if (!isOmittedReason(response.omitted)) {
@@ -118,7 +175,10 @@ export function assertStoredResponse(response: StoredResponse): void {
 
 /**
  * Builds a record from decoded parts, or returns `null` when the parts are
- * not a record of ours.
+ * not a record of ours: a status outside 200–599, headers that are not
+ * replayable (see {@linkcode isReplayableHeaderList}: a damaged record must
+ * read as in flight, not make `new Response()` throw on every retry), or a
+ * body and reason that do not match. Every store's read path ends here.
  *
  * @param status The decoded status.
  * @param headers The decoded header list.
@@ -132,7 +192,7 @@ export function toStoredResponse(
   body: Uint8Array | null,
   omitted: unknown,
 ): StoredResponse | null {
-  if (!isStatus(status) || !isHeaderList(headers)) return null;
+  if (!isStatus(status) || !isReplayableHeaderList(headers)) return null;
   if (body === null) {
     if (!isOmittedReason(omitted)) return null;
     return { status, headers, body: null, omitted };

@@ -352,9 +352,14 @@ Deno.test("capture() stops as unfinished when stop settles, and rest loses no fr
   let sent = 0;
   let release!: () => void;
   const gate = new Promise<void>((resolve) => release = resolve);
+  let waiting!: () => void;
+  const late = new Promise<void>((resolve) => waiting = resolve);
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
-      if (sent === 1) await gate; // the second frame comes late
+      if (sent === 1) {
+        waiting();
+        await gate; // the second frame comes late
+      }
       const frame = frames[sent++];
       if (frame) controller.enqueue(frame);
       else controller.close();
@@ -363,7 +368,7 @@ Deno.test("capture() stops as unfinished when stop settles, and rest loses no fr
   let stop!: () => void;
   const stopping = new Promise<void>((resolve) => stop = resolve);
   const pending = capture(body, 1024, stopping);
-  await new Promise((r) => setTimeout(r, 10));
+  await late; // the first frame was read; the second is awaited
   stop();
   const result = await pending;
   assert.equal(result.outcome, "unfinished");

@@ -31,14 +31,17 @@ import {
   type StoredResponse,
   StoreError,
 } from "../src/store.ts";
-import { type PoisonKind, storeConformance } from "./store_conformance.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   DATABASE_URL,
+  freePort,
   POSTGRES_IGNORE,
   REDIS_IGNORE,
   REDIS_URL,
+  startRedisServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import { post } from "./_helpers.ts";
@@ -140,73 +143,6 @@ async function pgFallback(): Promise<{
       }
     },
   };
-}
-
-/** A loopback port nobody listens on (at the time of asking). */
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-async function listening(port: number): Promise<boolean> {
-  try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** A redis-server of the test's own, without persistence: a restart is empty. */
-class RedisServer {
-  readonly port: number;
-  #child: Deno.ChildProcess | undefined;
-
-  constructor(port: number) {
-    this.port = port;
-  }
-
-  get url(): string {
-    return `redis://127.0.0.1:${this.port}`;
-  }
-
-  async start(): Promise<void> {
-    this.#child = new Deno.Command("redis-server", {
-      args: [
-        "--port",
-        String(this.port),
-        "--bind",
-        "127.0.0.1",
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--daemonize",
-        "no",
-      ],
-      stdout: "null",
-      stderr: "null",
-    }).spawn();
-    for (let i = 0; i < 100; i++) {
-      if (await listening(this.port)) return;
-      await sleep(50);
-    }
-    throw new Error(`redis-server did not listen on ${this.port}`);
-  }
-
-  /** Kills the server at once, as a crash would. */
-  async kill(): Promise<void> {
-    const child = this.#child;
-    this.#child = undefined;
-    if (child === undefined) return;
-    try {
-      child.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await child.status;
-  }
 }
 
 async function until(
@@ -316,6 +252,10 @@ storeConformance({
         fallback: new MemoryStore({ clock }),
       }),
       elapse(ms: number) {
+        now += ms;
+        return Promise.resolve();
+      },
+      advanceClock(ms: number) {
         now += ms;
         return Promise.resolve();
       },
@@ -622,13 +562,38 @@ Deno.test("FailoverStore through the middleware: the fallback mirror survives a 
   assert.equal(runs, 1);
 });
 
+Deno.test("FailoverStore asks the fallback when the primary answers in flight: an orphan there does not hide a completed run", async () => {
+  const { primary, fallback, events, store } = memoryPair();
+  // The run went through the fallback while the primary was down...
+  const served = token(await fallback.inner.claim("s", opts("fp")));
+  assert.equal(
+    await fallback.inner.complete("s", served, ok("done")),
+    "applied",
+  );
+  // ...and the primary's claim of that request landed late: an orphan.
+  token(await primary.inner.claim("s", opts("fp")));
+  const retry = await store.claim("s", opts("fp"));
+  assert.equal(retry.state, "completed");
+  assert.deepEqual(events.map((e) => e.type), ["recovered"]);
+  // A real in-flight claim stays in flight, and the look-up leaves no
+  // fallback claim behind.
+  const other = await store.claim("t", opts("fp"));
+  token(other);
+  assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
+  token(await primary.inner.claim("u", opts("fp"))); // held by the primary alone
+  assert.equal((await store.claim("u", opts("fp"))).state, "in_flight");
+  assert.equal((await fallback.inner.claim("u", opts("fp"))).state, "acquired");
+  // An unreachable fallback leaves the primary's answer.
+  fallback.down = true;
+  assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
+});
+
 // --- integration: a real outage of a test-owned Redis -----------------------
 
 integration(
   "FailoverStore keeps serving through PostgreSQL while Redis is down, and never runs a key twice after Redis comes back empty",
   async () => {
-    const server = new RedisServer(freePort());
-    await server.start();
+    const server = await startRedisServer();
     let client: NodeRedis | undefined;
     let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
     try {
@@ -692,7 +657,7 @@ integration(
       assert.ok(routedToken.startsWith("f:"), routedToken);
 
       // 3. Redis comes back, empty (no persistence).
-      await server.start();
+      await server.restart();
       await until("the client to reconnect", () => client!.isReady);
       assert.equal(await client.dbSize(), 0);
 
@@ -730,7 +695,7 @@ integration(
       assert.deepEqual(types(), ["recovered"]);
     } finally {
       client?.destroy();
-      await server.kill();
+      await server.stop();
       await fallback?.drop();
     }
   },
@@ -854,11 +819,20 @@ integration(
       assert.equal(runs, 0);
 
       const events: FailoverEvent[] = [];
+      // Leniency starts once the fallback has answered once: a fallback
+      // whose migrate() resolved (PostgreSQL went down after boot).
       const lenient = new FailoverStore({
         primary,
-        fallback: unreachable,
+        fallback: {
+          claim: (slot, o) => unreachable.claim(slot, o),
+          complete: (slot, t, r) => unreachable.complete(slot, t, r),
+          release: (slot, t) => unreachable.release(slot, t),
+          extend: (slot, t, ms) => unreachable.extend(slot, t, ms),
+          migrate: () => Promise.resolve(),
+        } as IdempotencyStore,
         onEvent: (e) => events.push(e),
       });
+      await lenient.migrate();
       const t = token(await lenient.claim("s2", opts("fp")));
       assert.ok(t.startsWith("p:"), t);
       assert.equal(events.length, 1);
@@ -878,8 +852,7 @@ integration(
 integration(
   "FailoverStore keeps a slow handler's lease alive across a Redis restart: the retry gets 409, not a second run",
   async () => {
-    const server = new RedisServer(freePort());
-    await server.start();
+    const server = await startRedisServer();
     let client: NodeRedis | undefined;
     let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
     let open = () => {};
@@ -904,10 +877,19 @@ integration(
       // Redis crashes and comes back empty while the handler runs.
       await server.kill();
       await sleep(100);
-      await server.start();
+      await server.restart();
       await until("the client to reconnect", () => client!.isReady);
-      // Several leases pass: only the renewals in PostgreSQL keep the slot.
-      await sleep(1000);
+      // More than a lease passes: only the renewals in PostgreSQL keep the
+      // slot. Renewals come at least a third of a lease apart, so four that
+      // Redis lost span more than a lease since the restart.
+      await until(
+        "four renewals kept by PostgreSQL alone",
+        () =>
+          events.filter((e) =>
+            e.type === "diverged" && e.operation === "extend" &&
+            e.primary === "lost" && e.fallback === "applied"
+          ).length >= 4,
+      );
       const retry = await handler(post("L"));
       await retry.body?.cancel();
       assert.equal(retry.status, 409);
@@ -930,8 +912,69 @@ integration(
     } finally {
       open();
       client?.destroy();
-      await server.kill();
+      await server.stop();
       await fallback?.drop();
+    }
+  },
+);
+
+integration(
+  "FailoverStore: a claim that timed out on a paused Redis and landed late does not turn the retries of a run completed through PostgreSQL into 409s",
+  async () => {
+    const server = await startRedisServer();
+    let client: NodeRedis | undefined;
+    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
+    try {
+      // Configured as the README recommends: no offline queue, a short
+      // timeout.
+      client = await nodeRedis(server.url);
+      fallback = await pgFallback();
+      const store = new FailoverStore({
+        primary: new RedisStore({ client, prefix: "idem:", timeoutMs: 250 }),
+        fallback: fallback.store,
+      });
+      let runs = 0;
+      const handler = idempotency(() => {
+        runs++;
+        return new Response(`run ${runs}`, { status: 201 });
+      }, { store, lease: 30_000 });
+      const warm = await handler(post("warm")); // Redis knows the scripts
+      assert.equal(warm.status, 201);
+      await warm.body?.cancel();
+
+      server.pause();
+      let first: Response;
+      try {
+        // The claim waits in the paused Redis; the key runs through
+        // PostgreSQL and completes there.
+        first = await handler(post("k"));
+      } finally {
+        server.resume();
+      }
+      assert.equal(first.status, 201);
+      assert.equal(await first.text(), "run 2");
+      // Redis runs the late claim now. The retry replays at once, and so
+      // does every later one.
+      for (let i = 0; i < 3; i++) {
+        const retry = await handler(post("k"));
+        assert.equal(retry.status, 201, `retry ${i}`);
+        assert.equal(retry.headers.get("idempotent-replayed"), "true");
+        assert.equal(await retry.text(), "run 2");
+      }
+      assert.equal(runs, 2);
+      // The RedisStore undoes its late claim, so a retry finds Redis free and
+      // copies the record there (no orphan left for the lease).
+      const key = `idem:${await slotOf("k")}`;
+      await waitFor("the record to be copied into Redis", async () => {
+        const retry = await handler(post("k"));
+        assert.equal(await retry.text(), "run 2");
+        return (await client!.hGet(key, "st")) === "c";
+      });
+      assert.equal(runs, 2);
+    } finally {
+      client?.destroy();
+      await fallback?.drop();
+      await server.stop();
     }
   },
 );

@@ -367,12 +367,15 @@ Deno.test("idempotent() keeps a problem's own Cache-Control and Retry-After over
   });
   let release!: () => void;
   const gate = new Promise<void>((resolve) => release = resolve);
+  let entered!: () => void;
+  const running = new Promise<void>((resolve) => entered = resolve);
   app.post("/payments", idempotent(), async (c) => {
+    entered();
     await gate;
     return c.json({ ok: true }, 201);
   });
   const first = pay(app, "cache", "{}", "/payments");
-  await new Promise((r) => setTimeout(r, 10));
+  await running; // the first request holds the key
   const busy = await pay(app, "cache", "{}", "/payments");
   assert.equal(busy.status, 409);
   assert.equal(

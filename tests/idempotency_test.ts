@@ -1,6 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 import assert from "node:assert/strict";
-import { BODY_OMITTED_HEADER, idempotency, PROBLEM_TYPES } from "../mod.ts";
+import {
+  BODY_OMITTED_HEADER,
+  drainCompletions,
+  idempotency,
+  PROBLEM_TYPES,
+} from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
 import {
@@ -14,6 +19,7 @@ import {
   sameBytes,
   sleep,
 } from "./_helpers.ts";
+import { until } from "./_wait.ts";
 
 const CAP = 1024;
 
@@ -114,10 +120,13 @@ Deno.test("idempotency() keeps the live body intact when complete throws, and re
   const guarded = idempotency(() => new Response(body, { status: 201 }), {
     store,
     onEvent: log.onEvent,
+    completionWait: 0,
+    completionTimeout: 100,
   });
   const live = await guarded(post("fault"));
   assert.equal(live.status, 201);
   assert.ok(sameBytes(await bytesOf(live), body));
+  await drainCompletions(guarded);
   const completed = log.events.find((e) => e.type === "completed");
   assert.equal(completed?.type === "completed" && completed.outcome, "unknown");
   assert.ok(
@@ -137,10 +146,13 @@ Deno.test("idempotency() streams an overflow intact when complete throws", async
     {
       store,
       maxResponseBytes: CAP,
+      completionWait: 0,
+      completionTimeout: 100,
     },
   );
   const live = await guarded(post("fault-big"));
   assert.ok(sameBytes(await bytesOf(live), body));
+  await drainCompletions(guarded);
   assert.equal(store.calls.release, 0);
 });
 
@@ -347,7 +359,8 @@ Deno.test("idempotency() replays every Set-Cookie separately", async () => {
 });
 
 Deno.test("idempotency() lets a retry take over an expired lease when the heartbeat cannot reach the store, and the stale completion is lost", async () => {
-  const store = new FaultyStore(new MemoryStore());
+  let now = 0;
+  const store = new FaultyStore(new MemoryStore({ clock: () => now }));
   store.failing.add("extend");
   const gate = deferred();
   const log = recorder();
@@ -361,13 +374,15 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
     onEvent: log.onEvent,
   });
   const first = guarded(post("lease"));
-  await sleep(400);
-  assert.ok(store.calls.extend > 0, "the heartbeat tried");
-  assert.ok(
-    log.events.some((e) =>
-      e.type === "store_error" && e.operation === "extend"
-    ),
+  await until(
+    () =>
+      log.events.some((e) =>
+        e.type === "store_error" && e.operation === "extend"
+      ),
+    "a failed renewal",
   );
+  assert.ok(store.calls.extend > 0, "the heartbeat tried");
+  now += 200; // the lease (150) ran out on the store's clock
   const second = await guarded(post("lease"));
   assert.equal(await second.text(), "answer 2");
   assert.ok(log.events.some((e) => e.type === "claimed" && e.recovered));
@@ -391,7 +406,8 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
 });
 
 Deno.test("idempotency() renews the lease while a slow handler runs", async () => {
-  const store = new FaultyStore(new MemoryStore());
+  let now = 0;
+  const store = new FaultyStore(new MemoryStore({ clock: () => now }));
   const gate = deferred();
   const { state, handler } = counting(async () => {
     await gate.promise;
@@ -399,7 +415,14 @@ Deno.test("idempotency() renews the lease while a slow handler runs", async () =
   });
   const guarded = idempotency(handler, { store, lease: 150 });
   const first = guarded(post("slow"));
-  await sleep(500);
+  // Twice 100 ms of store time, each followed by a renewal: 200 ms after the
+  // claim, its first lease (150 ms) would have run out without them.
+  for (let i = 1; i <= 2; i++) {
+    const seen = store.calls.extend;
+    now += 100;
+    await until(() => store.calls.extend > seen, `renewal ${i}`);
+  }
+  now += 10;
   const retry = await guarded(post("slow"));
   assert.equal(retry.status, 409, "the renewed lease still holds");
   await retry.body?.cancel();
@@ -419,7 +442,7 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
     return new Response("x");
   }, { store: inner, lease: 60, onEvent: log.onEvent });
   const first = guarded(post("lost"));
-  await sleep(5);
+  await until(() => log.types().includes("claimed"), "the claim");
   now += 1_000; // the lease ran out on the store's clock
   const slot = slotOf("", "lost");
   const takeover = await inner.claim(slot, {
@@ -428,7 +451,7 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
     ttlMs: 60_000,
   });
   assert.equal(takeover.state, "acquired");
-  await sleep(100);
+  await until(() => log.types().includes("lease_lost"), "lease_lost");
   const lost = log.events.find((e) => e.type === "lease_lost");
   assert.ok(lost, log.types().join());
   assert.ok(

@@ -14,8 +14,8 @@ import assert from "node:assert/strict";
 import { KvStore } from "../src/stores/kv.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
-import { storeConformance } from "./store_conformance.ts";
-import type { ConformanceHarness, PoisonKind } from "./store_conformance.ts";
+import { storeConformance } from "../src/testing.ts";
+import type { ConformanceHarness, PoisonKind } from "../src/testing.ts";
 import { uniquePrefix } from "./_services.ts";
 import { pattern } from "./_helpers.ts";
 
@@ -54,11 +54,15 @@ function harness(
   kv: Deno.Kv,
   cleanup: () => Promise<void>,
 ): ConformanceHarness {
-  const time = fakeClock();
+  // Time moves only when the suite moves it, so that it can step onto the
+  // exact end of a lease.
+  let now = Date.now();
+  const advance = (ms: number) => Promise.resolve(void (now += ms));
   const prefix = [uniquePrefix("kv_conf")];
   return {
-    store: new KvStore({ kv, prefix, clock: time.clock }),
-    elapse: (ms) => Promise.resolve(time.elapse(ms)),
+    store: new KvStore({ kv, prefix, clock: () => now }),
+    elapse: advance,
+    advanceClock: advance,
     poison: async (slot, kind) => {
       await kv.set([...prefix, "rec", slot], poisonValue(kind));
     },
@@ -120,6 +124,8 @@ interface Spy {
    * an extend or a completing flip) rather than chunks; may reject to fail it.
    */
   beforeCommit?: (writesRecord: boolean) => Promise<void>;
+  /** How many keys each `getMany` asked for, in order, when given. */
+  reads?: number[];
 }
 
 /**
@@ -129,7 +135,10 @@ interface Spy {
 function spied(kv: Deno.Kv, spy: Spy): Deno.Kv {
   return {
     get: (key: Deno.KvKey) => kv.get(key),
-    getMany: (keys: Deno.KvKey[]) => kv.getMany(keys),
+    getMany: (keys: Deno.KvKey[]) => {
+      spy.reads?.push(keys.length);
+      return kv.getMany(keys);
+    },
     list: (selector: Deno.KvListSelector) => kv.list(selector),
     atomic: () => {
       const op = kv.atomic();
@@ -503,9 +512,10 @@ Deno.test("KvStore validates its options and arguments eagerly", async () => {
   );
 });
 
-Deno.test("KvStore reads a record whose chunk count does not follow from its lengths as in flight", async () => {
+Deno.test("KvStore reads a record whose chunk count does not follow from its lengths as in flight, reading no chunk", async () => {
   using kv = await Deno.openKv(":memory:");
-  const store = new KvStore({ kv, prefix: ["n"] });
+  const spy: Spy = { commits: [], reads: [] };
+  const store = new KvStore({ kv: spied(kv, spy), prefix: ["n"] });
   const token = tokenOf(await store.claim("count", options));
   const body = pattern(200_000);
   assert.equal(
@@ -516,7 +526,44 @@ Deno.test("KvStore reads a record whose chunk count does not follow from its len
   const record = (await kv.get<Record<string, unknown>>(key)).value!;
   assert.equal(typeof record.chunks, "number");
   await kv.set(key, { ...record, chunks: 1_000_000_000 }); // damaged: no reader may fetch that many keys
+  spy.reads!.length = 0;
   const seen = await store.claim("count", options);
   assert.equal(seen.state, "in_flight");
   if (seen.state === "in_flight") assert.equal(seen.fingerprint, null);
+  assert.deepEqual(
+    spy.reads,
+    [],
+    "the record is refused before any chunk read",
+  );
+});
+
+Deno.test("KvStore reads only what is stored of a record that claims a huge body", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const spy: Spy = { commits: [], reads: [] };
+  const store = new KvStore({ kv: spied(kv, spy), prefix: ["h"] });
+  const token = tokenOf(await store.claim("huge", options));
+  const body = pattern(200_000);
+  assert.equal(
+    await store.complete("huge", token, { status: 200, headers: [], body }),
+    "applied",
+  );
+  const key = ["h", "rec", "huge"];
+  const record = (await kv.get<Record<string, unknown>>(key)).value!;
+  // Consistent counts, but 2^36 bytes that were never written: a hostile or
+  // damaged value that passes every check on the record itself.
+  const bodyLength = 2 ** 36;
+  await kv.set(key, {
+    ...record,
+    bodyLength,
+    chunks: Math.ceil(((record.headersLength as number) + bodyLength) / 65_536),
+  });
+  spy.reads!.length = 0;
+  const seen = await store.claim("huge", options);
+  assert.equal(seen.state, "in_flight");
+  if (seen.state === "in_flight") assert.equal(seen.fingerprint, null);
+  const keysRead = spy.reads!.reduce((a, b) => a + b, 0);
+  assert.ok(
+    keysRead <= 80,
+    `${keysRead} chunk keys read for 4 stored chunks: the read must stop at the first missing one`,
+  );
 });

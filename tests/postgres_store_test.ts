@@ -8,17 +8,25 @@
 
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { postgresMigration, PostgresStore } from "../src/stores/postgres.ts";
+import {
+  postgresMigration,
+  type PostgresSql,
+  PostgresStore,
+} from "../src/stores/postgres.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimOptions, StoredResponse } from "../src/store.ts";
-import { storeConformance } from "./store_conformance.ts";
-import type { PoisonKind } from "./store_conformance.ts";
+import { storeConformance } from "../src/testing.ts";
+import type { PoisonKind } from "../src/testing.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  startPostgresServer,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
+import { idempotency } from "../src/idempotency.ts";
+import { post } from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -431,8 +439,8 @@ pgTest(
           "all of that ran while the handler ran",
         );
         assert.ok(
-          performance.now() - started < 1000,
-          "nobody waited out a lease",
+          performance.now() - started < 15_000,
+          "nobody waited out a lease (30 s)",
         );
         assert.equal(
           await store.extend("held", claim.token, 30_000),
@@ -471,6 +479,67 @@ pgTest(
         assert.equal((await store.claim("m", opts("m"))).state, "acquired");
       } finally {
         await Promise.all(sqls.map((sql) => sql.end()));
+      }
+    }),
+);
+
+pgTest(
+  "PostgresStore.migrate() creates a missing schema, from five instances at once",
+  async () => {
+    // A fresh schema no one created, with a quote in its name.
+    const schema = `${uniquePrefix("pgschema")}'"x`;
+    const table = `${schema}.idempotency_keys`;
+    const admin = connect({ max: 1 });
+    const sqls = Array.from({ length: 5 }, () => connect({ max: 1 }));
+    try {
+      await Promise.all(
+        sqls.map((sql) => new PostgresStore({ sql, table }).migrate()),
+      );
+      const [row] = await admin.unsafe(
+        `SELECT count(*)::int AS n FROM pg_tables WHERE schemaname = $1`,
+        [schema],
+      );
+      assert.equal(row?.n, 1);
+      const store = new PostgresStore({ sql: sqls[0]!, table });
+      const claim = await store.claim("s", opts("s"));
+      assert.equal(claim.state, "acquired");
+      if (claim.state === "acquired") {
+        assert.equal(await store.complete("s", claim.token, ok), "applied");
+      }
+      assert.equal((await store.claim("s", opts("s"))).state, "completed");
+    } finally {
+      await Promise.all(sqls.map((sql) => sql.end()));
+      await admin.unsafe(`DROP SCHEMA IF EXISTS ${quote(schema)} CASCADE`);
+      await admin.end();
+    }
+  },
+);
+
+pgTest(
+  "PostgresStore.migrate() into an existing schema needs no right to create schemas",
+  () =>
+    withSchema(async (schema, admin) => {
+      const role = uniquePrefix("pgrole");
+      await admin.unsafe(`CREATE ROLE ${quote(role)} LOGIN`);
+      try {
+        await admin.unsafe(
+          `GRANT USAGE, CREATE ON SCHEMA ${quote(schema)} TO ${quote(role)}`,
+        );
+        const url = new URL(DATABASE_URL);
+        url.username = role;
+        url.password = "";
+        const sql = postgres(url.href, { ...quiet, max: 1 });
+        try {
+          const store = new PostgresStore({ sql, table: `${schema}.keys` });
+          await store.migrate();
+          assert.equal((await store.claim("r", opts("r"))).state, "acquired");
+        } finally {
+          await sql.end();
+        }
+      } finally {
+        await admin.unsafe(`DROP SCHEMA ${quote(schema)} CASCADE`);
+        await admin.unsafe(`CREATE SCHEMA ${quote(schema)}`);
+        await admin.unsafe(`DROP ROLE ${quote(role)}`);
       }
     }),
 );
@@ -527,13 +596,14 @@ pgTest(
     });
     try {
       const store = new PostgresStore({ sql });
-      const started = performance.now();
       await assert.rejects(
         () => store.claim("refused", opts("r")),
         (error: unknown) => {
           assert.ok(error instanceof StoreError);
           assert.equal(error.operation, "claim");
           assert.ok(error.cause instanceof Error);
+          // At once: the refusal itself, not the 2 s timeout.
+          assert.doesNotMatch(error.message, /No answer within/);
           return true;
         },
       );
@@ -542,10 +612,6 @@ pgTest(
         (error: unknown) =>
           error instanceof StoreError && error.operation === "complete" &&
           /outcome unknown/.test(error.message),
-      );
-      assert.ok(
-        performance.now() - started < 1500,
-        `took ${performance.now() - started} ms`,
       );
     } finally {
       await sql.end();
@@ -578,7 +644,7 @@ pgTest(
           );
           // The server stops waiting too: the statement was cancelled.
           let waiting = 1;
-          for (let i = 0; i < 20 && waiting > 0; i++) {
+          for (let i = 0; i < 600 && waiting > 0; i++) {
             await sleep(50);
             const [row] = await tx.unsafe(
               `SELECT count(*)::int AS n FROM pg_stat_activity
@@ -874,3 +940,77 @@ pgTest(
       }
     }),
 );
+
+// --- a claim cancelled too late commits: it is undone (rule 10) --------------
+// On a PostgreSQL of the test's own: the backend of the store's only
+// connection is stopped (SIGSTOP) while a claim is sent, so the claim waits
+// in its socket past `timeoutMs`, the middleware answers 503 and the store
+// sends a cancel request. A backend that reads the cancel while it is idle
+// ignores it, and then runs the claim and commits: cancelled, and committed
+// all the same. The slot must not stay in flight for the lease.
+
+pgTest(
+  "PostgresStore undoes a claim that timed out, was cancelled and committed anyway",
+  async () => {
+    const server = await startPostgresServer();
+    const sql = postgres(server.url, { ...quiet, max: 1 });
+    let stopped: number | undefined;
+    try {
+      const store = new PostgresStore({ sql, timeoutMs: 300 });
+      await store.migrate();
+      let runs = 0;
+      const handler = idempotency(() => {
+        runs++;
+        return new Response("charged", { status: 201 });
+      }, { store, lease: 30_000 });
+      const warm = await handler(post("warm"));
+      assert.equal(warm.status, 201);
+      await warm.body?.cancel();
+      const [row] = await sql`select pg_backend_pid() as pid`;
+      stopped = Number(row!.pid);
+      Deno.kill(stopped, "SIGSTOP");
+      const failed = await handler(post("late-1"));
+      assert.equal(failed.status, 503);
+      await failed.body?.cancel();
+      Deno.kill(stopped, "SIGCONT");
+      stopped = undefined;
+      await waitFor("the key to run again", async () => {
+        const response = await handler(post("late-1"));
+        await response.body?.cancel();
+        return response.status === 201;
+      });
+      assert.equal(runs, 2);
+    } finally {
+      if (stopped !== undefined) Deno.kill(stopped, "SIGCONT");
+      await sql.end({ timeout: 1 });
+      await server.stop();
+    }
+  },
+);
+
+Deno.test("PostgresStore undoes a claim whose connection broke under it, not one the server refused or that was never sent", async () => {
+  const releases: unknown[][] = [];
+  let failure: unknown;
+  const sql = {
+    unsafe(text: string, parameters?: unknown[]) {
+      const reply = text.startsWith("DELETE")
+        ? (releases.push(parameters ?? []),
+          Promise.resolve(Object.assign([], { count: 1 })))
+        : Promise.reject(failure);
+      return Object.assign(reply, { cancel() {} });
+    },
+  } as unknown as PostgresSql;
+  const store = new PostgresStore({ sql, timeoutMs: 1000 });
+  const fail = (code: string) =>
+    Object.assign(new Error(code), { code }) as unknown;
+  failure = fail("CONNECTION_CLOSED"); // sent, and the connection broke
+  await assert.rejects(() => store.claim("s1", opts("fp")), StoreError);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.equal(releases[0]![0], "s1");
+  for (const code of ["57014", "40001", "ECONNREFUSED", "CONNECTION_ENDED"]) {
+    failure = fail(code);
+    await assert.rejects(() => store.claim("s2", opts("fp")), StoreError);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});

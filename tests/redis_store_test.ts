@@ -23,14 +23,20 @@ import {
   RedisStore,
 } from "../src/stores/redis.ts";
 import { type StoredResponse, StoreError } from "../src/store.ts";
-import { type PoisonKind, storeConformance } from "./store_conformance.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   REDIS_IGNORE,
   REDIS_URL,
+  startRedisServer,
+  startTcpProxy,
   testName,
   uniquePrefix,
+  waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
+import { idempotency } from "../src/idempotency.ts";
+import { post } from "./_helpers.ts";
+import { Orphans } from "../src/stores/_orphans.ts";
 
 const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -499,7 +505,6 @@ Deno.test({
     client.on("error", () => {});
     await assert.rejects(() => client.connect());
     const store = new RedisStore({ client, timeoutMs: 5_000 });
-    const started = performance.now();
     const error = await store.claim("s", opts).then(
       () => assert.fail("claim must throw"),
       (e: unknown) => e,
@@ -507,7 +512,8 @@ Deno.test({
     assert.ok(error instanceof StoreError, String(error));
     assert.equal(error.operation, "claim");
     assert.ok(error.cause instanceof Error);
-    assert.ok(performance.now() - started < 1_000);
+    // At once: the refusal itself, not the 5 s timeout.
+    assert.doesNotMatch(error.message, /did not answer within/);
     const write = await store.complete("s", "t", {
       status: 200,
       headers: [],
@@ -526,15 +532,17 @@ Deno.test({
   sanitizeResources: false,
   async fn() {
     const client = new Redis("redis://127.0.0.1:1", {
-      retryStrategy: () => 50,
+      retryStrategy: () => 200,
     });
     client.on("error", () => {});
     try {
       const store = new RedisStore({ client, timeoutMs: 300 });
-      const started = performance.now();
-      await assert.rejects(() => store.claim("s", opts), StoreError);
-      const took = performance.now() - started;
-      assert.ok(took < 1_000, `${took} ms`);
+      await assert.rejects(
+        () => store.claim("s", opts),
+        (error: unknown) =>
+          error instanceof StoreError &&
+          /did not answer within 300 ms/.test(error.message),
+      );
     } finally {
       client.disconnect();
     }
@@ -571,7 +579,7 @@ Deno.test({
         assert.ok(error instanceof StoreError, String(error));
         assert.equal(error.operation, "extend");
         assert.match(error.message, /within 200 ms/);
-        assert.ok(took >= 190 && took < 1_000, `${took} ms`);
+        assert.ok(took >= 190, `${took} ms`);
       }
     } finally {
       io.disconnect();
@@ -623,8 +631,10 @@ Deno.test("RedisStore reports client failures and missed deadlines as StoreError
   assert.ok(e1 instanceof StoreError && e1.operation === "extend");
   assert.ok(e2 instanceof StoreError && e2.operation === "release");
   assert.match(e1.message, /within 60 ms/);
-  assert.ok(t1 - started >= 55 && t1 - started < 200, `${t1 - started}`);
-  assert.ok(t2 - started >= 85 && t2 - started < 250, `${t2 - started}`);
+  // Each at its own deadline, never before it (how late a loaded machine
+  // fires a timer is not asserted).
+  assert.ok(t1 - started >= 55, `${t1 - started}`);
+  assert.ok(t2 - started >= 85, `${t2 - started}`);
   hang = false;
   assert.equal((await store.claim("s", opts)).state, "acquired");
 });
@@ -785,4 +795,234 @@ Deno.test({
       admin.close();
     }
   },
+});
+
+// --- claims that time out leave nothing behind (rule 10) ---------------------
+// On a redis-server of the test's own: a claim is sent while the server hangs
+// (SIGSTOP: the server holds the claim) or while the client is cut off from
+// it (a proxy drops the connection and refuses new ones: the client's offline
+// queue holds the claim) past `timeoutMs`, and the middleware answers 503; then the
+// server resumes and the claim lands late. The slot must not stay in flight for the lease: the next
+// request with the key runs (polled, never waited for by time).
+
+type Fault = "paused" | "disconnected";
+
+interface LateClient {
+  client: RedisClientLike;
+  /** Whether the client knows it is connected. */
+  ready(): boolean;
+  close(): void;
+}
+
+const lateClients: [
+  string,
+  boolean,
+  (url: string, queue: boolean) => Promise<LateClient>,
+][] = [
+  ["node-redis", true, lateNodeRedis],
+  ["node-redis", false, lateNodeRedis],
+  ["ioredis", true, lateIoRedis],
+  ["ioredis", false, lateIoRedis],
+];
+
+async function lateNodeRedis(url: string, queue: boolean): Promise<LateClient> {
+  const client = createClient({
+    url,
+    disableOfflineQueue: !queue,
+    socket: { reconnectStrategy: () => 200 },
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return { client, ready: () => client.isReady, close: () => client.destroy() };
+}
+
+async function lateIoRedis(url: string, queue: boolean): Promise<LateClient> {
+  const client = new Redis(url, {
+    enableOfflineQueue: queue,
+    // Queued commands wait for the server, however long it takes.
+    maxRetriesPerRequest: null,
+    retryStrategy: () => 200,
+    lazyConnect: true,
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return {
+    client,
+    ready: () => client.status === "ready",
+    close: () => client.disconnect(),
+  };
+}
+
+async function lateClaimLeavesNothing(
+  make: (url: string) => Promise<LateClient>,
+  fault: Fault,
+): Promise<void> {
+  const server = await startRedisServer();
+  // The client reaches the server through a proxy that can cut it off.
+  const proxy = startTcpProxy(server.port);
+  let close = () => {};
+  try {
+    const made = await make(`redis://127.0.0.1:${proxy.port}`);
+    close = made.close;
+    const store = new RedisStore({
+      client: made.client,
+      prefix: "late:",
+      timeoutMs: 300,
+    });
+    let runs = 0;
+    const handler = idempotency(() => {
+      runs++;
+      return new Response("charged", { status: 201 });
+    }, { store, lease: 30_000 });
+    // A warm server: it knows the claim script, so the late EVALSHA runs.
+    const warm = await handler(post("warm"));
+    assert.equal(warm.status, 201);
+    await warm.body?.cancel();
+    if (fault === "paused") {
+      // The claim reaches a server that hangs: the server holds it.
+      server.pause();
+    } else {
+      // The connection drops and stays down: the client holds the claim in
+      // its offline queue.
+      proxy.block();
+      await waitFor(
+        "the client to see its connection gone",
+        () => !made.ready(),
+      );
+    }
+    const failed = await handler(post("late-1"));
+    assert.equal(failed.status, 503);
+    await failed.body?.cancel();
+    if (fault === "paused") server.resume();
+    else proxy.unblock();
+    await waitFor("the key to run again", async () => {
+      const response = await handler(post("late-1"));
+      await response.body?.cancel();
+      return response.status === 201;
+    });
+    assert.equal(runs, 2);
+    const replay = await handler(post("late-1"));
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    await replay.body?.cancel();
+  } finally {
+    close();
+    proxy.close();
+    await server.stop();
+  }
+}
+
+for (const [label, queue, make] of lateClients) {
+  const faults: Fault[] = queue ? ["paused", "disconnected"] : ["paused"];
+  for (const fault of faults) {
+    Deno.test({
+      name: testName(
+        `RedisStore (${label}, offline queue ${
+          queue ? "on" : "off"
+        }): a claim that timed out while Redis was ${fault} is undone when it lands`,
+        ignore,
+      ),
+      ignore: ignore !== false,
+      sanitizeOps: false,
+      sanitizeResources: false,
+      fn: () => lateClaimLeavesNothing((url) => make(url, queue), fault),
+    });
+  }
+}
+
+Deno.test("RedisStore undoes a timed-out claim by its token when the late reply says acquired, and only then", async () => {
+  // A client whose claims hang until the test answers them; every release is
+  // recorded with its token.
+  const answers: ((reply: unknown) => void)[] = [];
+  const sent: string[] = []; // the claims' tokens
+  const releases: string[] = []; // the releases' tokens
+  const client: RedisCommander = {
+    sendCommand(args) {
+      // EVALSHA sha 1 key, then a claim's fingerprint, token, lease, ttl.
+      if (args.length === 8) {
+        sent.push(String(args[5]));
+        return new Promise((resolve) => answers.push(resolve));
+      }
+      releases.push(String(args[4]));
+      return Promise.resolve(1);
+    },
+  };
+  const watched = new RedisStore({ client, timeoutMs: 30 });
+
+  // Acquired late: released, fenced by the claim's own token.
+  await assert.rejects(() => watched.claim("s1", opts), StoreError);
+  answers.shift()!(1);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.deepEqual(releases, [sent[0]]);
+
+  // In flight or completed late: nothing to undo.
+  await assert.rejects(() => watched.claim("s2", opts), StoreError);
+  await assert.rejects(() => watched.claim("s3", opts), StoreError);
+  answers.shift()!([0, "fp", 100]);
+  answers.shift()!([1, "fp", "201", "[]", "", false]);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});
+
+Deno.test("RedisStore undoes a claim whose connection broke under it, not one the client refused to send", async () => {
+  const releases: string[] = [];
+  let failure = "Socket closed unexpectedly";
+  const client: RedisCommander = {
+    sendCommand(args) {
+      if (args.length === 8) return Promise.reject(new Error(failure));
+      releases.push(String(args[4]));
+      return Promise.resolve(1);
+    },
+  };
+  const store = new RedisStore({ client, timeoutMs: 1000 });
+  await assert.rejects(() => store.claim("s1", opts), StoreError);
+  await waitFor("the undo", () => releases.length === 1);
+  assert.equal(releases.length, 1);
+  for (
+    failure of [
+      "The client is offline",
+      "Stream isn't writeable and enableOfflineQueue options is false",
+      "NOSCRIPT No matching script.",
+    ]
+  ) {
+    await assert.rejects(() => store.claim("s2", opts), StoreError);
+  }
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.equal(releases.length, 1);
+});
+
+Deno.test("RedisStore retries an undo that fails until Redis answers again", async () => {
+  let down = true;
+  let claims = 0;
+  let releases = 0;
+  const client: RedisCommander = {
+    sendCommand(args) {
+      if (down) return Promise.reject(new Error("Connection is closed."));
+      if (args.length === 8) claims++;
+      else releases++;
+      return Promise.resolve(1);
+    },
+  };
+  const store = new RedisStore({ client, timeoutMs: 1000 });
+  await assert.rejects(() => store.claim("s1", opts), StoreError);
+  // Redis is back: the next answer it gives kicks the pending undo.
+  down = false;
+  assert.equal((await store.claim("s2", opts)).state, "acquired");
+  await waitFor("the undo", () => releases === 1);
+  assert.equal(claims, 1);
+});
+
+Deno.test("The undo work of a store is bounded: the oldest entries go first", async () => {
+  const released: string[] = [];
+  const orphans = new Orphans((_slot, token) => {
+    released.push(token);
+    return Promise.resolve("applied");
+  }, 3);
+  for (let i = 0; i < 5; i++) orphans.out("s", `t${i}`, 1000);
+  assert.equal(orphans.size, 3);
+  orphans.settled("t0", true); // dropped: nothing happens
+  orphans.settled("t4", true);
+  orphans.settled("t3", false);
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(released, ["t4"]);
+  assert.equal(orphans.size, 1); // t2, still out
 });

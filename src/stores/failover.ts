@@ -26,14 +26,13 @@
  * client.on("error", () => {});
  * await client.connect();
  * const sql = postgres("postgres://postgres@127.0.0.1:5432/app");
- * const fallback = new PostgresStore({ sql });
- * await fallback.migrate();
  *
  * const store = new FailoverStore({
  *   primary: new RedisStore({ client, timeoutMs: 250 }),
- *   fallback,
+ *   fallback: new PostgresStore({ sql }),
  *   onEvent: (event) => console.warn("idempotency failover", event.type, event.slot),
  * });
+ * await store.migrate(); // creates the PostgreSQL table; throws if PostgreSQL refuses
  * Deno.serve(idempotency(() => new Response("charged", { status: 201 }), { store }));
  * ```
  *
@@ -90,10 +89,13 @@ export type FailoverRole = "primary" | "fallback";
  *   written during an outage, or the mirror of a record the primary lost in
  *   a restart): the claim answers it, and it was copied into the primary when
  *   `copied` is `true` (not when the fingerprints differ, or the copy failed).
+ *   Also on a primary `in_flight` (a claim of the outage that landed late)
+ *   while the fallback holds the completed record, with `copied: false`.
  * - `fallback_unavailable`: the primary answered a miss but the fallback threw;
- *   without `strict` the claim is granted on the primary alone (a record
- *   written to the fallback during an earlier primary outage is not seen for
- *   this claim).
+ *   without `strict`, and once the fallback has answered at least once, the
+ *   claim is granted on the primary alone (a record written to the fallback
+ *   during an earlier primary outage is not seen for this claim); before
+ *   that, the claim is refused (see {@linkcode FailoverStore}).
  * - `write_failed`: one of the two stores threw on a write that went to both
  *   (or on a best-effort write of the store itself: a copy or a release);
  *   the other store's answer stands.
@@ -146,7 +148,9 @@ export interface FailoverStoreOptions {
   primary: IdempotencyStore;
   /**
    * The durable store that serves while the primary is unreachable and is
-   * consulted on every primary miss, such as a `PostgresStore`.
+   * consulted on every primary miss, such as a `PostgresStore`. Run
+   * {@linkcode FailoverStore.migrate} at boot to create its table: until the
+   * fallback has answered once, a claim it cannot serve is refused.
    */
   fallback: IdempotencyStore;
   /**
@@ -154,7 +158,9 @@ export interface FailoverStoreOptions {
    * misses and the fallback cannot be reached. When `false`, the claim is
    * granted on the primary alone and a `fallback_unavailable` event is
    * reported: a record that only the fallback holds (written during an
-   * earlier primary outage) is not seen for that claim.
+   * earlier primary outage) is not seen for that claim. Either way, a
+   * fallback that has never answered (its table missing, a wrong URL) makes
+   * the claim fail: `false` tolerates an outage, not a misconfiguration.
    *
    * @default {false}
    */
@@ -259,9 +265,20 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  *    claims alone (event `fallback`); if the fallback throws too, the claim
  *    throws a {@linkcode StoreError} whose cause is an `AggregateError` of
  *    both errors.
- * 2. A primary hit (`completed` or `in_flight`) is the answer: the primary is
- *    the source of truth while it is up. One round trip.
- * 3. A primary miss (`acquired`) claims the fallback too, with the same
+ * 2. A primary `completed` is the answer: the primary is the source of
+ *    truth while it is up. One round trip.
+ * 3. A primary `in_flight` asks the fallback (a claim, like every fallback
+ *    look-up): a primary claim can be an orphan, a claim that timed out
+ *    during an outage and landed when the primary came back, while the key
+ *    ran and completed through the fallback. A fallback `completed` is the
+ *    answer (event `recovered`, nothing copied: the primary's slot is not
+ *    ours); anything else leaves the primary's `in_flight`, and a fallback
+ *    claim made by the look-up is released at once. This costs a fallback
+ *    round trip (two when it acquires) on 409s only, which are rare, and
+ *    closes the gap for every instance, not only the one that served the
+ *    key in the outage. A `RedisStore` also undoes such a late claim itself
+ *    as soon as its reply comes back.
+ * 4. A primary miss (`acquired`) claims the fallback too, with the same
  *    options. A claim, not a read: of two instances that disagree on whether
  *    the primary is up, whichever claims the fallback first wins, so no key
  *    runs twice in a split brain.
@@ -272,9 +289,26 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  *      next retry is served by the primary alone.
  *    - fallback `in_flight`: someone owns the slot through the fallback; the
  *      primary claim is released and the fallback's answer returned.
- *    - fallback throws: with `strict`, the primary claim is released and the
- *      claim throws; otherwise the slot is granted on the primary alone
- *      (event `fallback_unavailable`).
+ *    - fallback throws: with `strict`, or while the fallback has never
+ *      answered, the primary claim is released and the claim throws;
+ *      otherwise the slot is granted on the primary alone (event
+ *      `fallback_unavailable`).
+ *
+ * **A fallback that does not work is loud.** A fallback that cannot serve
+ * (a PostgreSQL table that was never created, a wrong database) would
+ * otherwise look like an outage that never ends: every new key served by
+ * the primary alone, every answer right, and no durable copy anywhere.
+ * So the leniency of `strict: false` starts only once the fallback has
+ * answered once (a claim of any outcome, or {@linkcode FailoverStore.migrate}
+ * resolving): before that, a primary miss that the fallback cannot claim
+ * throws a {@linkcode StoreError} (503 through the middleware) whose message
+ * says to run `migrate()`. Call `await store.migrate()` at boot: it creates
+ * the fallback's table (and the primary's, when it has a `migrate()`) and
+ * throws when the fallback refuses, so a misconfiguration stops the deploy
+ * instead of surfacing in production. A process that boots while the
+ * fallback is down answers 503 to new keys until it is back. A fallback that
+ * breaks after it has answered (its table dropped) cannot be told from an
+ * outage: watch the `fallback_unavailable` events.
  *
  * **Writes.** The token says which stores issued it (`p:`, `f:` or `b:`),
  * and each write goes to those stores only, never a token to the store that
@@ -285,8 +319,8 @@ function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  *
  * **Costs**, in round trips: a fresh key is one claim on each store (in
  * sequence) and one complete on each (in parallel), plus lease renewals on
- * both for slow handlers; a replay or a conflict is one primary round trip;
- * during a primary outage every claim waits for the primary to fail (give it
+ * both for slow handlers; a replay is one primary round trip, a conflict
+ * (409) one claim on each store; during a primary outage every claim waits for the primary to fail (give it
  * a short timeout and no offline queue), then goes to the fallback, and the
  * writes of its `f:` token go to the fallback alone; the first retry after
  * recovery of a key first seen in the outage costs the two claims plus the
@@ -346,6 +380,8 @@ export class FailoverStore implements IdempotencyStore {
   #fallback: IdempotencyStore;
   #strict: boolean;
   #onEvent: ((event: FailoverEvent) => void) | undefined;
+  /** Whether the fallback has answered once: only then is `strict: false` lenient. */
+  #fallbackAnswered = false;
 
   /**
    * Makes a store on two stores the caller made; it never connects or closes
@@ -357,6 +393,11 @@ export class FailoverStore implements IdempotencyStore {
    */
   constructor(options: FailoverStoreOptions) {
     assertStore("primary", options?.primary);
+    if (options.fallback === undefined || options.fallback === null) {
+      throw new TypeError(
+        "'fallback' is required: a FailoverStore without a fallback is its primary alone; pass the durable store (such as a PostgresStore), or use the primary directly",
+      );
+    }
     assertStore("fallback", options.fallback);
     if (options.primary === options.fallback) {
       throw new TypeError(
@@ -382,6 +423,53 @@ export class FailoverStore implements IdempotencyStore {
   }
 
   /**
+   * Prepares both stores: runs the fallback's `migrate()` (a
+   * `PostgresStore` creates its schema, table and index), then the
+   * primary's, for each store that has one. Run it once at boot, from every
+   * instance if you like (each store's migration is safe to run
+   * concurrently). When it resolves, the fallback counts as working (see
+   * the class documentation).
+   *
+   * @returns When both stores are ready.
+   * @throws {Error} What a store's `migrate()` throws (PostgreSQL unreachable,
+   * no privilege): the fallback does not work, so do not start serving.
+   *
+   * @example Migrate at boot (two MemoryStores need no migration)
+   * ```ts
+   * import { MemoryStore } from "@idempotent/http";
+   * import { FailoverStore } from "@idempotent/http/failover";
+   * import assert from "node:assert/strict";
+   *
+   * const store = new FailoverStore({ primary: new MemoryStore(), fallback: new MemoryStore() });
+   * await store.migrate();
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * assert.equal((await store.claim("slot-1", options)).state, "acquired");
+   * ```
+   *
+   * @example A fallback that never answered refuses the claim, loudly
+   * ```ts
+   * import { MemoryStore, type IdempotencyStore, StoreError } from "@idempotent/http";
+   * import { FailoverStore } from "@idempotent/http/failover";
+   * import assert from "node:assert/strict";
+   *
+   * const missingTable: IdempotencyStore = {
+   *   claim: () => Promise.reject(new Error('relation "idempotency_keys" does not exist')),
+   *   complete: () => Promise.resolve("lost"),
+   *   release: () => Promise.resolve("lost"),
+   *   extend: () => Promise.resolve("lost"),
+   * };
+   * const store = new FailoverStore({ primary: new MemoryStore(), fallback: missingTable });
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * await assert.rejects(store.claim("slot-1", options), StoreError); // a 503, not a silent success
+   * ```
+   */
+  async migrate(): Promise<void> {
+    await migrateStore(this.#fallback);
+    this.#fallbackAnswered = true;
+    await migrateStore(this.#primary);
+  }
+
+  /**
    * Claims `slot` on the primary and, on a primary miss, on the fallback
    * (see the class documentation for every path).
    *
@@ -404,12 +492,36 @@ export class FailoverStore implements IdempotencyStore {
     } catch (primaryError) {
       return await this.#claimFallback(slot, options, primaryError);
     }
+    if (first.state === "in_flight") {
+      return await this.#checkInFlight(slot, options, first);
+    }
     if (first.state !== "acquired") return first;
 
     let second: ClaimResult;
     try {
       second = await this.#fallback.claim(slot, options);
+      this.#fallbackAnswered = true;
     } catch (error) {
+      if (!this.#fallbackAnswered) {
+        await this.#bestEffort(
+          "release",
+          "primary",
+          slot,
+          () => this.#primary.release(slot, first.token),
+        );
+        this.#emit({
+          type: "fallback_unavailable",
+          operation: "claim",
+          slot,
+          error,
+        });
+        throw new StoreError(
+          `The fallback store has not answered once since this FailoverStore was made, so it is not trusted to be working (run 'await store.migrate()' at boot to create its table): ${
+            messageOf(error)
+          }`,
+          { operation: "claim", cause: error },
+        );
+      }
       if (this.#strict) {
         await this.#bestEffort(
           "release",
@@ -552,6 +664,39 @@ export class FailoverStore implements IdempotencyStore {
     );
   }
 
+  /**
+   * A primary `in_flight` is not final: it may be an orphan (a claim that
+   * timed out and landed when the primary came back) while the fallback
+   * holds the completed record of the run that went through it. The
+   * fallback decides: `completed` is the answer; otherwise the primary's
+   * answer stands, and a fallback claim this made is released.
+   */
+  async #checkInFlight(
+    slot: string,
+    options: ClaimOptions,
+    first: ClaimResult,
+  ): Promise<ClaimResult> {
+    let second: ClaimResult;
+    try {
+      second = await this.#fallback.claim(slot, options);
+    } catch {
+      return first;
+    }
+    if (second.state === "completed") {
+      this.#emit({ type: "recovered", slot, copied: false });
+      return second;
+    }
+    if (second.state === "acquired") {
+      await this.#bestEffort(
+        "release",
+        "fallback",
+        slot,
+        () => this.#fallback.release(slot, second.token),
+      );
+    }
+    return first;
+  }
+
   async #claimFallback(
     slot: string,
     options: ClaimOptions,
@@ -560,6 +705,7 @@ export class FailoverStore implements IdempotencyStore {
     let result: ClaimResult;
     try {
       result = await this.#fallback.claim(slot, options);
+      this.#fallbackAnswered = true;
     } catch (fallbackError) {
       throw new StoreError(
         `Both stores failed to claim: primary: ${
@@ -679,6 +825,12 @@ export class FailoverStore implements IdempotencyStore {
       // A listener's failure must not change what the store answers.
     }
   }
+}
+
+/** Runs a store's `migrate()` when it has one. */
+async function migrateStore(store: IdempotencyStore): Promise<void> {
+  const migrate = (store as { migrate?: unknown }).migrate;
+  if (typeof migrate === "function") await migrate.call(store);
 }
 
 function messageOf(error: unknown): string {

@@ -89,6 +89,8 @@ const INLINE_BUDGET = 60 * 1024;
 const COMMIT_BUDGET = 780_000;
 /** Keys per `getMany` (Deno KV's limit is 10). */
 const GET_MANY = 10;
+/** Chunk keys read at once: 8 `getMany` calls, 5 MiB of body. */
+const READ_WINDOW = 8 * GET_MANY;
 /** Deletes per cleanup commit (Deno KV's limit is 1000 mutations). */
 const DELETE_BATCH = 500;
 /** Read-decide-commit attempts before a contended operation gives up. */
@@ -596,28 +598,37 @@ export class KvStore implements IdempotencyStore {
         record.omitted,
       );
     }
-    const keys = Array.from(
-      { length: record.chunks },
-      (_, i) => this.#chunkKey(slot, record.token, record.set, i),
-    );
-    const batches: Deno.KvKey[][] = [];
-    for (let i = 0; i < keys.length; i += GET_MANY) {
-      batches.push(keys.slice(i, i + GET_MANY));
-    }
-    const entries = (await Promise.all(
-      batches.map((batch) => unlocked(() => this.#kv.getMany(batch))),
-    )).flat();
+    // Chunks are read a window at a time and the read stops at the first
+    // missing or surplus byte, so that what a reader allocates is bounded by
+    // what is really stored, whatever counts a hostile value claims.
     const total = record.headersLength + (record.bodyLength ?? 0);
+    const values: Uint8Array[] = [];
     let length = 0;
-    for (const entry of entries) {
-      if (!(entry.value instanceof Uint8Array)) return null;
-      length += entry.value.byteLength;
+    for (let first = 0; first < record.chunks; first += READ_WINDOW) {
+      const batches: Deno.KvKey[][] = [];
+      const end = Math.min(record.chunks, first + READ_WINDOW);
+      for (let i = first; i < end; i += GET_MANY) {
+        batches.push(
+          Array.from(
+            { length: Math.min(GET_MANY, end - i) },
+            (_, j) => this.#chunkKey(slot, record.token, record.set, i + j),
+          ),
+        );
+      }
+      const entries = (await Promise.all(
+        batches.map((batch) => unlocked(() => this.#kv.getMany(batch))),
+      )).flat();
+      for (const entry of entries) {
+        if (!(entry.value instanceof Uint8Array)) return null;
+        length += entry.value.byteLength;
+        if (length > total) return null;
+        values.push(entry.value);
+      }
     }
     if (length !== total) return null;
     const blob = new Uint8Array(total);
     let offset = 0;
-    for (const entry of entries) {
-      const value = entry.value as Uint8Array;
+    for (const value of values) {
       blob.set(value, offset);
       offset += value.byteLength;
     }

@@ -50,6 +50,8 @@ import {
   toStoredResponse,
 } from "../record.ts";
 
+import { Orphans } from "./_orphans.ts";
+
 export * from "./_contract.ts";
 
 /** A row as postgres.js returns it. */
@@ -96,7 +98,8 @@ export interface PostgresStoreOptions {
    * The table, optionally schema-qualified (`"app.idempotency_keys"`). A dot
    * separates the schema from the table; each part is quoted, so any other
    * character is kept as written. The table part is at most 48 bytes (its
-   * index is named after it).
+   * index is named after it). {@linkcode PostgresStore.migrate} creates the
+   * schema when it is missing.
    *
    * @default {"idempotency_keys"}
    */
@@ -140,7 +143,9 @@ const CLAIM_ATTEMPTS = 4;
  * @param name The table, optionally `schema.table`.
  * @returns The quoted name and the bare table part.
  */
-function parseTable(name: string): { quoted: string; table: string } {
+function parseTable(
+  name: string,
+): { quoted: string; table: string; schema: string | null } {
   if (typeof name !== "string") {
     throw new TypeError(
       `'table' must be a string: current value is ${String(name)}`,
@@ -176,22 +181,50 @@ function parseTable(name: string): { quoted: string; table: string } {
       }`,
     );
   }
-  return { quoted: parts.map(quoteIdentifier).join("."), table };
+  return {
+    quoted: parts.map(quoteIdentifier).join("."),
+    table,
+    schema: parts.length === 2 ? parts[0]! : null,
+  };
 }
 
 function quoteIdentifier(part: string): string {
   return `"${part.replaceAll('"', '""')}"`;
 }
 
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
+}
+
 /**
- * The SQL that creates the store's table and index if they are absent: what
- * {@linkcode PostgresStore.migrate} runs, for teams that run their own
- * migrations. The statements take a transaction-scoped advisory lock first,
- * so concurrent runs queue instead of racing, and silence the "already
- * exists, skipping" notices; run them in one transaction (one
- * simple-protocol query, as `psql -c` sends, is one).
+ * Creates `schema` when it is absent. Not `CREATE SCHEMA IF NOT EXISTS`:
+ * PostgreSQL checks the database's CREATE privilege before it looks for the
+ * schema, so that statement fails for a role that may use an existing schema
+ * but not create one. The DO body is a plain string literal (no dollar
+ * quoting a name could close).
+ */
+function createSchema(schema: string): string {
+  const body = `BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ${
+    quoteLiteral(schema)
+  }) THEN
+    CREATE SCHEMA ${quoteIdentifier(schema)};
+  END IF;
+END`;
+  return `DO ${quoteLiteral(body)};\n`;
+}
+
+/**
+ * The SQL that creates the store's schema (when the table names one), table
+ * and index if they are absent: what {@linkcode PostgresStore.migrate} runs,
+ * for teams that run their own migrations. The statements take a
+ * transaction-scoped advisory lock first, so concurrent runs queue instead
+ * of racing, and silence the "already exists, skipping" notices; run them in
+ * one transaction (one simple-protocol query, as `psql -c` sends, is one).
+ * The schema is created only when it is missing, so a role without the
+ * database's CREATE privilege can still migrate into an existing schema.
  *
- * @param table The table, optionally `schema.table`; the schema must exist.
+ * @param table The table, optionally `schema.table`.
  * @returns The statements, separated by semicolons.
  * @throws {TypeError} When the table name is invalid.
  *
@@ -205,11 +238,15 @@ function quoteIdentifier(part: string): string {
  * ```
  */
 export function postgresMigration(table: string = DEFAULT_TABLE): string {
-  const { quoted, table: bare } = parseTable(table);
+  const { quoted, table: bare, schema } = parseTable(table);
   const index = quoteIdentifier(`${bare}_expires_at_idx`);
   return `SET LOCAL client_min_messages = warning;
 SELECT pg_advisory_xact_lock(hashtextextended('@idempotent/http migrate', 0));
-CREATE TABLE IF NOT EXISTS ${quoted} (
+${
+    schema === null
+      ? ""
+      : createSchema(schema)
+  }CREATE TABLE IF NOT EXISTS ${quoted} (
   slot text PRIMARY KEY,
   version smallint NOT NULL,
   state text NOT NULL,
@@ -381,6 +418,19 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * Time is the database's (`statement_timestamp()`), never the app's. Expired
  * rows never block; {@linkcode PostgresStore.sweep} deletes them.
  *
+ * **A claim that failed leaves nothing behind.** The timeout cancels the
+ * statement, but a cancel is a request sent on another connection: a backend
+ * that is stopped or busy when it arrives may ignore it and then commit the
+ * claim (a test reproduces this). The store made the claim's token, so it
+ * watches a claim that timed out: if its statement commits after all, or
+ * fails with an unknown outcome (the connection broke under it), the store
+ * sends a `release` fenced by that token, retried with a backoff and at once
+ * when the database answers anything, until it answers or the orphan's lease
+ * has run out. A statement the server refused or cancelled (an SQLSTATE,
+ * such as 57014) rolled back whole and needs nothing. A claim whose outcome
+ * never comes back lives at most one lease, as does one past the bound of
+ * 10,000 pending undos per store. The undo emits nothing.
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
@@ -418,6 +468,7 @@ export class PostgresStore implements IdempotencyStore {
   #name: string;
   #timeoutMs: number;
   #statements: Statements;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -454,12 +505,12 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   /**
-   * Creates the table and its index if they are absent. Safe to run from
-   * several instances at once: the statements go as one transaction that
-   * first takes an advisory lock.
+   * Creates the schema (when the table names one), the table and its index
+   * if they are absent. Safe to run from several instances at once: the
+   * statements go as one transaction that first takes an advisory lock.
    *
    * @returns When the table exists.
-   * @throws {Error} The driver's error when the database refuses (a missing schema, no privilege).
+   * @throws {Error} The driver's error when the database refuses (no privilege to create a missing schema or the table).
    */
   async migrate(): Promise<void> {
     // No parameters: postgres.js sends one simple-protocol query, which the
@@ -535,7 +586,11 @@ export class PostgresStore implements IdempotencyStore {
     // this statement's snapshot shows as no row, or as the free row read
     // while the upsert found it taken: look again, a few times at most.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const rows = await this.#run("claim", this.#statements.claim, params);
+      const rows = await this.#run("claim", this.#statements.claim, params, {
+        slot,
+        token,
+        leaseMs: options.leaseMs,
+      });
       const row = rows[0];
       if (row === undefined || row.free === true) continue;
       return decodeClaim(row, token);
@@ -625,14 +680,19 @@ export class PostgresStore implements IdempotencyStore {
 
   /**
    * Runs one statement under the timeout, turning every failure into a
-   * {@linkcode StoreError}.
+   * {@linkcode StoreError}. A claim passes its token: a claim statement that
+   * timed out may commit anyway (the cancel is a request that can come too
+   * late), and one whose connection broke may have committed, so either is
+   * undone by a release fenced by that token (see {@linkcode Orphans}).
    */
   async #run(
     operation: StoreOperation,
     text: string,
     parameters: (string | number | Uint8Array | null)[],
+    claim?: { slot: string; token: string; leaseMs: number },
   ): Promise<PostgresRow[] & { count: number }> {
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let timedOut = false;
     try {
       const query = this.#sql.unsafe(text, parameters, {
         prepare: this.#prepare,
@@ -640,6 +700,20 @@ export class PostgresStore implements IdempotencyStore {
       if (this.#timeoutMs === Infinity) return await query;
       const timeout = new Promise<never>((_, reject) => {
         timer = setTimeout(() => {
+          timedOut = true;
+          if (claim !== undefined) {
+            // Watch what the statement does after all.
+            this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
+            Promise.resolve(query).then(
+              (rows) =>
+                this.#orphans.settled(
+                  claim.token,
+                  rows[0]?.token === claim.token,
+                ),
+              (error) =>
+                this.#orphans.settled(claim.token, mayHaveCommitted(error)),
+            );
+          }
           Promise.resolve()
             .then(() => query.cancel())
             .catch(() => {});
@@ -648,8 +722,13 @@ export class PostgresStore implements IdempotencyStore {
           );
         }, this.#timeoutMs);
       });
-      return await Promise.race([query, timeout]);
+      const rows = await Promise.race([query, timeout]);
+      this.#orphans.kick(); // PostgreSQL answers: undo what waits for it
+      return rows;
     } catch (cause) {
+      if (claim !== undefined && !timedOut && mayHaveCommitted(cause)) {
+        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
       const reason = cause instanceof Error ? cause.message : String(cause);
       throw new StoreError(
         `PostgreSQL ${operation} failed${
@@ -661,6 +740,27 @@ export class PostgresStore implements IdempotencyStore {
       clearTimeout(timer);
     }
   }
+}
+
+/**
+ * Whether a statement that failed with `error` may have committed: not when
+ * the server refused it (a SQLSTATE, such as 57014 for a statement it
+ * cancelled: a single statement rolls back whole), nor when no connection
+ * could be opened to send it; any other failure (a connection lost while the
+ * statement ran) may hide a commit.
+ */
+function mayHaveCommitted(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return true;
+  if (/^[0-9A-Z]{5}$/.test(code)) return false;
+  return ![
+    "ECONNREFUSED",
+    "ENOTFOUND",
+    "EHOSTUNREACH",
+    "CONNECT_TIMEOUT",
+    "CONNECTION_ENDED",
+  ]
+    .includes(code);
 }
 
 /** Whether a migration failed only because an object already exists. */

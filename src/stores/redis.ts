@@ -46,6 +46,7 @@ import {
   toStoredResponse,
 } from "../record.ts";
 import { positiveInteger } from "../_validate.ts";
+import { Orphans } from "./_orphans.ts";
 
 /**
  * The one-method client interface the store talks to: send one command as an
@@ -381,6 +382,27 @@ function duration(name: string, value: unknown): string {
  * - Every operation has `timeoutMs` to finish; an error from the client
  *   (unreachable, closed) or a missed deadline throws a {@linkcode StoreError}
  *   with the cause. After a thrown write the outcome is unknown.
+ * - **A claim that failed leaves nothing behind.** A claim that timed out
+ *   may still run later: node-redis and ioredis queue commands while
+ *   disconnected and send them on reconnect, and a hung Redis (SIGSTOP, a
+ *   long fork) already holds the command. The store made the claim's token,
+ *   so it undoes such a claim itself: when the late reply says the claim
+ *   acquired the slot, or the connection broke under it (outcome unknown),
+ *   it sends a `release` fenced by that token, which deletes the record only
+ *   if that very claim holds it. A late reply that found the slot taken or
+ *   completed needs nothing; a claim the client refused to send (offline,
+ *   closed) or that met `NOSCRIPT` never ran. A late claim carries our own
+ *   token, so it can never be taken for someone else's; if it took over an
+ *   expired lease (`recovered`), undoing it frees the slot, as a release
+ *   after the takeover would have. The release goes on the same client after
+ *   the claim's reply, retried with a backoff (100 ms to 5 s) and at once
+ *   when Redis answers anything, until it answers or the orphan's lease has
+ *   run out. What remains: a claim whose reply never comes back (the client
+ *   dropped it, or the process exits) lives at most one lease, as does one
+ *   past the bound of 10,000 pending undos per store (oldest dropped first).
+ *   The undo emits nothing (stores have no events). Late writes need no
+ *   undo: a late `complete` is the write that was wanted, and a late
+ *   `release` or `extend` is fenced by the owner's token.
  *
  * The caller opens and closes the client; the store never does. Deadlines are
  * watched by one timer per store (not one per command), which keeps the
@@ -430,6 +452,7 @@ export class RedisStore implements IdempotencyStore {
   #timeoutMs: number;
   #pending = new Set<Call>();
   #timer: Timer | undefined;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
 
   /**
    * Makes a store on a client the caller connected.
@@ -482,7 +505,7 @@ export class RedisStore implements IdempotencyStore {
       token,
       lease,
       ttl,
-    ]);
+    ], { slot, token, leaseMs: Number(lease) });
     if (reply === 1 || reply === 2) {
       return { state: "acquired", token, recovered: reply === 2 };
     }
@@ -579,11 +602,16 @@ export class RedisStore implements IdempotencyStore {
     return reply === 1 ? "applied" : "lost";
   }
 
-  /** Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT. */
+  /**
+   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT. A
+   * claim passes its token, so that a claim that fails but may still land
+   * is undone (see {@linkcode Orphans}).
+   */
   #eval(
     operation: StoreOperation,
     slot: string,
     argv: (string | Uint8Array)[],
+    claim?: ClaimCall,
   ): Promise<unknown> {
     const script = SCRIPTS[operation];
     const args: (string | Uint8Array)[] = new Array(4 + argv.length);
@@ -596,6 +624,7 @@ export class RedisStore implements IdempotencyStore {
       const call: Call = {
         operation,
         deadline: performance.now() + this.#timeoutMs,
+        claim,
         resolve,
         reject,
       };
@@ -605,6 +634,8 @@ export class RedisStore implements IdempotencyStore {
         try {
           pending = this.#send(args);
         } catch (error) {
+          // Thrown before anything was sent: nothing can land.
+          call.claim = undefined;
           this.#settle(call, error, true);
           return;
         }
@@ -642,13 +673,28 @@ export class RedisStore implements IdempotencyStore {
   }
 
   #settle(call: Call, value: unknown, failed: boolean): void {
-    if (!this.#pending.delete(call)) return; // timed out already
+    const claim = call.claim;
+    if (!this.#pending.delete(call)) {
+      // Timed out already: the caller has its error. A claim that landed
+      // after all (or may have) is undone.
+      if (claim !== undefined) {
+        this.#orphans.settled(
+          claim.token,
+          failed ? mayHaveRun(value) : value === 1 || value === 2,
+        );
+      }
+      return;
+    }
     if (this.#pending.size === 0 && this.#timer !== undefined) {
       refTimer(this.#timer, false);
     }
     if (!failed) {
+      this.#orphans.kick(); // Redis answers: undo what waits for it
       call.resolve(value);
     } else {
+      if (claim !== undefined && mayHaveRun(value)) {
+        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
       const message = (value as { message?: unknown } | null)?.message;
       call.reject(
         new StoreError(
@@ -668,6 +714,10 @@ export class RedisStore implements IdempotencyStore {
         return;
       }
       this.#pending.delete(call);
+      const claim = call.claim;
+      if (claim !== undefined) {
+        this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
+      }
       call.reject(
         new StoreError(
           `Redis ${call.operation} did not answer within ${this.#timeoutMs} ms`,
@@ -681,10 +731,19 @@ export class RedisStore implements IdempotencyStore {
   };
 }
 
+/** What a claim's call needs to be undone. */
+interface ClaimCall {
+  slot: string;
+  token: string;
+  leaseMs: number;
+}
+
 /** A pending operation, watched for its deadline. */
 interface Call {
   operation: StoreOperation;
   deadline: number;
+  /** Set on claims that may still land. */
+  claim: ClaimCall | undefined;
   resolve(reply: unknown): void;
   reject(error: StoreError): void;
 }
@@ -705,6 +764,21 @@ function refTimer(timer: Timer, on: boolean): void {
     if (on) t.ref?.();
     else t.unref?.();
   }
+}
+
+/**
+ * Whether a command that failed with `error` may have run on the server: not
+ * when the script was unknown (NOSCRIPT) or the client refused to send it
+ * (node-redis offline or closed, ioredis without its offline queue). Any
+ * other error (a connection that broke under the command) may hide a run.
+ */
+function mayHaveRun(error: unknown): boolean {
+  if (isNoScript(error)) return false;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message !== "string") return true;
+  return !(message === "The client is offline" ||
+    message === "The client is closed" ||
+    message.includes("enableOfflineQueue options is false"));
 }
 
 function unreadable(retryAfterMs: number): ClaimResult {

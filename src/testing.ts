@@ -1,9 +1,33 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The store contract of DESIGN.md section 4 as one suite, run against every
- * store with the same cases: `storeConformance({ name, setup })` registers a
- * `Deno.test` whose steps each use slots of their own, so no case depends on
- * another's leftovers.
+ * The store contract of the `IdempotencyStore` interface as one suite, the
+ * same cases this package runs against each of its own stores: one winner
+ * among concurrent claims, fencing of stale owners, lease takeover, exact
+ * lease and TTL boundaries, expiry that never blocks, the first claim's TTL
+ * kept on completion, binary bodies up to 1 MiB, omitted bodies, many
+ * `Set-Cookie` headers, and unreadable values read as in flight.
+ *
+ * {@linkcode storeConformance} registers Deno tests (one `Deno.test` per
+ * store, one step per case): call it at the top level of a `*_test.ts` file
+ * and run `deno test`. {@linkcode checkStoreConformance} runs the same cases
+ * without registering anything, for another test runner or a script. Every
+ * case uses slots of its own, so no case depends on another's leftovers.
+ *
+ * @example Prove a store against the contract
+ * ```ts
+ * import { checkStoreConformance } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ *
+ * let now = 0;
+ * await checkStoreConformance({
+ *   setup: () =>
+ *     Promise.resolve({
+ *       store: new MemoryStore({ clock: () => now }),
+ *       elapse: (ms) => Promise.resolve(void (now += ms)),
+ *       advanceClock: (ms) => Promise.resolve(void (now += ms)),
+ *     }),
+ * }); // rejects, naming the case, if the store breaks the contract
+ * ```
  *
  * @module
  */
@@ -14,18 +38,47 @@ import type {
   ClaimResult,
   IdempotencyStore,
   StoredResponse,
-} from "../src/store.ts";
-import { testName } from "./_services.ts";
+} from "./store.ts";
+
+export * from "./stores/_contract.ts";
 
 /** A kind of value that no store wrote: what `poison` plants at a slot. */
 export type PoisonKind = "garbage" | "truncated" | "future_version";
 
-/** What a store's setup hands the suite. */
+/**
+ * What a store's setup hands the suite.
+ *
+ * @example A harness for a store with an injected clock
+ * ```ts
+ * import type { ConformanceHarness } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let now = 0;
+ * const harness: ConformanceHarness = {
+ *   store: new MemoryStore({ clock: () => now }),
+ *   elapse: (ms) => Promise.resolve(void (now += ms)),
+ *   advanceClock: (ms) => Promise.resolve(void (now += ms)),
+ * };
+ * const options = { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 };
+ * assert.equal((await harness.store.claim("s", options)).state, "acquired");
+ * await harness.advanceClock!(1_000);
+ * assert.equal((await harness.store.claim("s", options)).state, "acquired");
+ * ```
+ */
 export interface ConformanceHarness {
   /** The store under test. */
   store: IdempotencyStore;
   /** Lets `ms` pass on the store's clock: advances an injected clock, or sleeps. */
   elapse(ms: number): Promise<void>;
+  /**
+   * Moves the store's injected clock forward by exactly `ms`, with no real
+   * time passing. Give it for a store that takes a clock: it enables the
+   * cases on exact boundaries (a claim whose lease ends exactly now is free,
+   * a record whose TTL ends exactly now is absent). Omit it for a store that
+   * reads a server's clock (Redis, PostgreSQL).
+   */
+  advanceClock?: (ms: number) => Promise<void>;
   /**
    * Writes a value at `slot` that is not a record of ours: random bytes
    * (`garbage`), a record cut short (`truncated`), or a record of a later
@@ -37,11 +90,93 @@ export interface ConformanceHarness {
   teardown?: () => Promise<void>;
 }
 
-/** How to run the suite against one store. */
+/**
+ * Runs one case of the suite: by default in line, stopping at the first
+ * failure; {@linkcode storeConformance} passes `t.step`.
+ *
+ * @example Log each case as it runs
+ * ```ts
+ * import type { ConformanceStep } from "@idempotent/http/testing";
+ * import assert from "node:assert/strict";
+ *
+ * const names: string[] = [];
+ * const step: ConformanceStep = async (name, fn) => {
+ *   names.push(name);
+ *   await fn();
+ * };
+ * await step("a case", () => Promise.resolve());
+ * assert.deepEqual(names, ["a case"]);
+ * ```
+ */
+export type ConformanceStep = (
+  name: string,
+  fn: () => Promise<void>,
+) => Promise<unknown>;
+
+/**
+ * How {@linkcode checkStoreConformance} runs the suite against one store.
+ *
+ * @example Run the cases with a longer lease
+ * ```ts
+ * import type { ConformanceCheck } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const check: ConformanceCheck = {
+ *   leaseMs: 500,
+ *   setup: () =>
+ *     Promise.resolve({
+ *       store: new MemoryStore(),
+ *       elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+ *     }),
+ * };
+ * assert.equal(check.leaseMs, 500);
+ * ```
+ */
+export interface ConformanceCheck {
+  /**
+   * The lease, in milliseconds, of the cases that wait for expiry: long
+   * enough that a store operation finishes well within it.
+   *
+   * @default {200}
+   */
+  leaseMs?: number;
+  /** Makes the store, once for the suite. */
+  setup(): Promise<ConformanceHarness>;
+  /**
+   * Runs each case.
+   *
+   * @default {in line, rejecting at the first failure with the case's name}
+   */
+  step?: ConformanceStep;
+}
+
+/**
+ * How {@linkcode storeConformance} registers the suite for one store.
+ *
+ * @example Options for a store whose service may be down
+ * ```ts
+ * import type { ConformanceOptions } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const options: ConformanceOptions = {
+ *   name: "MyStore",
+ *   ignore: "the service is unreachable",
+ *   setup: () =>
+ *     Promise.resolve({ store: new MemoryStore(), elapse: () => Promise.resolve() }),
+ * };
+ * assert.equal(options.ignore, "the service is unreachable");
+ * ```
+ */
 export interface ConformanceOptions {
   /** The store's name in test names, such as `"RedisStore (ioredis)"`. */
   name: string;
-  /** `false`, or the reason the suite is ignored (shown in the test name). */
+  /**
+   * `false`, or the reason the suite is ignored (shown in the test name).
+   *
+   * @default {false}
+   */
   ignore?: false | string;
   /**
    * The lease, in milliseconds, of the cases that wait for expiry: long
@@ -112,20 +247,83 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 }
 
 /**
- * Registers the conformance suite for one store.
+ * Registers the conformance suite for one store as a Deno test, one step per
+ * case. Call it at the top level of a test file (Deno registers tests only
+ * there, so this example is not run by `deno test --doc`;
+ * {@linkcode checkStoreConformance}'s runs the same cases).
  *
  * @param options The store's name, setup and timing.
+ *
+ * @example Register the suite in my_store_test.ts
+ * ```ts ignore
+ * import { storeConformance } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ *
+ * storeConformance({
+ *   name: "MemoryStore",
+ *   setup: () =>
+ *     Promise.resolve({
+ *       store: new MemoryStore(),
+ *       elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+ *     }),
+ * });
+ * ```
  */
 export function storeConformance(options: ConformanceOptions): void {
-  const lease = options.leaseMs ?? 200;
-  const ttl = 60_000;
   const ignore = options.ignore ?? false;
   Deno.test({
-    name: testName(`${options.name} conforms to the store contract`, ignore),
+    name: ignore
+      ? `${options.name} conforms to the store contract (ignored: ${ignore})`
+      : `${options.name} conforms to the store contract`,
     ignore: ignore !== false,
     sanitizeOps: false,
     sanitizeResources: false,
-    async fn(t) {
+    fn: (t) =>
+      checkStoreConformance({
+        ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+        setup: options.setup,
+        step: (name, fn) => t.step(name, fn),
+      }),
+  });
+}
+
+/**
+ * Runs the conformance suite against one store without registering a test:
+ * sets the store up, runs every case, and tears it down.
+ *
+ * @param options The store's setup, timing and how each case runs.
+ * @returns A promise that settles when every case has run.
+ * @throws {Error} With the failing case's name, and its assertion as `cause`,
+ * when a case fails under the default `step`.
+ *
+ * @example A store that lets a stale owner release fails
+ * ```ts
+ * import { checkStoreConformance } from "@idempotent/http/testing";
+ * import { MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * let now = 0;
+ * const broken = new MemoryStore({ clock: () => now });
+ * broken.release = () => Promise.resolve("applied"); // never checks the token
+ * await assert.rejects(
+ *   checkStoreConformance({
+ *     setup: () =>
+ *       Promise.resolve({
+ *         store: broken,
+ *         elapse: (ms) => Promise.resolve(void (now += ms)),
+ *       }),
+ *   }),
+ *   /Store conformance case failed/,
+ * );
+ * ```
+ */
+export function checkStoreConformance(
+  options: ConformanceCheck,
+): Promise<void> {
+  const lease = options.leaseMs ?? 200;
+  const ttl = 60_000;
+  const suite = {
+    async fn(t: { step: ConformanceStep }): Promise<void> {
       const h = await options.setup();
       const { store } = h;
       const run = crypto.randomUUID().slice(0, 8);
@@ -546,6 +744,69 @@ export function storeConformance(options: ConformanceOptions): void {
           },
         );
 
+        if (h.advanceClock) {
+          const advance = h.advanceClock;
+          await t.step(
+            "a claim whose lease ends exactly now no longer blocks (rule 5)",
+            async () => {
+              const s = slot();
+              const first = acquired(
+                await store.claim(s, opts("edge", { leaseMs: 1_000 })),
+              );
+              await advance(999);
+              const before = await store.claim(s, opts("edge"));
+              assert.equal(before.state, "in_flight", "1 ms of lease is left");
+              if (before.state === "in_flight") {
+                assert.equal(before.retryAfterMs, 1);
+              }
+              await advance(1);
+              const after = await store.claim(s, opts("edge"));
+              assert.equal(
+                after.state,
+                "acquired",
+                `the lease ended exactly now: ${JSON.stringify(after)}`,
+              );
+              if (after.state !== "acquired") return;
+              assert.equal(after.recovered, true);
+              assert.equal(await store.extend(s, first, lease), "lost");
+            },
+          );
+
+          await t.step(
+            "a record whose TTL ends exactly now is absent (rule 5)",
+            async () => {
+              const s = slot();
+              const token = acquired(
+                await store.claim(s, opts("ttl-edge", { ttlMs: 1_000 })),
+              );
+              assert.equal(
+                await store.complete(s, token, {
+                  status: 200,
+                  headers: [],
+                  body: bytes("edge"),
+                }),
+                "applied",
+              );
+              await advance(999);
+              assert.equal(
+                (await store.claim(s, opts("ttl-edge"))).state,
+                "completed",
+                "1 ms of TTL is left",
+              );
+              await advance(1);
+              const after = await store.claim(s, opts("ttl-edge"));
+              assert.equal(
+                after.state,
+                "acquired",
+                `the TTL ended exactly now: ${JSON.stringify(after)}`,
+              );
+              if (after.state === "acquired") {
+                assert.equal(after.recovered, false);
+              }
+            },
+          );
+        }
+
         if (h.poison) {
           const poison = h.poison;
           await t.step(
@@ -596,5 +857,17 @@ export function storeConformance(options: ConformanceOptions): void {
         await h.teardown?.();
       }
     },
-  });
+  };
+  return suite.fn({ step: options.step ?? inLine });
+}
+
+/** Runs a case in line; a failure rejects with the case's name. */
+async function inLine(name: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (error) {
+    throw new Error(`Store conformance case failed: ${name}`, {
+      cause: error,
+    });
+  }
 }

@@ -1,0 +1,31 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's FailoverStore snippet as a whole server, on port 8000: Redis
+ * at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
+ *
+ *     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test deno run --allow-net --allow-env examples/failover.ts
+ *
+ * @module
+ */
+import { handler } from "./_payments.ts";
+import { idempotency } from "@idempotent/http";
+import { FailoverStore } from "@idempotent/http/failover";
+import { RedisStore } from "@idempotent/http/redis";
+import { PostgresStore } from "@idempotent/http/postgres";
+import { createClient } from "redis";
+import postgres from "postgres";
+
+const redis = createClient({
+  url: Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379",
+  disableOfflineQueue: true, // fail fast while Redis is down, queue nothing
+});
+redis.on("error", () => {}); // reconnects on its own; claims fall back meanwhile
+await redis.connect();
+const sql = postgres(Deno.env.get("DATABASE_URL")!);
+
+const store = new FailoverStore({
+  primary: new RedisStore({ client: redis, timeoutMs: 250 }),
+  fallback: new PostgresStore({ sql }),
+});
+await store.migrate(); // creates the PostgreSQL table: without it, new keys get 503
+Deno.serve(idempotency(handler, { store }));

@@ -1,0 +1,15 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's KvStore snippet as a whole server, on port 8000, with its
+ * records in `./idempotency.db`:
+ *
+ *     deno run --allow-net --allow-read --allow-write --unstable-kv examples/kv.ts
+ *
+ * @module
+ */
+import { handler } from "./_payments.ts";
+import { idempotency } from "@idempotent/http";
+import { KvStore } from "@idempotent/http/kv";
+
+const kv = await Deno.openKv("./idempotency.db"); // Deno.openKv() on Deno Deploy
+Deno.serve(idempotency(handler, { store: new KvStore({ kv }) }));

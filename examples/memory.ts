@@ -1,0 +1,16 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's MemoryStore snippet as a whole server, on port 8000:
+ *
+ *     deno run --allow-net examples/memory.ts
+ *
+ * @module
+ */
+import { handler } from "./_payments.ts";
+import { idempotency, MemoryStore } from "@idempotent/http";
+
+const store = new MemoryStore({
+  maxEntries: 10_000,
+  maxBytes: 64 * 1024 * 1024,
+});
+Deno.serve(idempotency(handler, { store }));

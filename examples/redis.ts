@@ -1,0 +1,21 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's RedisStore snippet (node-redis) as a whole server, on port
+ * 8000, against the Redis at `REDIS_URL`:
+ *
+ *     deno run --allow-net --allow-env examples/redis.ts
+ *
+ * @module
+ */
+import { handler } from "./_payments.ts";
+import { idempotency } from "@idempotent/http";
+import { RedisStore } from "@idempotent/http/redis";
+import { createClient } from "redis"; // node-redis 5
+
+const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
+const client = await createClient({ url }).connect();
+Deno.serve(
+  idempotency(handler, {
+    store: new RedisStore({ client, prefix: "myapp:idem:" }),
+  }),
+);

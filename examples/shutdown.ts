@@ -1,0 +1,22 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's shutdown snippet as a whole server, on port 8000: on SIGTERM
+ * it stops taking requests, flushes the writes still retried in the
+ * background, and exits.
+ *
+ *     deno run --allow-net examples/shutdown.ts
+ *
+ * @module
+ */
+import { handler as app } from "./_payments.ts";
+import { drainCompletions, idempotency, MemoryStore } from "@idempotent/http";
+
+const store = new MemoryStore();
+
+const handler = idempotency(app, { store });
+const server = Deno.serve(handler);
+Deno.addSignalListener("SIGTERM", async () => {
+  await server.shutdown();
+  await drainCompletions(handler); // resolves at once when none is pending
+  Deno.exit(0);
+});

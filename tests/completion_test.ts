@@ -1,0 +1,521 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The terminal rule under a failing store: a completion write that throws is
+ * retried (the lease renewed meanwhile) until it lands or is fenced out,
+ * inline and then in the background, so that a retry of the request replays
+ * instead of running the handler again. Time in the store is an injected
+ * clock; the tests wait for events and store calls, never for a duration.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import postgres from "postgres";
+import { createClient } from "redis";
+import {
+  drainCompletions,
+  idempotency,
+  type IdempotencyEvent,
+  type IdempotencyOptions,
+  slotOf,
+} from "../mod.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../src/store.ts";
+import { StoreError } from "../src/store.ts";
+import { MemoryStore } from "../src/stores/memory.ts";
+import { PostgresStore } from "../src/stores/postgres.ts";
+import { RedisStore } from "../src/stores/redis.ts";
+import { bytesOf, deferred, pattern, post, sameBytes } from "./_helpers.ts";
+import { deleteRedisKeys } from "./_redis.ts";
+import {
+  DATABASE_URL,
+  POSTGRES_IGNORE,
+  REDIS_IGNORE,
+  REDIS_URL,
+  testName,
+  uniquePrefix,
+} from "./_services.ts";
+
+/** What a fault does to one store call: throw before it, throw after it, or let it through. */
+type Fault = "throw" | "after" | "pass";
+
+/** Resolves waiters whenever something they watch may have changed. */
+class Watch {
+  #waiters: { check: () => boolean; resolve: () => void }[] = [];
+  notify(): void {
+    this.#waiters = this.#waiters.filter((w) => {
+      if (!w.check()) return true;
+      w.resolve();
+      return false;
+    });
+  }
+  until(check: () => boolean): Promise<void> {
+    if (check()) return Promise.resolve();
+    const { promise, resolve } = deferred();
+    this.#waiters.push({ check, resolve });
+    return promise;
+  }
+}
+
+/**
+ * A real store behind chosen faults: `faults[op]` decides each call (it may
+ * wait first, e.g. on a gate). Logs every call, in order.
+ */
+class FlakyStore implements IdempotencyStore {
+  readonly log: { op: StoreOperation; slot: string }[] = [];
+  readonly faults: Partial<
+    Record<StoreOperation, (slot: string, n: number) => Fault | Promise<Fault>>
+  > = {};
+  readonly watch = new Watch();
+  constructor(readonly inner: IdempotencyStore) {}
+
+  count(op: StoreOperation, slot: string): number {
+    return this.log.filter((c) => c.op === op && c.slot === slot).length;
+  }
+
+  async #op<T>(
+    op: StoreOperation,
+    slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    this.log.push({ op, slot });
+    this.watch.notify();
+    const fault = await (this.faults[op]?.(slot, this.count(op, slot)) ??
+      "pass");
+    if (fault === "throw") {
+      throw new StoreError(`injected ${op} failure`, { operation: op });
+    }
+    const result = await run();
+    if (fault === "after") {
+      throw new StoreError(`injected ${op} timeout`, { operation: op });
+    }
+    return result;
+  }
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    return this.#op("claim", slot, () => this.inner.claim(slot, options));
+  }
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.#op(
+      "complete",
+      slot,
+      () => this.inner.complete(slot, token, response),
+    );
+  }
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.#op("release", slot, () => this.inner.release(slot, token));
+  }
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.#op(
+      "extend",
+      slot,
+      () => this.inner.extend(slot, token, leaseMs),
+    );
+  }
+}
+
+/** A MemoryStore on a clock the test moves, behind a FlakyStore. */
+function setup(options: IdempotencyOptions = {}) {
+  let now = 1_000_000;
+  const memory = new MemoryStore({ clock: () => now });
+  const store = new FlakyStore(memory);
+  const events: IdempotencyEvent[] = [];
+  const watch = new Watch();
+  let runs = 0;
+  const body = pattern(3000, 41);
+  const t = {
+    hold: undefined as (() => Promise<void>) | undefined,
+    status: () => 201,
+  };
+  const guarded = idempotency(async () => {
+    runs++;
+    await t.hold?.();
+    return new Response(body, { status: t.status() });
+  }, {
+    store,
+    lease: 1000,
+    onEvent: (event) => {
+      events.push(event);
+      watch.notify();
+    },
+    ...options,
+  });
+  return Object.assign(t, {
+    memory,
+    store,
+    events,
+    guarded,
+    body,
+    runs: () => runs,
+    advance: (ms: number) => now += ms,
+    until: (check: (events: IdempotencyEvent[]) => boolean) =>
+      watch.until(() => check(events)),
+    completed: (slot: string) =>
+      events.filter((
+        e,
+      ): e is Extract<IdempotencyEvent, { type: "completed" }> =>
+        e.type === "completed" && e.slot === slot
+      ),
+  });
+}
+
+Deno.test("idempotency() retries a completion that fails once: a retry after the lease replays", async () => {
+  const t = setup();
+  t.store.faults.complete = (_slot, n) => n === 1 ? "throw" : "pass";
+  const first = await t.guarded(post("once"));
+  assert.equal(first.status, 201);
+  assert.ok(sameBytes(await bytesOf(first), t.body));
+  t.advance(1100); // the lease (1000) has run out
+  const retry = await t.guarded(post("once"));
+  assert.equal(retry.status, 201);
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.ok(sameBytes(await bytesOf(retry), t.body));
+  assert.equal(t.runs(), 1);
+  const [done] = t.completed(slotOf("", "once"));
+  assert.equal(done?.outcome, "applied");
+  assert.equal(done?.attempts, 2);
+  assert.equal(done?.background, false);
+});
+
+Deno.test("idempotency() retries a completion that fails n times, inline, then replays", async () => {
+  const t = setup();
+  t.store.faults.complete = (_slot, n) => n <= 4 ? "throw" : "pass";
+  const first = await t.guarded(post("four"));
+  assert.equal(first.status, 201);
+  assert.ok(sameBytes(await bytesOf(first), t.body));
+  const slot = slotOf("", "four");
+  assert.equal(t.store.count("complete", slot), 5);
+  const retries = t.events.filter((e) =>
+    e.type === "write_retry" && e.slot === slot
+  );
+  assert.deepEqual(
+    retries.map((e) => e.type === "write_retry" && [e.attempt, e.operation]),
+    [[2, "complete"], [3, "complete"], [4, "complete"], [5, "complete"]],
+  );
+  assert.equal(
+    t.events.filter((e) => e.type === "store_error").length,
+    4,
+  );
+  assert.equal(t.completed(slot)[0]?.attempts, 5);
+  t.advance(1100);
+  const retry = await t.guarded(post("four"));
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  await retry.body?.cancel();
+  assert.equal(t.runs(), 1);
+});
+
+Deno.test("idempotency() replays after a completion that landed but threw", async () => {
+  const t = setup();
+  t.store.faults.complete = (_slot, n) => n === 1 ? "after" : "pass";
+  await (await t.guarded(post("landed"))).body?.cancel();
+  t.advance(1100);
+  const retry = await t.guarded(post("landed"));
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.ok(sameBytes(await bytesOf(retry), t.body));
+  assert.equal(t.runs(), 1);
+  // The retried write finds the record there and is fenced out.
+  assert.equal(t.completed(slotOf("", "landed"))[0]?.outcome, "lost");
+});
+
+Deno.test("idempotency() sends the real bytes once the inline budget is spent, and completes in the background", async () => {
+  const t = setup({ completionWait: 30 });
+  const slot = slotOf("", "slow");
+  let down = true;
+  t.store.faults.complete = () => down ? "throw" : "pass";
+  const first = await t.guarded(post("slow"));
+  assert.equal(first.status, 201);
+  assert.ok(sameBytes(await bytesOf(first), t.body));
+  assert.ok(t.store.count("complete", slot) >= 2, "retried inline first");
+  assert.deepEqual(t.completed(slot), [], "still pending");
+  // Meanwhile the slot stays claimed: a retry waits, it does not run.
+  const meanwhile = await t.guarded(post("slow"));
+  assert.equal(meanwhile.status, 409);
+  await meanwhile.body?.cancel();
+  await t.until((events) =>
+    events.some((e) =>
+      e.type === "write_retry" && e.slot === slot && e.background
+    )
+  );
+  down = false;
+  await drainCompletions(t.guarded);
+  const [done] = t.completed(slot);
+  assert.equal(done?.outcome, "applied");
+  assert.equal(done?.background, true);
+  t.advance(1100);
+  const retry = await t.guarded(post("slow"));
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.ok(sameBytes(await bytesOf(retry), t.body));
+  assert.equal(t.runs(), 1);
+});
+
+Deno.test("idempotency() stops retrying a completion once it is fenced out (lost)", async () => {
+  const t = setup({ completionWait: 0 });
+  const slot = slotOf("", "fenced");
+  const gate = deferred();
+  t.store.faults.complete = async (_slot, n) => {
+    if (n === 1) return "throw";
+    await gate.promise;
+    return "pass";
+  };
+  await (await t.guarded(post("fenced"))).body?.cancel();
+  // The lease runs out and another owner takes the slot over.
+  t.advance(1100);
+  const other = await t.memory.claim(slot, {
+    fingerprint: "other",
+    leaseMs: 1000,
+    ttlMs: 60_000,
+  });
+  assert.equal(other.state, "acquired");
+  await t.store.watch.until(() => t.store.count("complete", slot) === 2);
+  gate.resolve();
+  await drainCompletions(t.guarded);
+  const [done] = t.completed(slot);
+  assert.equal(done?.outcome, "lost");
+  assert.equal(done?.attempts, 2);
+  assert.equal(t.store.count("complete", slot), 2, "no attempt after lost");
+});
+
+Deno.test("idempotency() gives a completion up after completionTimeout", async () => {
+  const t = setup({ completionWait: 0, completionTimeout: 40 });
+  const slot = slotOf("", "never");
+  t.store.faults.complete = () => "throw";
+  const first = await t.guarded(post("never"));
+  assert.ok(sameBytes(await bytesOf(first), t.body));
+  await drainCompletions(t.guarded);
+  const [done] = t.completed(slot);
+  assert.equal(done?.outcome, "unknown");
+  assert.equal(t.store.count("complete", slot), done?.attempts);
+});
+
+Deno.test("idempotency() holds a response past maxPendingCompletions until a background completion ends", async () => {
+  const t = setup({ completionWait: 0, maxPendingCompletions: 1 });
+  const a = slotOf("", "a");
+  const b = slotOf("", "b");
+  const down = new Set([a, b]);
+  t.store.faults.complete = (slot) => down.has(slot) ? "throw" : "pass";
+  const first = await t.guarded(post("a"));
+  assert.ok(sameBytes(await bytesOf(first), t.body));
+  let answered = false;
+  const second = Promise.resolve(t.guarded(post("b"))).then((res) => {
+    answered = true;
+    return res;
+  });
+  // b keeps retrying inline: the one background place is a's.
+  await t.until((events) =>
+    events.some((e) =>
+      e.type === "write_retry" && e.slot === b && e.attempt >= 3
+    )
+  );
+  assert.equal(answered, false);
+  assert.ok(
+    t.events.every((e) =>
+      !(e.type === "write_retry" && e.slot === b) || !e.background
+    ),
+  );
+  down.delete(a);
+  // a lands, its place frees, b goes to the background and is answered.
+  const res = await second;
+  assert.ok(sameBytes(await bytesOf(res), t.body));
+  assert.equal(t.completed(a)[0]?.outcome, "applied");
+  down.delete(b);
+  await drainCompletions(t.guarded);
+  assert.equal(t.completed(b)[0]?.outcome, "applied");
+  assert.equal(t.completed(b)[0]?.background, true);
+  t.advance(1100);
+  for (const key of ["a", "b"]) {
+    const retry = await t.guarded(post(key));
+    assert.equal(retry.headers.get("idempotent-replayed"), "true");
+    await retry.body?.cancel();
+  }
+  assert.equal(t.runs(), 2);
+});
+
+Deno.test("idempotency() renews the lease while a completion is pending, and stops at its outcome", async () => {
+  // A real-time heartbeat: with a lease of 60 ms a claim is renewed every
+  // 20–30 ms. Claims on one middleware share one timer: once a second claim
+  // has been renewed twice, any beat still in the set was due as well.
+  const t = setup({ completionWait: 0, lease: 60 });
+  const slot = slotOf("", "beat");
+  let down = true;
+  t.store.faults.complete = (s) => s === slot && down ? "throw" : "pass";
+  const renewedTwice = async (key: string) => {
+    const watched = slotOf("", key);
+    t.hold = () =>
+      t.store.watch.until(() => t.store.count("extend", watched) >= 2);
+    // The heartbeat's timer does not keep the process alive; a server would.
+    const alive = setInterval(() => {}, 1000);
+    try {
+      await (await t.guarded(post(key))).body?.cancel();
+    } finally {
+      clearInterval(alive);
+      t.hold = undefined;
+    }
+  };
+  await (await t.guarded(post("beat"))).body?.cancel();
+  assert.deepEqual(t.completed(slot), [], "pending in the background");
+  // While the write is pending, the claim is renewed.
+  await renewedTwice("sentinel-1");
+  assert.ok(t.store.count("extend", slot) >= 1, "renewed while pending");
+  down = false;
+  await drainCompletions(t.guarded);
+  assert.equal(t.completed(slot)[0]?.outcome, "applied");
+  const renewed = t.store.count("extend", slot);
+  await renewedTwice("sentinel-2");
+  assert.equal(t.store.count("extend", slot), renewed, "no renewal after");
+});
+
+Deno.test("idempotency() retries a failed release in the background, so that a retry runs at once", async () => {
+  const t = setup();
+  const slot = slotOf("", "rel");
+  t.store.faults.release = (_slot, n) => n === 1 ? "throw" : "pass";
+  let status = 503;
+  t.status = () => status;
+  const first = await t.guarded(post("rel"));
+  assert.equal(first.status, 503);
+  await first.body?.cancel();
+  await drainCompletions(t.guarded);
+  const released = t.events.filter((e) => e.type === "released");
+  assert.equal(released.length, 1);
+  assert.equal(
+    released[0]?.type === "released" && released[0].outcome,
+    "applied",
+  );
+  assert.equal(released[0]?.type === "released" && released[0].attempts, 2);
+  status = 201;
+  const retry = await t.guarded(post("rel"));
+  assert.equal(retry.status, 201, "no 409: the slot was freed");
+  await retry.body?.cancel();
+  assert.equal(t.runs(), 2);
+  assert.equal(t.store.count("release", slot), 2);
+});
+
+Deno.test("idempotency() checks the completion options eagerly", async () => {
+  const ok = () => new Response("ok");
+  assert.throws(
+    () => idempotency(ok, { completionWait: -1 }),
+    RangeError,
+    "'completionWait' must be a non-negative integer: current value is -1",
+  );
+  assert.throws(
+    () => idempotency(ok, { completionTimeout: 0 }),
+    RangeError,
+    "'completionTimeout' must be a positive integer: current value is 0",
+  );
+  assert.throws(
+    () => idempotency(ok, { completionWait: 20, completionTimeout: 10 }),
+    RangeError,
+    "'completionWait' must not exceed 'completionTimeout' (10): current value is 20",
+  );
+  assert.throws(
+    () => idempotency(ok, { maxPendingCompletions: 1.5 }),
+    RangeError,
+    "'maxPendingCompletions' must be a non-negative integer: current value is 1.5",
+  );
+  await assert.rejects(
+    () => drainCompletions(ok),
+    TypeError,
+    "'handler' must be a handler returned by idempotency()",
+  );
+});
+
+/** On a real store: a completion that fails once is retried, and a retry at once replays (not 409, not a second run). */
+async function failsOnceOn(store: IdempotencyStore, fail: () => void) {
+  let runs = 0;
+  const events: IdempotencyEvent[] = [];
+  const body = pattern(2000, 42);
+  const guarded = idempotency(() => {
+    runs++;
+    fail();
+    return new Response(body, { status: 201 });
+  }, { store, onEvent: (event) => events.push(event) });
+  const key = crypto.randomUUID();
+  const first = await guarded(post(key));
+  assert.equal(first.status, 201);
+  assert.ok(sameBytes(await bytesOf(first), body));
+  assert.ok(
+    events.some((e) => e.type === "store_error" && e.operation === "complete"),
+    "the fault was injected",
+  );
+  const done = events.find((e) => e.type === "completed");
+  assert.equal(done?.type === "completed" && done.outcome, "applied");
+  const retry = await guarded(post(key));
+  assert.equal(retry.status, 201);
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.ok(sameBytes(await bytesOf(retry), body));
+  assert.equal(runs, 1);
+}
+
+Deno.test({
+  name: testName(
+    "idempotency() on a RedisStore retries a completion whose command failed once",
+    REDIS_IGNORE,
+  ),
+  ignore: REDIS_IGNORE !== false,
+  async fn() {
+    const client = await createClient({ url: REDIS_URL }).connect();
+    const prefix = `${uniquePrefix("complete")}:`;
+    try {
+      // The fault is in the transport: the next command after the handler
+      // (the completion's EVALSHA) fails as a dropped connection would.
+      let failNext = false;
+      const flaky = new Proxy(client, {
+        get(target, prop) {
+          if (prop === "sendCommand") {
+            return (...args: unknown[]) => {
+              if (failNext) {
+                failNext = false;
+                return Promise.reject(new Error("Socket closed unexpectedly"));
+              }
+              return (target.sendCommand as (...a: unknown[]) => unknown)
+                .apply(target, args);
+            };
+          }
+          const value = Reflect.get(target, prop, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      const store = new RedisStore({ client: flaky, prefix });
+      await failsOnceOn(store, () => failNext = true);
+      // And with the store wrapped: the write throws before reaching Redis.
+      const wrapped = new FlakyStore(new RedisStore({ client, prefix }));
+      let armed = false;
+      wrapped.faults.complete = () => armed ? (armed = false, "throw") : "pass";
+      await failsOnceOn(wrapped, () => armed = true);
+    } finally {
+      await deleteRedisKeys(prefix);
+      await client.quit();
+    }
+  },
+});
+
+Deno.test({
+  name: testName(
+    "idempotency() on a PostgresStore retries a completion that failed once",
+    POSTGRES_IGNORE,
+  ),
+  ignore: POSTGRES_IGNORE !== false,
+  async fn() {
+    const sql = postgres(DATABASE_URL, { max: 2, onnotice: () => {} });
+    const schema = uniquePrefix("complete");
+    try {
+      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+      const inner = new PostgresStore({ sql, table: `${schema}.keys` });
+      await inner.migrate();
+      const store = new FlakyStore(inner);
+      let armed = false;
+      store.faults.complete = () => armed ? (armed = false, "throw") : "pass";
+      await failsOnceOn(store, () => armed = true);
+    } finally {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await sql.end();
+    }
+  },
+});

@@ -1,0 +1,357 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The mutants `deno task mutate` applies, one at a time: small, realistic
+ * bugs that the named test files must catch. The list only grows: a bug that
+ * a test missed becomes a mutant here, beside the test that now catches it.
+ *
+ * `text` must occur exactly once in `file` (the runner reports a stale mutant
+ * with its file and text when code moved); keep it short, but long enough to
+ * be unique.
+ *
+ * @module
+ */
+
+/** One small bug and the tests that must catch it. */
+export interface Mutant {
+  /** A short unique name. */
+  id: string;
+  /** The file to mutate, from the repository root. */
+  file: string;
+  /** The exact text to replace: it must occur exactly once in `file`. */
+  text: string;
+  /** What replaces it. */
+  replacement: string;
+  /** The test files, from the repository root, that must fail. */
+  tests: string[];
+  /** What the bug breaks, in one line. */
+  what: string;
+}
+
+const KV = "src/stores/kv.ts";
+const MEMORY = "src/stores/memory.ts";
+const REDIS = "src/stores/redis.ts";
+const POSTGRES = "src/stores/postgres.ts";
+const FAILOVER = "src/stores/failover.ts";
+const MIDDLEWARE = "src/idempotency.ts";
+
+const T = {
+  middleware: "tests/idempotency_test.ts",
+  property: "tests/idempotency_property_test.ts",
+  edges: "tests/replay_edges_test.ts",
+  lease: "tests/lease_test.ts",
+  memory: "tests/memory_store_test.ts",
+  kv: "tests/kv_store_test.ts",
+  redis: "tests/redis_store_test.ts",
+  postgres: "tests/postgres_store_test.ts",
+  failover: "tests/failover_store_test.ts",
+  capture: "tests/capture_test.ts",
+  key: "tests/key_test.ts",
+  e2e: "tests/stores_e2e_test.ts",
+};
+
+/** Every mutant, in the order they run. */
+export const MUTANTS: Mutant[] = [
+  // --- the five that survived the audit of issue 16 --------------------------
+  {
+    id: "kv-lease-boundary",
+    file: KV,
+    text: "if (now < record.leaseUntil) {",
+    replacement: "if (now <= record.leaseUntil) {",
+    tests: [T.kv],
+    what: "a KV claim is still owned at the exact end of its lease",
+  },
+  {
+    id: "omitted-keeps-content-encoding",
+    file: MIDDLEWARE,
+    text: `if (omitted && name === "content-encoding") continue;`,
+    replacement: "",
+    tests: [T.edges, T.middleware],
+    what: "a replay without its body still says Content-Encoding: gzip",
+  },
+  {
+    id: "content-length-stored",
+    file: MIDDLEWARE,
+    text: `const UNSTORED = new Set([\n  "content-length",\n`,
+    replacement: "const UNSTORED = new Set([\n",
+    tests: [T.edges, T.middleware],
+    what: "a replay without its body keeps a stale Content-Length",
+  },
+  {
+    id: "lease-renewal-late",
+    file: "src/lease.ts",
+    text: "this.#leaseMs / 3;",
+    replacement: "this.#leaseMs * 1.5;",
+    tests: [T.lease, T.middleware],
+    what: "renewals come after the lease ran out: a retry could take over",
+  },
+  {
+    id: "retry-after-floor",
+    file: MIDDLEWARE,
+    text: "Math.ceil(retryAfterMs / 1000)",
+    replacement: "Math.floor(retryAfterMs / 1000)",
+    tests: [T.edges, T.middleware],
+    what: "Retry-After is a second short",
+  },
+
+  // --- fencing, all four stores ----------------------------------------------
+  {
+    id: "memory-fence-token",
+    file: MEMORY,
+    text: "entry.token !== token || entry.deadline <= this.#clock()",
+    replacement: "entry.deadline <= this.#clock()",
+    tests: [T.memory],
+    what: "MemoryStore applies a write from any token",
+  },
+  {
+    id: "memory-fence-expired",
+    file: MEMORY,
+    text: "entry.token !== token || entry.deadline <= this.#clock()",
+    replacement: "entry.token !== token",
+    tests: [T.memory],
+    what: "MemoryStore lets the owner of an expired record still write to it",
+  },
+  {
+    id: "kv-fence-token",
+    file: KV,
+    text: `record.state !== "in_flight" || record.token !== token ||`,
+    replacement: `record.state !== "in_flight" ||`,
+    tests: [T.kv],
+    what: "KvStore applies a write from any token",
+  },
+  {
+    id: "redis-fence-token",
+    file: REDIS,
+    text: "or r[3] ~= ARGV[1] ",
+    replacement: "",
+    tests: [T.redis],
+    what: "RedisStore's scripts apply a write from any token",
+  },
+  {
+    id: "redis-fence-state",
+    file: REDIS,
+    text: "or r[2] ~= 'f' ",
+    replacement: "",
+    tests: [T.redis],
+    what: "RedisStore lets a completed record be completed or released again",
+  },
+  {
+    id: "postgres-fence-state",
+    file: POSTGRES,
+    text: "AND state = 'in_flight' AND expires_at > ${NOW}`;",
+    replacement: "AND expires_at > ${NOW}`;",
+    tests: [T.postgres],
+    what: "PostgresStore lets a completed row be completed or released again",
+  },
+
+  // --- capture ---------------------------------------------------------------
+  {
+    id: "capture-prefix-short",
+    file: "src/capture.ts",
+    text: "const head = cap - seen;",
+    replacement: "const head = cap - seen - 1;",
+    tests: [T.capture],
+    what: "the overflow prefix is a byte short and that byte is lost",
+  },
+  {
+    id: "capture-drops-crossing-tail",
+    file: "src/capture.ts",
+    text: "rest: restOf(reader, frame.subarray(head)),",
+    replacement: "rest: restOf(reader, undefined),",
+    tests: [T.capture],
+    what: "the rest of the frame that crossed the cap is dropped",
+  },
+  {
+    id: "capture-cancel-not-forwarded",
+    file: "src/capture.ts",
+    text: "await reader.cancel(reason);",
+    replacement: "",
+    tests: [T.capture],
+    what: "a client that leaves never cancels the handler's stream",
+  },
+  {
+    id: "capture-exact-cap-overflows",
+    file: "src/capture.ts",
+    text: "if (seen + frame.byteLength > cap) {",
+    replacement: "if (seen + frame.byteLength >= cap) {",
+    tests: [T.capture],
+    what: "a body of exactly the cap is recorded as too large",
+  },
+
+  // --- the key parser --------------------------------------------------------
+  {
+    id: "key-length-256",
+    file: "src/key.ts",
+    text: "export const MAX_KEY_LENGTH = 255;",
+    replacement: "export const MAX_KEY_LENGTH = 256;",
+    tests: [T.key],
+    what: "a 256-character key is accepted",
+  },
+  {
+    id: "key-backslash-escape",
+    file: "src/key.ts",
+    text: "if (next !== 0x22 && next !== 0x5c) {",
+    replacement: "if (next !== 0x22) {",
+    tests: [T.key],
+    what: "an sf-string with an escaped backslash is refused",
+  },
+  {
+    id: "key-space-inside-token",
+    file: "src/key.ts",
+    text: "if (c < 0x21 || c > 0x7e) {",
+    replacement: "if (c < 0x20 || c > 0x7e) {",
+    tests: [T.key],
+    what: "a bare key with a space inside is accepted",
+  },
+  {
+    id: "key-leading-space-kept",
+    file: "src/key.ts",
+    text: "while (start < end && isSpace(value.charCodeAt(start))) start++;",
+    replacement: "",
+    tests: [T.key],
+    what: "a key with leading whitespace is a different key, or refused",
+  },
+
+  // --- the terminal rule -----------------------------------------------------
+  {
+    id: "terminal-null-body-released",
+    file: MIDDLEWARE,
+    text:
+      "      await this.#complete(\n        slot,\n        token,\n        { status, headers, body: EMPTY },\n        started,\n      );",
+    replacement:
+      `      await this.#release(slot, token, "not_cacheable", started);`,
+    tests: [T.middleware],
+    what: "a 2xx without a body is released: a retry runs the handler again",
+  },
+  {
+    id: "terminal-throwing-predicate-releases",
+    file: MIDDLEWARE,
+    text: "let cacheable = true;",
+    replacement: "let cacheable = false;",
+    tests: [T.middleware, T.edges],
+    what: "a cacheable() that throws releases the key after a 2xx",
+  },
+
+  // --- FailoverStore routing -------------------------------------------------
+  {
+    id: "failover-skips-fallback-lookup",
+    file: FAILOVER,
+    text: "second = await this.#fallback.claim(slot, options);",
+    replacement:
+      `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;`,
+    tests: [T.failover],
+    what: "a record written to PostgreSQL during an outage is not honoured",
+  },
+  {
+    id: "failover-copies-foreign-record",
+    file: FAILOVER,
+    text: "if (second.fingerprint === options.fingerprint) {",
+    replacement: "if (second.fingerprint !== undefined) {",
+    tests: [T.failover],
+    what: "another request's record is copied into Redis under this claim",
+  },
+  {
+    id: "failover-no-fallback-when-down",
+    file: FAILOVER,
+    text: "return await this.#claimFallback(slot, options, primaryError);",
+    replacement: "throw primaryError;",
+    tests: [T.failover],
+    what: "Redis down means 503 instead of PostgreSQL",
+  },
+
+  // --- a defence against damaged values ---------------------------------------
+  {
+    id: "kv-chunk-count-unchecked",
+    file: KV,
+    text: "if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;",
+    replacement: "",
+    tests: [T.kv],
+    what: "a damaged chunk count makes a reader fetch chunks it never wrote",
+  },
+
+  // --- one per DESIGN.md section 2 rule ----------------------------------------
+  {
+    id: "rule1-terminal-overflow-released",
+    file: MIDDLEWARE,
+    text:
+      `this.#emit(() => ({ type: "overflow", slot, cap }), started);\n        await this.#complete(slot, token, {\n          status,\n          headers,\n          body: null,\n          omitted: "too_large",\n        }, started);`,
+    replacement:
+      `this.#emit(() => ({ type: "overflow", slot, cap }), started);\n        await this.#release(slot, token, "not_cacheable", started);`,
+    tests: [T.middleware],
+    what: "rule 1: an oversized 2xx is released and runs again on retry",
+  },
+  {
+    id: "rule2-live-body-from-consumed-response",
+    file: MIDDLEWARE,
+    text:
+      "return new Response(captured.bytes, { status, statusText, headers });",
+    replacement: "return response;",
+    tests: [T.middleware],
+    what: "rule 2: the client gets the handler's already-read response",
+  },
+  {
+    id: "rule3-kv-claim-unchecked",
+    file: KV,
+    text: ".check(entry)\n        .set(key, fresh,",
+    replacement: ".set(key, fresh,",
+    tests: [T.kv],
+    what: "rule 3: a KV claim commits without checking what it read",
+  },
+  {
+    id: "rule4-postgres-fence-any-token",
+    file: POSTGRES,
+    text: "slot = $1 AND token = $2 AND version",
+    replacement: "slot = $1 AND (token = $2 OR token IS NOT NULL) AND version",
+    tests: [T.postgres],
+    what: "rule 4: PostgresStore applies a write from any token",
+  },
+  {
+    id: "rule5-memory-ttl-boundary",
+    file: MEMORY,
+    text: "if (entry !== undefined && entry.deadline <= now) {",
+    replacement: "if (entry !== undefined && entry.deadline < now) {",
+    tests: [T.memory],
+    what: "rule 5: a record still blocks at the exact end of its TTL",
+  },
+  {
+    id: "rule6-unreadable-is-mismatch",
+    file: MIDDLEWARE,
+    text:
+      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {",
+    replacement: "if (claim.fingerprint !== fingerprint) {",
+    tests: [T.e2e],
+    what: "rule 6: an unreadable value answers 422 instead of 409",
+  },
+  {
+    id: "rule7-slot-ignores-scope",
+    file: MIDDLEWARE,
+    text: "const slot = slotOf(scope, parsed.key);",
+    replacement: `const slot = slotOf("", parsed.key);`,
+    tests: [T.middleware],
+    what: "rule 7: two tenants that send the same key share a response",
+  },
+  {
+    id: "rule8-unguarded-method-guarded",
+    file: MIDDLEWARE,
+    text: "if (!methods.has(request.method)) return handler(request, ...args);",
+    replacement: "",
+    tests: [T.middleware],
+    what: "rule 8: a GET with a key is read, hashed and claimed",
+  },
+  {
+    id: "rule9-streamed-body-unbounded",
+    file: MIDDLEWARE,
+    text: "if (total > max) {",
+    replacement: "if (total > max * 2) {",
+    tests: [T.middleware],
+    what: "rule 9: a streamed request body may be buffered to twice the bound",
+  },
+  {
+    id: "rule10-malformed-key-sanitized",
+    file: MIDDLEWARE,
+    text: "const parsed = parseIdempotencyKey(value);",
+    replacement: String
+      .raw`const parsed = parseIdempotencyKey(value.replace(/[^\x21-\x7e]/g, ""));`,
+    tests: [T.middleware],
+    what: "rule 10: a malformed key is cleaned up and claimed, not a 400",
+  },
+];

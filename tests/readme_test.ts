@@ -1,0 +1,693 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Every fenced code block in README.md is a test: it runs here, against the
+ * Redis and PostgreSQL the other integration tests use, or it is a fragment
+ * of an example that runs here. A block that is neither fails this test with
+ * its line number, so a new snippet cannot rot unnoticed.
+ *
+ * ## The convention
+ *
+ * Each fenced block is preceded by an HTML comment (blank lines may sit
+ * between the comment and the fence) that says what to do with it:
+ *
+ * - `<!-- readme-test: file NAME -->`: the block is saved as NAME in a
+ *   scratch project whose `deno.json` maps `@idempotent/http` and its
+ *   subpaths to this checkout (as `deno add jsr:@idempotent/http` would map
+ *   them to the package) together with the npm packages this project pins,
+ *   and every such file is type-checked with `deno check` (with the examples
+ *   that fragments come from).
+ * - `<!-- readme-test: serve [PATH] -->`: a shell block holding one command
+ *   that starts a server on port 8000 (a `deno run` of a `file` block or of
+ *   an example; `VAR=value` before it is passed as environment, with
+ *   `DATABASE_URL` and `REDIS_URL` set to the test's services). It runs in
+ *   the scratch project (where `examples/` is this checkout's), with
+ *   `DENO_SERVE_ADDRESS` moving its `Deno.serve` to a free port, and stays
+ *   up until the next `serve` block. Unless a `client` block follows, the
+ *   test then POSTs PATH (default `/payments`) twice with one fresh key and
+ *   expects a 2xx, then the same status and body with
+ *   `idempotent-replayed: true`.
+ * - `<!-- readme-test: client -->`: a shell block of `curl` commands against
+ *   the last server (`localhost:8000` is pointed at it). The `# ` lines after
+ *   a command are what it prints: each must equal a line of its output, in
+ *   order (other output lines may come between); `…` matches anything.
+ * - `<!-- readme-test: exits -->`: a shell block of commands, run in the
+ *   scratch project, each of which must exit 0; `# ` lines after a command
+ *   are matched against its output as for `client`.
+ * - `<!-- readme-test: fragment FILE -->`: the block occurs verbatim in FILE
+ *   (a path in this checkout, normally under `examples/`), line by line,
+ *   indentation aside; its first line may be the end of a line of FILE and
+ *   its last line the start of one. FILE itself must be run by a `serve` or
+ *   `exits` block of the README, or by the test file named after it
+ *   (`fragment FILE TEST`, for examples that run on another runtime).
+ * - `<!-- readme-test: tasks -->`: a shell block of `deno task NAME` lines
+ *   (each task must exist in deno.json; `deno task demo` is run and must say
+ *   every payment ran once) and `docker compose` lines (docker-compose.yml
+ *   must exist).
+ *
+ * Ignored, with the reason in its name, when Redis or PostgreSQL is
+ * unreachable (a failure with `IDEMPOTENCY_REQUIRE_SERVICES=1`, as in CI).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createClient } from "redis";
+import postgres from "postgres";
+import { slotOf } from "../src/fingerprint.ts";
+import {
+  DATABASE_URL,
+  POSTGRES_IGNORE,
+  REDIS_IGNORE,
+  REDIS_URL,
+  testName,
+} from "./_services.ts";
+
+const ROOT = new URL("../", import.meta.url);
+const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
+const README = new URL("README.md", ROOT);
+const MARKER = /^<!--\s*readme-test:\s*(.*?)\s*-->$/;
+const FENCE = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)?.*$/;
+
+/** One fenced block of the README. */
+export interface Block {
+  /** 1-based line of the opening fence. */
+  line: number;
+  /** The language, the first word of the info string (`ts`, `sh`, …). */
+  lang: string;
+  /** The lines between the fences, indentation of the fence removed. */
+  text: string;
+  /** The marker's words (`["file", "main.ts"]`), or null when unmarked. */
+  marker: string[] | null;
+}
+
+/**
+ * Splits a Markdown text into its fenced blocks, each with the marker that
+ * precedes it.
+ *
+ * @param markdown The text.
+ * @returns The blocks, in order.
+ */
+export function fencedBlocks(markdown: string): Block[] {
+  const lines = markdown.split("\n");
+  const blocks: Block[] = [];
+  for (let i = 0; i < lines.length; i++) {
+    const open = FENCE.exec(lines[i]!);
+    if (open === null) continue;
+    const [, indent = "", fence = "", lang = ""] = open;
+    const body: string[] = [];
+    let j = i + 1;
+    for (; j < lines.length; j++) {
+      const l = lines[j]!;
+      if (l.trim().startsWith(fence) && l.trim().replace(/[`~]/g, "") === "") {
+        break;
+      }
+      body.push(l.startsWith(indent) ? l.slice(indent.length) : l.trimStart());
+    }
+    let k = i - 1;
+    while (k >= 0 && lines[k]!.trim() === "") k--;
+    const marked = k >= 0 ? MARKER.exec(lines[k]!.trim()) : null;
+    blocks.push({
+      line: i + 1,
+      lang,
+      text: body.join("\n"),
+      marker: marked ? marked[1]!.split(/\s+/).filter(Boolean) : null,
+    });
+    i = j;
+  }
+  return blocks;
+}
+
+/**
+ * Whether `fragment` occurs in `file`, line by line, indentation aside; its
+ * first line may end a line of the file and its last line may begin one.
+ *
+ * @param file The file's text.
+ * @param fragment The block's text.
+ * @returns Whether it occurs.
+ */
+export function containsFragment(file: string, fragment: string): boolean {
+  const have = file.split("\n").map((l) => l.trim());
+  const want = fragment.trim().split("\n").map((l) => l.trim());
+  const last = want.length - 1;
+  for (let i = 0; i + want.length <= have.length; i++) {
+    let found = true;
+    for (let j = 0; j <= last && found; j++) {
+      const h = have[i + j]!;
+      const w = want[j]!;
+      if (last === 0) found = h.includes(w);
+      else if (j === 0) found = h.endsWith(w);
+      else if (j === last) found = h.startsWith(w);
+      else found = h === w;
+    }
+    if (found) return true;
+  }
+  return false;
+}
+
+/**
+ * Splits a shell command line into words: single and double quotes group,
+ * an unquoted `#` after a space starts a comment.
+ *
+ * @param line The command line.
+ * @returns The words.
+ */
+export function shellWords(line: string): string[] {
+  const words: string[] = [];
+  let word: string | null = null;
+  let quote: "'" | '"' | null = null;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i]!;
+    if (quote !== null) {
+      if (c === quote) quote = null;
+      else word += c;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      word ??= "";
+    } else if (c === " " || c === "\t") {
+      if (word !== null) words.push(word);
+      word = null;
+    } else if (c === "#" && word === null) {
+      break;
+    } else {
+      word = (word ?? "") + c;
+    }
+  }
+  if (quote !== null) throw new SyntaxError(`Unclosed quote in: ${line}`);
+  if (word !== null) words.push(word);
+  return words;
+}
+
+/** A command of a shell block, with the `# ` lines that follow it. */
+interface Command {
+  words: string[];
+  expected: string[];
+}
+
+function commandsOf(block: Block): Command[] {
+  const commands: Command[] = [];
+  for (const raw of block.text.split("\n")) {
+    const line = raw.trim();
+    if (line === "") continue;
+    if (line.startsWith("#")) {
+      const last = commands.at(-1);
+      if (last === undefined) continue; // a comment before any command
+      last.expected.push(line.replace(/^#\s?/, ""));
+      continue;
+    }
+    commands.push({ words: shellWords(line), expected: [] });
+  }
+  return commands;
+}
+
+/** Whether each expected line equals a line of `output`, in order. */
+function matchOutput(output: string, expected: string[]): string | null {
+  const lines = output.replaceAll("\r", "").split("\n").map((l) => l.trim());
+  let at = 0;
+  for (const want of expected) {
+    const pattern = new RegExp(
+      `^${
+        want.trim().split("…").map((p) =>
+          p.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")
+        )
+          .join(".*")
+      }$`,
+    );
+    while (at < lines.length && !pattern.test(lines[at]!)) at++;
+    if (at === lines.length) {
+      return `expected a line ${JSON.stringify(want)} in:\n${output}`;
+    }
+    at++;
+  }
+  return null;
+}
+
+/** Splits leading `VAR=value` words off a command. */
+function environmentOf(words: string[]): {
+  env: Record<string, string>;
+  argv: string[];
+} {
+  const env: Record<string, string> = {};
+  let i = 0;
+  for (; i < words.length; i++) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(words[i]!);
+    if (m === null) break;
+    env[m[1]!] = m[2]!;
+  }
+  // The test's services, wherever the README's defaults point.
+  if ("DATABASE_URL" in env) env.DATABASE_URL = DATABASE_URL;
+  if ("REDIS_URL" in env) env.REDIS_URL = REDIS_URL;
+  return { env, argv: words.slice(i) };
+}
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+const decoder = new TextDecoder();
+
+/** A server a `serve` block started. */
+interface Server {
+  block: Block;
+  port: number;
+  child: Deno.ChildProcess;
+  output: Promise<Deno.CommandOutput>;
+  checked: boolean;
+}
+
+/** Runs the README in a scratch project. */
+class Runner {
+  scratch = "";
+  server: Server | null = null;
+  ran = new Set<string>();
+  /** Keys sent by the default replay check, for the cleanup. */
+  keys: string[] = [];
+
+  async setUp(blocks: Block[]): Promise<void> {
+    this.scratch = await Deno.makeTempDir({ prefix: "readme_test_" });
+    const config = JSON.parse(
+      await Deno.readTextFile(new URL("deno.json", ROOT)),
+    ) as {
+      name: string;
+      exports: Record<string, string>;
+      imports: Record<string, string>;
+    };
+    const imports: Record<string, string> = { ...config.imports };
+    // The package's entry points, by the same relative paths: the scratch
+    // project links this checkout's sources (below), so that every module
+    // has one URL whichever way it is reached.
+    for (const [sub, path] of Object.entries(config.exports)) {
+      imports[config.name + sub.slice(1)] = path;
+    }
+    await Deno.writeTextFile(
+      `${this.scratch}/deno.json`,
+      JSON.stringify({ imports, lock: false }, null, 2),
+    );
+    for (const dir of ["mod.ts", "src", "examples", "tests"]) {
+      await Deno.symlink(`${ROOT_PATH}/${dir}`, `${this.scratch}/${dir}`);
+    }
+    const files: string[] = [];
+    for (const block of blocks) {
+      if (block.marker?.[0] !== "file") continue;
+      const name = block.marker[1];
+      assert.ok(
+        name !== undefined && /^[\w.-]+$/.test(name),
+        `README.md:${block.line}: 'file' needs a plain file name`,
+      );
+      await Deno.writeTextFile(`${this.scratch}/${name}`, block.text + "\n");
+      files.push(name);
+    }
+    // The examples that fragments come from are type-checked too: `deno run`
+    // does not check, and a fragment must type-check where it lives.
+    for (const block of blocks) {
+      const file = block.marker?.[0] === "fragment" ? block.marker[1] : null;
+      if (file && /\.(ts|tsx)$/.test(file) && !files.includes(file)) {
+        files.push(file);
+      }
+    }
+    if (files.length > 0) {
+      const check = await this.#deno(["check", ...files], {});
+      assert.equal(
+        check.code,
+        0,
+        `deno check of the README's files failed:\n${check.text}`,
+      );
+    }
+  }
+
+  async #deno(
+    args: string[],
+    env: Record<string, string>,
+  ): Promise<{ code: number; text: string; stdout: string }> {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args,
+      cwd: this.scratch,
+      env: { NO_COLOR: "1", ...env },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stdout = decoder.decode(output.stdout);
+    return {
+      code: output.code,
+      stdout,
+      text: stdout + decoder.decode(output.stderr),
+    };
+  }
+
+  /** Checks that a `serve`/`exits` command starts with `deno`, and notes its files. */
+  #argv(block: Block, words: string[]): {
+    env: Record<string, string>;
+    args: string[];
+  } {
+    const { env, argv } = environmentOf(words);
+    assert.equal(
+      argv[0],
+      "deno",
+      `README.md:${block.line}: a command here must start with 'deno'`,
+    );
+    for (const word of argv) this.ran.add(word);
+    return { env, args: argv.slice(1) };
+  }
+
+  async serve(block: Block): Promise<void> {
+    await this.stop();
+    const commands = commandsOf(block);
+    assert.equal(
+      commands.length,
+      1,
+      `README.md:${block.line}: a 'serve' block holds exactly one command`,
+    );
+    const { env, args } = this.#argv(block, commands[0]!.words);
+    const port = freePort();
+    const child = new Deno.Command(Deno.execPath(), {
+      args,
+      cwd: this.scratch,
+      env: {
+        NO_COLOR: "1",
+        DATABASE_URL,
+        REDIS_URL,
+        ...env,
+        DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
+      },
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const server: Server = {
+      block,
+      port,
+      child,
+      output: child.output(),
+      checked: false,
+    };
+    this.server = server;
+    let exited = false;
+    server.output.finally(() => exited = true);
+    // Wait for the port to answer (or the process to die), not for a time.
+    for (let attempt = 0;; attempt++) {
+      if (exited) {
+        const out = await server.output;
+        this.server = null;
+        throw new Error(
+          `README.md:${block.line}: the server exited (${out.code}) before listening:\n${
+            decoder.decode(out.stderr)
+          }`,
+        );
+      }
+      try {
+        const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+        conn.close();
+        return;
+      } catch {
+        if (attempt > 1200) {
+          throw new Error(`README.md:${block.line}: the server never listened`);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
+  }
+
+  /** The default check of a server no `client` block talked to. */
+  async replayCheck(server: Server): Promise<void> {
+    const path = server.block.marker?.[1] ?? "/payments";
+    const key = `readme-${crypto.randomUUID()}`;
+    this.keys.push(key);
+    const send = () =>
+      fetch(`http://127.0.0.1:${server.port}${path}`, {
+        method: "POST",
+        headers: {
+          "idempotency-key": key,
+          "content-type": "application/json",
+        },
+        body: '{"amount":1999}',
+      });
+    const first = await send();
+    const firstBody = await first.text();
+    assert.ok(
+      first.ok,
+      `README.md:${server.block.line}: POST ${path} answered ${first.status}: ${firstBody}`,
+    );
+    const retry = await send();
+    assert.equal(retry.status, first.status);
+    assert.equal(await retry.text(), firstBody);
+    assert.equal(
+      retry.headers.get("idempotent-replayed"),
+      "true",
+      `README.md:${server.block.line}: the retry was not replayed`,
+    );
+  }
+
+  async client(block: Block): Promise<void> {
+    const server = this.server;
+    assert.ok(
+      server !== null,
+      `README.md:${block.line}: a 'client' block needs a 'serve' block before it`,
+    );
+    server.checked = true;
+    for (const { words, expected } of commandsOf(block)) {
+      assert.equal(
+        words[0],
+        "curl",
+        `README.md:${block.line}: a 'client' block holds curl commands`,
+      );
+      const args: string[] = words.slice(1).map((w: string) =>
+        w.replace(
+          /^(https?:\/\/)?localhost:8000/,
+          `http://127.0.0.1:${server.port}`,
+        )
+      );
+      const out: Deno.CommandOutput = await new Deno.Command("curl", {
+        args: ["--silent", "--show-error", ...args],
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const stdout = decoder.decode(out.stdout);
+      assert.equal(
+        out.code,
+        0,
+        `README.md:${block.line}: curl failed: ${decoder.decode(out.stderr)}`,
+      );
+      const mismatch = matchOutput(stdout, expected);
+      assert.equal(mismatch, null, `README.md:${block.line}: ${mismatch}`);
+    }
+  }
+
+  async exits(block: Block): Promise<void> {
+    for (const { words, expected } of commandsOf(block)) {
+      const { env, args } = this.#argv(block, words);
+      const out = await this.#deno(args, {
+        DATABASE_URL,
+        REDIS_URL,
+        ...env,
+      });
+      assert.equal(
+        out.code,
+        0,
+        `README.md:${block.line}: '${
+          words.join(" ")
+        }' exited ${out.code}:\n${out.text}`,
+      );
+      const mismatch = matchOutput(out.stdout, expected);
+      assert.equal(mismatch, null, `README.md:${block.line}: ${mismatch}`);
+    }
+  }
+
+  async tasks(block: Block): Promise<void> {
+    const config = JSON.parse(
+      await Deno.readTextFile(new URL("deno.json", ROOT)),
+    ) as { tasks: Record<string, string> };
+    for (const { words } of commandsOf(block)) {
+      if (words[0] === "docker" && words[1] === "compose") {
+        await Deno.stat(new URL("docker-compose.yml", ROOT));
+        continue;
+      }
+      assert.ok(
+        words[0] === "deno" && words[1] === "task" && words[2] !== undefined,
+        `README.md:${block.line}: a 'tasks' block holds 'deno task NAME' and 'docker compose' lines: ${
+          words.join(" ")
+        }`,
+      );
+      const name = words[2];
+      assert.ok(
+        name in config.tasks,
+        `README.md:${block.line}: deno.json has no task '${name}'`,
+      );
+      if (name !== "demo") continue;
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["task", "--quiet", "demo"],
+        cwd: ROOT_PATH,
+        env: { NO_COLOR: "1" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const text = decoder.decode(out.stdout);
+      assert.equal(out.code, 0, `deno task demo failed:\n${text}`);
+      assert.match(text, /Every payment ran exactly once\./);
+    }
+  }
+
+  async fragment(block: Block): Promise<void> {
+    const file = block.marker?.[1];
+    assert.ok(
+      file !== undefined,
+      `README.md:${block.line}: 'fragment' needs a file`,
+    );
+    const text = await Deno.readTextFile(new URL(file, ROOT));
+    assert.ok(
+      containsFragment(text, block.text),
+      `README.md:${block.line}: this block does not occur verbatim in ${file}`,
+    );
+    // `fragment FILE TEST`: FILE is run by another test file, not by a README
+    // command (a runtime other than Deno, say); TEST must name FILE.
+    const test = block.marker?.[2];
+    if (test !== undefined) {
+      const source = await Deno.readTextFile(new URL(test, ROOT));
+      assert.ok(
+        source.includes(file),
+        `README.md:${block.line}: ${test} does not run ${file}`,
+      );
+      this.ran.add(file);
+    }
+  }
+
+  async stop(): Promise<void> {
+    const server = this.server;
+    if (server === null) return;
+    this.server = null;
+    try {
+      if (!server.checked) await this.replayCheck(server);
+    } finally {
+      try {
+        server.child.kill("SIGTERM");
+      } catch {
+        // It exited already.
+      }
+      await server.output;
+    }
+  }
+
+  async tearDown(): Promise<void> {
+    await this.stop().catch(() => {});
+    if (this.scratch !== "") {
+      await Deno.remove(this.scratch, { recursive: true });
+    }
+    if (this.keys.length === 0) return;
+    // The examples keep records under their own prefixes and tables: remove
+    // what the replay checks wrote (the examples use the global scope).
+    const slots = this.keys.map((key) => slotOf("", key));
+    const redis = await createClient({ url: REDIS_URL }).connect();
+    try {
+      const names = slots.flatMap((
+        s,
+      ) => [`myapp:idem:${s}`, `idempotency:${s}`]);
+      await redis.del(names);
+    } finally {
+      redis.destroy();
+    }
+    const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 1 });
+    try {
+      for (const table of ["app.idempotency_keys", "idempotency_keys"]) {
+        const [row] = await sql`SELECT to_regclass(${table}) AS t`;
+        if (row?.t === null) continue;
+        await sql.unsafe(`DELETE FROM ${table} WHERE slot = ANY($1)`, [
+          slots,
+        ] as never);
+      }
+    } finally {
+      await sql.end();
+    }
+  }
+}
+
+const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
+  file: () => Promise.resolve(), // written and checked in setUp
+  serve: (runner, block) => runner.serve(block),
+  client: (runner, block) => runner.client(block),
+  exits: (runner, block) => runner.exits(block),
+  tasks: (runner, block) => runner.tasks(block),
+  fragment: (runner, block) => runner.fragment(block),
+};
+
+const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE;
+
+Deno.test({
+  name: testName(
+    "README.md: every code block runs or is a tested fragment",
+    IGNORE,
+  ),
+  ignore: IGNORE !== false,
+  // node-redis and postgres.js keep timers for a while after they close.
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const blocks = fencedBlocks(await Deno.readTextFile(README));
+    const unknown = blocks.filter((b) =>
+      b.marker === null || !(b.marker[0]! in KINDS)
+    );
+    assert.deepEqual(
+      unknown.map((b) =>
+        `README.md:${b.line} (${b.lang || "no language"}): ${
+          b.marker === null
+            ? "no <!-- readme-test: … --> marker before this block"
+            : `unknown kind '${b.marker[0]}'`
+        }`
+      ),
+      [],
+      "Every README block needs a marker saying how it is tested: see tests/readme_test.ts",
+    );
+    const runner = new Runner();
+    try {
+      await runner.setUp(blocks);
+      for (const block of blocks) {
+        const kind = block.marker![0]!;
+        await t.step(
+          `README.md:${block.line} ${block.lang} ${block.marker!.join(" ")}`,
+          () => KINDS[kind]!(runner, block),
+        );
+      }
+      await t.step("the last server", () => runner.stop());
+      await t.step("every fragment's file runs in a README command", () => {
+        const files = blocks.filter((b) => b.marker![0] === "fragment")
+          .map((b) => b.marker![1]!);
+        const unrun = [...new Set(files)].filter((f) => !runner.ran.has(f));
+        assert.deepEqual(
+          unrun,
+          [],
+          "fragments of files no README command runs",
+        );
+      });
+    } finally {
+      await runner.tearDown();
+    }
+  },
+});
+
+Deno.test("fencedBlocks() reads markers, and containsFragment() matches fragments", () => {
+  const md = [
+    "<!-- readme-test: file a.ts -->",
+    "",
+    "```ts ignore",
+    "  const x = 1;",
+    "```",
+    "text",
+    "```sh",
+    "echo",
+    "```",
+  ].join("\n");
+  const blocks = fencedBlocks(md);
+  assert.deepEqual(blocks.map((b) => [b.line, b.lang, b.marker]), [
+    [3, "ts", ["file", "a.ts"]],
+    [7, "sh", null],
+  ]);
+  const file = "const guarded = idempotency(handler, {\n  a: 1,\n});\n";
+  assert.ok(containsFragment(file, "idempotency(handler, {\n  a: 1,\n})"));
+  assert.ok(!containsFragment(file, "idempotency(handler, {\n  a: 2,\n})"));
+  assert.deepEqual(shellWords(`curl -H 'A: b c' -d "x" # note`), [
+    "curl",
+    "-H",
+    "A: b c",
+    "-d",
+    "x",
+  ]);
+});
