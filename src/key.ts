@@ -50,6 +50,7 @@ export function parseIdempotencyKey(value: string): ParsedKey {
   if (value.charCodeAt(start) === 0x22) return parseString(value, start, end);
   for (let i = start; i < end; i++) {
     const c = value.charCodeAt(i);
+    if (c === 0x2c) return COMMA;
     if (c < 0x21 || c > 0x7e) {
       return {
         ok: false,
@@ -66,6 +67,18 @@ export function parseIdempotencyKey(value: string): ParsedKey {
     key: start === 0 && end === value.length ? value : value.slice(start, end),
   };
 }
+
+/**
+ * HTTP joins repeated header lines with ", ", and `Headers.get()` hands the
+ * joined value over: two lines `k` and `""` would read as the one key `k,`,
+ * and two lines `"` as the quoted key `, `. No key may hold a comma, so two
+ * lines never make one valid key.
+ */
+const COMMA: ParsedKey = {
+  ok: false,
+  reason:
+    "the key has a comma (repeated header lines are joined with commas, so a key may not contain one)",
+};
 
 function parseString(value: string, start: number, end: number): ParsedKey {
   let key = "";
@@ -98,6 +111,7 @@ function parseString(value: string, start: number, end: number): ParsedKey {
       i++;
       continue;
     }
+    if (c === 0x2c) return COMMA;
     if (c < 0x20 || c > 0x7e) {
       return {
         ok: false,

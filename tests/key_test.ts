@@ -3,8 +3,11 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { MAX_KEY_LENGTH, parseIdempotencyKey } from "../src/key.ts";
 
+// Printable ASCII but the comma, which no key may hold.
 const printable = (from: number) =>
-  fc.integer({ min: from, max: 0x7e }).map((c) => String.fromCharCode(c));
+  fc.integer({ min: from, max: 0x7e }).filter((c) => c !== 0x2c).map((c) =>
+    String.fromCharCode(c)
+  );
 const bareKey = fc.string({
   unit: printable(0x21),
   minLength: 1,
@@ -37,6 +40,30 @@ Deno.test("parseIdempotencyKey() reads every key written as an sf-string back, t
     const bare = parseIdempotencyKey(key);
     // A bare value loses surrounding spaces, as HTTP field values do.
     if (bare.ok) assert.equal(bare.key, key.replace(/^ +| +$/g, ""));
+  }));
+});
+
+Deno.test("parseIdempotencyKey() refuses a comma in either form, so two header lines joined by Headers never make one key", () => {
+  for (const value of ["k,", "a,b", '", "', '","', ",", '"a,b"']) {
+    const parsed = parseIdempotencyKey(value);
+    assert.equal(parsed.ok, false, value);
+    assert.match(!parsed.ok ? parsed.reason : "", /comma/);
+  }
+  // What `Headers` makes of two lines, each well formed or not.
+  fc.assert(fc.property(anyKey, anyKey, (a, b) => {
+    const headers = new Headers();
+    headers.append("idempotency-key", a);
+    headers.append("idempotency-key", b);
+    assert.equal(
+      parseIdempotencyKey(headers.get("idempotency-key")!).ok,
+      false,
+    );
+    headers.set("idempotency-key", sfString(a));
+    headers.append("idempotency-key", sfString(b));
+    assert.equal(
+      parseIdempotencyKey(headers.get("idempotency-key")!).ok,
+      false,
+    );
   }));
 });
 
