@@ -64,8 +64,12 @@ export type PostgresRow = Record<string, unknown>;
  */
 export interface PostgresQuery
   extends PromiseLike<PostgresRow[] & { count: number }> {
-  /** Asks the server to cancel the statement (or drops it from the queue). */
-  cancel(): unknown;
+  /**
+   * Asks the server to cancel the statement. Not called by the store (see
+   * {@linkcode PostgresStoreOptions.timeoutMs}); kept so that a postgres.js
+   * query is still described whole.
+   */
+  cancel?(): unknown;
 }
 
 /**
@@ -106,9 +110,14 @@ export interface PostgresStoreOptions {
   table?: string;
   /**
    * How long one operation may take, in milliseconds, waiting for a pooled
-   * connection included. Past it the statement is cancelled and the
-   * operation throws a {@linkcode StoreError} (for a write, the outcome is
-   * unknown). `Infinity` waits for as long as the driver does.
+   * connection included. Past it the operation throws a
+   * {@linkcode StoreError} (for a write, the outcome is unknown) and the
+   * statement is left to finish on its connection: the store never sends a
+   * cancel request, which names a connection rather than a statement and so
+   * can hit another request's statement pipelined on it. To make the server
+   * stop waiting too (on a lock, say), give the postgres.js client a
+   * server-side bound: `postgres(url, { connection: { lock_timeout: 2000 } })`
+   * or `statement_timeout`. `Infinity` waits for as long as the driver does.
    *
    * @default {2000}
    */
@@ -418,10 +427,12 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * Time is the database's (`statement_timestamp()`), never the app's. Expired
  * rows never block; {@linkcode PostgresStore.sweep} deletes them.
  *
- * **A claim that failed leaves nothing behind.** The timeout cancels the
- * statement, but a cancel is a request sent on another connection: a backend
- * that is stopped or busy when it arrives may ignore it and then commit the
- * claim (a test reproduces this). The store made the claim's token, so it
+ * **A claim that failed leaves nothing behind.** The timeout stops waiting
+ * for the statement but does not cancel it (a cancel request names a
+ * connection, and postgres.js pipelines statements on one: see
+ * `timeoutMs`), so a claim that timed out may still commit; so may one
+ * cancelled by a server-side `statement_timeout` that arrives too late (a
+ * test reproduces this). The store made the claim's token, so it
  * watches a claim that timed out: if its statement commits after all, or
  * fails with an unknown outcome (the connection broke under it), the store
  * sends a `release` fenced by that token, retried with a backoff and at once
@@ -714,12 +725,12 @@ export class PostgresStore implements IdempotencyStore {
                 this.#orphans.settled(claim.token, mayHaveCommitted(error)),
             );
           }
-          Promise.resolve()
-            .then(() => query.cancel())
-            .catch(() => {});
-          reject(
-            new Error(`No answer within ${this.#timeoutMs} ms; cancelled`),
-          );
+          // No `query.cancel()`: a cancel request names a connection, not a
+          // statement, and postgres.js pipelines statements on a connection,
+          // so it can stop another slot's statement and, as seen under a
+          // table lock, hand one statement another's reply. The statement
+          // is left to finish; a claim among them is undone above.
+          reject(new Error(`No answer within ${this.#timeoutMs} ms`));
         }, this.#timeoutMs);
       });
       const rows = await Promise.race([query, timeout]);
