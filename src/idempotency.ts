@@ -93,8 +93,9 @@ export interface IdempotencyOptions {
   ttl?: number;
   /**
    * How long a claim is owned without renewal, in milliseconds. It is
-   * renewed while the handler runs; after a crash, a retry may run the
-   * handler again once it runs out.
+   * renewed while the handler runs, between a third and a half of it after
+   * the last renewal; after a crash, a retry may run the handler again once
+   * it runs out. Keep it longer than the handler's longest pause.
    *
    * A 409's `Retry-After` is at most the rest of the holder's lease: once
    * this middleware has run a request, it is how long its requests usually
@@ -131,7 +132,10 @@ export interface IdempotencyOptions {
    * The request's fingerprint: a retry with the same key and another
    * fingerprint is answered 422. `body` is the request body, read once. What
    * it returns is hashed (SHA-256) before it is stored, so it may return
-   * request data without that data reaching the store.
+   * request data without that data reaching the store. The default needs a
+   * retry to send the same bytes: for clients that re-encode the body on
+   * each attempt (a new multipart boundary, JSON keys in another order),
+   * return what matters, such as a canonical form of the parsed body.
    *
    * @default {requestFingerprint} (method, path with query, body)
    */

@@ -24,7 +24,9 @@ export type ParsedKey =
  * - a bare value, as Stripe's clients send it: `abc`.
  *
  * The key itself must be 1 to 255 characters of printable ASCII (`0x20` to
- * `0x7E`; a bare value cannot contain a space, nor start with `"`).
+ * `0x7E`; a bare value cannot contain a space, nor start with `"`), and no
+ * comma: HTTP joins repeated header lines with commas, so two
+ * `Idempotency-Key` lines never read as one key.
  * Surrounding spaces and tabs are ignored, as HTTP ignores them.
  *
  * @param value The header value.

@@ -173,6 +173,10 @@ type Found =
  *   too much contention) throw {@linkcode StoreError} with the cause. A
  *   local file that another handle holds locked ("database is locked") is
  *   waited for briefly first, so several processes may share one file.
+ * - **No timeout.** Deno KV offers no way to cancel an operation, so the
+ *   store has no timeout of its own: a stalled database stalls the requests
+ *   waiting on it, where `RedisStore` and `PostgresStore` throw after their
+ *   `timeoutMs` (503 on a claim).
  *
  * @example Persist records in a local file
  * ```ts

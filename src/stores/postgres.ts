@@ -422,7 +422,10 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * Keeps idempotency records in a PostgreSQL table through postgres.js.
  *
  * One row per slot. `claim` is a single `INSERT … ON CONFLICT … DO UPDATE …
- * RETURNING` that reserves a free slot or reads what holds it; `complete`,
+ * RETURNING` that reserves a free slot or reads what holds it (a replay or a
+ * conflict writes nothing and takes no row lock; in the rare race where
+ * another claim commits between the statement's snapshot and its upsert, the
+ * statement runs again); `complete`,
  * `release` and `extend` are single statements fenced by the claim's token.
  * Time is the database's (`statement_timestamp()`), never the app's. Expired
  * rows never block; {@linkcode PostgresStore.sweep} deletes them.
@@ -541,7 +544,9 @@ export class PostgresStore implements IdempotencyStore {
   /**
    * Deletes expired rows, in batches of at most `batchSize` rows, each its
    * own statement, until a batch deletes fewer. Expired rows never block a
-   * claim whether or not they are swept; sweeping only reclaims space.
+   * claim whether or not they are swept; sweeping only reclaims space. Run
+   * it on a timer, or schedule the same delete in the database (pg_cron:
+   * `DELETE FROM idempotency_keys WHERE expires_at <= now()`).
    *
    * @param options The batch size.
    * @returns How many rows were deleted.

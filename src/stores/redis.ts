@@ -404,6 +404,21 @@ function duration(name: string, value: unknown): string {
  *   undo: a late `complete` is the write that was wanted, and a late
  *   `release` or `extend` is fenced by the owner's token.
  *
+ * **The client's offline queue.** `disableOfflineQueue: true` (node-redis;
+ * `enableOfflineQueue: false` on ioredis) makes a command fail at once while
+ * the client is disconnected: a claim then answers 503 (or falls back, in a
+ * `FailoverStore`) without waiting `timeoutMs`, and cannot land after a
+ * reconnect. It does not stop a command already written to a Redis that
+ * hangs, or to a connection that breaks, from running later; the undo above
+ * covers both, with or without the queue. With the queue, a blip shorter
+ * than `timeoutMs` costs no 503; without it, every request during a
+ * reconnect fails fast. Either is safe: the queue suits a lone RedisStore,
+ * no queue a `FailoverStore` primary, where failing fast lets the fallback
+ * take over.
+ *
+ * On workerd it needs the `nodejs_compat` flag: it imports `node:buffer` and
+ * `node:crypto`, and the drivers need `node:net`.
+ *
  * The caller opens and closes the client; the store never does. Deadlines are
  * watched by one timer per store (not one per command), which keeps the
  * process alive only while operations are pending and stops by itself at most
