@@ -238,6 +238,11 @@ const STORE_RETRY_SECONDS = 1;
  * claimed; one whose body was already read before the middleware is a
  * programming error, and the guarded handler rejects with a `TypeError`.
  *
+ * A guarded handler gets a request with the same method, URL, headers, body
+ * bytes and `signal` as the original. `req.clone()`, `new Request(req)` and
+ * `fetch(req)` do not carry that signal: pass `signal: req.signal` when you
+ * proxy the request.
+ *
  * @typeParam A The arguments after the request, passed through.
  * @param handler The handler to guard.
  * @param options Store, scope, limits and hooks.
