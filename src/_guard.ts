@@ -42,6 +42,13 @@ interface Flight<A extends unknown[]> {
   beat?: Beat;
 }
 
+/** The `rejected` event's status and reason of each problem it reports. */
+const REJECTED = {
+  missing: [400, "missing"],
+  malformed: [400, "malformed"],
+  tooLarge: [413, "too_large"],
+} as const;
+
 /** A claim, or the store's failure to answer it. */
 type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
 
@@ -102,24 +109,20 @@ export class Guard<A extends unknown[]> {
     };
     const { header } = config;
     if (value === null) {
-      return this.#refuse(flight, 400, "missing", "missing", { header });
+      return this.#refuse(flight, "missing", { header });
     }
     const parsed = parseIdempotencyKey(value);
     if (!parsed.ok) {
       const { reason } = parsed;
-      return this.#refuse(flight, 400, "malformed", "malformed", {
-        header,
-        reason,
-      });
+      return this.#refuse(flight, "malformed", { header, reason });
     }
     const body = await readBody(request, config.maxRequestBytes);
     if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
     const scope = scopeOf(request, config.scope);
-    const slot = slotOf(
+    flight.slot = slotOf(
       typeof scope === "string" ? scope : await scope,
       parsed.key,
     );
-    flight.slot = slot;
     const computed = fingerprintOf(request, body, config.fingerprint);
     const fingerprint = typeof computed === "string"
       ? computed
@@ -137,19 +140,8 @@ export class Guard<A extends unknown[]> {
           return this.#mismatch(flight);
         }
         return this.#conflict(flight, claim);
-      case "acquired": {
-        const { recovered } = claim;
-        this.#report(
-          () => ({ type: "claimed", slot, recovered }),
-          flight.started,
-        );
-        const running = performance.now();
-        try {
-          return await this.#run(flight, rebuild(request, body), claim.token);
-        } finally {
-          this.#settleTime.observe(performance.now() - running);
-        }
-      }
+      case "acquired":
+        return await this.#run(flight, body, claim);
     }
   }
 
@@ -229,10 +221,7 @@ export class Guard<A extends unknown[]> {
   #unread(flight: Flight<A>, unread: Unread): Response {
     const { header, maxRequestBytes } = this.#config;
     if (unread.outcome === "too_large") {
-      return this.#refuse(flight, 413, "too_large", "tooLarge", {
-        header,
-        maxRequestBytes,
-      });
+      return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
     }
     const { error } = unread;
     this.#report(() => ({
@@ -246,13 +235,12 @@ export class Guard<A extends unknown[]> {
   }
 
   /** A `rejected` event, and its problem answer. */
-  #refuse<K extends "missing" | "malformed" | "tooLarge">(
+  #refuse<K extends keyof typeof REJECTED>(
     flight: Flight<A>,
-    status: 400 | 413,
-    reason: "missing" | "malformed" | "too_large",
     kind: K,
     details: ProblemDetails[K],
   ): Response {
+    const [status, reason] = REJECTED[kind];
     this.#report(
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
@@ -263,44 +251,53 @@ export class Guard<A extends unknown[]> {
   /**
    * Runs the handler on the claimed slot, the lease renewed meanwhile; a
    * throw or a response that is not cacheable frees the slot, a cacheable
-   * one settles it.
+   * one settles it. How long that took feeds the 409's `Retry-After`.
    */
   async #run(
     flight: Flight<A>,
-    request: Request,
-    token: string,
+    body: Uint8Array<ArrayBuffer>,
+    { token, recovered }: ClaimResult & { state: "acquired" },
   ): Promise<Response> {
-    const beat = flight.beat = this.#heartbeat.start(
-      flight.slot!,
-      token,
-      flight.started,
-    );
-    let response: Response;
+    const { slot, started } = flight;
+    this.#report(() => ({ type: "claimed", slot, recovered }), started);
+    const running = performance.now();
     try {
-      response = await this.#handler(request, ...flight.args);
-    } catch (error) {
-      await this.#completions.release(beat, "thrown");
-      throw error;
+      const request = rebuild(flight.request, body);
+      const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
+      let response: Response;
+      try {
+        response = await this.#handler(request, ...flight.args);
+      } catch (error) {
+        await this.#completions.release(beat, "thrown");
+        throw error;
+      }
+      if (!(response instanceof Response)) {
+        await this.#completions.release(beat, "thrown");
+        throw new TypeError(
+          `The handler must return a Response: it returned ${response}`,
+        );
+      }
+      if (!this.#cacheable(response)) {
+        await this.#completions.release(beat, "not_cacheable");
+        return response;
+      }
+      // From here the beat is the completion's: it stops it once the
+      // record's write has an outcome, which may be after the response was
+      // sent.
+      return await this.#settle(flight, response);
+    } finally {
+      this.#settleTime.observe(performance.now() - running);
     }
-    if (!(response instanceof Response)) {
-      await this.#completions.release(beat, "thrown");
-      throw new TypeError(
-        `The handler must return a Response: it returned ${response}`,
-      );
-    }
-    let cacheable = true;
+  }
+
+  /** Whether the `cacheable` option records `response`. */
+  #cacheable(response: Response): boolean {
     try {
-      cacheable = this.#config.cacheable(response);
+      return this.#config.cacheable(response);
     } catch {
       // A throwing predicate cannot tell: keep the terminal rule's side and record.
+      return true;
     }
-    if (!cacheable) {
-      await this.#completions.release(beat, "not_cacheable");
-      return response;
-    }
-    // From here the beat is the completion's: it stops it once the record's
-    // write has an outcome, which may be after the response was sent.
-    return await this.#settle(flight, response);
   }
 
   /**
