@@ -20,7 +20,7 @@ import {
   type Unread,
 } from "./_request.ts";
 import { replay, storedHeaders, streamed } from "./_response.ts";
-import { SettleEstimate } from "./_retry_hint.ts";
+import { SettleEstimate, wholeSeconds } from "./_retry_hint.ts";
 import { capture } from "./capture.ts";
 import { type Report, reporter } from "./events.ts";
 import { slotOf } from "./fingerprint.ts";
@@ -201,7 +201,7 @@ export class Guard<A extends unknown[]> {
       flight.started,
     );
     const retryAfter = unreadable
-      ? Math.max(1, Math.ceil(retryAfterMs / 1000))
+      ? wholeSeconds(retryAfterMs)
       : this.#settleTime.retryAfterSeconds(
         retryAfterMs,
         // The time since the holder's claim or last renewal.

@@ -99,20 +99,22 @@ export function configure(options: IdempotencyOptions): Config {
       }`,
     );
   }
-  const ttl = positiveInteger("ttl", options.ttl ?? DEFAULTS.ttl);
-  const lease = positiveInteger("lease", options.lease ?? DEFAULTS.lease);
+  const ttl = numberOption(options, "ttl", positiveInteger);
+  const lease = numberOption(options, "lease", positiveInteger);
   if (lease > ttl) {
     throw new RangeError(
       `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
     );
   }
-  const completionWait = nonNegativeInteger(
+  const completionWait = numberOption(
+    options,
     "completionWait",
-    options.completionWait ?? DEFAULTS.completionWait,
+    nonNegativeInteger,
   );
-  const completionTimeout = positiveInteger(
+  const completionTimeout = numberOption(
+    options,
     "completionTimeout",
-    options.completionTimeout ?? DEFAULTS.completionTimeout,
+    positiveInteger,
   );
   if (completionWait > completionTimeout) {
     throw new RangeError(
@@ -130,13 +132,15 @@ export function configure(options: IdempotencyOptions): Config {
     ),
     ttl,
     lease,
-    maxRequestBytes: nonNegativeInteger(
+    maxRequestBytes: numberOption(
+      options,
       "maxRequestBytes",
-      options.maxRequestBytes ?? DEFAULTS.maxRequestBytes,
+      nonNegativeInteger,
     ),
-    maxResponseBytes: nonNegativeInteger(
+    maxResponseBytes: numberOption(
+      options,
       "maxResponseBytes",
-      options.maxResponseBytes ?? DEFAULTS.maxResponseBytes,
+      nonNegativeInteger,
     ),
     cacheable: optionalFunction("cacheable", options.cacheable) ?? isSuccess,
     fingerprint: optionalFunction("fingerprint", options.fingerprint),
@@ -155,11 +159,31 @@ export function configure(options: IdempotencyOptions): Config {
     onEvent: optionalFunction("onEvent", options.onEvent),
     completionWait,
     completionTimeout,
-    maxPendingCompletions: nonNegativeInteger(
+    maxPendingCompletions: numberOption(
+      options,
       "maxPendingCompletions",
-      options.maxPendingCompletions ?? DEFAULTS.maxPendingCompletions,
+      nonNegativeInteger,
     ),
   };
+}
+
+/** The options whose value is a number. */
+type NumberOption =
+  | "ttl"
+  | "lease"
+  | "maxRequestBytes"
+  | "maxResponseBytes"
+  | "completionWait"
+  | "completionTimeout"
+  | "maxPendingCompletions";
+
+/** A number option, or its default, as `check` lets it through. */
+function numberOption(
+  options: IdempotencyOptions,
+  name: NumberOption,
+  check: (name: string, value: unknown) => number,
+): number {
+  return check(name, options[name] ?? DEFAULTS[name]);
 }
 
 /** The default of `cacheable`: a 2xx. */

@@ -91,9 +91,9 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "retry-after-floor",
-    file: GUARD,
-    text: "Math.ceil(retryAfterMs / 1000)",
-    replacement: "Math.floor(retryAfterMs / 1000)",
+    file: "src/_retry_hint.ts",
+    text: "Math.ceil(ms / 1000)",
+    replacement: "Math.floor(ms / 1000)",
     tests: [T.edges, T.protocol],
     what: "Retry-After is a second short",
   },
