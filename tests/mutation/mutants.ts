@@ -38,9 +38,9 @@ const RESPONSE = "src/_response.ts";
 const REQUEST = "src/_request.ts";
 
 const T = {
-  capture_mw: "tests/idempotency_capture_test.ts",
+  guardCapture: "tests/idempotency_capture_test.ts",
   protocol: "tests/idempotency_protocol_test.ts",
-  lease_mw: "tests/idempotency_lease_test.ts",
+  guardLease: "tests/idempotency_lease_test.ts",
   property: "tests/idempotency_property_test.ts",
   edges: "tests/replay_edges_test.ts",
   lease: "tests/lease_test.ts",
@@ -70,7 +70,7 @@ export const MUTANTS: Mutant[] = [
     file: RESPONSE,
     text: `if (omitted && name === "content-encoding") continue;`,
     replacement: "",
-    tests: [T.edges, T.capture_mw],
+    tests: [T.edges, T.guardCapture],
     what: "a replay without its body still says Content-Encoding: gzip",
   },
   {
@@ -78,7 +78,7 @@ export const MUTANTS: Mutant[] = [
     file: RESPONSE,
     text: `const UNSTORED = new Set([\n  "content-length",\n`,
     replacement: "const UNSTORED = new Set([\n",
-    tests: [T.edges, T.capture_mw],
+    tests: [T.edges, T.guardCapture],
     what: "a replay without its body keeps a stale Content-Length",
   },
   {
@@ -86,7 +86,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_lease.ts",
     text: "this.#leaseMs / 3;",
     replacement: "this.#leaseMs * 1.5;",
-    tests: [T.lease, T.lease_mw],
+    tests: [T.lease, T.guardLease],
     what: "renewals come after the lease ran out: a retry could take over",
   },
   {
@@ -223,7 +223,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "await this.#completions.complete(beat, { status, headers, body: EMPTY });",
     replacement: `await this.#completions.release(beat, "not_cacheable");`,
-    tests: [T.capture_mw, T.protocol],
+    tests: [T.guardCapture, T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
   {
@@ -231,7 +231,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "and record.\n      return true;",
     replacement: "and record.\n      return false;",
-    tests: [T.capture_mw, T.protocol, T.edges],
+    tests: [T.guardCapture, T.protocol, T.edges],
     what: "a cacheable() that throws releases the key after a 2xx",
   },
 
@@ -279,7 +279,7 @@ export const MUTANTS: Mutant[] = [
     text: `this.#report(() => ({ type: "overflow", slot, cap }), started);`,
     replacement:
       `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(streamed(captured).live, { status, statusText, headers: response.headers });`,
-    tests: [T.capture_mw],
+    tests: [T.guardCapture],
     what: "rule 1: an oversized 2xx is released and runs again on retry",
   },
   {
@@ -288,7 +288,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "return new Response(body, {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
     replacement: "return response;",
-    tests: [T.capture_mw, T.protocol],
+    tests: [T.guardCapture, T.protocol],
     what: "rule 2: the client gets the handler's already-read response",
   },
   {
