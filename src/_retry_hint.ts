@@ -50,6 +50,16 @@ export class SettleEstimate {
       const expected = this.#mean + 4 * this.#deviation - elapsedMs;
       ms = Math.min(leaseLeftMs, Math.max(1000, expected));
     }
-    return Math.max(1, Math.ceil(ms / 1000));
+    return wholeSeconds(ms);
   }
+}
+
+/**
+ * A `Retry-After` of `ms` milliseconds: whole seconds, rounded up, at least 1.
+ *
+ * @param ms The wait, in milliseconds.
+ * @returns Seconds, at least 1.
+ */
+export function wholeSeconds(ms: number): number {
+  return Math.max(1, Math.ceil(ms / 1000));
 }

@@ -113,3 +113,36 @@ export type IdempotencyEvent =
     error: unknown;
   }
   | EventBase & { type: "fail_open"; error: unknown };
+
+/** An event as the middleware makes it: {@linkcode reporter} adds `elapsedMs`. */
+export type EventDraft = IdempotencyEvent extends infer E
+  ? E extends unknown ? Omit<E, "elapsedMs"> : never
+  : never;
+
+/**
+ * Reports one event of a request that began at `started` (by
+ * `performance.now()`): `make` runs only when someone listens.
+ */
+export type Report = (make: () => EventDraft, started: number) => void;
+
+/**
+ * The middleware's way to report events to an `onEvent` listener: an event
+ * is built only when there is one, timed from its request's start, and a
+ * listener's throw is ignored (it must not change the answer).
+ *
+ * @param listener The `onEvent` option.
+ * @returns The reporter.
+ */
+export function reporter(
+  listener: ((event: IdempotencyEvent) => void) | undefined,
+): Report {
+  if (listener === undefined) return () => {};
+  return (make, started) => {
+    try {
+      const elapsedMs = performance.now() - started;
+      listener({ ...make(), elapsedMs } as IdempotencyEvent);
+    } catch {
+      // A listener's failure must not change the answer.
+    }
+  };
+}

@@ -43,6 +43,7 @@
  * @module
  */
 
+import { DEFAULTS } from "./_options.ts";
 import { idempotency, type IdempotencyOptions } from "./idempotency.ts";
 
 /**
@@ -165,12 +166,12 @@ export function idempotent(
 ): IdempotentMiddleware {
   // Validates the options eagerly, as the core does.
   const guarded = idempotency(runDownstream, options);
-  // The same defaults as the core's, to tell a guarded request apart.
+  // The core's defaults, to tell a guarded request apart.
   const methods = new Set(
-    (options.methods ?? ["POST", "PATCH"]).map((m) => m.toUpperCase()),
+    (options.methods ?? DEFAULTS.methods).map((m) => m.toUpperCase()),
   );
-  const header = options.header ?? "Idempotency-Key";
-  const required = options.required === true;
+  const header = options.header ?? DEFAULTS.header;
+  const required = options.required ?? DEFAULTS.required;
 
   return async function idempotent(
     c: HonoContextLike,

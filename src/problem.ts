@@ -1,12 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The middleware's error answers, as RFC 9457 `application/problem+json`.
+ * The middleware's error answers, as RFC 9457 `application/problem+json`:
+ * the whole catalogue (type, title, detail, status) in one place.
  *
  * @module
  */
-
-/** Where the problem types are documented: the README's sections. */
-const BASE = "https://jsr.io/@idempotent/http#";
 
 /** The `type` URIs of the middleware's problems, by case. */
 export interface ProblemTypes {
@@ -28,8 +26,9 @@ export interface ProblemTypes {
 
 /**
  * The stable `type` URI of each problem the middleware answers with. Each
- * points at the README section that explains it; match on these, not on the
- * `title` or `detail` text.
+ * points at the README section that explains it (an explicit anchor there,
+ * so that renaming a heading never changes them); match on these, not on
+ * the `title` or `detail` text.
  *
  * @example
  * ```ts
@@ -42,19 +41,19 @@ export interface ProblemTypes {
 export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
   {
     /** 400: the key is required and the request has none. */
-    missing: `${BASE}problem-key-missing`,
+    missing: "https://jsr.io/@idempotent/http#problem-key-missing",
     /** 400: the key is not a valid key. */
-    malformed: `${BASE}problem-key-malformed`,
+    malformed: "https://jsr.io/@idempotent/http#problem-key-malformed",
     /** 409: a request with this key is still being processed. */
-    inFlight: `${BASE}problem-key-in-flight`,
+    inFlight: "https://jsr.io/@idempotent/http#problem-key-in-flight",
     /** 413: the request body is larger than the middleware buffers. */
-    tooLarge: `${BASE}problem-request-too-large`,
+    tooLarge: "https://jsr.io/@idempotent/http#problem-request-too-large",
     /** 400: the request body broke off before its end (cut off, bad framing). */
-    incomplete: `${BASE}problem-request-incomplete`,
+    incomplete: "https://jsr.io/@idempotent/http#problem-request-incomplete",
     /** 422: the key was used for a different request. */
-    reused: `${BASE}problem-key-reused`,
+    reused: "https://jsr.io/@idempotent/http#problem-key-reused",
     /** 503: the idempotency store cannot be reached. */
-    unavailable: `${BASE}problem-store-unavailable`,
+    unavailable: "https://jsr.io/@idempotent/http#problem-store-unavailable",
   },
 );
 
@@ -72,14 +71,108 @@ export interface Problem {
   instance: string;
 }
 
+/** What each problem's `detail` (and `Retry-After`) is made of. */
+export interface ProblemDetails {
+  /** The key header's name, as configured. */
+  missing: { header: string };
+  /** The key header's name, and what is wrong with the key. */
+  malformed: { header: string; reason: string };
+  /** The `Retry-After` hint, in seconds. */
+  inFlight: { retryAfter: number };
+  /** The key header's name and the bound that was passed. */
+  tooLarge: { header: string; maxRequestBytes: number };
+  /** Nothing: the detail is fixed. */
+  incomplete: Record<never, never>;
+  /** Nothing: the detail is fixed. */
+  reused: Record<never, never>;
+  /** Nothing: the detail and its `Retry-After` are fixed. */
+  unavailable: Record<never, never>;
+}
+
+/** One entry of the catalogue. */
+interface Entry<D> {
+  status: number;
+  title: string;
+  detail: (details: D) => string;
+  retryAfter?: (details: D) => number;
+}
+
+/** How long a client waits before retrying when the store is unreachable. */
+const STORE_RETRY_SECONDS = 1;
+
+/** Every problem the middleware answers with, by its `PROBLEM_TYPES` name. */
+const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
+  missing: {
+    status: 400,
+    title: "Idempotency key required",
+    detail: ({ header }) => `This endpoint requires an ${header} header.`,
+  },
+  malformed: {
+    status: 400,
+    title: "Malformed idempotency key",
+    detail: ({ header, reason }) =>
+      `The ${header} header is malformed: ${reason}.`,
+  },
+  inFlight: {
+    status: 409,
+    title: "Request in progress",
+    detail: () =>
+      "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
+    retryAfter: ({ retryAfter }) => retryAfter,
+  },
+  tooLarge: {
+    status: 413,
+    title: "Request body too large",
+    detail: ({ header, maxRequestBytes }) =>
+      `A request with an ${header} may have a body of at most ${maxRequestBytes} bytes.`,
+  },
+  incomplete: {
+    status: 400,
+    title: "Request body incomplete",
+    detail: () =>
+      "The request body could not be read to its end (the upload was cut off, or its framing is invalid). The request was not processed: retry it with the same key.",
+  },
+  reused: {
+    status: 422,
+    title: "Idempotency key reused",
+    detail: () =>
+      "This idempotency key was used for a different request (another method, path, query or body). Use a new key for a new request.",
+  },
+  unavailable: {
+    status: 503,
+    title: "Idempotency store unavailable",
+    detail: () =>
+      "The request was not processed: its idempotency key could not be checked. Retry it with the same key.",
+    retryAfter: () => STORE_RETRY_SECONDS,
+  },
+};
+
 /**
- * Builds a problem response.
+ * The problem response for one case of the catalogue, about `request`.
  *
- * @param problem The problem.
- * @param retryAfterSeconds A `Retry-After` value to add, in seconds.
+ * @typeParam K The case.
+ * @param request The request answered: its path is the `instance`.
+ * @param kind The case, by its `PROBLEM_TYPES` name.
+ * @param details What its `detail` and `Retry-After` are made of.
  * @returns The response.
  */
-export function problemResponse(
+export function reject<K extends keyof ProblemDetails>(
+  request: Request,
+  kind: K,
+  details: ProblemDetails[K],
+): Response {
+  const entry = CATALOGUE[kind] as Entry<ProblemDetails[K]>;
+  return problemResponse({
+    type: PROBLEM_TYPES[kind],
+    title: entry.title,
+    status: entry.status,
+    detail: entry.detail(details),
+    instance: pathOf(request.url),
+  }, entry.retryAfter?.(details));
+}
+
+/** Builds a problem response, with a `Retry-After` when one is given. */
+function problemResponse(
   problem: Problem,
   retryAfterSeconds?: number,
 ): Response {
@@ -94,4 +187,12 @@ export function problemResponse(
     status: problem.status,
     headers,
   });
+}
+
+function pathOf(url: string): string {
+  try {
+    return new URL(url).pathname;
+  } catch {
+    return "/";
+  }
 }

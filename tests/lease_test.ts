@@ -8,7 +8,7 @@
  */
 
 import assert from "node:assert/strict";
-import { Heartbeat, type HeartbeatClock } from "../src/lease.ts";
+import { Heartbeat, type HeartbeatClock } from "../src/_lease.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 

@@ -33,9 +33,14 @@ const REDIS = "src/stores/redis.ts";
 const POSTGRES = "src/stores/postgres.ts";
 const FAILOVER = "src/stores/failover.ts";
 const MIDDLEWARE = "src/idempotency.ts";
+const GUARD = "src/_guard.ts";
+const RESPONSE = "src/_response.ts";
+const REQUEST = "src/_request.ts";
 
 const T = {
-  middleware: "tests/idempotency_test.ts",
+  guardCapture: "tests/idempotency_capture_test.ts",
+  protocol: "tests/idempotency_protocol_test.ts",
+  guardLease: "tests/idempotency_lease_test.ts",
   property: "tests/idempotency_property_test.ts",
   edges: "tests/replay_edges_test.ts",
   lease: "tests/lease_test.ts",
@@ -62,34 +67,34 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "omitted-keeps-content-encoding",
-    file: MIDDLEWARE,
+    file: RESPONSE,
     text: `if (omitted && name === "content-encoding") continue;`,
     replacement: "",
-    tests: [T.edges, T.middleware],
+    tests: [T.edges, T.guardCapture],
     what: "a replay without its body still says Content-Encoding: gzip",
   },
   {
     id: "content-length-stored",
-    file: MIDDLEWARE,
+    file: RESPONSE,
     text: `const UNSTORED = new Set([\n  "content-length",\n`,
     replacement: "const UNSTORED = new Set([\n",
-    tests: [T.edges, T.middleware],
+    tests: [T.edges, T.guardCapture],
     what: "a replay without its body keeps a stale Content-Length",
   },
   {
     id: "lease-renewal-late",
-    file: "src/lease.ts",
+    file: "src/_lease.ts",
     text: "this.#leaseMs / 3;",
     replacement: "this.#leaseMs * 1.5;",
-    tests: [T.lease, T.middleware],
+    tests: [T.lease, T.guardLease],
     what: "renewals come after the lease ran out: a retry could take over",
   },
   {
     id: "retry-after-floor",
-    file: MIDDLEWARE,
-    text: "Math.ceil(retryAfterMs / 1000)",
-    replacement: "Math.floor(retryAfterMs / 1000)",
-    tests: [T.edges, T.middleware],
+    file: "src/_retry_hint.ts",
+    text: "Math.ceil(ms / 1000)",
+    replacement: "Math.floor(ms / 1000)",
+    tests: [T.edges, T.protocol],
     what: "Retry-After is a second short",
   },
 
@@ -214,20 +219,19 @@ export const MUTANTS: Mutant[] = [
   // --- the terminal rule -----------------------------------------------------
   {
     id: "terminal-null-body-released",
-    file: MIDDLEWARE,
+    file: GUARD,
     text:
-      "      await this.#complete(\n        slot,\n        token,\n        { status, headers, body: EMPTY },\n        started,\n      );",
-    replacement:
-      `      await this.#release(slot, token, "not_cacheable", started);`,
-    tests: [T.middleware],
+      "await this.#completions.complete(beat, { status, headers, body: EMPTY });",
+    replacement: `await this.#completions.release(beat, "not_cacheable");`,
+    tests: [T.guardCapture, T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
   {
     id: "terminal-throwing-predicate-releases",
-    file: MIDDLEWARE,
-    text: "let cacheable = true;",
-    replacement: "let cacheable = false;",
-    tests: [T.middleware, T.edges],
+    file: GUARD,
+    text: "and record.\n      return true;",
+    replacement: "and record.\n      return false;",
+    tests: [T.guardCapture, T.protocol, T.edges],
     what: "a cacheable() that throws releases the key after a 2xx",
   },
 
@@ -271,21 +275,20 @@ export const MUTANTS: Mutant[] = [
   // --- one per DESIGN.md section 2 rule ----------------------------------------
   {
     id: "rule1-terminal-overflow-released",
-    file: MIDDLEWARE,
-    text:
-      `this.#emit(() => ({ type: "overflow", slot, cap }), started);\n        await this.#complete(slot, token, {\n          status,\n          headers,\n          body: null,\n          omitted: "too_large",\n        }, started);`,
+    file: GUARD,
+    text: `this.#report(() => ({ type: "overflow", slot, cap }), started);`,
     replacement:
-      `this.#emit(() => ({ type: "overflow", slot, cap }), started);\n        await this.#release(slot, token, "not_cacheable", started);`,
-    tests: [T.middleware],
+      `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(streamed(captured).live, { status, statusText, headers: response.headers });`,
+    tests: [T.guardCapture],
     what: "rule 1: an oversized 2xx is released and runs again on retry",
   },
   {
     id: "rule2-live-body-from-consumed-response",
-    file: MIDDLEWARE,
+    file: GUARD,
     text:
-      "return new Response(captured.bytes, { status, statusText, headers });",
+      "return new Response(body, {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
     replacement: "return response;",
-    tests: [T.middleware],
+    tests: [T.guardCapture, T.protocol],
     what: "rule 2: the client gets the handler's already-read response",
   },
   {
@@ -314,7 +317,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule6-unreadable-is-mismatch",
-    file: MIDDLEWARE,
+    file: GUARD,
     text:
       "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {",
     replacement: "if (claim.fingerprint !== fingerprint) {",
@@ -323,35 +326,36 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule7-slot-ignores-scope",
-    file: MIDDLEWARE,
-    text: "const slot = slotOf(scope, parsed.key);",
-    replacement: `const slot = slotOf("", parsed.key);`,
-    tests: [T.middleware],
+    file: GUARD,
+    text: `typeof scope === "string" ? scope : await scope,`,
+    replacement: `"",`,
+    tests: [T.protocol],
     what: "rule 7: two tenants that send the same key share a response",
   },
   {
     id: "rule8-unguarded-method-guarded",
     file: MIDDLEWARE,
-    text: "if (!methods.has(request.method)) return handler(request, ...args);",
-    replacement: "",
-    tests: [T.middleware],
+    text:
+      "passThrough.has(method) ||\n      (!methods.has(method) && !methods.has(method.toUpperCase()))",
+    replacement: "false",
+    tests: [T.protocol],
     what: "rule 8: a GET with a key is read, hashed and claimed",
   },
   {
     id: "rule9-streamed-body-unbounded",
-    file: MIDDLEWARE,
+    file: REQUEST,
     text: "if (total > max) {",
     replacement: "if (total > max * 2) {",
-    tests: [T.middleware],
+    tests: [T.protocol],
     what: "rule 9: a streamed request body may be buffered to twice the bound",
   },
   {
     id: "rule10-malformed-key-sanitized",
-    file: MIDDLEWARE,
+    file: GUARD,
     text: "const parsed = parseIdempotencyKey(value);",
     replacement: String
       .raw`const parsed = parseIdempotencyKey(value.replace(/[^\x21-\x7e]/g, ""));`,
-    tests: [T.middleware],
+    tests: [T.protocol],
     what: "rule 10: a malformed key is cleaned up and claimed, not a 400",
   },
 ];

@@ -1,0 +1,372 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * One guarded request's way through the middleware: check the key, read the
+ * body, claim the slot, then answer (replay, 409, 422, 503) or run the
+ * handler and settle the slot (complete or release). {@linkcode Guard.handle}
+ * is the whole way in named steps; each step below it is one of them.
+ *
+ * @module
+ */
+
+import { Completions } from "./_completion.ts";
+import { type Beat, Heartbeat } from "./_lease.ts";
+import type { Config } from "./_options.ts";
+import {
+  EMPTY,
+  fingerprintOf,
+  readBody,
+  rebuild,
+  scopeOf,
+  type Unread,
+} from "./_request.ts";
+import { replay, storedHeaders, streamed } from "./_response.ts";
+import { SettleEstimate, wholeSeconds } from "./_retry_hint.ts";
+import { capture } from "./capture.ts";
+import { type Report, reporter } from "./events.ts";
+import { slotOf } from "./fingerprint.ts";
+import type { FetchHandler } from "./idempotency.ts";
+import { parseIdempotencyKey } from "./key.ts";
+import { type ProblemDetails, reject } from "./problem.ts";
+import type { ClaimResult, StoredResponse } from "./store.ts";
+
+/** One guarded request: what every step of its way reads and fills in. */
+interface Flight<A extends unknown[]> {
+  readonly request: Request;
+  /** The handler's arguments after the request. */
+  readonly args: A;
+  /** When the middleware began on it, by `performance.now()` (0 when no one listens). */
+  readonly started: number;
+  /** Its slot, once the key and scope are known. */
+  slot: string | null;
+  /** Its claim once acquired (slot, token, renewal), until it is settled. */
+  beat?: Beat;
+}
+
+/** The `rejected` event's status and reason of each problem it reports. */
+const REJECTED = {
+  missing: [400, "missing"],
+  malformed: [400, "malformed"],
+  tooLarge: [413, "too_large"],
+} as const;
+
+/** A claim, or the store's failure to answer it. */
+type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
+
+/** The way through of every guarded request of one middleware instance. */
+export class Guard<A extends unknown[]> {
+  #handler: FetchHandler<A>;
+  #config: Config;
+  #report: Report;
+  #heartbeat: Heartbeat;
+  #completions: Completions;
+  /** How long this instance's claimed requests take to settle: the 409 hint. */
+  #settleTime = new SettleEstimate();
+
+  /**
+   * @param handler The handler to guard.
+   * @param config The middleware's configuration.
+   */
+  constructor(handler: FetchHandler<A>, config: Config) {
+    this.#handler = handler;
+    this.#config = config;
+    const report = this.#report = reporter(config.onEvent);
+    this.#heartbeat = new Heartbeat(config.store, config.lease, {
+      lost: (beat) =>
+        report(() => ({ type: "lease_lost", slot: beat.slot }), beat.started),
+      error: (beat, error) =>
+        report(
+          () => ({
+            type: "store_error",
+            slot: beat.slot,
+            operation: "extend",
+            error,
+          }),
+          beat.started,
+        ),
+    });
+    this.#completions = new Completions(config, this.#heartbeat, report);
+  }
+
+  /**
+   * Answers one guarded request.
+   *
+   * @param request The request, its method guarded.
+   * @param value Its key header's value, `null` when it has none.
+   * @param args The handler's arguments after the request.
+   * @returns The response.
+   */
+  async handle(
+    request: Request,
+    value: string | null,
+    args: A,
+  ): Promise<Response> {
+    const config = this.#config;
+    const flight: Flight<A> = {
+      request,
+      args,
+      started: config.onEvent ? performance.now() : 0,
+      slot: null,
+    };
+    const { header } = config;
+    if (value === null) {
+      return this.#refuse(flight, "missing", { header });
+    }
+    const parsed = parseIdempotencyKey(value);
+    if (!parsed.ok) {
+      const { reason } = parsed;
+      return this.#refuse(flight, "malformed", { header, reason });
+    }
+    const body = await readBody(request, config.maxRequestBytes);
+    if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
+    const scope = scopeOf(request, config.scope);
+    flight.slot = slotOf(
+      typeof scope === "string" ? scope : await scope,
+      parsed.key,
+    );
+    const computed = fingerprintOf(request, body, config.fingerprint);
+    const fingerprint = typeof computed === "string"
+      ? computed
+      : await computed;
+
+    const claim = await this.#claim(flight, fingerprint);
+    switch (claim.state) {
+      case "unreachable":
+        return await this.#unreachable(flight, body, claim.error);
+      case "completed":
+        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        return this.#replay(flight, claim.response);
+      case "in_flight":
+        if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
+          return this.#mismatch(flight);
+        }
+        return this.#conflict(flight, claim);
+      case "acquired":
+        return await this.#run(flight, body, claim);
+    }
+  }
+
+  /** Claims the slot: one store round trip. */
+  async #claim(flight: Flight<A>, fingerprint: string): Promise<Claimed> {
+    const config = this.#config;
+    const slot = flight.slot!;
+    try {
+      return await config.store.claim(slot, {
+        fingerprint,
+        leaseMs: config.lease,
+        ttlMs: config.ttl,
+      });
+    } catch (error) {
+      this.#report(
+        () => ({ type: "store_error", slot, operation: "claim", error }),
+        flight.started,
+      );
+      return { state: "unreachable", error };
+    }
+  }
+
+  /** The store could not be reached: 503, or the handler unguarded (`failOpen`). */
+  async #unreachable(
+    flight: Flight<A>,
+    body: Uint8Array<ArrayBuffer>,
+    error: unknown,
+  ): Promise<Response> {
+    const { request, slot } = flight;
+    if (!this.#config.failOpen) return reject(request, "unavailable", {});
+    this.#report(() => ({ type: "fail_open", slot, error }), flight.started);
+    return await this.#handler(rebuild(request, body), ...flight.args);
+  }
+
+  /** The key's request has completed: its response again. */
+  #replay(flight: Flight<A>, response: StoredResponse): Response {
+    const { slot } = flight;
+    this.#report(() => ({
+      type: "replayed",
+      slot,
+      status: response.status,
+      ...(response.omitted ? { omitted: response.omitted } : {}),
+    }), flight.started);
+    const { replayHeader, unstoredHeaders } = this.#config;
+    return replay(response, replayHeader, unstoredHeaders);
+  }
+
+  /** The key's request is in flight: 409, with when to retry. */
+  #conflict(
+    flight: Flight<A>,
+    { fingerprint, retryAfterMs }: ClaimResult & { state: "in_flight" },
+  ): Response {
+    const { slot } = flight;
+    const unreadable = fingerprint === null;
+    this.#report(
+      () => ({ type: "conflict", slot, retryAfterMs, unreadable }),
+      flight.started,
+    );
+    const retryAfter = unreadable
+      ? wholeSeconds(retryAfterMs)
+      : this.#settleTime.retryAfterSeconds(
+        retryAfterMs,
+        // The time since the holder's claim or last renewal.
+        Math.max(0, this.#config.lease - retryAfterMs),
+      );
+    return reject(flight.request, "inFlight", { retryAfter });
+  }
+
+  /** The key was used for another request: 422. */
+  #mismatch(flight: Flight<A>): Response {
+    const { slot } = flight;
+    this.#report(() => ({ type: "mismatch", slot }), flight.started);
+    return reject(flight.request, "reused", {});
+  }
+
+  /** The body was too large (413) or broke off mid-read (400). */
+  #unread(flight: Flight<A>, unread: Unread): Response {
+    const { header, maxRequestBytes } = this.#config;
+    if (unread.outcome === "too_large") {
+      return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
+    }
+    const { error } = unread;
+    this.#report(() => ({
+      type: "rejected",
+      slot: null,
+      status: 400,
+      reason: "incomplete",
+      error,
+    }), flight.started);
+    return reject(flight.request, "incomplete", {});
+  }
+
+  /** A `rejected` event, and its problem answer. */
+  #refuse<K extends keyof typeof REJECTED>(
+    flight: Flight<A>,
+    kind: K,
+    details: ProblemDetails[K],
+  ): Response {
+    const [status, reason] = REJECTED[kind];
+    this.#report(
+      () => ({ type: "rejected", slot: null, status, reason }),
+      flight.started,
+    );
+    return reject(flight.request, kind, details);
+  }
+
+  /**
+   * Runs the handler on the claimed slot, the lease renewed meanwhile; a
+   * throw or a response that is not cacheable frees the slot, a cacheable
+   * one settles it. How long that took feeds the 409's `Retry-After`.
+   */
+  async #run(
+    flight: Flight<A>,
+    body: Uint8Array<ArrayBuffer>,
+    { token, recovered }: ClaimResult & { state: "acquired" },
+  ): Promise<Response> {
+    const { slot, started } = flight;
+    this.#report(() => ({ type: "claimed", slot, recovered }), started);
+    const running = performance.now();
+    try {
+      const request = rebuild(flight.request, body);
+      const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
+      let response: Response;
+      try {
+        response = await this.#handler(request, ...flight.args);
+      } catch (error) {
+        await this.#completions.release(beat, "thrown");
+        throw error;
+      }
+      if (!(response instanceof Response)) {
+        await this.#completions.release(beat, "thrown");
+        throw new TypeError(
+          `The handler must return a Response: it returned ${response}`,
+        );
+      }
+      if (!this.#cacheable(response)) {
+        await this.#completions.release(beat, "not_cacheable");
+        return response;
+      }
+      // From here the beat is the completion's: it stops it once the
+      // record's write has an outcome, which may be after the response was
+      // sent.
+      return await this.#settle(flight, response);
+    } finally {
+      this.#settleTime.observe(performance.now() - running);
+    }
+  }
+
+  /** Whether the `cacheable` option records `response`. */
+  #cacheable(response: Response): boolean {
+    try {
+      return this.#config.cacheable(response);
+    } catch {
+      // A throwing predicate cannot tell: keep the terminal rule's side and record.
+      return true;
+    }
+  }
+
+  /**
+   * The terminal rule: after a cacheable response the slot ends completed,
+   * with its body or without it, and the client gets the handler's bytes.
+   */
+  async #settle(flight: Flight<A>, response: Response): Promise<Response> {
+    const beat = flight.beat!;
+    const { slot, started } = flight;
+    const { status, statusText } = response;
+    const { pairs: headers, partial } = storedHeaders(
+      response.headers,
+      this.#config.unstoredHeaders,
+    );
+    const source = response.body;
+    if (source === null) {
+      await this.#completions.complete(beat, { status, headers, body: EMPTY });
+      return response;
+    }
+    const cap = this.#config.maxResponseBytes;
+    // A body capture() cannot read (a locked stream) counts as a stream error.
+    const captured = await capture(
+      source,
+      cap,
+      this.#heartbeat.capturing(beat),
+    ).catch((error) => ({
+      outcome: "failed" as const,
+      prefix: EMPTY,
+      error,
+    }));
+    if (captured.outcome === "within") {
+      const body = captured.bytes;
+      await this.#completions.complete(beat, { status, headers, body });
+      // The record's header pairs (one pass over the headers, not two)
+      // unless the record left some out.
+      return new Response(body, {
+        status,
+        statusText,
+        headers: partial ? response.headers : headers,
+      });
+    }
+    if (captured.outcome === "overflow") {
+      this.#report(() => ({ type: "overflow", slot, cap }), started);
+    } else if (captured.outcome === "failed") {
+      const { error } = captured;
+      this.#report(() => ({ type: "body_error", slot, error }), started);
+    }
+    const { omitted, live } = streamed(captured);
+    await this.#completions.complete(beat, {
+      status,
+      headers,
+      body: null,
+      omitted,
+    });
+    // A streamed body keeps the handler's headers as they are,
+    // Content-Length included.
+    return new Response(live, {
+      status,
+      statusText,
+      headers: response.headers,
+    });
+  }
+
+  /**
+   * Waits until no record write is pending in the background.
+   *
+   * @returns A promise that resolves when none is pending.
+   */
+  drain(): Promise<void> {
+    return this.#completions.drain();
+  }
+}

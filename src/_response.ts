@@ -1,0 +1,171 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Responses out of the middleware: a response's headers as a record keeps
+ * them, the replay of a record, and the live body of a captured response
+ * (the bytes read, then the rest of the stream or its error).
+ *
+ * @module
+ */
+
+import type { CaptureResult } from "./capture.ts";
+import type { OmittedReason, StoredResponse } from "./store.ts";
+
+/** The header on a replay whose body was not recorded: its value is the reason. */
+export const BODY_OMITTED_HEADER = "Idempotent-Body-Omitted";
+const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
+
+/** Statuses whose responses have no body, live or replayed. */
+const NULL_BODY = new Set([101, 103, 204, 205, 304]);
+/** Headers not kept in a record: the runtime frames the replay itself. */
+const UNSTORED = new Set([
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+]);
+
+/**
+ * A response's headers as a record keeps them: ordered pairs, without the
+ * framing headers, the `unstoredHeaders`, and any value `Deno.serve` could
+ * not send again (a control character). `partial` says whether anything
+ * but framing was left out, so that the live response keeps it.
+ *
+ * @param headers The handler's response headers.
+ * @param unstored The `unstoredHeaders` option, lower case.
+ * @returns The pairs to store, and whether any but framing was left out.
+ */
+export function storedHeaders(
+  headers: Headers,
+  unstored: ReadonlySet<string>,
+): { pairs: [string, string][]; partial: boolean } {
+  const pairs: [string, string][] = [];
+  let partial = false;
+  for (const pair of headers) {
+    const name = pair[0];
+    if (UNSTORED.has(name)) continue;
+    if (unstored.has(name) || CONTROL.test(pair[1])) partial = true;
+    else pairs.push(pair);
+  }
+  return { pairs, partial };
+}
+
+/**
+ * A control character other than tab: `Headers` lets them through, but
+ * `Deno.serve` (2.9) aborts the process when it writes one, and a record
+ * holding one reads as damaged.
+ */
+// deno-lint-ignore no-control-regex -- matching control characters is the point
+const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/**
+ * Builds the replay of a record: same status, headers in order (less the
+ * `unstoredHeaders`, whatever the record holds), same bytes.
+ *
+ * @param record The completed record.
+ * @param replayHeader The replay marker's name, lower case.
+ * @param unstored The `unstoredHeaders` option, lower case.
+ * @returns The replay.
+ */
+export function replay(
+  record: StoredResponse,
+  replayHeader: string,
+  unstored: ReadonlySet<string>,
+): Response {
+  const omitted = record.body === null;
+  const headers: [string, string][] = [];
+  for (const pair of record.headers) {
+    const name = pair[0];
+    if (name === replayHeader || name === OMITTED_NAME) continue;
+    if (omitted && name === "content-encoding") continue;
+    if (unstored.has(name)) continue;
+    headers.push(pair);
+  }
+  headers.push([replayHeader, "true"]);
+  if (omitted) headers.push([OMITTED_NAME, record.omitted ?? "too_large"]);
+  const body = omitted || NULL_BODY.has(record.status)
+    ? null
+    : record.body as Uint8Array<ArrayBuffer>;
+  return new Response(body, { status: record.status, headers });
+}
+
+/** What a body capture makes of a response that is not `within` its cap. */
+export interface Streamed {
+  /** Why the record keeps no body. */
+  omitted: OmittedReason;
+  /** The live body: the handler's bytes, or its stream's error after them. */
+  live: ReadableStream<Uint8Array<ArrayBuffer>>;
+}
+
+/**
+ * The record's omission reason and the live body of a capture that did not
+ * hold the whole body: the prefix, then the rest (too large, too slow), or
+ * the prefix, then the same error (failed; an abort counts as cancelled).
+ *
+ * @param captured What `capture()` returned, other than `within`.
+ * @returns The omission reason and the live body.
+ */
+export function streamed(
+  captured: Exclude<CaptureResult, { outcome: "within" }>,
+): Streamed {
+  switch (captured.outcome) {
+    case "overflow":
+      return {
+        omitted: "too_large",
+        live: concat(captured.prefix, captured.rest),
+      };
+    case "unfinished":
+      return {
+        omitted: "too_slow",
+        live: concat(captured.prefix, captured.rest),
+      };
+    case "failed":
+      return {
+        omitted: isAbort(captured.error) ? "cancelled" : "stream_error",
+        live: failAfter(captured.prefix, captured.error),
+      };
+  }
+}
+
+/** The live body of an overflow: the prefix, then the rest, cancellation passed on. */
+function concat(
+  prefix: Uint8Array<ArrayBuffer>,
+  rest: ReadableStream<Uint8Array<ArrayBuffer>>,
+): ReadableStream<Uint8Array<ArrayBuffer>> {
+  let reader: ReadableStreamDefaultReader<Uint8Array<ArrayBuffer>> | undefined;
+  return new ReadableStream<Uint8Array<ArrayBuffer>>({
+    start(controller) {
+      if (prefix.byteLength > 0) controller.enqueue(prefix);
+    },
+    async pull(controller) {
+      reader ??= rest.getReader();
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel(reason) {
+      return reader ? reader.cancel(reason) : rest.cancel(reason);
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** The live body of a failed capture: the bytes read, then the same error. */
+function failAfter(
+  prefix: Uint8Array<ArrayBuffer>,
+  error: unknown,
+): ReadableStream<Uint8Array<ArrayBuffer>> {
+  let sent = false;
+  return new ReadableStream<Uint8Array<ArrayBuffer>>({
+    pull(controller) {
+      if (!sent && prefix.byteLength > 0) {
+        sent = true;
+        controller.enqueue(prefix);
+        return;
+      }
+      controller.error(error);
+    },
+  }, { highWaterMark: 0 });
+}
+
+function isAbort(error: unknown): boolean {
+  return error instanceof Error && error.name === "AbortError";
+}
