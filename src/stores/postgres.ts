@@ -442,6 +442,17 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * never comes back lives at most one lease, as does one past the bound of
  * 10,000 pending undos per store. The undo emits nothing.
  *
+ * **After lost connections, postgres.js 3.4.9 may stay unusable.** When its
+ * backends are terminated under load (a failover, `pg_terminate_backend`),
+ * a connection whose socket died with a write still queued sends nothing
+ * again until a connect times out (`connect_timeout`, 30 s by default,
+ * several times over), and the wait before a reconnect grows with every
+ * connection lost, up to 20 s (`backoff`). The store answers each statement
+ * within `timeoutMs` meanwhile (503s, nothing runs twice), but to recover in
+ * about a second give the client a short `connect_timeout` and a bounded
+ * `backoff`: `postgres(url, { connect_timeout: 1, backoff: () => 0.1 })`
+ * (the fault suite's setting).
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
