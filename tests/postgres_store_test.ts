@@ -1006,14 +1006,79 @@ Deno.test("PostgresStore undoes a claim whose connection broke under it, not one
   const store = new PostgresStore({ sql, timeoutMs: 1000 });
   const fail = (code: string) =>
     Object.assign(new Error(code), { code }) as unknown;
-  failure = fail("CONNECTION_CLOSED"); // sent, and the connection broke
-  await assert.rejects(() => store.claim("s1", opts("fp")), StoreError);
-  await waitFor("the undo", () => releases.length === 1);
-  assert.equal(releases[0]![0], "s1");
-  for (const code of ["57014", "40001", "ECONNREFUSED", "CONNECTION_ENDED"]) {
-    failure = fail(code);
+  // As postgres.js reports an error response: with its severity.
+  const refuse = (code: string, severity = "ERROR") =>
+    Object.assign(new Error(code), { name: "PostgresError", code, severity });
+  // Sent, and the connection broke: a socket error (EPIPE has the shape of
+  // a SQLSTATE), or the backend terminated (FATAL) after it may have
+  // committed.
+  const broken = [
+    fail("CONNECTION_CLOSED"),
+    fail("EPIPE"),
+    fail("ECONNRESET"),
+    refuse("57P01", "FATAL"),
+  ];
+  for (const [i, error] of broken.entries()) {
+    failure = error;
+    await assert.rejects(() => store.claim(`s1-${i}`, opts("fp")), StoreError);
+    await waitFor("the undo", () => releases.length === i + 1);
+    assert.equal(releases[i]![0], `s1-${i}`);
+  }
+  for (
+    const error of [
+      refuse("57014"),
+      refuse("40001"),
+      fail("ECONNREFUSED"),
+      fail("CONNECTION_ENDED"),
+    ]
+  ) {
+    failure = error;
     await assert.rejects(() => store.claim("s2", opts("fp")), StoreError);
   }
   await new Promise((resolve) => setTimeout(resolve, 0));
-  assert.equal(releases.length, 1);
+  assert.equal(releases.length, broken.length);
 });
+
+pgTest(
+  "PostgresStore undoes a claim that committed although its statement failed with EPIPE",
+  async () => {
+    // postgres.js rejects every statement in flight on a connection with the
+    // socket's error, also one the server had already committed: here the
+    // claim commits, then its answer is an EPIPE.
+    const sql = connect({ max: 2 });
+    const table = uniquePrefix("pg_epipe");
+    try {
+      let lose = true;
+      const lossy: PostgresSql = {
+        options: sql.options,
+        unsafe(text, parameters, options) {
+          const query = sql.unsafe(text, parameters, options);
+          if (!(lose && text.startsWith("WITH cur"))) return query;
+          lose = false;
+          return query.then(() => {
+            throw Object.assign(new Error("write EPIPE"), {
+              code: "EPIPE",
+              errno: -32,
+              syscall: "write",
+            });
+          }) as unknown as ReturnType<PostgresSql["unsafe"]>;
+        },
+      };
+      const store = new PostgresStore({
+        sql: lossy,
+        table,
+      });
+      await store.migrate();
+      const options = { fingerprint: "fp", leaseMs: 600_000, ttlMs: 600_000 };
+      await assert.rejects(() => store.claim("slot", options), StoreError);
+      // Not in flight for the lease: the store undoes its own claim.
+      await waitFor(
+        "the committed claim to be undone",
+        async () => (await store.claim("slot", options)).state === "acquired",
+      );
+    } finally {
+      await sql.unsafe(`DROP TABLE IF EXISTS ${quote(table)}`).catch(() => {});
+      await sql.end({ timeout: 1 });
+    }
+  },
+);

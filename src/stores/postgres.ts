@@ -445,6 +445,17 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
  * never comes back lives at most one lease, as does one past the bound of
  * 10,000 pending undos per store. The undo emits nothing.
  *
+ * **After lost connections, postgres.js 3.4.9 may stay unusable.** When its
+ * backends are terminated under load (a failover, `pg_terminate_backend`),
+ * a connection whose socket died with a write still queued sends nothing
+ * again until a connect times out (`connect_timeout`, 30 s by default,
+ * several times over), and the wait before a reconnect grows with every
+ * connection lost, up to 20 s (`backoff`). The store answers each statement
+ * within `timeoutMs` meanwhile (503s, nothing runs twice), but to recover in
+ * about a second give the client a short `connect_timeout` and a bounded
+ * `backoff`: `postgres(url, { connect_timeout: 1, backoff: () => 0.1 })`
+ * (the fault suite's setting).
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
@@ -760,15 +771,25 @@ export class PostgresStore implements IdempotencyStore {
 
 /**
  * Whether a statement that failed with `error` may have committed: not when
- * the server refused it (a SQLSTATE, such as 57014 for a statement it
- * cancelled: a single statement rolls back whole), nor when no connection
- * could be opened to send it; any other failure (a connection lost while the
- * statement ran) may hide a commit.
+ * the server refused it (an error response of severity `ERROR`, such as
+ * 57014 for a statement it cancelled: a single statement rolls back whole),
+ * nor when no connection could be opened to send it; any other failure may
+ * hide a commit. That includes a socket error such as `EPIPE` or
+ * `ECONNRESET`: postgres.js pipelines statements on a connection and rejects
+ * every one in flight with the socket's error, also one that the server
+ * had already committed. The error's shape, not its code, tells a server
+ * error (postgres.js gives it a `severity`): `EPIPE` has the shape of a
+ * SQLSTATE too. A `FATAL` one (the backend was terminated) may have come
+ * after the commit.
  */
 function mayHaveCommitted(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  if (typeof code !== "string") return true;
-  if (/^[0-9A-Z]{5}$/.test(code)) return false;
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  if (typeof severity === "string" && typeof code === "string") {
+    return severity !== "ERROR";
+  }
   return ![
     "ECONNREFUSED",
     "ENOTFOUND",
@@ -776,7 +797,7 @@ function mayHaveCommitted(error: unknown): boolean {
     "CONNECT_TIMEOUT",
     "CONNECTION_ENDED",
   ]
-    .includes(code);
+    .includes(code as string);
 }
 
 /** Whether a migration failed only because an object already exists. */

@@ -225,6 +225,12 @@ export interface Settled {
  * After the load: retries every key until it replays its 2xx execution
  * (a key that never ran runs now, once), within `boundMs` from the start.
  * A 409 or 503 is retried after a short pause; a stuck key is a failure.
+ *
+ * With `unreachableMs`, a 503 (the store unreachable, through no fault of
+ * the library: a driver still reconnecting) is not counted as time in
+ * flight: the bound runs `boundMs` from the start or from the last 503,
+ * whichever is later, but never past `unreachableMs` from the start. A key
+ * in flight `boundMs` after the store answers again is still stuck.
  */
 export async function settle(
   send: Send,
@@ -233,23 +239,36 @@ export async function settle(
   boundMs: number,
   seen: Tally,
   concurrency = 16,
+  unreachableMs = 0,
 ): Promise<Settled> {
   const stuck: string[] = [];
   let probes = 0;
-  const deadline = Date.now() + boundMs;
+  const start = Date.now();
+  let deadline = start + boundMs;
   await pool(keys, concurrency, async (key) => {
     for (;;) {
       probes++;
       let verdict: string;
+      let lastStatus = 0;
       try {
-        verdict = await judge(ledger, key, await send(key), seen);
+        const response = await send(key);
+        lastStatus = response.status;
+        verdict = await judge(ledger, key, response, seen);
       } catch (error) {
         verdict = "threw";
         seen.altered.push(`${key}: threw while settling ${String(error)}`);
       }
       if (verdict === "replay") return;
+      if (verdict === "problem" && lastStatus === 503) {
+        deadline = Math.max(
+          deadline,
+          Math.min(Date.now() + boundMs, start + unreachableMs),
+        );
+      }
       if (Date.now() > deadline) {
-        stuck.push(`${key} (${verdict}, ${ledger.of(key).length} runs)`);
+        stuck.push(
+          `${key} (${verdict} ${lastStatus}, ${ledger.of(key).length} runs)`,
+        );
         return;
       }
       if (verdict !== "live") {
