@@ -28,6 +28,7 @@ import type {
 } from "../src/store.ts";
 import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
 import { deleteRedisKeys } from "../tests/_redis.ts";
+import { ratio, timed, type Timings } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -67,12 +68,8 @@ class Counted implements IdempotencyStore {
   }
 }
 
-interface Result {
+interface Result extends Timings {
   name: string;
-  p50: number;
-  p99: number;
-  redis: number;
-  postgres: number;
 }
 
 const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
@@ -102,26 +99,13 @@ const outage = new FailoverStore({
 async function measure(
   name: string,
   op: (i: number) => Promise<unknown>,
-  n = iterations,
 ): Promise<Result> {
-  for (let i = 0; i < Math.min(warmup, n); i++) await op(-1 - i);
-  const times = new Float64Array(n);
-  const r0 = redis.calls;
-  const p0 = pg.calls;
-  for (let i = 0; i < n; i++) {
-    const start = performance.now();
-    await op(i);
-    times[i] = (performance.now() - start) * 1000;
-  }
-  times.sort();
-  const at = (q: number) => times[Math.min(n - 1, Math.floor(q * n))]!;
-  return {
-    name,
-    p50: at(0.5),
-    p99: at(0.99),
-    redis: (redis.calls - r0) / n,
-    postgres: (pg.calls - p0) / n,
-  };
+  const timings = await timed(op, {
+    iterations,
+    warmup,
+    counters: { redis: () => redis.calls, postgres: () => pg.calls },
+  });
+  return { name, ...timings };
 }
 
 async function fresh(store: IdempotencyStore, slot: string): Promise<void> {
@@ -197,9 +181,9 @@ try {
     case: r.name,
     "p50 µs": Math.round(r.p50),
     "p99 µs": Math.round(r.p99),
-    "p50 × RedisStore fresh": +(r.p50 / base.p50).toFixed(2),
-    "Redis ops": r.redis,
-    "Postgres ops": r.postgres,
+    "p50 × RedisStore fresh": ratio(r.p50, base.p50),
+    "Redis ops": r.per.redis,
+    "Postgres ops": r.per.postgres,
   })));
   // deno-lint-ignore no-console
   console.log(

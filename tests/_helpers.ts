@@ -91,9 +91,78 @@ export function deferred<T = void>(): {
   return { promise, resolve };
 }
 
-/** Waits `ms` milliseconds. */
+/**
+ * Waits `ms` milliseconds. Only for a real clock that must move (a lease or
+ * TTL on a server's clock) or for a pause between polls: a test never sleeps
+ * in the hope that some work is done by then; it waits for a state with
+ * {@linkcode waitFor}.
+ */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Resolves once `check()` holds, looking again every 10 ms. It waits for a
+ * state, however long the machine takes to reach it; `ms` is only a bound so
+ * that a state never reached fails the test instead of hanging it.
+ *
+ * @param what What is awaited, for the failure message.
+ * @param check What must hold.
+ * @param ms When to fail instead of hanging.
+ */
+export async function waitFor(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  ms = 20_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`Gave up waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/**
+ * {@linkcode waitFor} with the arguments the other way round (check first),
+ * as `tests/_wait.ts` has always exported it.
+ *
+ * @param check What must hold.
+ * @param what What is awaited, for the failure message.
+ * @param ms When to fail instead of hanging.
+ */
+export function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 30_000,
+): Promise<void> {
+  return waitFor(what, check, ms);
+}
+
+/**
+ * A loopback port nobody listens on at the time of asking.
+ *
+ * @returns The port.
+ */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/**
+ * Whether something accepts TCP connections on a loopback port.
+ *
+ * @param port The port.
+ * @returns Whether a connection opened.
+ */
+export async function listening(port: number): Promise<boolean> {
+  try {
+    (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -34,17 +34,15 @@ import {
 import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   DATABASE_URL,
-  freePort,
+  integrationTest,
   POSTGRES_IGNORE,
   REDIS_IGNORE,
   REDIS_URL,
   startRedisServer,
-  testName,
   uniquePrefix,
-  waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
-import { post } from "./_helpers.ts";
+import { freePort, post, sleep, waitFor } from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
 async function slotOf(key: string): Promise<string> {
@@ -75,10 +73,6 @@ const ok = (text: string): StoredResponse => ({
   headers: [["content-type", "text/plain"]],
   body: new TextEncoder().encode(text),
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 function quote(identifier: string): string {
   return `"${identifier.replaceAll('"', '""')}"`;
@@ -143,19 +137,6 @@ async function pgFallback(): Promise<{
       }
     },
   };
-}
-
-async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  ms = 10_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await sleep(25);
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 /** A store that throws like an unreachable one while `down` (unit tests only). */
@@ -230,13 +211,7 @@ function memoryPair(): {
 }
 
 function integration(name: string, fn: () => Promise<void>): void {
-  Deno.test({
-    name: testName(name, SERVICES_IGNORE),
-    ignore: SERVICES_IGNORE !== false,
-    sanitizeOps: false,
-    sanitizeResources: false,
-    fn,
-  });
+  integrationTest(name, SERVICES_IGNORE, fn);
 }
 
 // --- the shared suite -------------------------------------------------------
@@ -636,7 +611,7 @@ integration(
       // 2. Redis dies: B runs once through PostgreSQL and replays; A replays
       // from the fallback's mirror.
       await server.kill();
-      await until("the client to notice", () => !client!.isReady);
+      await waitFor("the client to notice", () => !client!.isReady);
       assert.deepEqual(await send("B"), {
         status: 201,
         replayed: false,
@@ -658,7 +633,7 @@ integration(
 
       // 3. Redis comes back, empty (no persistence).
       await server.restart();
-      await until("the client to reconnect", () => client!.isReady);
+      await waitFor("the client to reconnect", () => client!.isReady);
       assert.equal(await client.dbSize(), 0);
 
       // The f: token goes to PostgreSQL only, though Redis is up again.
@@ -873,16 +848,16 @@ integration(
         return new Response("slow", { status: 201 });
       }, { store, lease: 300 });
       const first = handler(post("L"));
-      await until("the handler to start", () => runs === 1);
+      await waitFor("the handler to start", () => runs === 1);
       // Redis crashes and comes back empty while the handler runs.
       await server.kill();
       await sleep(100);
       await server.restart();
-      await until("the client to reconnect", () => client!.isReady);
+      await waitFor("the client to reconnect", () => client!.isReady);
       // More than a lease passes: only the renewals in PostgreSQL keep the
       // slot. Renewals come at least a third of a lease apart, so four that
       // Redis lost span more than a lease since the restart.
-      await until(
+      await waitFor(
         "four renewals kept by PostgreSQL alone",
         () =>
           events.filter((e) =>

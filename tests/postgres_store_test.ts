@@ -19,14 +19,13 @@ import { storeConformance } from "../src/testing.ts";
 import type { PoisonKind } from "../src/testing.ts";
 import {
   DATABASE_URL,
+  integrationTest,
   POSTGRES_IGNORE,
   startPostgresServer,
-  testName,
   uniquePrefix,
-  waitFor,
 } from "./_services.ts";
 import { idempotency } from "../src/idempotency.ts";
-import { post } from "./_helpers.ts";
+import { post, sleep, waitFor } from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -35,10 +34,6 @@ const quiet = { onnotice: () => {} };
 
 function connect(options: Record<string, unknown> = {}): Sql {
   return postgres(DATABASE_URL, { ...quiet, ...options });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function quote(identifier: string): string {
@@ -78,13 +73,7 @@ const ok: StoredResponse = {
 };
 
 function pgTest(name: string, fn: () => Promise<void>): void {
-  Deno.test({
-    name: testName(name, ignore),
-    ignore: ignore !== false,
-    sanitizeOps: false,
-    sanitizeResources: false,
-    fn,
-  });
+  integrationTest(name, ignore, fn);
 }
 
 // --- the shared suite -------------------------------------------------------

@@ -19,6 +19,8 @@
  * @module
  */
 
+import { sleep } from "../_helpers.ts";
+
 /** One run of the app handler, as the ledger saw it. */
 export interface Execution {
   /** The status the handler answered. */
@@ -253,7 +255,7 @@ export async function settle(
         return;
       }
       if (verdict !== "live") {
-        await new Promise((r) => setTimeout(r, 25));
+        await sleep(25);
       }
     }
   });
@@ -285,19 +287,6 @@ export function duplicates(
 export function perGeneration(_key: string, runs: Execution[]): number {
   const ok = runs.filter((r) => r.status >= 200 && r.status < 300);
   return new Set(ok.map((r) => r.generation)).size;
-}
-
-/** Waits until `check` holds, polling; throws past `ms` (a bound, not an expectation). */
-export async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  ms = 20_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
 }
 
 /** The figures a case prints for the lead to quote. */

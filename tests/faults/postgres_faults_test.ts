@@ -39,8 +39,8 @@ import {
   report,
   settle,
   tally,
-  until,
 } from "./_load.ts";
+import { waitFor } from "../_helpers.ts";
 
 const KEYS = 300;
 const DUPLICATES = 3;
@@ -99,7 +99,7 @@ async function underLoad(fault: Fault): Promise<void> {
         await admin.begin(async (tx) => {
           await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
           // Longer than timeoutMs: until statements have timed out on it.
-          await until(
+          await waitFor(
             "store errors while the table is locked",
             () => storeErrors >= before + 5,
           );
@@ -195,7 +195,7 @@ Deno.test({
       let locked = true;
       const lock = admin.begin(async (tx) => {
         await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
-        await until("claims to time out on the lock", () => timedOut >= 20);
+        await waitFor("claims to time out on the lock", () => timedOut >= 20);
         locked = false;
       });
       await pool(claims, 16, async (i) => {

@@ -24,7 +24,11 @@ import { createClient } from "redis";
 import { idempotency } from "../../mod.ts";
 import type { IdempotencyEvent } from "../../src/events.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
-import { REQUIRE_SERVICES } from "../_services.ts";
+import {
+  haveRedisServer,
+  REQUIRE_SERVICES,
+  startRedisServer,
+} from "../_services.ts";
 import {
   app,
   direct,
@@ -35,9 +39,8 @@ import {
   report,
   settle,
   tally,
-  until,
 } from "./_load.ts";
-import { haveRedisServer, PrivateRedis } from "./_servers.ts";
+import { waitFor } from "../_helpers.ts";
 
 const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
 const KEYS = 300;
@@ -49,8 +52,9 @@ const LEASE = 10_000;
 type Fault = "pause" | "restart-empty" | "restart-aof";
 
 async function underLoad(fault: Fault): Promise<void> {
-  await using server = new PrivateRedis({ aof: fault === "restart-aof" });
-  await server.start();
+  await using server = await startRedisServer({
+    appendonly: fault === "restart-aof",
+  });
   const client = createClient({
     url: server.url,
     socket: { reconnectStrategy: () => 20 },
@@ -90,14 +94,14 @@ async function underLoad(fault: Fault): Promise<void> {
         if (fault === "pause") server.pause();
         else await server.kill();
         // Past the store's timeoutMs: wait until requests have failed on it.
-        await until(
+        await waitFor(
           "store errors while the server is down",
           () => storeErrors >= before + 5,
         );
         if (fault === "pause") server.resume();
         else {
           ledger.generation++;
-          await server.start();
+          await server.restart();
         }
       },
     }, seen);
