@@ -851,7 +851,7 @@ integration(
       await waitFor("the handler to start", () => runs === 1);
       // Redis crashes and comes back empty while the handler runs.
       await server.kill();
-      await sleep(100);
+      await waitFor("the client to notice", () => !client!.isReady);
       await server.restart();
       await waitFor("the client to reconnect", () => client!.isReady);
       // More than a lease passes: only the renewals in PostgreSQL keep the
