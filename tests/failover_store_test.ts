@@ -15,7 +15,6 @@
  */
 
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import { createClient } from "redis";
 import postgres from "postgres";
 import { idempotency } from "../src/idempotency.ts";
@@ -41,7 +40,7 @@ import {
   startRedisServer,
   uniquePrefix,
 } from "./_services.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import { deleteRedisKeys, plantRedisPoison } from "./_redis.ts";
 import { freePort, post, sleep, waitFor } from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
@@ -255,35 +254,12 @@ storeConformance({
       elapse: sleep,
       // Unreadable values planted in the primary: it answers in flight, and
       // the fallback is never consulted.
-      async poison(slot: string, kind: PoisonKind) {
-        const key = prefix + slot;
-        const future = String(Date.now() + 3_600_000);
-        await client.del(key);
-        if (kind === "garbage") {
-          await client.set(
-            key,
-            Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
-          );
-        } else if (kind === "truncated") {
-          await client.hSet(key, {
-            v: "1",
-            st: "c",
-            fp: "x",
-            dl: future,
-            status: "200",
-            hdr: '[["content-type","te',
-          });
-        } else {
-          await client.hSet(key, {
-            v: "2",
-            st: "f",
-            fp: "x",
-            tok: "t",
-            lu: "1",
-            dl: future,
-          });
-        }
-      },
+      poison: (slot: string, kind: PoisonKind) =>
+        plantRedisPoison(
+          (args) => client.sendCommand(args),
+          prefix + slot,
+          kind,
+        ),
       async teardown() {
         try {
           await deleteRedisKeys(prefix);
