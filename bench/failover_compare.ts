@@ -25,9 +25,11 @@ import type {
   ClaimOptions,
   IdempotencyStore,
   StoredResponse,
+  StoreOperation,
 } from "../src/store.ts";
 import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
 import { deleteRedisKeys } from "../tests/_redis.ts";
+import { StoreWrapper } from "../tests/_helpers.ts";
 import { ratio, timed, type Timings } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
@@ -47,24 +49,15 @@ const options: ClaimOptions = {
 };
 
 /** Counts the operations (each one round trip) sent to a store. */
-class Counted implements IdempotencyStore {
+class Counted extends StoreWrapper {
   calls = 0;
-  constructor(readonly inner: IdempotencyStore) {}
-  claim(...a: Parameters<IdempotencyStore["claim"]>) {
+  protected override around<T>(
+    _operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls++;
-    return this.inner.claim(...a);
-  }
-  complete(...a: Parameters<IdempotencyStore["complete"]>) {
-    this.calls++;
-    return this.inner.complete(...a);
-  }
-  release(...a: Parameters<IdempotencyStore["release"]>) {
-    this.calls++;
-    return this.inner.release(...a);
-  }
-  extend(...a: Parameters<IdempotencyStore["extend"]>) {
-    this.calls++;
-    return this.inner.extend(...a);
+    return run();
   }
 }
 

@@ -166,12 +166,66 @@ export async function listening(port: number): Promise<boolean> {
 }
 
 /**
+ * A store that sends every call of a real store through one method,
+ * {@linkcode StoreWrapper.around}: the base of the tests' fault injectors,
+ * counters and switches, so none of them spells out the four operations.
+ */
+export abstract class StoreWrapper implements IdempotencyStore {
+  /**
+   * @param inner The real store.
+   */
+  constructor(readonly inner: IdempotencyStore) {}
+
+  /**
+   * Runs one call: `run` sends it to the real store.
+   *
+   * @param operation Which operation.
+   * @param slot The slot it is for.
+   * @param run Sends it to the real store.
+   */
+  protected abstract around<T>(
+    operation: StoreOperation,
+    slot: string,
+    run: () => Promise<T>,
+  ): Promise<T>;
+
+  /** {@inheritDoc IdempotencyStore.claim} */
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    return this.around("claim", slot, () => this.inner.claim(slot, options));
+  }
+  /** {@inheritDoc IdempotencyStore.complete} */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.around(
+      "complete",
+      slot,
+      () => this.inner.complete(slot, token, response),
+    );
+  }
+  /** {@inheritDoc IdempotencyStore.release} */
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.around("release", slot, () => this.inner.release(slot, token));
+  }
+  /** {@inheritDoc IdempotencyStore.extend} */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.around(
+      "extend",
+      slot,
+      () => this.inner.extend(slot, token, leaseMs),
+    );
+  }
+}
+
+/**
  * Puts faults in front of a real store: an operation set to fail throws a
  * StoreError before reaching the store (so it surely did not happen), or,
  * with `after`, after the store applied it (so the outcome was unknown to
  * the caller but real). Counts every call.
  */
-export class FaultyStore implements IdempotencyStore {
+export class FaultyStore extends StoreWrapper {
   readonly calls: Record<StoreOperation, number> = {
     claim: 0,
     complete: 0,
@@ -180,9 +234,12 @@ export class FaultyStore implements IdempotencyStore {
   };
   readonly failing = new Set<StoreOperation>();
   readonly failingAfter = new Set<StoreOperation>();
-  constructor(readonly inner: IdempotencyStore) {}
 
-  async #op<T>(operation: StoreOperation, run: () => Promise<T>): Promise<T> {
+  protected override async around<T>(
+    operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls[operation]++;
     if (this.failing.has(operation)) {
       throw new StoreError(`injected ${operation} failure`, {
@@ -195,25 +252,6 @@ export class FaultyStore implements IdempotencyStore {
       throw new StoreError(`injected ${operation} timeout`, { operation });
     }
     return result;
-  }
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    return this.#op("claim", () => this.inner.claim(slot, options));
-  }
-  complete(
-    slot: string,
-    token: string,
-    response: StoredResponse,
-  ): Promise<WriteOutcome> {
-    return this.#op(
-      "complete",
-      () => this.inner.complete(slot, token, response),
-    );
-  }
-  release(slot: string, token: string): Promise<WriteOutcome> {
-    return this.#op("release", () => this.inner.release(slot, token));
-  }
-  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
-    return this.#op("extend", () => this.inner.extend(slot, token, leaseMs));
   }
 }
 

@@ -29,6 +29,7 @@ import {
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
+  type StoreOperation,
 } from "../src/store.ts";
 import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
@@ -41,7 +42,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { deleteRedisKeys, plantRedisPoison } from "./_redis.ts";
-import { freePort, post, sleep, waitFor } from "./_helpers.ts";
+import { freePort, post, sleep, StoreWrapper, waitFor } from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
 async function slotOf(key: string): Promise<string> {
@@ -139,56 +140,25 @@ async function pgFallback(): Promise<{
 }
 
 /** A store that throws like an unreachable one while `down` (unit tests only). */
-class Switchable implements IdempotencyStore {
+class Switchable extends StoreWrapper {
   down = false;
-  readonly inner: IdempotencyStore;
   calls = 0;
 
-  constructor(inner: IdempotencyStore) {
-    this.inner = inner;
-  }
-
-  #gate(operation: "claim" | "complete" | "release" | "extend"): void {
+  protected override around<T>(
+    operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls++;
     if (this.down) {
-      throw new StoreError(`${operation}: ECONNREFUSED`, {
-        operation,
-        cause: new Error("ECONNREFUSED"),
-      });
+      return Promise.reject(
+        new StoreError(`${operation}: ECONNREFUSED`, {
+          operation,
+          cause: new Error("ECONNREFUSED"),
+        }),
+      );
     }
-  }
-
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    try {
-      this.#gate("claim");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.claim(slot, options);
-  }
-  complete(slot: string, t: string, r: StoredResponse) {
-    try {
-      this.#gate("complete");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.complete(slot, t, r);
-  }
-  release(slot: string, t: string) {
-    try {
-      this.#gate("release");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.release(slot, t);
-  }
-  extend(slot: string, t: string, leaseMs: number) {
-    try {
-      this.#gate("extend");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.extend(slot, t, leaseMs);
+    return run();
   }
 }
 
