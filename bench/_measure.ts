@@ -119,6 +119,28 @@ export async function timed(
   return summarize(times, per);
 }
 
+/** The timings of one named case. */
+export interface Case extends Timings {
+  /** What was measured. */
+  name: string;
+}
+
+/**
+ * {@linkcode timed}, named.
+ *
+ * @param name What is measured.
+ * @param fn The call.
+ * @param options Iterations, warm-up and counters.
+ * @returns The named summary.
+ */
+export async function timedCase(
+  name: string,
+  fn: (i: number) => Promise<unknown>,
+  options: TimedOptions,
+): Promise<Case> {
+  return { name, ...await timed(fn, options) };
+}
+
 /**
  * Runs `inFlight` callers of `fn` in a loop for `seconds`, counting calls.
  *

@@ -30,7 +30,7 @@ import type {
 import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
 import { deleteRedisKeys } from "../tests/_redis.ts";
 import { StoreWrapper } from "../tests/_helpers.ts";
-import { ratio, timed, type Timings } from "./_measure.ts";
+import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -61,10 +61,6 @@ class Counted extends StoreWrapper {
   }
 }
 
-interface Result extends Timings {
-  name: string;
-}
-
 const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
 const client = createClient({ url: REDIS_URL });
 client.on("error", () => {});
@@ -89,16 +85,12 @@ const outage = new FailoverStore({
   fallback: pg,
 });
 
-async function measure(
+function measure(
   name: string,
   op: (i: number) => Promise<unknown>,
-): Promise<Result> {
-  const timings = await timed(op, {
-    iterations,
-    warmup,
-    counters: { redis: () => redis.calls, postgres: () => pg.calls },
-  });
-  return { name, ...timings };
+): Promise<Case> {
+  const counters = { redis: () => redis.calls, postgres: () => pg.calls };
+  return timedCase(name, op, { iterations, warmup, counters });
 }
 
 async function fresh(store: IdempotencyStore, slot: string): Promise<void> {
@@ -121,7 +113,7 @@ try {
     await fresh(store as IdempotencyStore, `${run}:replayed:${slot}`);
   }
 
-  const results: Result[] = [];
+  const results: Case[] = [];
   for (
     const [label, store] of [["RedisStore", redis], ["PostgresStore", pg], [
       "FailoverStore",

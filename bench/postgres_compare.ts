@@ -18,7 +18,7 @@ import postgres from "postgres";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import type { StoredResponse } from "../src/store.ts";
 import { DATABASE_URL, uniquePrefix } from "../tests/_services.ts";
-import { ratio, timed, type Timings } from "./_measure.ts";
+import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -43,20 +43,12 @@ const options = {
   ttlMs: 86_400_000,
 };
 
-interface Result extends Timings {
-  name: string;
-}
-
-async function measure(
+function measure(
   name: string,
   op: (i: number) => Promise<unknown>,
-): Promise<Result> {
-  const timings = await timed(op, {
-    iterations,
-    warmup,
-    counters: { statements: () => statements },
-  });
-  return { name, ...timings };
+): Promise<Case> {
+  const counters = { statements: () => statements };
+  return timedCase(name, op, { iterations, warmup, counters });
 }
 
 try {
@@ -70,7 +62,7 @@ try {
   if (first.state !== "acquired") throw new Error("setup failed");
   await store.complete("replayed", first.token, response);
 
-  const results: Result[] = [];
+  const results: Case[] = [];
   results.push(await measure("baseline: SELECT 1", () => sql`SELECT 1`));
   results.push(
     await measure("fresh key: claim + complete", async (i) => {

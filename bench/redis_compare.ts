@@ -8,8 +8,11 @@
  * counted with MONITOR.
  *
  * ```sh
- * deno run -A bench/redis_compare.ts [--n=5000] [--seconds=3] [--rounds=10] [--only=name,...]
+ * deno task bench:compare [--n=5000] [--seconds=3] [--rounds=10] [--only=name,...]
  * ```
+ *
+ * The peers' packages are in the benchmarks' own import map (`bench/deno.json`,
+ * a workspace member), never in the library's `deno.json` imports.
  *
  * What one "request" is for each:
  *
