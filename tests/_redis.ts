@@ -38,81 +38,25 @@ export type SendCommand = (args: (string | Buffer)[]) => Promise<unknown>;
  * The hashes of the unreadable records a test plants: `{future}` stands for
  * a deadline an hour away.
  */
-const POISON_HASHES: Record<string, Record<string, string>> = {
-  // A completed record cut off in its header JSON, with no body or reason.
-  truncated: {
-    v: "1",
-    st: "c",
-    fp: "x",
-    dl: "{future}",
-    status: "200",
-    hdr: '[["content-type","te',
-  },
-  // Its lease is long past: a store that read it as ours would take it over.
-  "future_version": {
-    v: "2",
-    st: "f",
-    fp: "x",
-    tok: "t",
-    lu: "1",
-    dl: "{future}",
-  },
-  // A hash with none of our fields.
-  "foreign_hash": { owner: "someone else" },
-  "missing_fields": { v: "1", st: "f", fp: "x" },
-  "bad_numbers": {
-    v: "1",
-    st: "f",
-    fp: "x",
-    tok: "t",
-    lu: "soon",
-    dl: "later",
-  },
-  "unknown_state": {
-    v: "1",
-    st: "z",
-    fp: "x",
-    tok: "t",
-    lu: "1",
-    dl: "{future}",
-  },
-  "bad_status": {
-    v: "1",
-    st: "c",
-    fp: "x",
-    dl: "{future}",
-    status: "abc",
-    hdr: "[]",
-    body: "x",
-  },
-  "body_and_reason": {
-    v: "1",
-    st: "c",
-    fp: "x",
-    dl: "{future}",
-    status: "200",
-    hdr: "[]",
-    body: "x",
-    om: "too_large",
-  },
-  "no_body_no_reason": {
-    v: "1",
-    st: "c",
-    fp: "x",
-    dl: "{future}",
-    status: "200",
-    hdr: "[]",
-  },
-  "headers_not_pairs": {
-    v: "1",
-    st: "c",
-    fp: "x",
-    dl: "{future}",
-    status: "200",
-    hdr: '[["a"],{"b":1}]',
-    body: "x",
-  },
-};
+const POISON_HASHES: Record<string, Record<string, string>> = (() => {
+  const flight = { v: "1", st: "f", fp: "x", tok: "t", lu: "1" };
+  const done = { v: "1", st: "c", fp: "x", dl: "{future}", status: "200" };
+  return {
+    // A completed record cut off in its header JSON, with no body or reason.
+    truncated: { ...done, hdr: '[["content-type","te' },
+    // Its lease is long past: a store that read it as ours would take it over.
+    "future_version": { ...flight, v: "2", dl: "{future}" },
+    // A hash with none of our fields.
+    "foreign_hash": { owner: "someone else" },
+    "missing_fields": { v: "1", st: "f", fp: "x" },
+    "bad_numbers": { ...flight, lu: "soon", dl: "later" },
+    "unknown_state": { ...flight, st: "z", dl: "{future}" },
+    "bad_status": { ...done, status: "abc", hdr: "[]", body: "x" },
+    "body_and_reason": { ...done, hdr: "[]", body: "x", om: "too_large" },
+    "no_body_no_reason": { ...done, hdr: "[]" },
+    "headers_not_pairs": { ...done, hdr: '[["a"],{"b":1}]', body: "x" },
+  };
+})();
 
 /** Values of other Redis types than a hash, or no hash at all. */
 const POISON_VALUES: Record<string, (key: string) => (string | Buffer)[]> = {

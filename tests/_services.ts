@@ -14,6 +14,7 @@
  * @module
  */
 
+import postgres from "postgres";
 import { freePort, listening, waitFor } from "./_helpers.ts";
 
 // Where they lived before tests/_helpers.ts: kept for the files that import them from here.
@@ -147,6 +148,51 @@ export function integrationTest(
     sanitizeResources: false,
     fn,
   });
+}
+
+/** A schema of one test's own in the shared database: see {@linkcode postgresSchema}. */
+export interface TestSchema extends AsyncDisposable {
+  /** A postgres.js pool on {@linkcode DATABASE_URL}. */
+  readonly sql: postgres.Sql;
+  /** The schema's name (unique to this run). */
+  readonly schema: string;
+  /** Drops the schema with everything in it and ends the pool. */
+  drop(): Promise<void>;
+}
+
+/**
+ * Opens a pool on the shared database and creates a schema of the test's
+ * own (unless `create` is false: a test of `migrate()` creates it), so that
+ * runs never see each other's tables. Call `drop()` in `finally`, or hold it
+ * with `await using`.
+ *
+ * @param label What the schema is for.
+ * @param options The pool size, and whether to create the schema.
+ * @returns The pool and the schema.
+ */
+export async function postgresSchema(
+  label: string,
+  options: { max?: number; create?: boolean } = {},
+): Promise<TestSchema> {
+  const sql = postgres(DATABASE_URL, {
+    max: options.max ?? 4,
+    onnotice: () => {},
+  });
+  const schema = uniquePrefix(label);
+  const drop = async () => {
+    try {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await sql.end();
+    }
+  };
+  try {
+    if (options.create ?? true) await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+  } catch (error) {
+    await sql.end();
+    throw error;
+  }
+  return { sql, schema, drop, [Symbol.asyncDispose]: drop };
 }
 
 // --- private servers ---------------------------------------------------------

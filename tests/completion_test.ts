@@ -9,7 +9,6 @@
  * @module
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { createClient } from "redis";
 import {
   drainCompletions,
@@ -33,8 +32,8 @@ import {
 } from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
-  DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -478,10 +477,8 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   async fn() {
-    const sql = postgres(DATABASE_URL, { max: 2, onnotice: () => {} });
-    const schema = uniquePrefix("complete");
+    const { sql, schema, drop } = await postgresSchema("complete", { max: 2 });
     try {
-      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
       const inner = new PostgresStore({ sql, table: `${schema}.keys` });
       await inner.migrate();
       const store = new FlakyStore(inner);
@@ -489,8 +486,7 @@ Deno.test({
       store.faults.complete = () => armed ? (armed = false, "throw") : "pass";
       await failsOnceOn(store, () => armed = true);
     } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });

@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { createClient } from "redis";
 import {
   idempotency,
@@ -26,8 +26,8 @@ import { RedisStore } from "../src/stores/redis.ts";
 import { post } from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
-  DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -393,15 +393,8 @@ function pgTest(
     name: testName(name, POSTGRES_IGNORE),
     ignore: POSTGRES_IGNORE !== false,
     async fn() {
-      const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 4 });
-      const schema = uniquePrefix("bad_headers");
-      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
-      try {
-        await fn(sql, `${schema}.idempotency_keys`);
-      } finally {
-        await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-        await sql.end();
-      }
+      await using pg = await postgresSchema("bad_headers");
+      await fn(pg.sql, `${pg.schema}.idempotency_keys`);
     },
   });
 }
@@ -449,9 +442,7 @@ Deno.test({
     const client = createClient({ url: REDIS_URL });
     client.on("error", () => {});
     await client.connect();
-    const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 4 });
-    const schema = uniquePrefix("failover_bad_headers");
-    await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+    const { sql, schema, drop } = await postgresSchema("failover_bad_headers");
     try {
       const table = `${schema}.idempotency_keys`;
       const fallback = new PostgresStore({ sql, table });
@@ -495,8 +486,7 @@ Deno.test({
     } finally {
       client.destroy();
       await deleteRedisKeys(prefix);
-      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });
