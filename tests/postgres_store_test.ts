@@ -58,6 +58,25 @@ async function withSchema(
   }
 }
 
+/**
+ * A migrated PostgresStore on `<schema>.keys` over a pool of its own,
+ * ended afterwards.
+ */
+async function withStore(
+  schema: string,
+  pool: Record<string, unknown>,
+  fn: (store: PostgresStore, sql: Sql) => Promise<void>,
+): Promise<void> {
+  const sql = connect(pool);
+  try {
+    const store = new PostgresStore({ sql, table: `${schema}.keys` });
+    await store.migrate();
+    await fn(store, sql);
+  } finally {
+    await sql.end();
+  }
+}
+
 const opts = (
   fingerprint: string,
   more: Partial<ClaimOptions> = {},
@@ -341,10 +360,7 @@ pgTest(
   "PostgresStore gives one of 50 concurrent claims on one slot, over 25 connections, the slot",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 25 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 25 }, async (store) => {
         for (let round = 0; round < 3; round++) {
           const slot = `race-${round}`;
           const results = await Promise.all(
@@ -363,9 +379,7 @@ pgTest(
             } else assert.equal(r.state, "acquired");
           }
         }
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -739,10 +753,7 @@ pgTest(
   "PostgresStore reads unreadable rows as in flight and never takes them over before their own expiry",
   () =>
     withSchema(async (schema, admin) => {
-      const sql = connect({ max: 2 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 2 }, async (store) => {
         const kinds = [
           "garbage",
           "truncated",
@@ -783,9 +794,7 @@ pgTest(
         const after = await store.claim("future_version", opts("p"));
         assert.equal(after.state, "acquired");
         if (after.state === "acquired") assert.equal(after.recovered, false);
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -793,10 +802,7 @@ pgTest(
   "PostgresStore hands bodies out as plain Uint8Array views, not driver Buffers",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 1 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 1 }, async (store) => {
         const claim = await store.claim("b", opts("b"));
         if (claim.state !== "acquired") throw new Error("not acquired");
         const body = new Uint8Array([0, 255, 1, 254, 92, 120]);
@@ -808,9 +814,7 @@ pgTest(
         assert.equal(Object.getPrototypeOf(out), Uint8Array.prototype);
         assert.deepEqual([...out], [...body]);
         assert.deepEqual(replay.response.headers, ok.headers);
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -853,10 +857,7 @@ pgTest(
   "PostgresStore gives one of 20 concurrent takeovers of an expired lease the slot",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 20 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 20 }, async (store) => {
         for (let round = 0; round < 3; round++) {
           const slot = `takeover-${round}`;
           const first = await store.claim(slot, opts("old", { leaseMs: 1 }));
@@ -884,9 +885,7 @@ pgTest(
             }
           }
         }
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -894,10 +893,7 @@ pgTest(
   "PostgresStore answers a replay and a conflict without writing the row",
   () =>
     withSchema(async (schema, admin) => {
-      const sql = connect({ max: 2 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 2 }, async (store) => {
         const version = async (slot: string) =>
           (await admin.unsafe(
             `SELECT xmin::text AS v FROM ${store.table} WHERE slot = $1`,
@@ -927,9 +923,7 @@ pgTest(
           completed,
           "a replay writes no row version",
         );
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
