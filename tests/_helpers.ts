@@ -139,6 +139,27 @@ export function until(
 }
 
 /**
+ * A clock that the test moves by hand, for stores and leases that take one.
+ *
+ * @param start The first reading, in ms.
+ * @returns The clock and how to move it (a promise, as the conformance
+ * suite's `elapse` and `advanceClock` want).
+ */
+export function fakeTime(start = 1_000_000): {
+  clock: () => number;
+  advance: (ms: number) => Promise<void>;
+} {
+  let now = start;
+  return {
+    clock: () => now,
+    advance(ms) {
+      now += ms;
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
  * A loopback port nobody listens on at the time of asking.
  *
  * @returns The port.

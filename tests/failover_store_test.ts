@@ -42,7 +42,14 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { deleteRedisKeys, plantRedisPoison } from "./_redis.ts";
-import { freePort, post, sleep, StoreWrapper, waitFor } from "./_helpers.ts";
+import {
+  fakeTime,
+  freePort,
+  post,
+  sleep,
+  StoreWrapper,
+  waitFor,
+} from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
 async function slotOf(key: string): Promise<string> {
@@ -162,6 +169,18 @@ class Switchable extends StoreWrapper {
   }
 }
 
+/** Asserts that `call` rejects with a StoreError carrying both stores' errors. */
+async function failsWithBothCauses(
+  call: Promise<unknown>,
+  operation: string,
+): Promise<void> {
+  const error = await call.then(() => null, (e: unknown) => e);
+  assert.ok(error instanceof StoreError);
+  assert.equal(error.operation, operation);
+  assert.ok(error.cause instanceof AggregateError);
+  assert.equal(error.cause.errors.length, 2);
+}
+
 function memoryPair(): {
   primary: Switchable;
   fallback: Switchable;
@@ -188,21 +207,14 @@ function integration(name: string, fn: () => Promise<void>): void {
 storeConformance({
   name: "FailoverStore (MemoryStore, MemoryStore)",
   setup() {
-    let now = 1_000_000;
-    const clock = () => now;
+    const { clock, advance } = fakeTime();
     return Promise.resolve({
       store: new FailoverStore({
         primary: new MemoryStore({ clock }),
         fallback: new MemoryStore({ clock }),
       }),
-      elapse(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-      advanceClock(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
+      elapse: advance,
+      advanceClock: advance,
     });
   },
 });
@@ -428,28 +440,14 @@ Deno.test("FailoverStore b: writes: one store throwing leaves the other's answer
   const last = events.at(-1);
   assert.ok(last?.type === "write_failed" && last.store === "fallback");
   primary.down = true;
-  const error = await store.complete("s", t, ok("x")).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  assert.ok(error instanceof StoreError);
-  assert.equal(error.operation, "complete");
-  assert.ok(error.cause instanceof AggregateError);
-  assert.equal(error.cause.errors.length, 2);
+  await failsWithBothCauses(store.complete("s", t, ok("x")), "complete");
 });
 
 Deno.test("FailoverStore.claim() throws a StoreError with both causes when both stores are down", async () => {
   const { primary, fallback, store } = memoryPair();
   primary.down = true;
   fallback.down = true;
-  const error = await store.claim("s", opts("fp")).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  assert.ok(error instanceof StoreError);
-  assert.equal(error.operation, "claim");
-  assert.ok(error.cause instanceof AggregateError);
-  assert.equal(error.cause.errors.length, 2);
+  await failsWithBothCauses(store.claim("s", opts("fp")), "claim");
 });
 
 Deno.test("FailoverStore ignores an onEvent that throws", async () => {

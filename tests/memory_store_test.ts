@@ -5,23 +5,14 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "../src/testing.ts";
+import { fakeTime } from "./_helpers.ts";
 
 storeConformance({
   name: "MemoryStore",
   setup() {
-    let now = 1_000_000;
-    const store = new MemoryStore({ maxEntries: 100_000, clock: () => now });
-    return Promise.resolve({
-      store,
-      elapse(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-      advanceClock(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-    });
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ maxEntries: 100_000, clock });
+    return Promise.resolve({ store, elapse: advance, advanceClock: advance });
   },
 });
 
