@@ -138,6 +138,49 @@ export function until(
   return waitFor(what, check, ms);
 }
 
+/** A `Deno.serve` of a test: see {@linkcode serveLocal}. */
+export interface LocalServer extends AsyncDisposable {
+  /** Its loopback port. */
+  readonly port: number;
+  /** `http://127.0.0.1:<port>`. */
+  readonly url: string;
+  /** Every error that escaped the handler to `onError` (answered 500). */
+  readonly escaped: unknown[];
+  /** Stops it; also what disposing it does. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Serves `handler` on a free loopback port, answering 500 to (and keeping)
+ * any error that escapes it. Stop it with `shutdown()` or `await using`.
+ *
+ * @param handler The fetch handler.
+ * @returns The running server.
+ */
+export function serveLocal(
+  handler: (request: Request) => Response | Promise<Response>,
+): LocalServer {
+  const escaped: unknown[] = [];
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    onListen() {},
+    onError(error) {
+      escaped.push(error);
+      return new Response("server error", { status: 500 });
+    },
+  }, handler);
+  const { port } = server.addr;
+  const shutdown = () => server.shutdown();
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    escaped,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
+
 /**
  * A clock that the test moves by hand, for stores and leases that take one.
  *

@@ -23,7 +23,7 @@ import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import { post } from "./_helpers.ts";
+import { post, serveLocal } from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
   POSTGRES_IGNORE,
@@ -313,20 +313,11 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
   const kv = await Deno.openKv(":memory:");
   const prefix = [uniquePrefix("kv_serve")];
   const { state, handler } = counted();
-  const escaped: unknown[] = [];
-  const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    onListen() {},
-    onError(error) {
-      escaped.push(error);
-      return new Response("server error", { status: 500 });
-    },
-  }, idempotency(handler, { store: new KvStore({ kv, prefix }) }));
+  const server = serveLocal(
+    idempotency(handler, { store: new KvStore({ kv, prefix }) }),
+  );
   try {
-    const url = `http://127.0.0.1:${
-      (server.addr as Deno.NetAddr).port
-    }/payments`;
+    const url = `${server.url}/payments`;
     const send = () =>
       fetch(url, {
         method: "POST",
@@ -347,7 +338,7 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
     assert.equal(retry.status, 409);
     assert.equal((await retry.json()).type, PROBLEM_TYPES.inFlight);
     assert.equal(state.runs, 1);
-    assert.deepEqual(escaped, []);
+    assert.deepEqual(server.escaped, []);
   } finally {
     await server.shutdown();
     kv.close();
