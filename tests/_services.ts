@@ -15,6 +15,7 @@
  */
 
 import postgres from "postgres";
+import { PostgresStore } from "../src/stores/postgres.ts";
 import { freePort, listening, waitFor } from "./_helpers.ts";
 
 // Where they lived before tests/_helpers.ts: kept for the files that import them from here.
@@ -128,24 +129,27 @@ export function uniquePrefix(label: string): string {
 
 /**
  * A test that needs services: ignored, with the reason in its name, when
- * `ignore` is a reason; the op and resource sanitizers are off, because
- * node-redis and postgres.js keep sockets and timers of their own for a while
- * after they close.
+ * `ignore` is a reason. The op and resource sanitizers are off unless
+ * `sanitize`, because node-redis and postgres.js keep sockets and timers of
+ * their own for a while after they close.
  *
  * @param name The test's name.
  * @param ignore `false`, or the reason (for example {@linkcode REDIS_IGNORE}).
  * @param fn The test.
+ * @param options Whether the sanitizers stay on.
  */
 export function integrationTest(
   name: string,
   ignore: false | string,
   fn: () => Promise<void>,
+  options: { sanitize?: boolean } = {},
 ): void {
+  const sanitize = options.sanitize ?? false;
   Deno.test({
     name: testName(name, ignore),
     ignore: ignore !== false,
-    sanitizeOps: false,
-    sanitizeResources: false,
+    sanitizeOps: sanitize,
+    sanitizeResources: sanitize,
     fn,
   });
 }
@@ -193,6 +197,32 @@ export async function postgresSchema(
     throw error;
   }
   return { sql, schema, drop, [Symbol.asyncDispose]: drop };
+}
+
+/**
+ * A migrated PostgresStore on `<schema>.keys` in a schema of the test's own
+ * (see {@linkcode postgresSchema}); `drop()` removes both.
+ *
+ * @param label What the schema is for.
+ * @param options The pool size.
+ * @returns The store, its pool and schema.
+ */
+export async function postgresStore(
+  label: string,
+  options: { max?: number } = {},
+): Promise<TestSchema & { store: PostgresStore }> {
+  const pg = await postgresSchema(label, options);
+  try {
+    const store = new PostgresStore({
+      sql: pg.sql,
+      table: `${pg.schema}.keys`,
+    });
+    await store.migrate();
+    return { ...pg, store };
+  } catch (error) {
+    await pg.drop();
+    throw error;
+  }
 }
 
 // --- private servers ---------------------------------------------------------

@@ -12,11 +12,10 @@ import { createClient } from "redis";
 import { idempotency, slotOf } from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import {
   POSTGRES_IGNORE,
-  postgresSchema,
+  postgresStore,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -201,9 +200,7 @@ middlewareOn("RedisStore", REDIS_IGNORE, async () => {
 });
 
 middlewareOn("PostgresStore", POSTGRES_IGNORE, async () => {
-  const { sql, schema, drop } = await postgresSchema("e2e");
-  const store = new PostgresStore({ sql, table: `${schema}.keys` });
-  await store.migrate();
+  const { store, drop } = await postgresStore("e2e");
   return { store, close: drop };
 });
 
@@ -214,10 +211,8 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   async fn() {
-    const { sql, schema, drop } = await postgresSchema("pool1", { max: 1 });
+    const { store, drop } = await postgresStore("pool1", { max: 1 });
     try {
-      const store = new PostgresStore({ sql, table: `${schema}.keys` });
-      await store.migrate();
       // Each handler waits until all ten are inside: that can only happen if
       // no claim holds the one connection while its handler runs. If one
       // did, they would wait for ever; the bound turns that into a failure.
