@@ -229,6 +229,11 @@ export async function listening(port: number): Promise<boolean> {
   }
 }
 
+/** Zero calls of every store operation, for wrappers that count them. */
+export function callCounts(): Record<StoreOperation, number> {
+  return { claim: 0, complete: 0, release: 0, extend: 0 };
+}
+
 /**
  * A store that sends every call of a real store through one method,
  * {@linkcode StoreWrapper.around}: the base of the tests' fault injectors,
@@ -290,12 +295,7 @@ export abstract class StoreWrapper implements IdempotencyStore {
  * the caller but real). Counts every call.
  */
 export class FaultyStore extends StoreWrapper {
-  readonly calls: Record<StoreOperation, number> = {
-    claim: 0,
-    complete: 0,
-    release: 0,
-    extend: 0,
-  };
+  readonly calls: Record<StoreOperation, number> = callCounts();
   readonly failing = new Set<StoreOperation>();
   readonly failingAfter = new Set<StoreOperation>();
 

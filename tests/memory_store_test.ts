@@ -297,6 +297,25 @@ type Command =
   | { op: "advance"; ms: number };
 
 // Few distinct durations, so that time often lands exactly on a lease or TTL edge.
+/** Writes a claim the store granted into the model and the tokens seen. */
+function acquired(
+  model: Map<number, ModelEntry>,
+  tokens: string[],
+  command: Extract<Command, { op: "claim" }>,
+  fp: string,
+  token: string,
+  now: number,
+): void {
+  tokens.push(token);
+  model.set(command.slot, {
+    state: "in_flight",
+    fp,
+    token,
+    leaseUntil: now + command.lease,
+    deadline: now + command.ttl,
+  });
+}
+
 /**
  * Runs a write command (complete, release, extend) with one of the tokens
  * ever handed out, on the store and on the model, and asserts that it is
@@ -417,14 +436,7 @@ Deno.test("MemoryStore agrees with a reference model over random interleavings",
               if (got.state !== "acquired") return;
               assert.equal(got.recovered, entry !== undefined);
               assert.ok(!tokens.includes(got.token), "tokens are never reused");
-              tokens.push(got.token);
-              model.set(command.slot, {
-                state: "in_flight",
-                fp,
-                token: got.token,
-                leaseUntil: now + command.lease,
-                deadline: now + command.ttl,
-              });
+              acquired(model, tokens, command, fp, got.token, now);
             }
             continue;
           }
@@ -519,14 +531,7 @@ Deno.test("MemoryStore evicts as its policy says over random interleavings at it
               assert.equal(got.state, "acquired", slot);
               if (got.state !== "acquired") return;
               assert.equal(got.recovered, entry !== undefined);
-              tokens.push(got.token);
-              model.set(command.slot, {
-                state: "in_flight",
-                fp,
-                token: got.token,
-                leaseUntil: now + command.lease,
-                deadline: now + command.ttl,
-              });
+              acquired(model, tokens, command, fp, got.token, now);
             }
             assert.equal(store.size <= max, true);
             continue;

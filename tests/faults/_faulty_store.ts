@@ -28,7 +28,7 @@ import {
   StoreError,
   type StoreOperation,
 } from "../../src/store.ts";
-import { StoreWrapper } from "../_helpers.ts";
+import { callCounts, StoreWrapper } from "../_helpers.ts";
 
 /** What an injected fault does. */
 export type FaultKind = "throw" | "late" | "lost" | "hang";
@@ -57,12 +57,7 @@ export type FaultCounts = Record<string, number>;
 /** A store that fails chosen operations of a real store, as a plan says. */
 export class FaultyStore extends StoreWrapper {
   /** Calls per operation, faulty or not. */
-  readonly calls: Record<StoreOperation, number> = {
-    claim: 0,
-    complete: 0,
-    release: 0,
-    extend: 0,
-  };
+  readonly calls: Record<StoreOperation, number> = callCounts();
   /** Faults injected, by `operation:kind`. */
   readonly injected: FaultCounts = {};
   #rules: LiveRule[] = [];
