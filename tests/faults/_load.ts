@@ -19,6 +19,9 @@
  * @module
  */
 
+import assert from "node:assert/strict";
+import { idempotency } from "../../mod.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
 import { sleep } from "../_helpers.ts";
 
 /** One run of the app handler, as the ledger saw it. */
@@ -107,6 +110,48 @@ export function direct(
         body: JSON.stringify({ key }),
       }),
     );
+}
+
+/**
+ * The app under the middleware on `store`, called in process, with a fresh
+ * ledger and a count of the `store_error` events: what every fault case
+ * under load starts from.
+ *
+ * @param store The store under test (with its faults).
+ * @param lease The middleware's lease, in ms.
+ */
+export function guardedApp(store: IdempotencyStore, lease: number): {
+  ledger: Ledger;
+  send: Send;
+  storeErrors: () => number;
+} {
+  const ledger = new Ledger();
+  let storeErrors = 0;
+  const send = direct(
+    idempotency(app(ledger), {
+      store,
+      lease,
+      ttl: 600_000,
+      onEvent(event) {
+        if (event.type === "store_error") storeErrors++;
+      },
+    }),
+  );
+  return { ledger, send, storeErrors: () => storeErrors };
+}
+
+/**
+ * The verdict of a fault case: no duplicate execution, no altered answer,
+ * no key left in flight.
+ */
+export function assertNoHarm(
+  dup: { keys: string[] },
+  seen: Tally,
+  settled: Settled,
+): void {
+  assert.deepEqual(dup.keys, [], "duplicate executions");
+  assert.deepEqual(seen.altered, [], "altered answers");
+  assert.deepEqual(settled.stuck, [], "keys still in flight");
 }
 
 /** What a load saw. */

@@ -21,8 +21,6 @@
  */
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { idempotency } from "../../mod.ts";
-import type { IdempotencyEvent } from "../../src/events.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
 import {
   haveRedisServer,
@@ -30,10 +28,9 @@ import {
   startRedisServer,
 } from "../_services.ts";
 import {
-  app,
-  direct,
+  assertNoHarm,
   duplicates,
-  Ledger,
+  guardedApp,
   load,
   perGeneration,
   report,
@@ -67,19 +64,7 @@ async function underLoad(fault: Fault): Promise<void> {
       prefix: "faults:",
       timeoutMs: TIMEOUT_MS,
     });
-    const ledger = new Ledger();
-    let storeErrors = 0;
-    const onEvent = (event: IdempotencyEvent) => {
-      if (event.type === "store_error") storeErrors++;
-    };
-    const send = direct(
-      idempotency(app(ledger), {
-        store,
-        lease: LEASE,
-        ttl: 600_000,
-        onEvent,
-      }),
-    );
+    const { ledger, send, storeErrors } = guardedApp(store, LEASE);
     const keys = Array.from({ length: KEYS }, (_, i) => `${fault}-k${i}`);
     let injected = false;
     const seen = tally();
@@ -90,13 +75,13 @@ async function underLoad(fault: Fault): Promise<void> {
       async progress(done, total) {
         if (injected || done < total / 3) return;
         injected = true;
-        const before = storeErrors;
+        const before = storeErrors();
         if (fault === "pause") server.pause();
         else await server.kill();
         // Past the store's timeoutMs: wait until requests have failed on it.
         await waitFor(
           "store errors while the server is down",
-          () => storeErrors >= before + 5,
+          () => storeErrors() >= before + 5,
         );
         if (fault === "pause") server.resume();
         else {
@@ -120,7 +105,7 @@ async function underLoad(fault: Fault): Promise<void> {
     report(`redis ${fault}`, {
       requests: seen.requests,
       faults: 1,
-      storeErrors,
+      storeErrors: storeErrors(),
       executions: ledger.total,
       allowedRerunsAfterDataLoss: lostWithServer,
       duplicates: dup.count,
@@ -128,9 +113,7 @@ async function underLoad(fault: Fault): Promise<void> {
       stuck: settled.stuck.length,
       statuses: seen.statuses,
     });
-    assert.deepEqual(dup.keys, [], "duplicate executions");
-    assert.deepEqual(seen.altered, [], "altered answers");
-    assert.deepEqual(settled.stuck, [], "keys still in flight");
+    assertNoHarm(dup, seen, settled);
   } finally {
     client.destroy();
   }
