@@ -138,6 +138,26 @@ export function until(
   return waitFor(what, check, ms);
 }
 
+/**
+ * POSTs a body with an idempotency key over the network, with `fetch`.
+ *
+ * @param url Where to.
+ * @param key The idempotency key.
+ * @param body The body.
+ * @returns The response.
+ */
+export function fetchPost(
+  url: string,
+  key: string,
+  body = "{}",
+): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "idempotency-key": key },
+    body,
+  });
+}
+
 /** A `Deno.serve` of a test: see {@linkcode serveLocal}. */
 export interface LocalServer extends AsyncDisposable {
   /** Its loopback port. */

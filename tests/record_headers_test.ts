@@ -23,7 +23,7 @@ import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import { post, serveLocal } from "./_helpers.ts";
+import { fetchPost, post, serveLocal } from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
   POSTGRES_IGNORE,
@@ -318,12 +318,7 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
   );
   try {
     const url = `${server.url}/payments`;
-    const send = () =>
-      fetch(url, {
-        method: "POST",
-        headers: { "idempotency-key": "wire" },
-        body: "{}",
-      });
+    const send = () => fetchPost(url, "wire");
     const first = await send();
     assert.equal(first.status, 201);
     await first.body?.cancel();

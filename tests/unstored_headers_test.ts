@@ -13,7 +13,7 @@ import {
   slotOf,
   type StoredResponse,
 } from "../mod.ts";
-import { pattern, post, serveLocal } from "./_helpers.ts";
+import { fetchPost, pattern, post, serveLocal } from "./_helpers.ts";
 
 const OLD_DATE = "Mon, 01 Jan 2001 00:00:00 GMT";
 const claimOptions: ClaimOptions = {
@@ -161,12 +161,7 @@ Deno.test("over Deno.serve a replay gets the runtime's Date, not the first respo
   );
   try {
     const url = `${server.url}/payments`;
-    const send = () =>
-      fetch(url, {
-        method: "POST",
-        headers: { "idempotency-key": "wire" },
-        body: "{}",
-      });
+    const send = () => fetchPost(url, "wire");
     const first = await send();
     assert.equal(first.headers.get("date"), OLD_DATE);
     await first.body?.cancel();

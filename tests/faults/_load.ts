@@ -334,6 +334,23 @@ export function perGeneration(_key: string, runs: Execution[]): number {
   return new Set(ok.map((r) => r.generation)).size;
 }
 
+/** The figures every case under load reports, from what it saw. */
+export function loadFigures(
+  seen: Tally,
+  ledger: Ledger,
+  dup: { count: number },
+  settled: Settled,
+): Record<string, unknown> {
+  return {
+    requests: seen.requests,
+    executions: ledger.total,
+    duplicates: dup.count,
+    altered: seen.altered.length,
+    stuck: settled.stuck.length,
+    statuses: seen.statuses,
+  };
+}
+
 /** The figures a case prints for the lead to quote. */
 export function report(
   name: string,

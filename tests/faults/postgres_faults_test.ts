@@ -32,6 +32,7 @@ import {
   duplicates,
   guardedApp,
   load,
+  loadFigures,
   pool,
   report,
   settle,
@@ -95,14 +96,9 @@ async function underLoad(fault: Fault): Promise<void> {
     const settled = await settle(send, ledger, keys, LEASE / 2, seen);
     const dup = duplicates(ledger);
     report(`postgres ${fault}`, {
-      requests: seen.requests,
       faults,
       storeErrors: storeErrors(),
-      executions: ledger.total,
-      duplicates: dup.count,
-      altered: seen.altered.length,
-      stuck: settled.stuck.length,
-      statuses: seen.statuses,
+      ...loadFigures(seen, ledger, dup, settled),
     });
     assertNoHarm(dup, seen, settled);
   } finally {

@@ -32,6 +32,7 @@ import {
   duplicates,
   guardedApp,
   load,
+  loadFigures,
   perGeneration,
   report,
   settle,
@@ -103,15 +104,10 @@ async function underLoad(fault: Fault): Promise<void> {
       ).length
       : 0;
     report(`redis ${fault}`, {
-      requests: seen.requests,
       faults: 1,
       storeErrors: storeErrors(),
-      executions: ledger.total,
       allowedRerunsAfterDataLoss: lostWithServer,
-      duplicates: dup.count,
-      altered: seen.altered.length,
-      stuck: settled.stuck.length,
-      statuses: seen.statuses,
+      ...loadFigures(seen, ledger, dup, settled),
     });
     assertNoHarm(dup, seen, settled);
   } finally {
