@@ -25,9 +25,12 @@ import type {
   ClaimOptions,
   IdempotencyStore,
   StoredResponse,
+  StoreOperation,
 } from "../src/store.ts";
 import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
 import { deleteRedisKeys } from "../tests/_redis.ts";
+import { StoreWrapper } from "../tests/_helpers.ts";
+import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -46,33 +49,16 @@ const options: ClaimOptions = {
 };
 
 /** Counts the operations (each one round trip) sent to a store. */
-class Counted implements IdempotencyStore {
+class Counted extends StoreWrapper {
   calls = 0;
-  constructor(readonly inner: IdempotencyStore) {}
-  claim(...a: Parameters<IdempotencyStore["claim"]>) {
+  protected override around<T>(
+    _operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls++;
-    return this.inner.claim(...a);
+    return run();
   }
-  complete(...a: Parameters<IdempotencyStore["complete"]>) {
-    this.calls++;
-    return this.inner.complete(...a);
-  }
-  release(...a: Parameters<IdempotencyStore["release"]>) {
-    this.calls++;
-    return this.inner.release(...a);
-  }
-  extend(...a: Parameters<IdempotencyStore["extend"]>) {
-    this.calls++;
-    return this.inner.extend(...a);
-  }
-}
-
-interface Result {
-  name: string;
-  p50: number;
-  p99: number;
-  redis: number;
-  postgres: number;
 }
 
 const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
@@ -99,29 +85,12 @@ const outage = new FailoverStore({
   fallback: pg,
 });
 
-async function measure(
+function measure(
   name: string,
   op: (i: number) => Promise<unknown>,
-  n = iterations,
-): Promise<Result> {
-  for (let i = 0; i < Math.min(warmup, n); i++) await op(-1 - i);
-  const times = new Float64Array(n);
-  const r0 = redis.calls;
-  const p0 = pg.calls;
-  for (let i = 0; i < n; i++) {
-    const start = performance.now();
-    await op(i);
-    times[i] = (performance.now() - start) * 1000;
-  }
-  times.sort();
-  const at = (q: number) => times[Math.min(n - 1, Math.floor(q * n))]!;
-  return {
-    name,
-    p50: at(0.5),
-    p99: at(0.99),
-    redis: (redis.calls - r0) / n,
-    postgres: (pg.calls - p0) / n,
-  };
+): Promise<Case> {
+  const counters = { redis: () => redis.calls, postgres: () => pg.calls };
+  return timedCase(name, op, { iterations, warmup, counters });
 }
 
 async function fresh(store: IdempotencyStore, slot: string): Promise<void> {
@@ -144,7 +113,7 @@ try {
     await fresh(store as IdempotencyStore, `${run}:replayed:${slot}`);
   }
 
-  const results: Result[] = [];
+  const results: Case[] = [];
   for (
     const [label, store] of [["RedisStore", redis], ["PostgresStore", pg], [
       "FailoverStore",
@@ -197,9 +166,9 @@ try {
     case: r.name,
     "p50 µs": Math.round(r.p50),
     "p99 µs": Math.round(r.p99),
-    "p50 × RedisStore fresh": +(r.p50 / base.p50).toFixed(2),
-    "Redis ops": r.redis,
-    "Postgres ops": r.postgres,
+    "p50 × RedisStore fresh": ratio(r.p50, base.p50),
+    "Redis ops": r.per.redis,
+    "Postgres ops": r.per.postgres,
   })));
   // deno-lint-ignore no-console
   console.log(

@@ -14,6 +14,10 @@
  */
 // deno-lint-ignore-file no-console
 
+import { freePort, listening } from "../tests/_services.ts";
+import { waitFor } from "../tests/_helpers.ts";
+import { interleaved, markdownTable, median, ratio } from "./_measure.ts";
+
 const seconds = Number(Deno.args[0] ?? 5);
 const rounds = Number(Deno.args[1] ?? 3);
 const body = JSON.stringify({
@@ -64,14 +68,7 @@ async function measure(which: Case, port: number): Promise<number> {
     stderr: "inherit",
   }).spawn();
   try {
-    for (let i = 0; i < 100; i++) {
-      try {
-        (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-        break;
-      } catch {
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
+    await waitFor(`the server on ${port}`, () => listening(port));
     const script = `${dir}/${which}.lua`;
     await Deno.writeTextFile(
       script,
@@ -97,27 +94,21 @@ async function measure(which: Case, port: number): Promise<number> {
   }
 }
 
-let port = 8711;
-for (let round = 0; round < rounds; round++) {
-  const order = round % 2 === 0 ? cases : [...cases].reverse();
-  for (const which of order) results[which].push(await measure(which, port++));
-}
+await interleaved(cases, rounds, async (which) => {
+  results[which].push(await measure(which, freePort()));
+});
 await Deno.remove(dir, { recursive: true });
 
-const median = (xs: number[]) =>
-  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const bare = median(results.bare);
 console.log(
   `wrk -t1 -c32, ${seconds} s per case, median of ${rounds} rounds, MemoryStore\n`,
 );
-console.log("| case | requests/s | × bare | µs added per request |");
-console.log("| --- | ---: | ---: | ---: |");
-for (const which of cases) {
-  const rps = median(results[which]);
-  const added = which === "bare" ? 0 : 1e6 / rps - 1e6 / bare;
-  console.log(
-    `| ${which} | ${rps.toFixed(0)} | ${(rps / bare).toFixed(2)} | ${
-      which === "bare" ? "" : added.toFixed(1)
-    } |`,
-  );
-}
+console.log(markdownTable(
+  ["case", "requests/s", "× bare", "µs added per request"],
+  cases.map((which) => {
+    const rps = median(results[which]);
+    const added = which === "bare" ? "" : (1e6 / rps - 1e6 / bare).toFixed(1);
+    return [which, rps.toFixed(0), ratio(rps, bare).toFixed(2), added];
+  }),
+  ["---", "---:", "---:", "---:"],
+));

@@ -18,6 +18,7 @@ import postgres from "postgres";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import type { StoredResponse } from "../src/store.ts";
 import { DATABASE_URL, uniquePrefix } from "../tests/_services.ts";
+import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);
 const warmup = Math.max(50, Math.floor(iterations / 10));
@@ -42,32 +43,12 @@ const options = {
   ttlMs: 86_400_000,
 };
 
-interface Result {
-  name: string;
-  p50: number;
-  p99: number;
-  mean: number;
-  statements: number;
-}
-
-async function measure(
+function measure(
   name: string,
   op: (i: number) => Promise<unknown>,
-): Promise<Result> {
-  for (let i = 0; i < warmup; i++) await op(-1 - i);
-  const times = new Float64Array(iterations);
-  const before = statements;
-  for (let i = 0; i < iterations; i++) {
-    const start = performance.now();
-    await op(i);
-    times[i] = (performance.now() - start) * 1000;
-  }
-  const count = (statements - before) / iterations;
-  times.sort();
-  const at = (q: number) =>
-    times[Math.min(iterations - 1, Math.floor(q * iterations))]!;
-  const mean = times.reduce((a, b) => a + b, 0) / iterations;
-  return { name, p50: at(0.5), p99: at(0.99), mean, statements: count };
+): Promise<Case> {
+  const counters = { statements: () => statements };
+  return timedCase(name, op, { iterations, warmup, counters });
 }
 
 try {
@@ -81,7 +62,7 @@ try {
   if (first.state !== "acquired") throw new Error("setup failed");
   await store.complete("replayed", first.token, response);
 
-  const results: Result[] = [];
+  const results: Case[] = [];
   results.push(await measure("baseline: SELECT 1", () => sql`SELECT 1`));
   results.push(
     await measure("fresh key: claim + complete", async (i) => {
@@ -120,8 +101,8 @@ try {
     "p50 µs": Math.round(r.p50),
     "p99 µs": Math.round(r.p99),
     "mean µs": Math.round(r.mean),
-    "p50 × baseline": +(r.p50 / base.p50).toFixed(2),
-    "statements/request": r.statements,
+    "p50 × baseline": ratio(r.p50, base.p50),
+    "statements/request": r.per.statements,
   }));
   // deno-lint-ignore no-console
   console.table(rows);

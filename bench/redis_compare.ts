@@ -8,8 +8,11 @@
  * counted with MONITOR.
  *
  * ```sh
- * deno run -A bench/redis_compare.ts [--n=5000] [--seconds=3] [--rounds=10] [--only=name,...]
+ * deno task bench:compare [--n=5000] [--seconds=3] [--rounds=10] [--only=name,...]
  * ```
+ *
+ * The peers' packages are in the benchmarks' own import map (`bench/deno.json`,
+ * a workspace member), never in the library's `deno.json` imports.
  *
  * What one "request" is for each:
  *
@@ -43,6 +46,13 @@ import { RedisStorageAdapter } from "@node-idempotency/storage-adapter-redis";
 import { RedisStore } from "../src/stores/redis.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import {
+  interleaved,
+  markdownTable,
+  sequential,
+  summarize,
+  throughput,
+} from "./_measure.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -243,44 +253,6 @@ async function subjects(): Promise<Subject[]> {
     : list;
 }
 
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
-}
-
-/** Times `n` sequential calls, in µs each. */
-async function sequential(
-  fn: (i: number) => Promise<unknown>,
-  n: number,
-): Promise<number[]> {
-  const times: number[] = new Array(n);
-  for (let i = 0; i < n; i++) {
-    const t0 = performance.now();
-    await fn(i);
-    times[i] = (performance.now() - t0) * 1000;
-  }
-  return times;
-}
-
-/** Runs `inFlight` callers in a loop for `seconds`, counting calls. */
-async function throughput(
-  fn: (i: number) => Promise<unknown>,
-  seconds: number,
-  inFlight = 32,
-): Promise<{ done: number; seconds: number }> {
-  let i = 0;
-  let done = 0;
-  const end = performance.now() + seconds * 1000;
-  const worker = async () => {
-    while (performance.now() < end) {
-      await fn(i++);
-      done++;
-    }
-  };
-  const t0 = performance.now();
-  await Promise.all(Array.from({ length: inFlight }, worker));
-  return { done, seconds: (performance.now() - t0) / 1000 };
-}
-
 /** Counts the commands `address` sends while `fn` runs, with MONITOR. */
 async function roundTrips(
   address: string,
@@ -337,29 +309,25 @@ try {
     for (let i = 0; i < 300; i++) await st.s.fresh(`${st.tag}:w:${i}`); // warm-up
   }
   let serial = 0;
-  for (let round = 0; round < ROUNDS; round++) {
-    console.error(`round ${round + 1}/${ROUNDS}`);
-    for (const st of state) {
-      const { s } = st;
-      const freshKey = () => `${st.tag}:f:${serial++}`;
-      st.fresh.push(...await sequential(() => s.fresh(freshKey()), N / ROUNDS));
-      st.replay.push(
-        ...await sequential(
-          (i) => s.replay(st.replayKeys[i % 64]!),
-          N / ROUNDS,
-        ),
-      );
-      const f = await throughput(() => s.fresh(freshKey()), SECONDS / ROUNDS);
-      st.freshDone += f.done;
-      st.freshTime += f.seconds;
-      const r = await throughput(
-        (i) => s.replay(st.replayKeys[i % 64]!),
-        SECONDS / ROUNDS,
-      );
-      st.replayDone += r.done;
-      st.replayTime += r.seconds;
+  let shown = -1;
+  await interleaved(state, ROUNDS, async (st, round) => {
+    if (round !== shown) {
+      console.error(`round ${(shown = round) + 1}/${ROUNDS}`);
     }
-  }
+    const { s } = st;
+    const freshKey = () => `${st.tag}:f:${serial++}`;
+    const replayKey = (i: number) => st.replayKeys[i % 64]!;
+    st.fresh.push(...await sequential(() => s.fresh(freshKey()), N / ROUNDS));
+    st.replay.push(
+      ...await sequential((i) => s.replay(replayKey(i)), N / ROUNDS),
+    );
+    const f = await throughput(() => s.fresh(freshKey()), SECONDS / ROUNDS);
+    st.freshDone += f.done;
+    st.freshTime += f.seconds;
+    const r = await throughput((i) => s.replay(replayKey(i)), SECONDS / ROUNDS);
+    st.replayDone += r.done;
+    st.replayTime += r.seconds;
+  });
   for (const st of state) {
     const { s } = st;
     let freshTrips: number | null = null;
@@ -374,15 +342,15 @@ try {
         for (let i = 0; i < k; i++) await s.replay(st.replayKeys[i % 64]!);
       }) / k;
     }
-    const fresh = st.fresh.sort((a, b) => a - b);
-    const replay = st.replay.sort((a, b) => a - b);
+    const fresh = summarize(st.fresh);
+    const replay = summarize(st.replay);
     rows.push({
       name: s.name,
       what: s.what,
-      freshP50: percentile(fresh, 0.5),
-      freshP99: percentile(fresh, 0.99),
-      replayP50: percentile(replay, 0.5),
-      replayP99: percentile(replay, 0.99),
+      freshP50: fresh.p50,
+      freshP99: fresh.p99,
+      replayP50: replay.p50,
+      replayP99: replay.p99,
       freshRps: st.freshDone / st.freshTime,
       replayRps: st.replayDone / st.replayTime,
       freshTrips,
@@ -400,22 +368,28 @@ const k = (x: number) => `${(x / 1000).toFixed(1)}k`;
 console.log(
   `\nn=${N} sequential calls and ${SECONDS}s at 32 in flight per subject, in ${ROUNDS} interleaved rounds, one connection each\n`,
 );
-console.log(
-  "| implementation | fresh p50 / p99 µs | replay p50 / p99 µs | fresh calls/s @32 | replay calls/s @32 | round trips fresh / replay | what it does |",
-);
-console.log("| --- | --- | --- | --- | --- | --- | --- |");
-for (const r of rows) {
-  const trips = r.freshTrips === null
-    ? "0 / 0"
-    : `${r.freshTrips.toFixed(1)} / ${r.replayTrips!.toFixed(1)}`;
-  console.log(
-    `| ${r.name} | ${us(r.freshP50)} / ${us(r.freshP99)} | ${
-      us(r.replayP50)
-    } / ${us(r.replayP99)} | ${k(r.freshRps)} | ${
-      k(r.replayRps)
-    } | ${trips} | ${r.what} |`,
-  );
-}
+console.log(markdownTable(
+  [
+    "implementation",
+    "fresh p50 / p99 µs",
+    "replay p50 / p99 µs",
+    "fresh calls/s @32",
+    "replay calls/s @32",
+    "round trips fresh / replay",
+    "what it does",
+  ],
+  rows.map((r) => [
+    r.name,
+    `${us(r.freshP50)} / ${us(r.freshP99)}`,
+    `${us(r.replayP50)} / ${us(r.replayP99)}`,
+    k(r.freshRps),
+    k(r.replayRps),
+    r.freshTrips === null
+      ? "0 / 0"
+      : `${r.freshTrips.toFixed(1)} / ${r.replayTrips!.toFixed(1)}`,
+    r.what,
+  ]),
+));
 const ours = rows.find((r) => r.name === "RedisStore (node-redis)");
 const peers = rows.filter((r) => /Powertools|node-idempotency/.test(r.name));
 if (ours && peers.length) {

@@ -91,9 +91,221 @@ export function deferred<T = void>(): {
   return { promise, resolve };
 }
 
-/** Waits `ms` milliseconds. */
+/**
+ * Waits `ms` milliseconds. Only for a real clock that must move (a lease or
+ * TTL on a server's clock) or for a pause between polls: a test never sleeps
+ * in the hope that some work is done by then; it waits for a state with
+ * {@linkcode waitFor}.
+ */
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Resolves once `check()` holds, looking again every 10 ms. It waits for a
+ * state, however long the machine takes to reach it; `ms` is only a bound so
+ * that a state never reached fails the test instead of hanging it.
+ *
+ * @param what What is awaited, for the failure message.
+ * @param check What must hold.
+ * @param ms When to fail instead of hanging.
+ */
+export async function waitFor(
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  ms = 20_000,
+): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > end) throw new Error(`Gave up waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/**
+ * {@linkcode waitFor} with the arguments the other way round (check first),
+ * as `tests/_wait.ts` has always exported it.
+ *
+ * @param check What must hold.
+ * @param what What is awaited, for the failure message.
+ * @param ms When to fail instead of hanging.
+ */
+export function until(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 30_000,
+): Promise<void> {
+  return waitFor(what, check, ms);
+}
+
+/**
+ * POSTs a body with an idempotency key over the network, with `fetch`.
+ *
+ * @param url Where to.
+ * @param key The idempotency key.
+ * @param body The body.
+ * @returns The response.
+ */
+export function fetchPost(
+  url: string,
+  key: string,
+  body = "{}",
+): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "idempotency-key": key },
+    body,
+  });
+}
+
+/** A `Deno.serve` of a test: see {@linkcode serveLocal}. */
+export interface LocalServer extends AsyncDisposable {
+  /** Its loopback port. */
+  readonly port: number;
+  /** `http://127.0.0.1:<port>`. */
+  readonly url: string;
+  /** Every error that escaped the handler to `onError` (answered 500). */
+  readonly escaped: unknown[];
+  /** Stops it; also what disposing it does. */
+  shutdown(): Promise<void>;
+}
+
+/**
+ * Serves `handler` on a free loopback port, answering 500 to (and keeping)
+ * any error that escapes it. Stop it with `shutdown()` or `await using`.
+ *
+ * @param handler The fetch handler.
+ * @returns The running server.
+ */
+export function serveLocal(
+  handler: (request: Request) => Response | Promise<Response>,
+): LocalServer {
+  const escaped: unknown[] = [];
+  const server = Deno.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    onListen() {},
+    onError(error) {
+      escaped.push(error);
+      return new Response("server error", { status: 500 });
+    },
+  }, handler);
+  const { port } = server.addr;
+  const shutdown = () => server.shutdown();
+  return {
+    port,
+    url: `http://127.0.0.1:${port}`,
+    escaped,
+    shutdown,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+/**
+ * A clock that the test moves by hand, for stores and leases that take one.
+ *
+ * @param start The first reading, in ms.
+ * @returns The clock and how to move it (a promise, as the conformance
+ * suite's `elapse` and `advanceClock` want).
+ */
+export function fakeTime(start = 1_000_000): {
+  clock: () => number;
+  advance: (ms: number) => Promise<void>;
+} {
+  let now = start;
+  return {
+    clock: () => now,
+    advance(ms) {
+      now += ms;
+      return Promise.resolve();
+    },
+  };
+}
+
+/**
+ * A loopback port nobody listens on at the time of asking.
+ *
+ * @returns The port.
+ */
+export function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+/**
+ * Whether something accepts TCP connections on a loopback port.
+ *
+ * @param port The port.
+ * @returns Whether a connection opened.
+ */
+export async function listening(port: number): Promise<boolean> {
+  try {
+    (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Zero calls of every store operation, for wrappers that count them. */
+export function callCounts(): Record<StoreOperation, number> {
+  return { claim: 0, complete: 0, release: 0, extend: 0 };
+}
+
+/**
+ * A store that sends every call of a real store through one method,
+ * {@linkcode StoreWrapper.around}: the base of the tests' fault injectors,
+ * counters and switches, so none of them spells out the four operations.
+ */
+export abstract class StoreWrapper implements IdempotencyStore {
+  /**
+   * @param inner The real store.
+   */
+  constructor(readonly inner: IdempotencyStore) {}
+
+  /**
+   * Runs one call: `run` sends it to the real store.
+   *
+   * @param operation Which operation.
+   * @param slot The slot it is for.
+   * @param run Sends it to the real store.
+   */
+  protected abstract around<T>(
+    operation: StoreOperation,
+    slot: string,
+    run: () => Promise<T>,
+  ): Promise<T>;
+
+  /** {@inheritDoc IdempotencyStore.claim} */
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    return this.around("claim", slot, () => this.inner.claim(slot, options));
+  }
+  /** {@inheritDoc IdempotencyStore.complete} */
+  complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    return this.around(
+      "complete",
+      slot,
+      () => this.inner.complete(slot, token, response),
+    );
+  }
+  /** {@inheritDoc IdempotencyStore.release} */
+  release(slot: string, token: string): Promise<WriteOutcome> {
+    return this.around("release", slot, () => this.inner.release(slot, token));
+  }
+  /** {@inheritDoc IdempotencyStore.extend} */
+  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    return this.around(
+      "extend",
+      slot,
+      () => this.inner.extend(slot, token, leaseMs),
+    );
+  }
 }
 
 /**
@@ -102,18 +314,16 @@ export function sleep(ms: number): Promise<void> {
  * with `after`, after the store applied it (so the outcome was unknown to
  * the caller but real). Counts every call.
  */
-export class FaultyStore implements IdempotencyStore {
-  readonly calls: Record<StoreOperation, number> = {
-    claim: 0,
-    complete: 0,
-    release: 0,
-    extend: 0,
-  };
+export class FaultyStore extends StoreWrapper {
+  readonly calls: Record<StoreOperation, number> = callCounts();
   readonly failing = new Set<StoreOperation>();
   readonly failingAfter = new Set<StoreOperation>();
-  constructor(readonly inner: IdempotencyStore) {}
 
-  async #op<T>(operation: StoreOperation, run: () => Promise<T>): Promise<T> {
+  protected override async around<T>(
+    operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls[operation]++;
     if (this.failing.has(operation)) {
       throw new StoreError(`injected ${operation} failure`, {
@@ -126,25 +336,6 @@ export class FaultyStore implements IdempotencyStore {
       throw new StoreError(`injected ${operation} timeout`, { operation });
     }
     return result;
-  }
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    return this.#op("claim", () => this.inner.claim(slot, options));
-  }
-  complete(
-    slot: string,
-    token: string,
-    response: StoredResponse,
-  ): Promise<WriteOutcome> {
-    return this.#op(
-      "complete",
-      () => this.inner.complete(slot, token, response),
-    );
-  }
-  release(slot: string, token: string): Promise<WriteOutcome> {
-    return this.#op("release", () => this.inner.release(slot, token));
-  }
-  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
-    return this.#op("extend", () => this.inner.extend(slot, token, leaseMs));
   }
 }
 

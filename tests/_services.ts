@@ -6,8 +6,20 @@
  * the test's name; with `IDEMPOTENCY_REQUIRE_SERVICES=1` (as CI sets) they
  * run anyway, and fail.
  *
+ * Tests that pause, kill or restart a server start one of their own here
+ * (redis-server, PostgreSQL) on a free port, or cut a client off with a TCP
+ * proxy, and stop it in `finally` (or with `await using`): the shared servers
+ * are never touched.
+ *
  * @module
  */
+
+import postgres from "postgres";
+import { PostgresStore } from "../src/stores/postgres.ts";
+import { freePort, listening, waitFor } from "./_helpers.ts";
+
+// Where they lived before tests/_helpers.ts: kept for the files that import them from here.
+export { freePort, listening, waitFor };
 
 /** The Redis the tests use: `REDIS_URL`, or the local default. */
 export const REDIS_URL: string = Deno.env.get("REDIS_URL") ??
@@ -115,61 +127,140 @@ export function uniquePrefix(label: string): string {
   }`;
 }
 
-// --- private servers ---------------------------------------------------------
-// Tests that pause, kill or restart a server start their own, on a free port,
-// and stop it in `finally`: the shared servers are never touched.
-
 /**
- * A loopback port nobody listens on at the time of asking.
+ * A test that needs services: ignored, with the reason in its name, when
+ * `ignore` is a reason. The op and resource sanitizers are off unless
+ * `sanitize`, because node-redis and postgres.js keep sockets and timers of
+ * their own for a while after they close.
  *
- * @returns The port.
+ * @param name The test's name.
+ * @param ignore `false`, or the reason (for example {@linkcode REDIS_IGNORE}).
+ * @param fn The test.
+ * @param options Whether the sanitizers stay on.
  */
-export function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
+export function integrationTest(
+  name: string,
+  ignore: false | string,
+  fn: () => Promise<void>,
+  options: { sanitize?: boolean } = {},
+): void {
+  const sanitize = options.sanitize ?? false;
+  Deno.test({
+    name: testName(name, ignore),
+    ignore: ignore !== false,
+    sanitizeOps: sanitize,
+    sanitizeResources: sanitize,
+    fn,
+  });
+}
+
+/** A schema of one test's own in the shared database: see {@linkcode postgresSchema}. */
+export interface TestSchema extends AsyncDisposable {
+  /** A postgres.js pool on {@linkcode DATABASE_URL}. */
+  readonly sql: postgres.Sql;
+  /** The schema's name (unique to this run). */
+  readonly schema: string;
+  /** Drops the schema with everything in it and ends the pool. */
+  drop(): Promise<void>;
 }
 
 /**
- * Whether something accepts TCP connections on a loopback port.
+ * Opens a pool on the shared database and creates a schema of the test's
+ * own (unless `create` is false: a test of `migrate()` creates it), so that
+ * runs never see each other's tables. Call `drop()` in `finally`, or hold it
+ * with `await using`.
  *
- * @param port The port.
- * @returns Whether a connection opened.
+ * @param label What the schema is for.
+ * @param options The pool size, and whether to create the schema.
+ * @returns The pool and the schema.
  */
-export async function listening(port: number): Promise<boolean> {
+export async function postgresSchema(
+  label: string,
+  options: { max?: number; create?: boolean } = {},
+): Promise<TestSchema> {
+  const sql = postgres(DATABASE_URL, {
+    max: options.max ?? 4,
+    onnotice: () => {},
+  });
+  const schema = uniquePrefix(label);
+  const drop = async () => {
+    try {
+      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    } finally {
+      await sql.end();
+    }
+  };
   try {
-    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
-    conn.close();
-    return true;
+    if (options.create ?? true) await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+  } catch (error) {
+    await sql.end();
+    throw error;
+  }
+  return { sql, schema, drop, [Symbol.asyncDispose]: drop };
+}
+
+/**
+ * A migrated PostgresStore on `<schema>.keys` in a schema of the test's own
+ * (see {@linkcode postgresSchema}); `drop()` removes both.
+ *
+ * @param label What the schema is for.
+ * @param options The pool size.
+ * @returns The store, its pool and schema.
+ */
+export async function postgresStore(
+  label: string,
+  options: { max?: number } = {},
+): Promise<TestSchema & { store: PostgresStore }> {
+  const pg = await postgresSchema(label, options);
+  try {
+    const store = new PostgresStore({
+      sql: pg.sql,
+      table: `${pg.schema}.keys`,
+    });
+    await store.migrate();
+    return { ...pg, store };
+  } catch (error) {
+    await pg.drop();
+    throw error;
+  }
+}
+
+// --- private servers ---------------------------------------------------------
+
+/** Whether `redis-server` is on the PATH. */
+export async function haveRedisServer(): Promise<boolean> {
+  try {
+    const { success } = await new Deno.Command("redis-server", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    }).output();
+    return success;
   } catch {
     return false;
   }
 }
 
-/**
- * Polls `check` every 20 ms until it holds, for at most `ms` (a bound for a
- * broken test, never a wait the test relies on).
- *
- * @param what What is awaited, for the error.
- * @param check The condition.
- * @param ms The bound.
- */
-export async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  ms = 8_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (true) {
-    if (await check()) return;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+/** Whether a Redis on a loopback port answers PING (not LOADING). */
+async function pong(port: number): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    try {
+      await conn.write(new TextEncoder().encode("PING\r\n"));
+      const buffer = new Uint8Array(64);
+      const n = await conn.read(buffer);
+      return new TextDecoder().decode(buffer.subarray(0, n ?? 0))
+        .startsWith("+PONG");
+    } finally {
+      conn.close();
+    }
+  } catch {
+    return false;
   }
 }
 
 /** A redis-server started by a test: see {@linkcode startRedisServer}. */
-export interface PrivateRedis {
+export interface PrivateRedis extends AsyncDisposable {
   /** Its port. */
   readonly port: number;
   /** `redis://127.0.0.1:<port>`. */
@@ -180,7 +271,10 @@ export interface PrivateRedis {
   resume(): void;
   /** SIGKILL, as a crash; waits for the process to end. */
   kill(): Promise<void>;
-  /** Starts it again on the same port (empty, unless `appendonly`). */
+  /**
+   * Starts it again on the same port (killed first if it runs), empty unless
+   * `appendonly`, and waits until it answers PING.
+   */
   restart(): Promise<void>;
   /**
    * Runs one command with `redis-cli` on a connection of its own (the
@@ -189,12 +283,16 @@ export interface PrivateRedis {
   cli(...args: string[]): Promise<string>;
   /** Kills it (resumed first) and removes its directory. Idempotent. */
   stop(): Promise<void>;
+  /** The same as {@linkcode PrivateRedis.stop}, for `await using`. */
+  [Symbol.asyncDispose](): Promise<void>;
 }
 
 /**
  * Starts a redis-server of the test's own on a free port, with no
  * persistence unless `appendonly` (then an AOF in a temp dir that survives
- * {@linkcode PrivateRedis.restart}). Call `stop()` in `finally`.
+ * {@linkcode PrivateRedis.restart}, fsynced on every write so that a restart
+ * keeps every acknowledged write). Call `stop()` in `finally`, or hold it
+ * with `await using`.
  *
  * @param options Whether to keep an append-only file.
  * @returns The running server.
@@ -226,7 +324,9 @@ export async function startRedisServer(
       stdout: "null",
       stderr: "null",
     }).spawn();
-    await waitFor(`redis-server on ${port}`, () => listening(port), 10_000);
+    // PING, not only a connection: with an AOF, the server refuses commands
+    // while it loads the file.
+    await waitFor(`redis-server on ${port} to answer PING`, () => pong(port));
   };
   const signal = (name: Deno.Signal) => {
     try {
@@ -243,11 +343,14 @@ export async function startRedisServer(
     } catch { /* already gone */ }
     await c.status;
   };
+  const stop = async () => {
+    await kill();
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  };
   try {
     await spawn();
   } catch (error) {
-    await kill();
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await stop();
     throw error;
   }
   return {
@@ -271,10 +374,8 @@ export async function startRedisServer(
       }
       return new TextDecoder().decode(out.stdout).trim();
     },
-    async stop() {
-      await kill();
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    },
+    stop,
+    [Symbol.asyncDispose]: stop,
   };
 }
 

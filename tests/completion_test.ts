@@ -9,7 +9,6 @@
  * @module
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { createClient } from "redis";
 import {
   drainCompletions,
@@ -18,23 +17,23 @@ import {
   type IdempotencyOptions,
   slotOf,
 } from "../mod.ts";
-import type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  StoredResponse,
-  StoreOperation,
-  WriteOutcome,
-} from "../src/store.ts";
+import type { IdempotencyStore, StoreOperation } from "../src/store.ts";
 import { StoreError } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import { bytesOf, deferred, pattern, post, sameBytes } from "./_helpers.ts";
+import {
+  bytesOf,
+  deferred,
+  pattern,
+  post,
+  sameBytes,
+  StoreWrapper,
+} from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
-  DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -66,19 +65,18 @@ class Watch {
  * A real store behind chosen faults: `faults[op]` decides each call (it may
  * wait first, e.g. on a gate). Logs every call, in order.
  */
-class FlakyStore implements IdempotencyStore {
+class FlakyStore extends StoreWrapper {
   readonly log: { op: StoreOperation; slot: string }[] = [];
   readonly faults: Partial<
     Record<StoreOperation, (slot: string, n: number) => Fault | Promise<Fault>>
   > = {};
   readonly watch = new Watch();
-  constructor(readonly inner: IdempotencyStore) {}
 
   count(op: StoreOperation, slot: string): number {
     return this.log.filter((c) => c.op === op && c.slot === slot).length;
   }
 
-  async #op<T>(
+  protected override async around<T>(
     op: StoreOperation,
     slot: string,
     run: () => Promise<T>,
@@ -95,30 +93,6 @@ class FlakyStore implements IdempotencyStore {
       throw new StoreError(`injected ${op} timeout`, { operation: op });
     }
     return result;
-  }
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    return this.#op("claim", slot, () => this.inner.claim(slot, options));
-  }
-  complete(
-    slot: string,
-    token: string,
-    response: StoredResponse,
-  ): Promise<WriteOutcome> {
-    return this.#op(
-      "complete",
-      slot,
-      () => this.inner.complete(slot, token, response),
-    );
-  }
-  release(slot: string, token: string): Promise<WriteOutcome> {
-    return this.#op("release", slot, () => this.inner.release(slot, token));
-  }
-  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
-    return this.#op(
-      "extend",
-      slot,
-      () => this.inner.extend(slot, token, leaseMs),
-    );
   }
 }
 
@@ -503,10 +477,8 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   async fn() {
-    const sql = postgres(DATABASE_URL, { max: 2, onnotice: () => {} });
-    const schema = uniquePrefix("complete");
+    const { sql, schema, drop } = await postgresSchema("complete", { max: 2 });
     try {
-      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
       const inner = new PostgresStore({ sql, table: `${schema}.keys` });
       await inner.migrate();
       const store = new FlakyStore(inner);
@@ -514,8 +486,7 @@ Deno.test({
       store.faults.complete = () => armed ? (armed = false, "throw") : "pass";
       await failsOnceOn(store, () => armed = true);
     } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });

@@ -18,6 +18,7 @@ import type { IdempotencyEvent } from "../src/events.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -40,12 +41,14 @@ Deno.test({
   async fn() {
     const prefix = `${uniquePrefix("fomigrate")}:`;
     // A schema that does not exist yet: migrate() must create it too.
-    const schema = uniquePrefix("fomigrate");
+    const { sql, schema, drop } = await postgresSchema("fomigrate", {
+      max: 2,
+      create: false,
+    });
     const table = `${schema}.idempotency_keys`;
     const client = createClient({ url: REDIS_URL, disableOfflineQueue: true });
     client.on("error", () => {});
     await client.connect();
-    const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 2 });
     try {
       const failover: FailoverEvent[] = [];
       const store = new FailoverStore({
@@ -96,8 +99,7 @@ Deno.test({
     } finally {
       await deleteRedisKeys(prefix).catch(() => {});
       client.destroy();
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });

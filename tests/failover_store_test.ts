@@ -15,7 +15,6 @@
  */
 
 import assert from "node:assert/strict";
-import { Buffer } from "node:buffer";
 import { createClient } from "redis";
 import postgres from "postgres";
 import { idempotency } from "../src/idempotency.ts";
@@ -30,21 +29,28 @@ import {
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
+  type StoreOperation,
 } from "../src/store.ts";
 import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   DATABASE_URL,
-  freePort,
+  integrationTest,
   POSTGRES_IGNORE,
+  type PrivateRedis,
   REDIS_IGNORE,
   REDIS_URL,
   startRedisServer,
-  testName,
   uniquePrefix,
-  waitFor,
 } from "./_services.ts";
-import { deleteRedisKeys } from "./_redis.ts";
-import { post } from "./_helpers.ts";
+import { deleteRedisKeys, plantRedisPoison } from "./_redis.ts";
+import {
+  fakeTime,
+  freePort,
+  post,
+  sleep,
+  StoreWrapper,
+  waitFor,
+} from "./_helpers.ts";
 
 /** The middleware's slot for a key (the slot depends on scope and key only). */
 async function slotOf(key: string): Promise<string> {
@@ -75,10 +81,6 @@ const ok = (text: string): StoredResponse => ({
   headers: [["content-type", "text/plain"]],
   body: new TextEncoder().encode(text),
 });
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 function quote(identifier: string): string {
   return `"${identifier.replaceAll('"', '""')}"`;
@@ -145,71 +147,70 @@ async function pgFallback(): Promise<{
   };
 }
 
-async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  ms = 10_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await check()) return;
-    await sleep(25);
+/**
+ * A redis-server of the test's own, a node-redis client on it and a
+ * PostgreSQL fallback on a fresh schema, all stopped on dispose.
+ */
+async function outageRig(): Promise<
+  AsyncDisposable & {
+    server: PrivateRedis;
+    client: NodeRedis;
+    fallback: Awaited<ReturnType<typeof pgFallback>>;
   }
-  throw new Error(`timed out waiting for ${what}`);
+> {
+  const stack = new AsyncDisposableStack();
+  try {
+    const server = stack.use(await startRedisServer());
+    const client = await nodeRedis(server.url);
+    stack.defer(() => void client.destroy());
+    const fallback = await pgFallback();
+    stack.defer(() => fallback.drop());
+    const moved = stack.move();
+    return {
+      server,
+      client,
+      fallback,
+      [Symbol.asyncDispose]: () => moved.disposeAsync(),
+    };
+  } catch (error) {
+    await stack.disposeAsync();
+    throw error;
+  }
 }
 
 /** A store that throws like an unreachable one while `down` (unit tests only). */
-class Switchable implements IdempotencyStore {
+class Switchable extends StoreWrapper {
   down = false;
-  readonly inner: IdempotencyStore;
   calls = 0;
 
-  constructor(inner: IdempotencyStore) {
-    this.inner = inner;
-  }
-
-  #gate(operation: "claim" | "complete" | "release" | "extend"): void {
+  protected override around<T>(
+    operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
     this.calls++;
     if (this.down) {
-      throw new StoreError(`${operation}: ECONNREFUSED`, {
-        operation,
-        cause: new Error("ECONNREFUSED"),
-      });
+      return Promise.reject(
+        new StoreError(`${operation}: ECONNREFUSED`, {
+          operation,
+          cause: new Error("ECONNREFUSED"),
+        }),
+      );
     }
+    return run();
   }
+}
 
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    try {
-      this.#gate("claim");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.claim(slot, options);
-  }
-  complete(slot: string, t: string, r: StoredResponse) {
-    try {
-      this.#gate("complete");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.complete(slot, t, r);
-  }
-  release(slot: string, t: string) {
-    try {
-      this.#gate("release");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.release(slot, t);
-  }
-  extend(slot: string, t: string, leaseMs: number) {
-    try {
-      this.#gate("extend");
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.inner.extend(slot, t, leaseMs);
-  }
+/** Asserts that `call` rejects with a StoreError carrying both stores' errors. */
+async function failsWithBothCauses(
+  call: Promise<unknown>,
+  operation: string,
+): Promise<void> {
+  const error = await call.then(() => null, (e: unknown) => e);
+  assert.ok(error instanceof StoreError);
+  assert.equal(error.operation, operation);
+  assert.ok(error.cause instanceof AggregateError);
+  assert.equal(error.cause.errors.length, 2);
 }
 
 function memoryPair(): {
@@ -230,13 +231,7 @@ function memoryPair(): {
 }
 
 function integration(name: string, fn: () => Promise<void>): void {
-  Deno.test({
-    name: testName(name, SERVICES_IGNORE),
-    ignore: SERVICES_IGNORE !== false,
-    sanitizeOps: false,
-    sanitizeResources: false,
-    fn,
-  });
+  integrationTest(name, SERVICES_IGNORE, fn);
 }
 
 // --- the shared suite -------------------------------------------------------
@@ -244,21 +239,14 @@ function integration(name: string, fn: () => Promise<void>): void {
 storeConformance({
   name: "FailoverStore (MemoryStore, MemoryStore)",
   setup() {
-    let now = 1_000_000;
-    const clock = () => now;
+    const { clock, advance } = fakeTime();
     return Promise.resolve({
       store: new FailoverStore({
         primary: new MemoryStore({ clock }),
         fallback: new MemoryStore({ clock }),
       }),
-      elapse(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-      advanceClock(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
+      elapse: advance,
+      advanceClock: advance,
     });
   },
 });
@@ -280,35 +268,12 @@ storeConformance({
       elapse: sleep,
       // Unreadable values planted in the primary: it answers in flight, and
       // the fallback is never consulted.
-      async poison(slot: string, kind: PoisonKind) {
-        const key = prefix + slot;
-        const future = String(Date.now() + 3_600_000);
-        await client.del(key);
-        if (kind === "garbage") {
-          await client.set(
-            key,
-            Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
-          );
-        } else if (kind === "truncated") {
-          await client.hSet(key, {
-            v: "1",
-            st: "c",
-            fp: "x",
-            dl: future,
-            status: "200",
-            hdr: '[["content-type","te',
-          });
-        } else {
-          await client.hSet(key, {
-            v: "2",
-            st: "f",
-            fp: "x",
-            tok: "t",
-            lu: "1",
-            dl: future,
-          });
-        }
-      },
+      poison: (slot: string, kind: PoisonKind) =>
+        plantRedisPoison(
+          (args) => client.sendCommand(args),
+          prefix + slot,
+          kind,
+        ),
       async teardown() {
         try {
           await deleteRedisKeys(prefix);
@@ -507,28 +472,14 @@ Deno.test("FailoverStore b: writes: one store throwing leaves the other's answer
   const last = events.at(-1);
   assert.ok(last?.type === "write_failed" && last.store === "fallback");
   primary.down = true;
-  const error = await store.complete("s", t, ok("x")).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  assert.ok(error instanceof StoreError);
-  assert.equal(error.operation, "complete");
-  assert.ok(error.cause instanceof AggregateError);
-  assert.equal(error.cause.errors.length, 2);
+  await failsWithBothCauses(store.complete("s", t, ok("x")), "complete");
 });
 
 Deno.test("FailoverStore.claim() throws a StoreError with both causes when both stores are down", async () => {
   const { primary, fallback, store } = memoryPair();
   primary.down = true;
   fallback.down = true;
-  const error = await store.claim("s", opts("fp")).then(
-    () => null,
-    (e: unknown) => e,
-  );
-  assert.ok(error instanceof StoreError);
-  assert.equal(error.operation, "claim");
-  assert.ok(error.cause instanceof AggregateError);
-  assert.equal(error.cause.errors.length, 2);
+  await failsWithBothCauses(store.claim("s", opts("fp")), "claim");
 });
 
 Deno.test("FailoverStore ignores an onEvent that throws", async () => {
@@ -593,111 +544,102 @@ Deno.test("FailoverStore asks the fallback when the primary answers in flight: a
 integration(
   "FailoverStore keeps serving through PostgreSQL while Redis is down, and never runs a key twice after Redis comes back empty",
   async () => {
-    const server = await startRedisServer();
-    let client: NodeRedis | undefined;
-    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
-    try {
-      client = await nodeRedis(server.url);
-      fallback = await pgFallback();
-      const prefix = "idem:";
-      const primary = new RedisStore({ client, prefix, timeoutMs: 300 });
-      const events: FailoverEvent[] = [];
-      const store = new FailoverStore({
-        primary,
-        fallback: fallback.store,
-        onEvent: (e) => events.push(e),
-      });
-      const runs = new Map<string, number>();
-      const handler = idempotency((req) => {
-        const key = req.headers.get("idempotency-key")!;
-        runs.set(key, (runs.get(key) ?? 0) + 1);
-        return new Response(`${key} ran`, { status: 201 });
-      }, { store });
-      const send = async (key: string) => {
-        const res = await handler(post(key));
-        return {
-          status: res.status,
-          replayed: res.headers.get("idempotent-replayed") === "true",
-          text: await res.text(),
-        };
+    await using rig = await outageRig();
+    const { server, client, fallback } = rig;
+    const prefix = "idem:";
+    const primary = new RedisStore({ client, prefix, timeoutMs: 300 });
+    const events: FailoverEvent[] = [];
+    const store = new FailoverStore({
+      primary,
+      fallback: fallback.store,
+      onEvent: (e) => events.push(e),
+    });
+    const runs = new Map<string, number>();
+    const handler = idempotency((req) => {
+      const key = req.headers.get("idempotency-key")!;
+      runs.set(key, (runs.get(key) ?? 0) + 1);
+      return new Response(`${key} ran`, { status: 201 });
+    }, { store });
+    const send = async (key: string) => {
+      const res = await handler(post(key));
+      return {
+        status: res.status,
+        replayed: res.headers.get("idempotent-replayed") === "true",
+        text: await res.text(),
       };
-      const types = () => events.map((e) => e.type);
+    };
+    const types = () => events.map((e) => e.type);
 
-      // 1. Healthy: A runs once and replays.
-      assert.deepEqual(await send("A"), {
-        status: 201,
-        replayed: false,
-        text: "A ran",
-      });
-      assert.equal((await send("A")).replayed, true);
-      assert.equal(runs.get("A"), 1);
-      assert.deepEqual(types(), []);
+    // 1. Healthy: A runs once and replays.
+    assert.deepEqual(await send("A"), {
+      status: 201,
+      replayed: false,
+      text: "A ran",
+    });
+    assert.equal((await send("A")).replayed, true);
+    assert.equal(runs.get("A"), 1);
+    assert.deepEqual(types(), []);
 
-      // 2. Redis dies: B runs once through PostgreSQL and replays; A replays
-      // from the fallback's mirror.
-      await server.kill();
-      await until("the client to notice", () => !client!.isReady);
-      assert.deepEqual(await send("B"), {
-        status: 201,
-        replayed: false,
-        text: "B ran",
-      });
-      assert.equal(runs.get("B"), 1);
-      assert.equal(events.at(-1)?.type, "fallback");
-      const outageB = await send("B");
-      assert.equal(outageB.replayed, true);
-      assert.equal(outageB.text, "B ran");
-      const outageA = await send("A");
-      assert.equal(outageA.replayed, true);
-      assert.equal(outageA.text, "A ran");
-      assert.ok(types().every((t) => t === "fallback"), types().join());
-      // Token routing: a claim made in the outage is an f: claim.
-      const routed = "routing:1";
-      const routedToken = token(await store.claim(routed, opts("r")));
-      assert.ok(routedToken.startsWith("f:"), routedToken);
+    // 2. Redis dies: B runs once through PostgreSQL and replays; A replays
+    // from the fallback's mirror.
+    await server.kill();
+    await waitFor("the client to notice", () => !client!.isReady);
+    assert.deepEqual(await send("B"), {
+      status: 201,
+      replayed: false,
+      text: "B ran",
+    });
+    assert.equal(runs.get("B"), 1);
+    assert.equal(events.at(-1)?.type, "fallback");
+    const outageB = await send("B");
+    assert.equal(outageB.replayed, true);
+    assert.equal(outageB.text, "B ran");
+    const outageA = await send("A");
+    assert.equal(outageA.replayed, true);
+    assert.equal(outageA.text, "A ran");
+    assert.ok(types().every((t) => t === "fallback"), types().join());
+    // Token routing: a claim made in the outage is an f: claim.
+    const routed = "routing:1";
+    const routedToken = token(await store.claim(routed, opts("r")));
+    assert.ok(routedToken.startsWith("f:"), routedToken);
 
-      // 3. Redis comes back, empty (no persistence).
-      await server.restart();
-      await until("the client to reconnect", () => client!.isReady);
-      assert.equal(await client.dbSize(), 0);
+    // 3. Redis comes back, empty (no persistence).
+    await server.restart();
+    await waitFor("the client to reconnect", () => client!.isReady);
+    assert.equal(await client.dbSize(), 0);
 
-      // The f: token goes to PostgreSQL only, though Redis is up again.
-      assert.equal(
-        await store.complete(routed, routedToken, ok("routed")),
-        "applied",
-      );
-      assert.equal(await client.exists(prefix + routed), 0);
-      assert.equal(
-        (await fallback.store.claim(routed, opts("r"))).state,
-        "completed",
-      );
+    // The f: token goes to PostgreSQL only, though Redis is up again.
+    assert.equal(
+      await store.complete(routed, routedToken, ok("routed")),
+      "applied",
+    );
+    assert.equal(await client.exists(prefix + routed), 0);
+    assert.equal(
+      (await fallback.store.claim(routed, opts("r"))).state,
+      "completed",
+    );
 
-      events.length = 0;
-      const afterB = await send("B");
-      assert.equal(afterB.replayed, true);
-      assert.equal(afterB.text, "B ran");
-      assert.equal(runs.get("B"), 1);
-      assert.deepEqual(types(), ["recovered"]);
-      // The next retry of B is served by Redis: the record was copied there.
-      const slotB = await slotOf("B");
-      const direct = await primary.claim(slotB, opts("probe"));
-      assert.equal(direct.state, "completed");
-      events.length = 0;
-      assert.equal((await send("B")).replayed, true);
-      assert.deepEqual(types(), [], "served by the primary alone");
+    events.length = 0;
+    const afterB = await send("B");
+    assert.equal(afterB.replayed, true);
+    assert.equal(afterB.text, "B ran");
+    assert.equal(runs.get("B"), 1);
+    assert.deepEqual(types(), ["recovered"]);
+    // The next retry of B is served by Redis: the record was copied there.
+    const slotB = await slotOf("B");
+    const direct = await primary.claim(slotB, opts("probe"));
+    assert.equal(direct.state, "completed");
+    events.length = 0;
+    assert.equal((await send("B")).replayed, true);
+    assert.deepEqual(types(), [], "served by the primary alone");
 
-      // A was recorded in both before the outage; the restarted Redis lost
-      // it, the PostgreSQL mirror did not.
-      const afterA = await send("A");
-      assert.equal(afterA.replayed, true);
-      assert.equal(afterA.text, "A ran");
-      assert.equal(runs.get("A"), 1);
-      assert.deepEqual(types(), ["recovered"]);
-    } finally {
-      client?.destroy();
-      await server.stop();
-      await fallback?.drop();
-    }
+    // A was recorded in both before the outage; the restarted Redis lost
+    // it, the PostgreSQL mirror did not.
+    const afterA = await send("A");
+    assert.equal(afterA.replayed, true);
+    assert.equal(afterA.text, "A ran");
+    assert.equal(runs.get("A"), 1);
+    assert.deepEqual(types(), ["recovered"]);
   },
 );
 
@@ -852,13 +794,10 @@ integration(
 integration(
   "FailoverStore keeps a slow handler's lease alive across a Redis restart: the retry gets 409, not a second run",
   async () => {
-    const server = await startRedisServer();
-    let client: NodeRedis | undefined;
-    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
+    await using rig = await outageRig();
+    const { server, client, fallback } = rig;
     let open = () => {};
     try {
-      client = await nodeRedis(server.url);
-      fallback = await pgFallback();
       const events: FailoverEvent[] = [];
       const store = new FailoverStore({
         primary: new RedisStore({ client, timeoutMs: 200 }),
@@ -873,16 +812,16 @@ integration(
         return new Response("slow", { status: 201 });
       }, { store, lease: 300 });
       const first = handler(post("L"));
-      await until("the handler to start", () => runs === 1);
+      await waitFor("the handler to start", () => runs === 1);
       // Redis crashes and comes back empty while the handler runs.
       await server.kill();
-      await sleep(100);
+      await waitFor("the client to notice", () => !client!.isReady);
       await server.restart();
-      await until("the client to reconnect", () => client!.isReady);
+      await waitFor("the client to reconnect", () => client!.isReady);
       // More than a lease passes: only the renewals in PostgreSQL keep the
       // slot. Renewals come at least a third of a lease apart, so four that
       // Redis lost span more than a lease since the restart.
-      await until(
+      await waitFor(
         "four renewals kept by PostgreSQL alone",
         () =>
           events.filter((e) =>
@@ -911,9 +850,6 @@ integration(
       assert.equal(runs, 1);
     } finally {
       open();
-      client?.destroy();
-      await server.stop();
-      await fallback?.drop();
     }
   },
 );
@@ -921,60 +857,51 @@ integration(
 integration(
   "FailoverStore: a claim that timed out on a paused Redis and landed late does not turn the retries of a run completed through PostgreSQL into 409s",
   async () => {
-    const server = await startRedisServer();
-    let client: NodeRedis | undefined;
-    let fallback: Awaited<ReturnType<typeof pgFallback>> | undefined;
-    try {
-      // Configured as the README recommends: no offline queue, a short
-      // timeout.
-      client = await nodeRedis(server.url);
-      fallback = await pgFallback();
-      const store = new FailoverStore({
-        primary: new RedisStore({ client, prefix: "idem:", timeoutMs: 250 }),
-        fallback: fallback.store,
-      });
-      let runs = 0;
-      const handler = idempotency(() => {
-        runs++;
-        return new Response(`run ${runs}`, { status: 201 });
-      }, { store, lease: 30_000 });
-      const warm = await handler(post("warm")); // Redis knows the scripts
-      assert.equal(warm.status, 201);
-      await warm.body?.cancel();
+    await using rig = await outageRig();
+    const { server, client, fallback } = rig;
+    // Configured as the README recommends: no offline queue, a short
+    // timeout.
+    const store = new FailoverStore({
+      primary: new RedisStore({ client, prefix: "idem:", timeoutMs: 250 }),
+      fallback: fallback.store,
+    });
+    let runs = 0;
+    const handler = idempotency(() => {
+      runs++;
+      return new Response(`run ${runs}`, { status: 201 });
+    }, { store, lease: 30_000 });
+    const warm = await handler(post("warm")); // Redis knows the scripts
+    assert.equal(warm.status, 201);
+    await warm.body?.cancel();
 
-      server.pause();
-      let first: Response;
-      try {
-        // The claim waits in the paused Redis; the key runs through
-        // PostgreSQL and completes there.
-        first = await handler(post("k"));
-      } finally {
-        server.resume();
-      }
-      assert.equal(first.status, 201);
-      assert.equal(await first.text(), "run 2");
-      // Redis runs the late claim now. The retry replays at once, and so
-      // does every later one.
-      for (let i = 0; i < 3; i++) {
-        const retry = await handler(post("k"));
-        assert.equal(retry.status, 201, `retry ${i}`);
-        assert.equal(retry.headers.get("idempotent-replayed"), "true");
-        assert.equal(await retry.text(), "run 2");
-      }
-      assert.equal(runs, 2);
-      // The RedisStore undoes its late claim, so a retry finds Redis free and
-      // copies the record there (no orphan left for the lease).
-      const key = `idem:${await slotOf("k")}`;
-      await waitFor("the record to be copied into Redis", async () => {
-        const retry = await handler(post("k"));
-        assert.equal(await retry.text(), "run 2");
-        return (await client!.hGet(key, "st")) === "c";
-      });
-      assert.equal(runs, 2);
+    server.pause();
+    let first: Response;
+    try {
+      // The claim waits in the paused Redis; the key runs through
+      // PostgreSQL and completes there.
+      first = await handler(post("k"));
     } finally {
-      client?.destroy();
-      await fallback?.drop();
-      await server.stop();
+      server.resume();
     }
+    assert.equal(first.status, 201);
+    assert.equal(await first.text(), "run 2");
+    // Redis runs the late claim now. The retry replays at once, and so
+    // does every later one.
+    for (let i = 0; i < 3; i++) {
+      const retry = await handler(post("k"));
+      assert.equal(retry.status, 201, `retry ${i}`);
+      assert.equal(retry.headers.get("idempotent-replayed"), "true");
+      assert.equal(await retry.text(), "run 2");
+    }
+    assert.equal(runs, 2);
+    // The RedisStore undoes its late claim, so a retry finds Redis free and
+    // copies the record there (no orphan left for the lease).
+    const key = `idem:${await slotOf("k")}`;
+    await waitFor("the record to be copied into Redis", async () => {
+      const retry = await handler(post("k"));
+      assert.equal(await retry.text(), "run 2");
+      return (await client!.hGet(key, "st")) === "c";
+    });
+    assert.equal(runs, 2);
   },
 );

@@ -17,7 +17,15 @@ import {
   PROBLEM_TYPES,
   slotOf,
 } from "../mod.ts";
-import { deferred, FaultyStore, frames, post, recorder } from "./_helpers.ts";
+import {
+  deferred,
+  FaultyStore,
+  frames,
+  type LocalServer,
+  post,
+  recorder,
+  serveLocal,
+} from "./_helpers.ts";
 
 const encoder = new TextEncoder();
 
@@ -38,29 +46,8 @@ function counted() {
 function serve(
   handler: (req: Request) => Response | Promise<Response>,
   options: IdempotencyOptions,
-) {
-  const escaped: unknown[] = [];
-  const server = Deno.serve(
-    {
-      hostname: "127.0.0.1",
-      port: 0,
-      onListen() {},
-      onError(error) {
-        escaped.push(error);
-        return new Response("server error", { status: 500 });
-      },
-    },
-    idempotency(handler, options),
-  );
-  const { port } = server.addr as Deno.NetAddr;
-  return {
-    port,
-    url: `http://127.0.0.1:${port}`,
-    escaped,
-    async [Symbol.asyncDispose]() {
-      await server.shutdown();
-    },
-  };
+): LocalServer {
+  return serveLocal(idempotency(handler, options));
 }
 
 // --- the method's case (issue 9, defect 4) -----------------------------------
@@ -318,29 +305,21 @@ for (
     const dispatched = deferred();
     const settled = deferred();
     const guarded = idempotency(handler, { store, onEvent: events.onEvent });
-    const escaped: unknown[] = [];
-    const server = Deno.serve({
-      hostname: "127.0.0.1",
-      port: 0,
-      onListen() {},
-      onError(error) {
-        escaped.push(error);
-        return new Response("server error", { status: 500 });
-      },
-    }, async (req) => {
+    const server = serveLocal(async (req) => {
       dispatched.resolve();
       try {
         return await guarded(req);
       } catch (error) {
-        escaped.push(error);
+        server.escaped.push(error);
         throw error;
       } finally {
         settled.resolve();
       }
     });
     try {
+      const { escaped } = server;
       const text = await rawExchange(
-        (server.addr as Deno.NetAddr).port,
+        server.port,
         head,
         before,
         after,

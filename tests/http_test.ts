@@ -7,28 +7,19 @@
  */
 import assert from "node:assert/strict";
 import { idempotency, type IdempotencyOptions } from "../mod.ts";
-import { deferred, pattern, sameBytes } from "./_helpers.ts";
+import {
+  deferred,
+  type LocalServer,
+  pattern,
+  sameBytes,
+  serveLocal,
+} from "./_helpers.ts";
 
 function serve(
   handler: (req: Request) => Response | Promise<Response>,
   options: IdempotencyOptions = {},
-) {
-  const server = Deno.serve(
-    {
-      hostname: "127.0.0.1",
-      port: 0,
-      onListen() {},
-      onError: () => new Response("server error", { status: 500 }),
-    },
-    idempotency(handler, options),
-  );
-  const { port } = server.addr as Deno.NetAddr;
-  return {
-    url: `http://127.0.0.1:${port}`,
-    async [Symbol.asyncDispose]() {
-      await server.shutdown();
-    },
-  };
+): LocalServer {
+  return serveLocal(idempotency(handler, options));
 }
 
 function send(url: string, key: string, body = "{}"): Promise<Response> {

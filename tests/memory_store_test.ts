@@ -5,23 +5,14 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "../src/testing.ts";
+import { fakeTime } from "./_helpers.ts";
 
 storeConformance({
   name: "MemoryStore",
   setup() {
-    let now = 1_000_000;
-    const store = new MemoryStore({ maxEntries: 100_000, clock: () => now });
-    return Promise.resolve({
-      store,
-      elapse(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-      advanceClock(ms: number) {
-        now += ms;
-        return Promise.resolve();
-      },
-    });
+    const { clock, advance } = fakeTime();
+    const store = new MemoryStore({ maxEntries: 100_000, clock });
+    return Promise.resolve({ store, elapse: advance, advanceClock: advance });
   },
 });
 
@@ -306,6 +297,65 @@ type Command =
   | { op: "advance"; ms: number };
 
 // Few distinct durations, so that time often lands exactly on a lease or TTL edge.
+/** Writes a claim the store granted into the model and the tokens seen. */
+function acquired(
+  model: Map<number, ModelEntry>,
+  tokens: string[],
+  command: Extract<Command, { op: "claim" }>,
+  fp: string,
+  token: string,
+  now: number,
+): void {
+  tokens.push(token);
+  model.set(command.slot, {
+    state: "in_flight",
+    fp,
+    token,
+    leaseUntil: now + command.lease,
+    deadline: now + command.ttl,
+  });
+}
+
+/**
+ * Runs a write command (complete, release, extend) with one of the tokens
+ * ever handed out, on the store and on the model, and asserts that it is
+ * applied exactly when the model says the token owns the slot (`entry` is
+ * the slot's live model entry, if any).
+ */
+async function write(
+  store: MemoryStore,
+  model: Map<number, ModelEntry>,
+  tokens: string[],
+  command: Exclude<Command, { op: "claim" | "advance" }>,
+  at: { entry: ModelEntry | undefined; now: number; message: string },
+): Promise<void> {
+  const { entry, now } = at;
+  const slot = `s${command.slot}`;
+  const token = tokens.length ? tokens[command.which % tokens.length]! : "none";
+  const owns = entry?.state === "in_flight" && entry.token === token;
+  let outcome;
+  if (command.op === "complete") {
+    outcome = await store.complete(slot, token, record(command.body));
+    if (owns) {
+      model.set(command.slot, {
+        state: "completed",
+        fp: entry!.fp,
+        body: command.body,
+        deadline: entry!.deadline,
+      });
+    }
+  } else if (command.op === "release") {
+    outcome = await store.release(slot, token);
+    if (owns) model.delete(command.slot);
+  } else {
+    outcome = await store.extend(slot, token, command.lease);
+    if (owns && entry?.state === "in_flight") {
+      entry.leaseUntil = now + command.lease;
+    }
+  }
+  assert.equal(outcome, owns ? "applied" : "lost", at.message);
+}
+
 const msArb = fc.constantFrom(1, 5, 10, 20, 50);
 function commandsOver(slots: number): fc.Arbitrary<Command> {
   const slotArb = fc.integer({ min: 0, max: slots - 1 });
@@ -386,47 +436,15 @@ Deno.test("MemoryStore agrees with a reference model over random interleavings",
               if (got.state !== "acquired") return;
               assert.equal(got.recovered, entry !== undefined);
               assert.ok(!tokens.includes(got.token), "tokens are never reused");
-              tokens.push(got.token);
-              model.set(command.slot, {
-                state: "in_flight",
-                fp,
-                token: got.token,
-                leaseUntil: now + command.lease,
-                deadline: now + command.ttl,
-              });
+              acquired(model, tokens, command, fp, got.token, now);
             }
             continue;
           }
-          const token = tokens.length
-            ? tokens[command.which % tokens.length]!
-            : "none";
-          const owns = entry?.state === "in_flight" && entry.token === token;
-          let outcome;
-          if (command.op === "complete") {
-            outcome = await store.complete(slot, token, record(command.body));
-            if (owns) {
-              model.set(command.slot, {
-                state: "completed",
-                fp: entry!.fp,
-                body: command.body,
-                deadline: entry!.deadline,
-              });
-            }
-          } else if (command.op === "release") {
-            outcome = await store.release(slot, token);
-            if (owns) model.delete(command.slot);
-          } else {
-            outcome = await store.extend(slot, token, command.lease);
-            if (owns && entry?.state === "in_flight") {
-              entry.leaseUntil = now +
-                command.lease;
-            }
-          }
-          assert.equal(
-            outcome,
-            owns ? "applied" : "lost",
-            `${command.op} on ${slot}`,
-          );
+          await write(store, model, tokens, command, {
+            entry,
+            now,
+            message: `${command.op} on ${slot}`,
+          });
         }
       },
     ),
@@ -513,48 +531,16 @@ Deno.test("MemoryStore evicts as its policy says over random interleavings at it
               assert.equal(got.state, "acquired", slot);
               if (got.state !== "acquired") return;
               assert.equal(got.recovered, entry !== undefined);
-              tokens.push(got.token);
-              model.set(command.slot, {
-                state: "in_flight",
-                fp,
-                token: got.token,
-                leaseUntil: now + command.lease,
-                deadline: now + command.ttl,
-              });
+              acquired(model, tokens, command, fp, got.token, now);
             }
             assert.equal(store.size <= max, true);
             continue;
           }
-          const token = tokens.length
-            ? tokens[command.which % tokens.length]!
-            : "none";
-          const owns = !expired && entry?.state === "in_flight" &&
-            entry.token === token;
-          let outcome;
-          if (command.op === "complete") {
-            outcome = await store.complete(slot, token, record(command.body));
-            if (owns) {
-              model.set(command.slot, {
-                state: "completed",
-                fp: entry!.fp,
-                body: command.body,
-                deadline: entry!.deadline,
-              });
-            }
-          } else if (command.op === "release") {
-            outcome = await store.release(slot, token);
-            if (owns) model.delete(command.slot);
-          } else {
-            outcome = await store.extend(slot, token, command.lease);
-            if (owns && entry?.state === "in_flight") {
-              entry.leaseUntil = now + command.lease;
-            }
-          }
-          assert.equal(
-            outcome,
-            owns ? "applied" : "lost",
-            `${command.op} ${slot}`,
-          );
+          await write(store, model, tokens, command, {
+            entry: expired ? undefined : entry,
+            now,
+            message: `${command.op} ${slot}`,
+          });
         }
         // Every record the model holds is there, and nothing else.
         for (const [slot, e] of model) {

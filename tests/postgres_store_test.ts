@@ -19,14 +19,13 @@ import { storeConformance } from "../src/testing.ts";
 import type { PoisonKind } from "../src/testing.ts";
 import {
   DATABASE_URL,
+  integrationTest,
   POSTGRES_IGNORE,
   startPostgresServer,
-  testName,
   uniquePrefix,
-  waitFor,
 } from "./_services.ts";
 import { idempotency } from "../src/idempotency.ts";
-import { post } from "./_helpers.ts";
+import { post, sleep, waitFor } from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -35,10 +34,6 @@ const quiet = { onnotice: () => {} };
 
 function connect(options: Record<string, unknown> = {}): Sql {
   return postgres(DATABASE_URL, { ...quiet, ...options });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function quote(identifier: string): string {
@@ -63,6 +58,25 @@ async function withSchema(
   }
 }
 
+/**
+ * A migrated PostgresStore on `<schema>.keys` over a pool of its own,
+ * ended afterwards.
+ */
+async function withStore(
+  schema: string,
+  pool: Record<string, unknown>,
+  fn: (store: PostgresStore, sql: Sql) => Promise<void>,
+): Promise<void> {
+  const sql = connect(pool);
+  try {
+    const store = new PostgresStore({ sql, table: `${schema}.keys` });
+    await store.migrate();
+    await fn(store, sql);
+  } finally {
+    await sql.end();
+  }
+}
+
 const opts = (
   fingerprint: string,
   more: Partial<ClaimOptions> = {},
@@ -78,13 +92,7 @@ const ok: StoredResponse = {
 };
 
 function pgTest(name: string, fn: () => Promise<void>): void {
-  Deno.test({
-    name: testName(name, ignore),
-    ignore: ignore !== false,
-    sanitizeOps: false,
-    sanitizeResources: false,
-    fn,
-  });
+  integrationTest(name, ignore, fn);
 }
 
 // --- the shared suite -------------------------------------------------------
@@ -352,10 +360,7 @@ pgTest(
   "PostgresStore gives one of 50 concurrent claims on one slot, over 25 connections, the slot",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 25 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 25 }, async (store) => {
         for (let round = 0; round < 3; round++) {
           const slot = `race-${round}`;
           const results = await Promise.all(
@@ -374,9 +379,7 @@ pgTest(
             } else assert.equal(r.state, "acquired");
           }
         }
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -750,10 +753,7 @@ pgTest(
   "PostgresStore reads unreadable rows as in flight and never takes them over before their own expiry",
   () =>
     withSchema(async (schema, admin) => {
-      const sql = connect({ max: 2 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 2 }, async (store) => {
         const kinds = [
           "garbage",
           "truncated",
@@ -794,9 +794,7 @@ pgTest(
         const after = await store.claim("future_version", opts("p"));
         assert.equal(after.state, "acquired");
         if (after.state === "acquired") assert.equal(after.recovered, false);
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -804,10 +802,7 @@ pgTest(
   "PostgresStore hands bodies out as plain Uint8Array views, not driver Buffers",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 1 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 1 }, async (store) => {
         const claim = await store.claim("b", opts("b"));
         if (claim.state !== "acquired") throw new Error("not acquired");
         const body = new Uint8Array([0, 255, 1, 254, 92, 120]);
@@ -819,9 +814,7 @@ pgTest(
         assert.equal(Object.getPrototypeOf(out), Uint8Array.prototype);
         assert.deepEqual([...out], [...body]);
         assert.deepEqual(replay.response.headers, ok.headers);
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -864,10 +857,7 @@ pgTest(
   "PostgresStore gives one of 20 concurrent takeovers of an expired lease the slot",
   () =>
     withSchema(async (schema) => {
-      const sql = connect({ max: 20 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 20 }, async (store) => {
         for (let round = 0; round < 3; round++) {
           const slot = `takeover-${round}`;
           const first = await store.claim(slot, opts("old", { leaseMs: 1 }));
@@ -895,9 +885,7 @@ pgTest(
             }
           }
         }
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 
@@ -905,10 +893,7 @@ pgTest(
   "PostgresStore answers a replay and a conflict without writing the row",
   () =>
     withSchema(async (schema, admin) => {
-      const sql = connect({ max: 2 });
-      try {
-        const store = new PostgresStore({ sql, table: `${schema}.keys` });
-        await store.migrate();
+      await withStore(schema, { max: 2 }, async (store) => {
         const version = async (slot: string) =>
           (await admin.unsafe(
             `SELECT xmin::text AS v FROM ${store.table} WHERE slot = $1`,
@@ -938,9 +923,7 @@ pgTest(
           completed,
           "a replay writes no row version",
         );
-      } finally {
-        await sql.end();
-      }
+      });
     }),
 );
 

@@ -61,6 +61,7 @@ import {
   REDIS_URL,
   testName,
 } from "./_services.ts";
+import { freePort } from "./_helpers.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
@@ -237,13 +238,6 @@ function environmentOf(words: string[]): {
   if ("DATABASE_URL" in env) env.DATABASE_URL = DATABASE_URL;
   if ("REDIS_URL" in env) env.REDIS_URL = REDIS_URL;
   return { env, argv: words.slice(i) };
-}
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
 }
 
 const decoder = new TextDecoder();

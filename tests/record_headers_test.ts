@@ -9,7 +9,7 @@
  */
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import postgres from "postgres";
+import type postgres from "postgres";
 import { createClient } from "redis";
 import {
   idempotency,
@@ -23,11 +23,11 @@ import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import { post } from "./_helpers.ts";
+import { fetchPost, post, serveLocal } from "./_helpers.ts";
 import { deleteRedisKeys } from "./_redis.ts";
 import {
-  DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -313,26 +313,12 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
   const kv = await Deno.openKv(":memory:");
   const prefix = [uniquePrefix("kv_serve")];
   const { state, handler } = counted();
-  const escaped: unknown[] = [];
-  const server = Deno.serve({
-    hostname: "127.0.0.1",
-    port: 0,
-    onListen() {},
-    onError(error) {
-      escaped.push(error);
-      return new Response("server error", { status: 500 });
-    },
-  }, idempotency(handler, { store: new KvStore({ kv, prefix }) }));
+  const server = serveLocal(
+    idempotency(handler, { store: new KvStore({ kv, prefix }) }),
+  );
   try {
-    const url = `http://127.0.0.1:${
-      (server.addr as Deno.NetAddr).port
-    }/payments`;
-    const send = () =>
-      fetch(url, {
-        method: "POST",
-        headers: { "idempotency-key": "wire" },
-        body: "{}",
-      });
+    const url = `${server.url}/payments`;
+    const send = () => fetchPost(url, "wire");
     const first = await send();
     assert.equal(first.status, 201);
     await first.body?.cancel();
@@ -347,7 +333,7 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
     assert.equal(retry.status, 409);
     assert.equal((await retry.json()).type, PROBLEM_TYPES.inFlight);
     assert.equal(state.runs, 1);
-    assert.deepEqual(escaped, []);
+    assert.deepEqual(server.escaped, []);
   } finally {
     await server.shutdown();
     kv.close();
@@ -393,15 +379,8 @@ function pgTest(
     name: testName(name, POSTGRES_IGNORE),
     ignore: POSTGRES_IGNORE !== false,
     async fn() {
-      const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 4 });
-      const schema = uniquePrefix("bad_headers");
-      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
-      try {
-        await fn(sql, `${schema}.idempotency_keys`);
-      } finally {
-        await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-        await sql.end();
-      }
+      await using pg = await postgresSchema("bad_headers");
+      await fn(pg.sql, `${pg.schema}.idempotency_keys`);
     },
   });
 }
@@ -449,9 +428,7 @@ Deno.test({
     const client = createClient({ url: REDIS_URL });
     client.on("error", () => {});
     await client.connect();
-    const sql = postgres(DATABASE_URL, { onnotice: () => {}, max: 4 });
-    const schema = uniquePrefix("failover_bad_headers");
-    await sql.unsafe(`CREATE SCHEMA "${schema}"`);
+    const { sql, schema, drop } = await postgresSchema("failover_bad_headers");
     try {
       const table = `${schema}.idempotency_keys`;
       const fallback = new PostgresStore({ sql, table });
@@ -495,8 +472,7 @@ Deno.test({
     } finally {
       client.destroy();
       await deleteRedisKeys(prefix);
-      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });

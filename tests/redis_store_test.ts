@@ -23,7 +23,7 @@ import {
   RedisStore,
 } from "../src/stores/redis.ts";
 import { type StoredResponse, StoreError } from "../src/store.ts";
-import { type PoisonKind, storeConformance } from "../src/testing.ts";
+import { storeConformance } from "../src/testing.ts";
 import {
   REDIS_IGNORE,
   REDIS_URL,
@@ -33,7 +33,7 @@ import {
   uniquePrefix,
   waitFor,
 } from "./_services.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import { deleteRedisKeys, plantRedisPoison, REDIS_POISONS } from "./_redis.ts";
 import { idempotency } from "../src/idempotency.ts";
 import { post } from "./_helpers.ts";
 import { Orphans } from "../src/stores/_orphans.ts";
@@ -61,127 +61,12 @@ function ioRedis(): Redis {
 class Admin {
   readonly client: Redis = ioRedis();
 
-  async poison(key: string, kind: PoisonKind | string): Promise<void> {
-    const c = this.client;
-    const future = String(Date.now() + 3_600_000);
-    await c.del(key);
-    switch (kind) {
-      case "garbage":
-        await c.set(
-          key,
-          Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
-        );
-        break;
-      case "truncated":
-        // A completed record cut off in its header JSON, with no body or reason.
-        await c.hset(key, {
-          v: "1",
-          st: "c",
-          fp: "x",
-          dl: future,
-          status: "200",
-          hdr: '[["content-type","te',
-        });
-        break;
-      case "future_version":
-        // Its lease is long past: a store that read it as ours would take it over.
-        await c.hset(key, {
-          v: "2",
-          st: "f",
-          fp: "x",
-          tok: "t",
-          lu: "1",
-          dl: future,
-        });
-        break;
-      case "list":
-        await c.rpush(key, "a", "b");
-        break;
-      case "set":
-        await c.sadd(key, "a");
-        break;
-      case "zset":
-        await c.zadd(key, 1, "a");
-        break;
-      case "stream":
-        await c.xadd(key, "*", "a", "1");
-        break;
-      case "foreign_hash":
-        // A hash with none of our fields.
-        await c.hset(key, { owner: "someone else" });
-        break;
-      case "missing_fields":
-        await c.hset(key, { v: "1", st: "f", fp: "x" });
-        break;
-      case "bad_numbers":
-        await c.hset(key, {
-          v: "1",
-          st: "f",
-          fp: "x",
-          tok: "t",
-          lu: "soon",
-          dl: "later",
-        });
-        break;
-      case "unknown_state":
-        await c.hset(key, {
-          v: "1",
-          st: "z",
-          fp: "x",
-          tok: "t",
-          lu: "1",
-          dl: future,
-        });
-        break;
-      case "bad_status":
-        await c.hset(key, {
-          v: "1",
-          st: "c",
-          fp: "x",
-          dl: future,
-          status: "abc",
-          hdr: "[]",
-          body: "x",
-        });
-        break;
-      case "body_and_reason":
-        await c.hset(key, {
-          v: "1",
-          st: "c",
-          fp: "x",
-          dl: future,
-          status: "200",
-          hdr: "[]",
-          body: "x",
-          om: "too_large",
-        });
-        break;
-      case "no_body_no_reason":
-        await c.hset(key, {
-          v: "1",
-          st: "c",
-          fp: "x",
-          dl: future,
-          status: "200",
-          hdr: "[]",
-        });
-        break;
-      case "headers_not_pairs":
-        await c.hset(key, {
-          v: "1",
-          st: "c",
-          fp: "x",
-          dl: future,
-          status: "200",
-          hdr: '[["a"],{"b":1}]',
-          body: "x",
-        });
-        break;
-      default:
-        throw new Error(`unknown poison ${kind}`);
-    }
-    // Never outlive the run, even when teardown does not happen.
-    await c.pexpire(key, 120_000);
+  poison(key: string, kind: string): Promise<void> {
+    return plantRedisPoison(
+      (args) => this.client.call(args[0] as string, ...args.slice(1)),
+      key,
+      kind,
+    );
   }
 
   close(): void {
@@ -420,23 +305,7 @@ for (const [label, make] of clients) {
   });
 }
 
-const POISONS = [
-  "garbage",
-  "truncated",
-  "future_version",
-  "list",
-  "set",
-  "zset",
-  "stream",
-  "foreign_hash",
-  "missing_fields",
-  "bad_numbers",
-  "unknown_state",
-  "bad_status",
-  "body_and_reason",
-  "no_body_no_reason",
-  "headers_not_pairs",
-];
+const POISONS = REDIS_POISONS;
 
 for (const [label, make] of clients) {
   Deno.test({

@@ -14,29 +14,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
-
-async function waitForPort(
-  port: number,
-  child: Deno.ChildProcess,
-): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return;
-    } catch {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  }
-  child.kill();
-  throw new Error(`the app on port ${port} did not start`);
-}
+import { freePort, listening, waitFor } from "./_helpers.ts";
 
 Deno.test({
   name: testName(
@@ -82,7 +60,11 @@ Deno.test({
       }).spawn()
     );
     try {
-      await Promise.all(ports.map((port, i) => waitForPort(port, apps[i]!)));
+      await Promise.all(
+        ports.map((port) =>
+          waitFor(`the app on port ${port}`, () => listening(port))
+        ),
+      );
       const orders = Array.from({ length: 8 }, (_, i) => `order-${i}`);
       const send = (order: string, i: number) =>
         fetch(`http://127.0.0.1:${ports[i % 2]}/payments`, {

@@ -8,16 +8,14 @@
  * @module
  */
 import assert from "node:assert/strict";
-import postgres from "postgres";
 import { createClient } from "redis";
 import { idempotency, slotOf } from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import {
-  DATABASE_URL,
   POSTGRES_IGNORE,
+  postgresStore,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -202,18 +200,8 @@ middlewareOn("RedisStore", REDIS_IGNORE, async () => {
 });
 
 middlewareOn("PostgresStore", POSTGRES_IGNORE, async () => {
-  const sql = postgres(DATABASE_URL, { max: 4, onnotice: () => {} });
-  const schema = uniquePrefix("e2e");
-  await sql.unsafe(`CREATE SCHEMA "${schema}"`);
-  const store = new PostgresStore({ sql, table: `${schema}.keys` });
-  await store.migrate();
-  return {
-    store,
-    async close() {
-      await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
-      await sql.end();
-    },
-  };
+  const { store, drop } = await postgresStore("e2e");
+  return { store, close: drop };
 });
 
 Deno.test({
@@ -223,12 +211,8 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   async fn() {
-    const sql = postgres(DATABASE_URL, { max: 1, onnotice: () => {} });
-    const schema = uniquePrefix("pool1");
+    const { store, drop } = await postgresStore("pool1", { max: 1 });
     try {
-      await sql.unsafe(`CREATE SCHEMA "${schema}"`);
-      const store = new PostgresStore({ sql, table: `${schema}.keys` });
-      await store.migrate();
       // Each handler waits until all ten are inside: that can only happen if
       // no claim holds the one connection while its handler runs. If one
       // did, they would wait for ever; the bound turns that into a failure.
@@ -256,8 +240,7 @@ Deno.test({
         "all ten handlers ran at once: no connection was held while one ran",
       );
     } finally {
-      await sql.unsafe(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await sql.end();
+      await drop();
     }
   },
 });

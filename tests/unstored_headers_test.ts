@@ -13,7 +13,7 @@ import {
   slotOf,
   type StoredResponse,
 } from "../mod.ts";
-import { pattern, post } from "./_helpers.ts";
+import { fetchPost, pattern, post, serveLocal } from "./_helpers.ts";
 
 const OLD_DATE = "Mon, 01 Jan 2001 00:00:00 GMT";
 const claimOptions: ClaimOptions = {
@@ -156,20 +156,12 @@ Deno.test("unstoredHeaders: [] stores Date too", async () => {
 
 Deno.test("over Deno.serve a replay gets the runtime's Date, not the first response's", async () => {
   const { state, handler } = app();
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
+  const server = serveLocal(
     idempotency(handler, { store: new MemoryStore() }),
   );
   try {
-    const url = `http://127.0.0.1:${
-      (server.addr as Deno.NetAddr).port
-    }/payments`;
-    const send = () =>
-      fetch(url, {
-        method: "POST",
-        headers: { "idempotency-key": "wire" },
-        body: "{}",
-      });
+    const url = `${server.url}/payments`;
+    const send = () => fetchPost(url, "wire");
     const first = await send();
     assert.equal(first.headers.get("date"), OLD_DATE);
     await first.body?.cancel();

@@ -24,14 +24,11 @@
  * @module
  */
 import {
-  type ClaimOptions,
-  type ClaimResult,
   type IdempotencyStore,
-  type StoredResponse,
   StoreError,
   type StoreOperation,
-  type WriteOutcome,
 } from "../../src/store.ts";
+import { callCounts, StoreWrapper } from "../_helpers.ts";
 
 /** What an injected fault does. */
 export type FaultKind = "throw" | "late" | "lost" | "hang";
@@ -58,16 +55,9 @@ interface LiveRule {
 export type FaultCounts = Record<string, number>;
 
 /** A store that fails chosen operations of a real store, as a plan says. */
-export class FaultyStore implements IdempotencyStore {
-  /** The real store. */
-  readonly inner: IdempotencyStore;
+export class FaultyStore extends StoreWrapper {
   /** Calls per operation, faulty or not. */
-  readonly calls: Record<StoreOperation, number> = {
-    claim: 0,
-    complete: 0,
-    release: 0,
-    extend: 0,
-  };
+  readonly calls: Record<StoreOperation, number> = callCounts();
   /** Faults injected, by `operation:kind`. */
   readonly injected: FaultCounts = {};
   #rules: LiveRule[] = [];
@@ -81,7 +71,7 @@ export class FaultyStore implements IdempotencyStore {
    * @param rules The initial fault plan.
    */
   constructor(inner: IdempotencyStore, rules: FaultRule[] = []) {
-    this.inner = inner;
+    super(inner);
     for (const rule of rules) this.inject(rule);
   }
 
@@ -152,10 +142,10 @@ export class FaultyStore implements IdempotencyStore {
     return undefined;
   }
 
-  async #op<T>(
+  protected override async around<T>(
     operation: StoreOperation,
+    _slot: string,
     run: () => Promise<T>,
-    lost: T,
   ): Promise<T> {
     this.calls[operation]++;
     const kind = this.#fault(operation);
@@ -175,8 +165,8 @@ export class FaultyStore implements IdempotencyStore {
           cause: new Error("timed out (injected)"),
         });
       }
-      case "lost":
-        return lost;
+      case "lost": // never a claim's: inject() refuses that rule
+        return "lost" as T;
       case "hang": {
         await new Promise<void>((resolve) => {
           this.#hung.push(resolve);
@@ -185,45 +175,5 @@ export class FaultyStore implements IdempotencyStore {
         return await run();
       }
     }
-  }
-
-  /** {@inheritDoc IdempotencyStore.claim} */
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    return this.#op(
-      "claim",
-      () => this.inner.claim(slot, options),
-      undefined as never,
-    );
-  }
-
-  /** {@inheritDoc IdempotencyStore.complete} */
-  complete(
-    slot: string,
-    token: string,
-    response: StoredResponse,
-  ): Promise<WriteOutcome> {
-    return this.#op(
-      "complete",
-      () => this.inner.complete(slot, token, response),
-      "lost",
-    );
-  }
-
-  /** {@inheritDoc IdempotencyStore.release} */
-  release(slot: string, token: string): Promise<WriteOutcome> {
-    return this.#op(
-      "release",
-      () => this.inner.release(slot, token),
-      "lost",
-    );
-  }
-
-  /** {@inheritDoc IdempotencyStore.extend} */
-  extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
-    return this.#op(
-      "extend",
-      () => this.inner.extend(slot, token, leaseMs),
-      "lost",
-    );
   }
 }

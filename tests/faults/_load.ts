@@ -19,6 +19,11 @@
  * @module
  */
 
+import assert from "node:assert/strict";
+import { idempotency } from "../../mod.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
+import { sleep } from "../_helpers.ts";
+
 /** One run of the app handler, as the ledger saw it. */
 export interface Execution {
   /** The status the handler answered. */
@@ -105,6 +110,48 @@ export function direct(
         body: JSON.stringify({ key }),
       }),
     );
+}
+
+/**
+ * The app under the middleware on `store`, called in process, with a fresh
+ * ledger and a count of the `store_error` events: what every fault case
+ * under load starts from.
+ *
+ * @param store The store under test (with its faults).
+ * @param lease The middleware's lease, in ms.
+ */
+export function guardedApp(store: IdempotencyStore, lease: number): {
+  ledger: Ledger;
+  send: Send;
+  storeErrors: () => number;
+} {
+  const ledger = new Ledger();
+  let storeErrors = 0;
+  const send = direct(
+    idempotency(app(ledger), {
+      store,
+      lease,
+      ttl: 600_000,
+      onEvent(event) {
+        if (event.type === "store_error") storeErrors++;
+      },
+    }),
+  );
+  return { ledger, send, storeErrors: () => storeErrors };
+}
+
+/**
+ * The verdict of a fault case: no duplicate execution, no altered answer,
+ * no key left in flight.
+ */
+export function assertNoHarm(
+  dup: { keys: string[] },
+  seen: Tally,
+  settled: Settled,
+): void {
+  assert.deepEqual(dup.keys, [], "duplicate executions");
+  assert.deepEqual(seen.altered, [], "altered answers");
+  assert.deepEqual(settled.stuck, [], "keys still in flight");
 }
 
 /** What a load saw. */
@@ -272,7 +319,7 @@ export async function settle(
         return;
       }
       if (verdict !== "live") {
-        await new Promise((r) => setTimeout(r, 25));
+        await sleep(25);
       }
     }
   });
@@ -306,17 +353,21 @@ export function perGeneration(_key: string, runs: Execution[]): number {
   return new Set(ok.map((r) => r.generation)).size;
 }
 
-/** Waits until `check` holds, polling; throws past `ms` (a bound, not an expectation). */
-export async function until(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  ms = 20_000,
-): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
+/** The figures every case under load reports, from what it saw. */
+export function loadFigures(
+  seen: Tally,
+  ledger: Ledger,
+  dup: { count: number },
+  settled: Settled,
+): Record<string, unknown> {
+  return {
+    requests: seen.requests,
+    executions: ledger.total,
+    duplicates: dup.count,
+    altered: seen.altered.length,
+    stuck: settled.stuck.length,
+    statuses: seen.statuses,
+  };
 }
 
 /** The figures a case prints for the lead to quote. */

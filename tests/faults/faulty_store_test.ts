@@ -44,8 +44,8 @@ import {
   report,
   settle,
   tally,
-  until,
 } from "./_load.ts";
+import { waitFor } from "../_helpers.ts";
 
 interface Scenario {
   name: string;
@@ -170,7 +170,7 @@ async function runScenarios(
       const settled = await settle(send, ledger, keys, lease * 4 + 5000, seen);
       faulty.clear();
       // The background work of the middleware (if any) ends in the store.
-      await until("hung calls to be gone", () => faulty.hanging === 0);
+      await waitFor("hung calls to be gone", () => faulty.hanging === 0);
       const dup = duplicates(ledger);
       const figures = {
         requests: seen.requests,

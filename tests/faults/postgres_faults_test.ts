@@ -29,8 +29,6 @@
  */
 import assert from "node:assert/strict";
 import postgres from "postgres";
-import { idempotency } from "../../mod.ts";
-import type { IdempotencyEvent } from "../../src/events.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
 import {
   DATABASE_URL,
@@ -39,17 +37,17 @@ import {
   uniquePrefix,
 } from "../_services.ts";
 import {
-  app,
-  direct,
+  assertNoHarm,
   duplicates,
-  Ledger,
+  guardedApp,
   load,
+  loadFigures,
   pool,
   report,
   settle,
   tally,
-  until,
 } from "./_load.ts";
+import { waitFor } from "../_helpers.ts";
 
 const KEYS = 300;
 const DUPLICATES = 3;
@@ -75,19 +73,7 @@ async function underLoad(fault: Fault): Promise<void> {
   try {
     const store = new PostgresStore({ sql, table, timeoutMs: TIMEOUT_MS });
     await store.migrate();
-    const ledger = new Ledger();
-    let storeErrors = 0;
-    const onEvent = (event: IdempotencyEvent) => {
-      if (event.type === "store_error") storeErrors++;
-    };
-    const send = direct(
-      idempotency(app(ledger), {
-        store,
-        lease: LEASE,
-        ttl: 600_000,
-        onEvent,
-      }),
-    );
+    const { ledger, send, storeErrors } = guardedApp(store, LEASE);
     const keys = Array.from({ length: KEYS }, (_, i) => `${fault}-k${i}`);
     let faults = 0;
     const points = fault === "terminate" ? [0.25, 0.5, 0.75] : [1 / 3];
@@ -108,13 +94,13 @@ async function underLoad(fault: Fault): Promise<void> {
           return;
         }
         faults++;
-        const before = storeErrors;
+        const before = storeErrors();
         await admin.begin(async (tx) => {
           await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
           // Longer than timeoutMs: until statements have timed out on it.
-          await until(
+          await waitFor(
             "store errors while the table is locked",
-            () => storeErrors >= before + 5,
+            () => storeErrors() >= before + 5,
           );
         });
       },
@@ -131,18 +117,11 @@ async function underLoad(fault: Fault): Promise<void> {
     );
     const dup = duplicates(ledger);
     report(`postgres ${fault}`, {
-      requests: seen.requests,
       faults,
-      storeErrors,
-      executions: ledger.total,
-      duplicates: dup.count,
-      altered: seen.altered.length,
-      stuck: settled.stuck.length,
-      statuses: seen.statuses,
+      storeErrors: storeErrors(),
+      ...loadFigures(seen, ledger, dup, settled),
     });
-    assert.deepEqual(dup.keys, [], "duplicate executions");
-    assert.deepEqual(seen.altered, [], "altered answers");
-    assert.deepEqual(settled.stuck, [], "keys still in flight");
+    assertNoHarm(dup, seen, settled);
   } finally {
     // A statement the store gave up on may still be queued in the driver.
     await sql.end({ timeout: 1 });
@@ -216,7 +195,7 @@ Deno.test({
       let locked = true;
       const lock = admin.begin(async (tx) => {
         await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
-        await until("claims to time out on the lock", () => timedOut >= 20);
+        await waitFor("claims to time out on the lock", () => timedOut >= 20);
         locked = false;
       });
       await pool(claims, 16, async (i) => {

@@ -21,23 +21,24 @@
  */
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { idempotency } from "../../mod.ts";
-import type { IdempotencyEvent } from "../../src/events.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
-import { REQUIRE_SERVICES } from "../_services.ts";
 import {
-  app,
-  direct,
+  haveRedisServer,
+  REQUIRE_SERVICES,
+  startRedisServer,
+} from "../_services.ts";
+import {
+  assertNoHarm,
   duplicates,
-  Ledger,
+  guardedApp,
   load,
+  loadFigures,
   perGeneration,
   report,
   settle,
   tally,
-  until,
 } from "./_load.ts";
-import { haveRedisServer, PrivateRedis } from "./_servers.ts";
+import { waitFor } from "../_helpers.ts";
 
 const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
 const KEYS = 300;
@@ -49,8 +50,9 @@ const LEASE = 10_000;
 type Fault = "pause" | "restart-empty" | "restart-aof";
 
 async function underLoad(fault: Fault): Promise<void> {
-  await using server = new PrivateRedis({ aof: fault === "restart-aof" });
-  await server.start();
+  await using server = await startRedisServer({
+    appendonly: fault === "restart-aof",
+  });
   const client = createClient({
     url: server.url,
     socket: { reconnectStrategy: () => 20 },
@@ -63,19 +65,7 @@ async function underLoad(fault: Fault): Promise<void> {
       prefix: "faults:",
       timeoutMs: TIMEOUT_MS,
     });
-    const ledger = new Ledger();
-    let storeErrors = 0;
-    const onEvent = (event: IdempotencyEvent) => {
-      if (event.type === "store_error") storeErrors++;
-    };
-    const send = direct(
-      idempotency(app(ledger), {
-        store,
-        lease: LEASE,
-        ttl: 600_000,
-        onEvent,
-      }),
-    );
+    const { ledger, send, storeErrors } = guardedApp(store, LEASE);
     const keys = Array.from({ length: KEYS }, (_, i) => `${fault}-k${i}`);
     let injected = false;
     const seen = tally();
@@ -86,18 +76,18 @@ async function underLoad(fault: Fault): Promise<void> {
       async progress(done, total) {
         if (injected || done < total / 3) return;
         injected = true;
-        const before = storeErrors;
+        const before = storeErrors();
         if (fault === "pause") server.pause();
         else await server.kill();
         // Past the store's timeoutMs: wait until requests have failed on it.
-        await until(
+        await waitFor(
           "store errors while the server is down",
-          () => storeErrors >= before + 5,
+          () => storeErrors() >= before + 5,
         );
         if (fault === "pause") server.resume();
         else {
           ledger.generation++;
-          await server.start();
+          await server.restart();
         }
       },
     }, seen);
@@ -114,19 +104,12 @@ async function underLoad(fault: Fault): Promise<void> {
       ).length
       : 0;
     report(`redis ${fault}`, {
-      requests: seen.requests,
       faults: 1,
-      storeErrors,
-      executions: ledger.total,
+      storeErrors: storeErrors(),
       allowedRerunsAfterDataLoss: lostWithServer,
-      duplicates: dup.count,
-      altered: seen.altered.length,
-      stuck: settled.stuck.length,
-      statuses: seen.statuses,
+      ...loadFigures(seen, ledger, dup, settled),
     });
-    assert.deepEqual(dup.keys, [], "duplicate executions");
-    assert.deepEqual(seen.altered, [], "altered answers");
-    assert.deepEqual(settled.stuck, [], "keys still in flight");
+    assertNoHarm(dup, seen, settled);
   } finally {
     client.destroy();
   }

@@ -24,8 +24,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { REQUIRE_SERVICES } from "../_services.ts";
 import {
+  haveRedisServer,
+  REQUIRE_SERVICES,
+  startRedisServer,
+} from "../_services.ts";
+import {
+  assertNoHarm,
   duplicates,
   judge,
   Ledger,
@@ -34,9 +39,9 @@ import {
   type Send,
   settle,
   tally,
-  until,
 } from "./_load.ts";
-import { AppProcess, haveRedisServer, PrivateRedis } from "./_servers.ts";
+import { waitFor } from "../_helpers.ts";
+import { AppProcess } from "./_servers.ts";
 
 const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
 const LEASE = 1000;
@@ -97,8 +102,7 @@ Deno.test({
     }`,
   ignore,
   async fn() {
-    await using redis = new PrivateRedis();
-    await redis.start();
+    await using redis = await startRedisServer();
     const control = new Control();
     const script = new URL("./_app.ts", import.meta.url).pathname;
     const spawn = () =>
@@ -129,14 +133,14 @@ Deno.test({
       const zombieGate = Promise.withResolvers<void>();
       control.gates.set(zombieKey, zombieGate);
       const zombieAnswer = toA(zombieKey);
-      await until(
+      await waitFor(
         "A to run the zombie key",
         () => control.ranBy(zombieKey, a.child.pid),
       );
       a.pause();
       // B answers 409 while A's lease lasts, then takes the key over.
       let takeover: Response | undefined;
-      await until("B to take the key over", async () => {
+      await waitFor("B to take the key over", async () => {
         const response = await toB(zombieKey);
         if (response.status === 409) {
           await response.body?.cancel();
@@ -151,7 +155,7 @@ Deno.test({
       const zombie = await zombieAnswer;
       assert.equal(zombie.headers.get("idempotent-replayed"), null);
       assert.equal(await judge(ledger, zombieKey, zombie, seen), "live");
-      await until(
+      await waitFor(
         "A's late completion to be reported",
         () =>
           control.events.some((e) => e.pid === a.child.pid && e.outcome !== ""),
@@ -181,7 +185,7 @@ Deno.test({
         () => "answered",
         () => "reset",
       );
-      await until(
+      await waitFor(
         "A to run the crash key",
         () => control.ranBy(crashKey, a.child.pid),
       );
@@ -212,9 +216,7 @@ Deno.test({
       });
       assert.equal(ledger.of(zombieKey).length, 2);
       assert.equal(ledger.of(crashKey).length, 2);
-      assert.deepEqual(dup.keys, [], "duplicate executions");
-      assert.deepEqual(seen.altered, [], "altered answers");
-      assert.deepEqual(settled.stuck, [], "keys still in flight");
+      assertNoHarm(dup, seen, settled);
     } finally {
       for (const gate of control.gates.values()) gate.resolve();
       await a.kill();
