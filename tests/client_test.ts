@@ -173,12 +173,13 @@ Deno.test("createIdempotentFetch() waits out a 409 (Retry-After) while the first
     sleep,
     random: () => 0,
     onRetry: (r) => retries.push(r),
+    timeout: 45_000, // a failure, should it never get its answer
   });
   const result = await send(url, {
     method: "POST",
     body: "{}",
     idempotencyKey: "in-flight-1",
-  });
+  }).finally(() => gate.resolve());
   assert.equal(result.response.status, 201);
   assert.deepEqual(await result.response.json(), { id: "pay_1" });
   assert.equal(result.attempts, 2);
