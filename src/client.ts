@@ -567,9 +567,18 @@ async function run(
   try {
     if (controller.signal.aborted) throw stopped();
     let body: BodyInit | null | undefined;
-    if (retried && config.maxAttempts > 1) {
+    const source = init?.body !== undefined
+      ? init.body
+      : input instanceof Request
+      ? input.body
+      : undefined;
+    if (
+      retried && config.maxAttempts > 1 && source !== null &&
+      source !== undefined && (source instanceof ReadableStream ||
+        (typeof FormData !== "undefined" && source instanceof FormData))
+    ) {
       try {
-        body = await resendable(input, init, headers, config, controller);
+        body = await resendable(source, headers, config, controller);
       } catch (error) {
         if (error instanceof IdempotentFetchError) {
           throw fail(error.reason, error.message);
@@ -732,23 +741,13 @@ function checkKey(name: string, key: unknown): void {
   }
 }
 
-/**
- * The body in a form that can be sent again, or undefined to keep the
- * input's (a `Request` without a body, or no body at all).
- */
+/** A stream or `FormData` body in a form that can be sent again. */
 async function resendable(
-  input: RequestInfo | URL,
-  init: RequestInit | undefined,
+  body: BodyInit,
   headers: Headers,
   config: Config,
   controller: AbortController,
-): Promise<BodyInit | null | undefined> {
-  const body = init?.body !== undefined
-    ? init.body
-    : input instanceof Request
-    ? input.body
-    : undefined;
-  if (body === undefined || body === null) return body;
+): Promise<BodyInit> {
   if (body instanceof ReadableStream) {
     return await readBounded(body, config.maxBodyBytes, controller.signal);
   }
@@ -928,7 +927,13 @@ function configure(options: IdempotentFetchOptions): Config {
     ((request: Request) => fetch(request));
   return {
     // Called unbound: a browser's fetch throws when called on another object.
-    fetch: async (request) => await fetchFunction(request),
+    fetch: (request) => {
+      try {
+        return Promise.resolve(fetchFunction(request));
+      } catch (error) {
+        return Promise.reject(error);
+      }
+    },
     header: headerName("header", options.header ?? "Idempotency-Key"),
     replayHeader: headerName(
       "replayHeader",
