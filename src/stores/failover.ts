@@ -66,7 +66,9 @@
 import {
   assertSlot,
   type ClaimOptions,
+  claimOptions,
   type ClaimResult,
+  durationMs,
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
@@ -207,22 +209,6 @@ function route(token: unknown): Route | null {
 
 function both(primary: string, fallback: string): string {
   return `b:${primary.length}.${fallback.length}:${primary}${fallback}`;
-}
-
-function assertClaimOptions(options: ClaimOptions): void {
-  if (typeof options?.fingerprint !== "string") {
-    throw new TypeError(
-      `'fingerprint' must be a string: current value is ${options?.fingerprint}`,
-    );
-  }
-  for (const name of ["leaseMs", "ttlMs"] as const) {
-    const value = options[name];
-    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-      throw new RangeError(
-        `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-      );
-    }
-  }
 }
 
 function assertStore(name: string, store: unknown): void {
@@ -485,7 +471,7 @@ export class FailoverStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertClaimOptions(options);
+    options = claimOptions(options);
     let first: ClaimResult;
     try {
       first = await this.#primary.claim(slot, options);
@@ -656,6 +642,11 @@ export class FailoverStore implements IdempotencyStore {
    * @throws {StoreError} When the outcome is unknown.
    */
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    try {
+      leaseMs = durationMs("leaseMs", leaseMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.#write(
       "extend",
       slot,

@@ -37,7 +37,7 @@ import type {
   StoreOperation,
   WriteOutcome,
 } from "../store.ts";
-import { assertSlot } from "../store.ts";
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import {
   assertStoredResponse,
   decodeHeaders,
@@ -257,14 +257,8 @@ export class KvStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertPositive("leaseMs", options?.leaseMs);
-    assertPositive("ttlMs", options?.ttlMs);
-    if (typeof options.fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${options.fingerprint}`,
-      );
-    }
-    return await this.#guard("claim", () => this.#claim(slot, options));
+    const checked = claimOptions(options);
+    return await this.#guard("claim", () => this.#claim(slot, checked));
   }
 
   /**
@@ -372,7 +366,7 @@ export class KvStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    assertPositive("leaseMs", leaseMs);
+    leaseMs = durationMs("leaseMs", leaseMs);
     return await this.#guard(
       "extend",
       () => this.#extend(slot, token, leaseMs),
@@ -730,14 +724,6 @@ async function unlocked<T>(call: () => Promise<T>): Promise<T> {
       const ms = Math.random() * Math.min(50, 2 ** attempt);
       await new Promise((resolve) => setTimeout(resolve, ms));
     }
-  }
-}
-
-function assertPositive(name: string, value: unknown): void {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new RangeError(
-      `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-    );
   }
 }
 

@@ -41,7 +41,7 @@ import type {
   StoreOperation,
   WriteOutcome,
 } from "../store.ts";
-import { assertSlot } from "../store.ts";
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import {
   assertStoredResponse,
   decodeHeaders,
@@ -355,14 +355,6 @@ WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
   };
 }
 
-function assertDuration(name: string, value: number): void {
-  if (typeof value !== "number" || !(value > 0) || !Number.isFinite(value)) {
-    throw new RangeError(
-      `'${name}' must be a positive finite number of milliseconds: current value is ${value}`,
-    );
-  }
-}
-
 /** Wraps a returned `Buffer` (or any byte view) as a plain `Uint8Array`. */
 function toBytes(value: unknown): Uint8Array | null {
   if (!(value instanceof Uint8Array)) return null;
@@ -578,13 +570,7 @@ export class PostgresStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertDuration("leaseMs", options.leaseMs);
-    assertDuration("ttlMs", options.ttlMs);
-    if (typeof options.fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${options.fingerprint}`,
-      );
-    }
+    options = claimOptions(options);
     const token = crypto.randomUUID();
     const params = [
       slot,
@@ -676,7 +662,7 @@ export class PostgresStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    assertDuration("leaseMs", leaseMs);
+    leaseMs = durationMs("leaseMs", leaseMs);
     const rows = await this.#run("extend", this.#statements.extend, [
       slot,
       String(token),

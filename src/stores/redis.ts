@@ -29,7 +29,9 @@ import { createHash } from "node:crypto";
 import {
   assertSlot,
   type ClaimOptions,
+  claimOptions,
   type ClaimResult,
+  durationMs,
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
@@ -352,18 +354,6 @@ function bytes(value: unknown): Uint8Array | null {
   return null;
 }
 
-/** A lease or TTL: a positive finite number of ms, rounded up. */
-function duration(name: string, value: unknown): string {
-  if (
-    typeof value !== "number" || !Number.isFinite(value) || value <= 0
-  ) {
-    throw new RangeError(
-      `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-    );
-  }
-  return String(Math.ceil(value));
-}
-
 /**
  * An {@linkcode IdempotencyStore} on Redis: one key per slot (so Redis
  * Cluster works), every operation one round trip.
@@ -491,25 +481,18 @@ export class RedisStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    const { fingerprint } = options;
-    if (typeof fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${fingerprint}`,
-      );
-    }
-    const lease = duration("leaseMs", options.leaseMs);
-    const ttl = duration("ttlMs", options.ttlMs);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
     const reply = await this.#eval("claim", slot, [
       fingerprint,
       token,
-      lease,
-      ttl,
-    ], { slot, token, leaseMs: Number(lease) });
+      String(leaseMs),
+      String(ttlMs),
+    ], { slot, token, leaseMs });
     if (reply === 1 || reply === 2) {
       return { state: "acquired", token, recovered: reply === 2 };
     }
-    const hint = Number(lease);
+    const hint = leaseMs;
     if (!Array.isArray(reply)) return unreadable(hint);
     const [kind, a, b, c, d, e] = reply;
     if (kind === 0) {
@@ -597,7 +580,7 @@ export class RedisStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    const lease = duration("leaseMs", leaseMs);
+    const lease = String(durationMs("leaseMs", leaseMs));
     const reply = await this.#eval("extend", slot, [String(token), lease]);
     return reply === 1 ? "applied" : "lost";
   }
