@@ -47,7 +47,11 @@ import {
   isStatus,
   RECORD_VERSION,
   toStoredResponse,
-} from "../record.ts";
+  unreadable,
+} from "../_record.ts";
+
+import { Orphans } from "./_orphans.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 export * from "./_contract.ts";
 
@@ -77,6 +81,18 @@ export interface KvStoreOptions {
    * @default {Date.now}
    */
   clock?: () => number;
+  /**
+   * How long one operation may take, in milliseconds, before it throws a
+   * {@linkcode StoreError} (for a write, the outcome is unknown). The
+   * deadline only stops the waiting: Deno KV has no way to cancel a call,
+   * so the operation goes on, and a write may still apply. A claim that
+   * acquires the slot after its caller got the error is released again
+   * (retried with a backoff, for at most one lease), so it never holds the
+   * key. `Infinity` waits for as long as Deno KV takes.
+   *
+   * @default {10_000}
+   */
+  timeoutMs?: number;
 }
 
 /** The most bytes one Deno KV value may hold. */
@@ -201,6 +217,8 @@ export class KvStore implements IdempotencyStore {
   #kv: Deno.Kv;
   #prefix: Deno.KvKey;
   #clock: () => number;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<KvCall>;
 
   /**
    * Makes a store on a database the caller opened.
@@ -210,6 +228,12 @@ export class KvStore implements IdempotencyStore {
    */
   constructor(options: KvStoreOptions) {
     const { kv, prefix = ["idempotency"], clock = Date.now } = options ?? {};
+    const timeoutMs = options?.timeoutMs ?? 10_000;
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+      throw new RangeError(
+        `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
+      );
+    }
     if (
       kv === null || typeof kv !== "object" || typeof kv.atomic !== "function"
     ) {
@@ -228,6 +252,10 @@ export class KvStore implements IdempotencyStore {
     this.#kv = kv;
     this.#prefix = [...prefix];
     this.#clock = clock;
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      kvHandler(this.#orphans, timeoutMs),
+    );
   }
 
   /**
@@ -258,7 +286,12 @@ export class KvStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const checked = claimOptions(options);
-    return await this.#guard("claim", () => this.#claim(slot, checked));
+    return await this.#deadlines.withDeadline(run, {
+      operation: "claim",
+      slot,
+      leaseMs: checked.leaseMs,
+      run: () => this.#claim(slot, checked),
+    }) as ClaimResult;
   }
 
   /**
@@ -301,6 +334,7 @@ export class KvStore implements IdempotencyStore {
     assertStoredResponse(response);
     return await this.#guard(
       "complete",
+      slot,
       () => this.#complete(slot, token, response),
     );
   }
@@ -332,7 +366,11 @@ export class KvStore implements IdempotencyStore {
    */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#guard("release", () => this.#release(slot, token));
+    return await this.#guard(
+      "release",
+      slot,
+      () => this.#release(slot, token),
+    );
   }
 
   /**
@@ -369,23 +407,23 @@ export class KvStore implements IdempotencyStore {
     leaseMs = durationMs("leaseMs", leaseMs);
     return await this.#guard(
       "extend",
+      slot,
       () => this.#extend(slot, token, leaseMs),
     );
   }
 
-  async #guard<T>(
+  /** Runs a write under the deadline. */
+  #guard(
     operation: StoreOperation,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
-      if (error instanceof StoreError) throw error;
-      throw new StoreError(`Deno KV failed to ${operation}: ${error}`, {
-        operation,
-        cause: error,
-      });
-    }
+    slot: string,
+    write: () => Promise<WriteOutcome>,
+  ): Promise<WriteOutcome> {
+    return this.#deadlines.withDeadline(run, {
+      operation,
+      slot,
+      leaseMs: 0,
+      run: write,
+    }) as Promise<WriteOutcome>;
   }
 
   #recordKey(slot: string): Deno.KvKey {
@@ -727,6 +765,52 @@ async function unlocked<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
+/** One operation under way. */
+interface KvCall {
+  operation: StoreOperation;
+  slot: string;
+  /** The claim's lease (0 for writes). */
+  leaseMs: number;
+  run(): Promise<ClaimResult | WriteOutcome>;
+}
+
+function run(call: KvCall): Promise<ClaimResult | WriteOutcome> {
+  return call.run();
+}
+
+/** What a KvStore does as its operations settle, fail or time out. */
+function kvHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+): DeadlineHandler<KvCall> {
+  return {
+    resolved() {
+      orphans.kick(); // Deno KV answers: undo what waits for it
+    },
+    failed({ operation }, error) {
+      if (error instanceof StoreError) return error;
+      return new StoreError(`Deno KV failed to ${operation}: ${error}`, {
+        operation,
+        cause: error,
+      });
+    },
+    expired({ operation }) {
+      return new StoreError(
+        `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
+        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+      );
+    },
+    late({ operation, slot, leaseMs }, value, failed) {
+      // The caller has its error: a claim that acquired the slot after all
+      // is undone, fenced by its token.
+      const result = value as ClaimResult;
+      if (operation === "claim" && !failed && result.state === "acquired") {
+        orphans.unknown(slot, result.token, leaseMs);
+      }
+    },
+  };
+}
+
 function contended(operation: StoreOperation, slot: string): StoreError {
   return new StoreError(
     `Deno KV stayed contended on slot ${
@@ -734,14 +818,6 @@ function contended(operation: StoreOperation, slot: string): StoreError {
     } after ${MAX_ATTEMPTS} attempts`,
     { operation },
   );
-}
-
-function unreadable(leaseMs: number): ClaimResult {
-  return {
-    state: "in_flight",
-    fingerprint: null,
-    retryAfterMs: Math.max(1, Math.ceil(leaseMs)),
-  };
 }
 
 /** The in-flight record `token` owns at `now`, or `null` when it owns none. */

@@ -15,7 +15,7 @@ import type {
   StoredResponse,
   WriteOutcome,
 } from "../store.ts";
-import { assertStoredResponse } from "../record.ts";
+import { assertStoredResponse } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 
 /** Options of the {@linkcode MemoryStore} constructor. */

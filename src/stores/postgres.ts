@@ -44,13 +44,16 @@ import type {
 import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import {
   assertStoredResponse,
+  byteView,
   decodeHeaders,
   encodeHeaders,
   RECORD_VERSION,
   toStoredResponse,
-} from "../record.ts";
+  unreadable,
+} from "../_record.ts";
 
 import { Orphans } from "./_orphans.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 export * from "./_contract.ts";
 
@@ -355,17 +358,6 @@ WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
   };
 }
 
-/** Wraps a returned `Buffer` (or any byte view) as a plain `Uint8Array`. */
-function toBytes(value: unknown): Uint8Array | null {
-  if (!(value instanceof Uint8Array)) return null;
-  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-}
-
-/** What an unreadable row answers: in flight, owner unknown. */
-function unreadable(retryAfterMs: number): ClaimResult {
-  return { state: "in_flight", fingerprint: null, retryAfterMs };
-}
-
 /**
  * Reads the row a claim returned.
  *
@@ -400,7 +392,7 @@ function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
     const response = toStoredResponse(
       row.status,
       decodeHeaders(row.headers),
-      toBytes(row.body),
+      byteView(row.body),
       row.omitted,
     );
     if (response !== null) {
@@ -469,9 +461,9 @@ export class PostgresStore implements IdempotencyStore {
   #sql: PostgresSql;
   #table: string;
   #name: string;
-  #timeoutMs: number;
   #statements: Statements;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<Statement>;
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -498,7 +490,10 @@ export class PostgresStore implements IdempotencyStore {
     this.#sql = options.sql;
     this.#table = parseTable(name).quoted;
     this.#name = name;
-    this.#timeoutMs = timeoutMs;
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      postgresHandler(this.#orphans, timeoutMs),
+    );
     this.#statements = statements(this.#table);
   }
 
@@ -682,61 +677,81 @@ export class PostgresStore implements IdempotencyStore {
    * late), and one whose connection broke may have committed, so either is
    * undone by a release fenced by that token (see {@linkcode Orphans}).
    */
-  async #run(
+  #run(
     operation: StoreOperation,
     text: string,
     parameters: (string | number | Uint8Array | null)[],
     claim?: { slot: string; token: string; leaseMs: number },
   ): Promise<PostgresRow[] & { count: number }> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let timedOut = false;
-    try {
-      const query = this.#sql.unsafe(text, parameters, {
-        prepare: this.#prepare,
-      });
-      if (this.#timeoutMs === Infinity) return await query;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          timedOut = true;
-          if (claim !== undefined) {
-            // Watch what the statement does after all.
-            this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
-            Promise.resolve(query).then(
-              (rows) =>
-                this.#orphans.settled(
-                  claim.token,
-                  rows[0]?.token === claim.token,
-                ),
-              (error) =>
-                this.#orphans.settled(claim.token, mayHaveCommitted(error)),
-            );
-          }
-          // No `query.cancel()`: a cancel request names a connection, not a
-          // statement, and postgres.js pipelines statements on a connection,
-          // so it can stop another slot's statement and, as seen under a
-          // table lock, hand one statement another's reply. The statement
-          // is left to finish; a claim among them is undone above.
-          reject(new Error(`No answer within ${this.#timeoutMs} ms`));
-        }, this.#timeoutMs);
-      });
-      const rows = await Promise.race([query, timeout]);
-      this.#orphans.kick(); // PostgreSQL answers: undo what waits for it
-      return rows;
-    } catch (cause) {
-      if (claim !== undefined && !timedOut && mayHaveCommitted(cause)) {
-        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      const reason = cause instanceof Error ? cause.message : String(cause);
-      throw new StoreError(
-        `PostgreSQL ${operation} failed${
-          operation === "claim" ? "" : " (outcome unknown)"
-        }: ${reason}`,
-        { operation, cause },
-      );
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.#deadlines.withDeadline(
+      this.#start,
+      { operation, text, parameters, claim },
+    );
   }
+
+  /** Sends a statement. */
+  #start = (call: Statement): PostgresQuery =>
+    this.#sql.unsafe(call.text, call.parameters, { prepare: this.#prepare });
+}
+
+/** One statement under way. */
+interface Statement {
+  operation: StoreOperation;
+  text: string;
+  parameters: (string | number | Uint8Array | null)[];
+  /** Set on claims, which may commit after a failure and must be undone. */
+  claim: { slot: string; token: string; leaseMs: number } | undefined;
+}
+
+/** What a PostgresStore does as its statements settle, fail or time out. */
+function postgresHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+): DeadlineHandler<Statement> {
+  const failure = (operation: StoreOperation, cause: unknown) => {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return new StoreError(
+      `PostgreSQL ${operation} failed${
+        operation === "claim" ? "" : " (outcome unknown)"
+      }: ${reason}`,
+      { operation, cause },
+    );
+  };
+  return {
+    resolved() {
+      orphans.kick(); // PostgreSQL answers: undo what waits for it
+    },
+    failed({ operation, claim }, cause) {
+      if (claim !== undefined && mayHaveCommitted(cause)) {
+        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
+      return failure(operation, cause);
+    },
+    expired({ operation, claim }) {
+      // Watch what the statement does after all (see late()).
+      if (claim !== undefined) {
+        orphans.out(claim.slot, claim.token, claim.leaseMs);
+      }
+      // No `query.cancel()`: a cancel request names a connection, not a
+      // statement, and postgres.js pipelines statements on a connection,
+      // so it can stop another slot's statement and, as seen under a
+      // table lock, hand one statement another's reply. The statement
+      // is left to finish; a claim among them is undone in late().
+      return failure(
+        operation,
+        new Error(`No answer within ${timeoutMs} ms`),
+      );
+    },
+    late({ claim }, value, failed) {
+      if (claim === undefined) return;
+      orphans.settled(
+        claim.token,
+        failed
+          ? mayHaveCommitted(value)
+          : (value as PostgresRow[])[0]?.token === claim.token,
+      );
+    },
+  };
 }
 
 /**

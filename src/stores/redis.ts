@@ -42,13 +42,16 @@ export * from "./_contract.ts";
 
 import {
   assertStoredResponse,
+  byteView,
   decodeHeaders,
   encodeHeaders,
   RECORD_VERSION,
   toStoredResponse,
-} from "../record.ts";
+  unreadable,
+} from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 /**
  * The one-method client interface the store talks to: send one command as an
@@ -346,12 +349,7 @@ function text(value: unknown): string | null {
 }
 
 function bytes(value: unknown): Uint8Array | null {
-  if (value instanceof Uint8Array) {
-    // A plain view, not a Buffer, over the same memory.
-    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-  }
-  if (typeof value === "string") return encoder.encode(value);
-  return null;
+  return typeof value === "string" ? encoder.encode(value) : byteView(value);
 }
 
 /**
@@ -439,10 +437,8 @@ function bytes(value: unknown): Uint8Array | null {
 export class RedisStore implements IdempotencyStore {
   #send: Send;
   #prefix: string;
-  #timeoutMs: number;
-  #pending = new Set<Call>();
-  #timer: Timer | undefined;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<Call>;
 
   /**
    * Makes a store on a client the caller connected.
@@ -461,7 +457,11 @@ export class RedisStore implements IdempotencyStore {
       );
     }
     this.#prefix = prefix;
-    this.#timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    const timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      redisHandler(this.#orphans, timeoutMs, this.#start),
+    );
   }
 
   /**
@@ -586,9 +586,9 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /**
-   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT. A
-   * claim passes its token, so that a claim that fails but may still land
-   * is undone (see {@linkcode Orphans}).
+   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT, under
+   * the store's deadline. A claim passes its token, so that a claim that
+   * fails but may still land is undone (see {@linkcode Orphans}).
    */
   #eval(
     operation: StoreOperation,
@@ -603,115 +603,33 @@ export class RedisStore implements IdempotencyStore {
     args[2] = "1";
     args[3] = this.#prefix + slot;
     for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
-    return new Promise((resolve, reject) => {
-      const call: Call = {
-        operation,
-        deadline: performance.now() + this.#timeoutMs,
-        claim,
-        resolve,
-        reject,
-      };
-      this.#watch(call);
-      const attempt = (first: boolean) => {
-        let pending: Promise<unknown>;
-        try {
-          pending = this.#send(args);
-        } catch (error) {
-          // Thrown before anything was sent: nothing can land.
-          call.claim = undefined;
-          this.#settle(call, error, true);
-          return;
-        }
-        pending.then(
-          (reply) => this.#settle(call, reply, false),
-          (error) => {
-            if (first && this.#pending.has(call) && isNoScript(error)) {
-              args[0] = "EVAL";
-              args[1] = script.source;
-              attempt(false);
-            } else {
-              this.#settle(call, error, true);
-            }
-          },
-        );
-      };
-      attempt(true);
-    });
+    const call: Call = { operation, args, claim, sent: true, first: true };
+    return this.#deadlines.withDeadline(this.#start, call);
   }
 
-  // One watchdog timer per store instead of one timer per command (which
-  // costs ~10 µs of latency per operation here). It is armed for the oldest
-  // pending call's deadline; deadlines only grow, so it is never late for a
-  // newer call. It is ref'd while calls are pending and unref'd when none are,
-  // so it never keeps a process alive; it fires at most once more and then
-  // stops.
-
-  #watch(call: Call): void {
-    this.#pending.add(call);
-    if (this.#timer === undefined) {
-      this.#timer = setTimeout(this.#fire, this.#timeoutMs);
-    } else if (this.#pending.size === 1) {
-      refTimer(this.#timer, true);
-    }
-  }
-
-  #settle(call: Call, value: unknown, failed: boolean): void {
-    const claim = call.claim;
-    if (!this.#pending.delete(call)) {
-      // Timed out already: the caller has its error. A claim that landed
-      // after all (or may have) is undone.
-      if (claim !== undefined) {
-        this.#orphans.settled(
-          claim.token,
-          failed ? mayHaveRun(value) : value === 1 || value === 2,
-        );
-      }
-      return;
-    }
-    if (this.#pending.size === 0 && this.#timer !== undefined) {
-      refTimer(this.#timer, false);
-    }
-    if (!failed) {
-      this.#orphans.kick(); // Redis answers: undo what waits for it
-      call.resolve(value);
-    } else {
-      if (claim !== undefined && mayHaveRun(value)) {
-        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      const message = (value as { message?: unknown } | null)?.message;
-      call.reject(
-        new StoreError(
-          `Redis ${call.operation} failed: ${message ?? value}`,
-          { operation: call.operation, cause: value },
-        ),
-      );
-    }
-  }
-
-  #fire = (): void => {
-    this.#timer = undefined;
-    const now = performance.now();
-    for (const call of this.#pending) {
-      if (call.deadline > now) {
-        this.#timer = setTimeout(this.#fire, call.deadline - now);
-        return;
-      }
-      this.#pending.delete(call);
-      const claim = call.claim;
-      if (claim !== undefined) {
-        this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
-      }
-      call.reject(
-        new StoreError(
-          `Redis ${call.operation} did not answer within ${this.#timeoutMs} ms`,
-          {
-            operation: call.operation,
-            cause: new Error(`Timed out after ${this.#timeoutMs} ms`),
-          },
-        ),
-      );
+  /** Sends a call's command. */
+  #start = (call: Call): Promise<unknown> => {
+    try {
+      return this.#send(call.args);
+    } catch (error) {
+      // Thrown before anything was sent: nothing can land.
+      call.sent = false;
+      return Promise.reject(error);
     }
   };
+}
+
+/** One command under way. */
+interface Call {
+  operation: StoreOperation;
+  /** The command: EVALSHA, or EVAL once the script was not found. */
+  args: (string | Uint8Array)[];
+  /** Set on claims, which may land after a failure and must be undone. */
+  claim: ClaimCall | undefined;
+  /** `false` when the client threw before sending anything. */
+  sent: boolean;
+  /** Whether this is the first attempt (EVALSHA). */
+  first: boolean;
 }
 
 /** What a claim's call needs to be undone. */
@@ -721,32 +639,56 @@ interface ClaimCall {
   leaseMs: number;
 }
 
-/** A pending operation, watched for its deadline. */
-interface Call {
-  operation: StoreOperation;
-  deadline: number;
-  /** Set on claims that may still land. */
-  claim: ClaimCall | undefined;
-  resolve(reply: unknown): void;
-  reject(error: StoreError): void;
-}
-
-type Timer = ReturnType<typeof setTimeout>;
-
-const denoTimers = (globalThis as {
-  Deno?: { refTimer?(id: number): void; unrefTimer?(id: number): void };
-}).Deno;
-
-/** Lets `timer` keep the process alive, or not (Deno ids or Node objects). */
-function refTimer(timer: Timer, on: boolean): void {
-  if (typeof timer === "number") {
-    if (on) denoTimers?.refTimer?.(timer);
-    else denoTimers?.unrefTimer?.(timer);
-  } else {
-    const t = timer as { ref?(): void; unref?(): void };
-    if (on) t.ref?.();
-    else t.unref?.();
-  }
+/** What a RedisStore does as its commands settle, fail or time out. */
+function redisHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+  start: (call: Call) => Promise<unknown>,
+): DeadlineHandler<Call> {
+  return {
+    resolved() {
+      orphans.kick(); // Redis answers: undo what waits for it
+    },
+    retry(call, error) {
+      if (!call.first || !isNoScript(error)) return undefined;
+      call.first = false;
+      call.args[0] = "EVAL";
+      call.args[1] = SCRIPTS[call.operation].source;
+      return start(call);
+    },
+    failed({ operation, claim, sent }, error) {
+      if (claim !== undefined && sent && mayHaveRun(error)) {
+        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
+      const message = (error as { message?: unknown } | null)?.message;
+      return new StoreError(
+        `Redis ${operation} failed: ${message ?? error}`,
+        { operation, cause: error },
+      );
+    },
+    expired({ operation, claim }) {
+      if (claim !== undefined) {
+        orphans.out(claim.slot, claim.token, claim.leaseMs);
+      }
+      return new StoreError(
+        `Redis ${operation} did not answer within ${timeoutMs} ms`,
+        {
+          operation,
+          cause: new Error(`Timed out after ${timeoutMs} ms`),
+        },
+      );
+    },
+    late({ claim, sent }, value, failed) {
+      // The caller has its error. A claim that landed after all (or may
+      // have) is undone.
+      if (claim !== undefined && sent) {
+        orphans.settled(
+          claim.token,
+          failed ? mayHaveRun(value) : value === 1 || value === 2,
+        );
+      }
+    },
+  };
 }
 
 /**
@@ -762,12 +704,4 @@ function mayHaveRun(error: unknown): boolean {
   return !(message === "The client is offline" ||
     message === "The client is closed" ||
     message.includes("enableOfflineQueue options is false"));
-}
-
-function unreadable(retryAfterMs: number): ClaimResult {
-  return {
-    state: "in_flight",
-    fingerprint: null,
-    retryAfterMs: Math.max(1, Math.ceil(retryAfterMs)),
-  };
 }
