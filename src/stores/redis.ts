@@ -24,8 +24,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
 import {
   assertSlot,
   type ClaimOptions,
@@ -39,91 +37,25 @@ import {
   type WriteOutcome,
 } from "../store.ts";
 export * from "./_contract.ts";
+export type {
+  IoRedisClientLike,
+  NodeRedisClientLike,
+  RedisClientLike,
+  RedisCommander,
+} from "./_redis_client.ts";
 
-import {
-  assertStoredResponse,
-  byteView,
-  decodeHeaders,
-  encodeHeaders,
-  RECORD_VERSION,
-  toStoredResponse,
-  unreadable,
-} from "../_record.ts";
+import { assertStoredResponse, encodeHeaders } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
+import {
+  commander,
+  isNoScript,
+  mayHaveRun,
+  type RedisClientLike,
+  type Send,
+} from "./_redis_client.ts";
+import { decodeClaim, SCRIPTS } from "./_redis_scripts.ts";
 import { type DeadlineHandler, Deadlines } from "../_time.ts";
-
-/**
- * The one-method client interface the store talks to: send one command as an
- * array of arguments, get its reply.
- *
- * The reply must be what Redis answered, decoded the usual way: a bulk string
- * as a `Uint8Array` (or a `string`, which loses binary bodies: ask your client
- * for bytes), an integer as a `number`, a nil as `null`, an array as an array.
- * An error reply rejects the promise with an `Error` whose message starts with
- * the error code (such as `NOSCRIPT`), optionally after a `-`.
- *
- * node-redis and ioredis clients need no adapter: pass them as they are.
- *
- * @example Adapt a `@db/redis` client
- * ```ts
- * import type { RedisCommander } from "@idempotent/http/redis";
- *
- * // The shape of @db/redis's `Redis` that the adapter uses.
- * interface DbRedis {
- *   sendCommand(
- *     command: string,
- *     args?: (string | number | Uint8Array)[],
- *     options?: { returnUint8Arrays?: boolean },
- *   ): Promise<unknown>;
- * }
- *
- * function fromDbRedis(redis: DbRedis): RedisCommander {
- *   return {
- *     sendCommand: ([command, ...args]) =>
- *       redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
- *   };
- * }
- *
- * // new RedisStore({ client: fromDbRedis(await connect({ hostname: "127.0.0.1" })) })
- * ```
- */
-export interface RedisCommander {
-  /**
-   * Sends one command and resolves with its reply.
-   *
-   * @param args The command's name, then its arguments.
-   * @returns The reply.
-   */
-  sendCommand(args: (string | Uint8Array)[]): Promise<unknown>;
-}
-
-/**
- * The part of a node-redis 5 client (`createClient()` of npm `redis`) the
- * store detects: `sendCommand(args, options)` and `withTypeMapping`. A
- * node-redis cluster (`createCluster()`) is detected by its `getSlotMaster`.
- */
-export interface NodeRedisClientLike {
-  /** node-redis's raw command method. */
-  sendCommand(...args: never[]): Promise<unknown>;
-  /** Present on node-redis clients; tells them from a {@linkcode RedisCommander}. */
-  withTypeMapping(...args: never[]): unknown;
-}
-
-/**
- * The part of an ioredis client or cluster the store uses: `callBuffer`, which
- * sends a raw command and answers bulk strings as bytes.
- */
-export interface IoRedisClientLike {
-  /** ioredis's raw command method with byte replies. */
-  callBuffer(...args: never[]): Promise<unknown>;
-}
-
-/** What {@linkcode RedisStoreOptions.client} accepts. */
-export type RedisClientLike =
-  | RedisCommander
-  | NodeRedisClientLike
-  | IoRedisClientLike;
 
 /** Options of the {@linkcode RedisStore} constructor. */
 export interface RedisStoreOptions {
@@ -147,209 +79,6 @@ export interface RedisStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
-}
-
-// The record is a hash at `prefix + slot`:
-//   v       the record format version (RECORD_VERSION)
-//   st      "f" (in flight) or "c" (completed)
-//   fp      the fingerprint of the first claim
-//   tok     the owner's token
-//   lu      lease until: server time in ms
-//   dl      deadline: server time in ms; PEXPIRE drops the key then too
-//   status  the response status            (completed)
-//   hdr     the header pairs as JSON       (completed)
-//   body    the body bytes                 (completed, unless omitted)
-//   om      why the body was omitted       (completed, when omitted)
-// Any other value at the key (another type, a hash without our version
-// field, a missing or malformed field, another version) is unreadable: it
-// reads as in flight and no script ever writes to it. Reads go through
-// `redis.pcall`, which answers a key of another type with an error table
-// instead of raising WRONGTYPE: one call where `TYPE` and then a read would
-// be two. The key expires at `dl` (PEXPIRE at the claim), so Redis itself
-// hides a record past its deadline; `complete` and `release` need no clock.
-//
-// Every `redis.call` costs the server about a microsecond, and the server's
-// time is what bounds throughput at many requests in flight: the scripts make
-// as few as they can (claim: TIME, HGETALL, and HSET + PEXPIRE when it takes
-// the slot; complete: HMGET, HSET; release: HMGET, DEL; extend: TIME, HMGET,
-// HSET).
-
-const V = String(RECORD_VERSION);
-
-/** The server's clock in ms. */
-const NOW = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`;
-
-/**
- * Shared by the fenced writes: answers 0 unless ARGV[1], the token, owns the
- * slot (a record of ours, in flight under this token; past its deadline the
- * key is gone). Ownership does not depend on the lease: an owner nobody took
- * over keeps it.
- */
-const OWNED = `local key = KEYS[1]
-local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
-if r.err or r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or not tonumber(r[4]) then
-  return 0
-end
-`;
-
-/**
- * ARGV: fingerprint, token, leaseMs, ttlMs. Replies 1 (acquired), 2
- * (acquired by taking over an expired lease), {0, fp, ms} (in flight, ms
- * left on the lease), {1, fp, status, hdr, body, om} (completed), or
- * {2, ms} (unreadable, with a retry hint).
- */
-const CLAIM = `local key = KEYS[1]
-${NOW}local lease = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local function take(reply, existed)
-  if existed then redis.call('DEL', key) end
-  redis.call('HSET', key, 'v', '${V}', 'st', 'f', 'fp', ARGV[1], 'tok', ARGV[2],
-    'lu', string.format('%d', now + lease), 'dl', string.format('%d', now + ttl))
-  redis.call('PEXPIRE', key, ttl)
-  return reply
-end
-local function unreadable()
-  local left = redis.call('PTTL', key)
-  if left > 0 and left < lease then return {2, left} end
-  return {2, lease}
-end
-local h = redis.pcall('HGETALL', key)
-if h.err then return unreadable() end
-if #h == 0 then return take(1, false) end
-local r = {}
-for i = 1, #h, 2 do r[h[i]] = h[i + 1] end
-local dl = tonumber(r.dl)
-if r.v ~= '${V}' or not r.fp or dl == nil then return unreadable() end
-if dl <= now then return take(1, true) end
-if r.st == 'c' then
-  return {1, r.fp, r.status or false, r.hdr or false, r.body or false, r.om or false}
-end
-local lu = tonumber(r.lu)
-if r.st ~= 'f' or lu == nil then return unreadable() end
-if lu > now then return {0, r.fp, lu - now} end
-return take(2, true)
-`;
-
-/** ARGV: token, status, hdr, body, om ("" when the body is present). */
-const COMPLETE = `${OWNED}if ARGV[5] == '' then
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'body', ARGV[4])
-else
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'om', ARGV[5])
-end
-return 1
-`;
-
-/** ARGV: token. */
-const RELEASE = `${OWNED}redis.call('DEL', key)
-return 1
-`;
-
-/** ARGV: token, leaseMs. */
-const EXTEND =
-  `${OWNED}${NOW}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
-return 1
-`;
-
-interface Script {
-  readonly source: string;
-  readonly sha: string;
-}
-
-function script(source: string): Script {
-  return { source, sha: createHash("sha1").update(source).digest("hex") };
-}
-
-const SCRIPTS: Readonly<Record<StoreOperation, Script>> = {
-  claim: script(CLAIM),
-  complete: script(COMPLETE),
-  release: script(RELEASE),
-  extend: script(EXTEND),
-};
-
-/** node-redis's RESP type code of a bulk string (`RESP_TYPES.BLOB_STRING`). */
-const BLOB_STRING = 36;
-const NODE_REDIS_OPTIONS = { typeMapping: { [BLOB_STRING]: Buffer } };
-
-function toBuffer(arg: string | Uint8Array): string | Buffer {
-  return typeof arg === "string" || Buffer.isBuffer(arg)
-    ? arg
-    : Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength);
-}
-
-type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
-
-/** Turns whatever client was passed into one `send` function. */
-function commander(client: RedisClientLike): Send {
-  if (client === null || typeof client !== "object") {
-    throw new TypeError(
-      `'client' must be a node-redis client, an ioredis client or a RedisCommander: current value is ${client}`,
-    );
-  }
-  const c = client as unknown as Record<string, unknown>;
-  if (typeof c.callBuffer === "function") {
-    // ioredis: callBuffer(command, ...args), byte replies; Uint8Array args
-    // must be Buffers (others are stringified).
-    const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    return (args) => {
-      const out: unknown[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return call.apply(client, out);
-    };
-  }
-  if (
-    typeof c.sendCommand === "function" &&
-    typeof c.withTypeMapping === "function"
-  ) {
-    const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
-    const map = (args: (string | Uint8Array)[]) => {
-      const out: (string | Buffer)[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return out;
-    };
-    if (typeof c.getSlotMaster === "function") {
-      // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
-      // Every script here takes exactly one key, the fourth argument.
-      return (args) =>
-        send.call(client, args[3], false, map(args), NODE_REDIS_OPTIONS);
-    }
-    // node-redis client: sendCommand(args, options), Buffer args only.
-    return (args) => send.call(client, map(args), NODE_REDIS_OPTIONS);
-  }
-  if (typeof c.sendCommand === "function") {
-    const send = c.sendCommand as Send;
-    return (args) => send.call(client, args);
-  }
-  throw new TypeError(
-    "'client' must be a node-redis client, an ioredis client or a RedisCommander: it has no sendCommand or callBuffer method",
-  );
-}
-
-function isNoScript(error: unknown): boolean {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" && /^-?NOSCRIPT/.test(message);
-}
-
-const decoder = new TextDecoder();
-const encoder = new TextEncoder();
-
-function text(value: unknown): string | null {
-  if (typeof value === "string") return value;
-  if (!(value instanceof Uint8Array)) return null;
-  // Fingerprints and statuses are short ASCII: skip the decoder for them.
-  if (value.length > 96) return decoder.decode(value);
-  let out = "";
-  for (let i = 0; i < value.length; i++) {
-    const byte = value[i]!;
-    if (byte > 0x7f) return decoder.decode(value);
-    out += String.fromCharCode(byte);
-  }
-  return out;
-}
-
-function bytes(value: unknown): Uint8Array | null {
-  return typeof value === "string" ? encoder.encode(value) : byteView(value);
 }
 
 /**
@@ -489,34 +218,7 @@ export class RedisStore implements IdempotencyStore {
       String(leaseMs),
       String(ttlMs),
     ], { slot, token, leaseMs });
-    if (reply === 1 || reply === 2) {
-      return { state: "acquired", token, recovered: reply === 2 };
-    }
-    const hint = leaseMs;
-    if (!Array.isArray(reply)) return unreadable(hint);
-    const [kind, a, b, c, d, e] = reply;
-    if (kind === 0) {
-      const fp = text(a);
-      return fp === null ? unreadable(hint) : {
-        state: "in_flight",
-        fingerprint: fp,
-        retryAfterMs: Math.max(1, Number(b) || 1),
-      };
-    }
-    if (kind === 1) {
-      const fp = text(a);
-      const statusText = text(b);
-      const response = toStoredResponse(
-        statusText === null ? null : Number(statusText),
-        decodeHeaders(text(c)),
-        bytes(d),
-        e === null || e === undefined ? undefined : text(e),
-      );
-      if (fp === null || response === null) return unreadable(hint);
-      return { state: "completed", fingerprint: fp, response };
-    }
-    if (kind === 2) return unreadable(Number(a) || hint);
-    return unreadable(hint);
+    return decodeClaim(reply, token, leaseMs);
   }
 
   /**
@@ -689,19 +391,4 @@ function redisHandler(
       }
     },
   };
-}
-
-/**
- * Whether a command that failed with `error` may have run on the server: not
- * when the script was unknown (NOSCRIPT) or the client refused to send it
- * (node-redis offline or closed, ioredis without its offline queue). Any
- * other error (a connection that broke under the command) may hide a run.
- */
-function mayHaveRun(error: unknown): boolean {
-  if (isNoScript(error)) return false;
-  const message = (error as { message?: unknown } | null)?.message;
-  if (typeof message !== "string") return true;
-  return !(message === "The client is offline" ||
-    message === "The client is closed" ||
-    message.includes("enableOfflineQueue options is false"));
 }
