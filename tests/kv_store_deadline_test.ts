@@ -15,9 +15,22 @@ import { StoreError } from "../src/store.ts";
 function gatedKv(kv: Deno.Kv) {
   let open: Promise<void> = Promise.resolve();
   let release = () => {};
+  let commits = 0;
   const gated = new Proxy(kv, {
     get(target, name) {
       const value = Reflect.get(target, name, target);
+      if (name === "atomic") {
+        return () => {
+          const op = target.atomic();
+          const commit = op.commit.bind(op);
+          op.commit = async () => {
+            const result = await commit();
+            if (result.ok) commits++;
+            return result;
+          };
+          return op;
+        };
+      }
       if (name !== "get" || typeof value !== "function") {
         return typeof value === "function" ? value.bind(target) : value;
       }
@@ -32,6 +45,10 @@ function gatedKv(kv: Deno.Kv) {
   });
   return {
     kv: gated,
+    /** Commits that succeeded through this handle. */
+    get commits() {
+      return commits;
+    },
     close() {
       open = new Promise((resolve) => release = resolve);
     },
@@ -69,7 +86,7 @@ Deno.test("KvStore gives up after timeoutMs with a StoreError, and undoes a clai
   // then releases it, so the record appears and is deleted again.
   gate.open();
   const key = ["idempotency", "rec", "slot"];
-  while ((await kv.get(key)).versionstamp === null) await tick();
+  while (gate.commits === 0) await tick(); // the late claim committed
   while ((await kv.get(key)).versionstamp !== null) await tick();
   const next = await new KvStore({ kv }).claim("slot", options);
   assert.equal(next.state, "acquired");

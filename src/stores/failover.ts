@@ -489,12 +489,7 @@ export class FailoverStore implements IdempotencyStore {
       this.#fallbackAnswered = true;
     } catch (error) {
       if (!this.#fallbackAnswered) {
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         this.#emit({
           type: "fallback_unavailable",
           operation: "claim",
@@ -509,12 +504,7 @@ export class FailoverStore implements IdempotencyStore {
         );
       }
       if (this.#strict) {
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         throw new StoreError(
           `The fallback store is unreachable, and 'strict' refuses a claim on the primary alone: ${
             messageOf(error)
@@ -555,23 +545,13 @@ export class FailoverStore implements IdempotencyStore {
             () => this.#primary.complete(slot, first.token, second.response),
           );
         } else {
-          await this.#bestEffort(
-            "release",
-            "primary",
-            slot,
-            () => this.#primary.release(slot, first.token),
-          );
+          await this.#releaseQuietly("primary", slot, first.token);
         }
         this.#emit({ type: "recovered", slot, copied });
         return second;
       }
       case "in_flight":
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         return second;
     }
   }
@@ -678,12 +658,7 @@ export class FailoverStore implements IdempotencyStore {
       return second;
     }
     if (second.state === "acquired") {
-      await this.#bestEffort(
-        "release",
-        "fallback",
-        slot,
-        () => this.#fallback.release(slot, second.token),
-      );
+      await this.#releaseQuietly("fallback", slot, second.token);
     }
     return first;
   }
@@ -784,6 +759,21 @@ export class FailoverStore implements IdempotencyStore {
       });
     }
     return f.value;
+  }
+
+  /** Releases a claim that no answer depends on; reports a throw. */
+  #releaseQuietly(
+    role: FailoverRole,
+    slot: string,
+    token: string,
+  ): Promise<boolean> {
+    const store = role === "primary" ? this.#primary : this.#fallback;
+    return this.#bestEffort(
+      "release",
+      role,
+      slot,
+      () => store.release(slot, token),
+    );
   }
 
   /** Runs a write whose failure changes no answer; reports a throw. */

@@ -141,7 +141,10 @@ type Found =
  *   over: such a value has no deadline the store trusts, so it stays until
  *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
  * - **Failures** of Deno KV (a closed database, a network error on Deploy,
- *   too much contention) throw {@linkcode StoreError} with the cause. A
+ *   too much contention, no answer within `timeoutMs`) throw
+ *   {@linkcode StoreError} with the cause. The deadline stops the waiting,
+ *   not the call (Deno KV cannot cancel one); a claim that lands after it is
+ *   released again. A
  *   local file that another handle holds locked ("database is locked") is
  *   waited for briefly first, so several processes may share one file.
  *
@@ -487,14 +490,7 @@ export class KvStore implements IdempotencyStore {
       }
     }
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const now = this.#clock();
-      const op = this.#kv.atomic()
-        .check(entry)
-        .set(this.#recordKey(slot), completed, {
-          expireIn: expireIn(owned.deadline, now),
-        });
-      const result = await unlocked(() => op.commit());
-      if (result.ok) return "applied";
+      if (await this.#replace(slot, entry, completed)) return "applied";
       [entry, found] = await this.#read(slot);
       owned = owns(found, token, this.#clock());
       if (owned === null) {
@@ -538,15 +534,27 @@ export class KvStore implements IdempotencyStore {
       const owned = owns(found, token, now);
       if (owned === null) return "lost";
       const renewed: InFlightRecord = { ...owned, leaseUntil: now + leaseMs };
-      const op = this.#kv.atomic()
-        .check(entry)
-        .set(this.#recordKey(slot), renewed, {
-          expireIn: expireIn(owned.deadline, now),
-        });
-      const result = await unlocked(() => op.commit());
-      if (result.ok) return "applied";
+      if (await this.#replace(slot, entry, renewed, now)) return "applied";
     }
     throw contended("extend", slot);
+  }
+
+  /**
+   * Replaces the slot's record, if it is still the `entry` read, keeping the
+   * record's deadline as its expiry. Returns whether it was replaced.
+   */
+  async #replace(
+    slot: string,
+    entry: Deno.KvEntryMaybe<unknown>,
+    record: KvRecord,
+    now: number = this.#clock(),
+  ): Promise<boolean> {
+    const op = this.#kv.atomic()
+      .check(entry)
+      .set(this.#recordKey(slot), record, {
+        expireIn: expireIn(record.deadline, now),
+      });
+    return (await unlocked(() => op.commit())).ok;
   }
 
   /** Reads a completed record's response, or `null` when its chunks are torn. */
