@@ -47,6 +47,22 @@ const fresh = (): Seen => ({
   retried: [],
 });
 
+/** Counts the timers set until `restore()`. */
+function countTimers() {
+  const realSetTimeout = globalThis.setTimeout;
+  const counter = {
+    count: 0,
+    restore() {
+      globalThis.setTimeout = realSetTimeout;
+    },
+  };
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    counter.count++;
+    return realSetTimeout(...args);
+  }) as typeof setTimeout;
+  return counter;
+}
+
 /** A promise and the functions that settle it. */
 function gate<T>() {
   let resolve!: (value: T) => void;
@@ -99,12 +115,7 @@ Deno.test("Deadlines.withDeadline() stops waiting at the deadline and hands the 
 Deno.test("Deadlines serves any number of pending operations with one timer", async () => {
   const seen = fresh();
   const deadlines = new Deadlines(20, handler(seen));
-  const realSetTimeout = globalThis.setTimeout;
-  let timers = 0;
-  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
-    timers++;
-    return realSetTimeout(...args);
-  }) as typeof setTimeout;
+  const timers = countTimers();
   try {
     const work = gate<string>();
     const calls = Array.from(
@@ -116,9 +127,9 @@ Deno.test("Deadlines serves any number of pending operations with one timer", as
     assert.ok(results.every((r) => r.status === "rejected"));
     assert.equal(seen.expired.length, 100);
     // One timer armed for the first; at most a re-arm per firing after it.
-    assert.ok(timers < 10, `${timers} timers for 100 operations`);
+    assert.ok(timers.count < 10, `${timers.count} timers for 100 operations`);
   } finally {
-    globalThis.setTimeout = realSetTimeout;
+    timers.restore();
   }
 });
 
@@ -157,19 +168,14 @@ Deno.test("Deadlines retries in time with the handler's new work, never after th
 Deno.test("Deadlines with Infinity waits as long as the work takes, with no timer", async () => {
   const seen = fresh();
   const deadlines = new Deadlines(Infinity, handler(seen));
-  const realSetTimeout = globalThis.setTimeout;
-  let timers = 0;
-  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
-    timers++;
-    return realSetTimeout(...args);
-  }) as typeof setTimeout;
+  const timers = countTimers();
   try {
     const work = gate<number>();
     const pending = deadlines.withDeadline(() => work.promise, "slow");
     work.resolve(7);
     assert.equal(await pending, 7);
-    assert.equal(timers, 0);
+    assert.equal(timers.count, 0);
   } finally {
-    globalThis.setTimeout = realSetTimeout;
+    timers.restore();
   }
 });
