@@ -267,3 +267,71 @@ export function assertSlot(slot: string): void {
     );
   }
 }
+
+/**
+ * Checks a lease or TTL and returns it in whole milliseconds: a finite
+ * number greater than 0, a fraction counting as the next whole millisecond
+ * (1.5 is 2), at most `Number.MAX_SAFE_INTEGER` after rounding. Every store
+ * follows this one rule, and keeps whole milliseconds (Redis's `PEXPIRE`
+ * takes nothing finer). Stores call it on `claim` and `extend`.
+ *
+ * @param name The option's name, for the message.
+ * @param value The value to check.
+ * @returns The value, rounded up to whole milliseconds.
+ * @throws {RangeError} When it is not such a number.
+ *
+ * @example
+ * ```ts
+ * import { durationMs } from "./store.ts";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(durationMs("leaseMs", 1.5), 2);
+ * assert.throws(() => durationMs("leaseMs", 0), RangeError);
+ * ```
+ */
+export function durationMs(name: string, value: unknown): number {
+  const ms = typeof value === "number" ? Math.ceil(value) : NaN;
+  if (!(ms > 0 && ms <= Number.MAX_SAFE_INTEGER)) {
+    throw new RangeError(
+      `'${name}' must be a positive number of milliseconds, at most 2^53 - 1: current value is ${
+        typeof value === "string" ? JSON.stringify(value) : value
+      }`,
+    );
+  }
+  return ms;
+}
+
+/**
+ * Checks what a claim asks for, as every store does first in `claim`: the
+ * fingerprint a string, the lease and TTL as {@linkcode durationMs} says.
+ * Returns `options` itself when its durations are whole already, else a copy
+ * with them rounded up.
+ *
+ * @param options The claim's options.
+ * @returns The options, with whole-millisecond durations.
+ * @throws {TypeError} When the fingerprint is not a string.
+ * @throws {RangeError} When `leaseMs` or `ttlMs` is not a positive number.
+ *
+ * @example
+ * ```ts
+ * import { claimOptions } from "./store.ts";
+ * import assert from "node:assert/strict";
+ *
+ * const options = { fingerprint: "f", leaseMs: 1.5, ttlMs: 60_000 };
+ * assert.deepEqual(claimOptions(options), { fingerprint: "f", leaseMs: 2, ttlMs: 60_000 });
+ * assert.throws(() => claimOptions({ ...options, ttlMs: -1 }), RangeError);
+ * ```
+ */
+export function claimOptions(options: ClaimOptions): ClaimOptions {
+  const fingerprint = options?.fingerprint;
+  if (typeof fingerprint !== "string") {
+    throw new TypeError(
+      `'fingerprint' must be a string: current value is ${fingerprint}`,
+    );
+  }
+  const leaseMs = durationMs("leaseMs", options.leaseMs);
+  const ttlMs = durationMs("ttlMs", options.ttlMs);
+  return leaseMs === options.leaseMs && ttlMs === options.ttlMs
+    ? options
+    : { fingerprint, leaseMs, ttlMs };
+}

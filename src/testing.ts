@@ -744,6 +744,56 @@ export function checkStoreConformance(
           },
         );
 
+        await t.step(
+          "a lease or TTL is a positive number of ms (a fraction rounds up); anything else is a RangeError",
+          async () => {
+            const s = slot();
+            const token = acquired(
+              await store.claim(
+                s,
+                opts("dur", { leaseMs: 1.5, ttlMs: 60_000.5 }),
+              ),
+            );
+            assert.equal(await store.extend(s, token, lease + 0.5), "applied");
+            for (
+              const bad of [0, -1, -0.5, NaN, Infinity, 2 ** 53, "100", null]
+            ) {
+              const value = bad as number;
+              await assert.rejects(
+                () => store.claim(slot(), opts("dur", { leaseMs: value })),
+                RangeError,
+                `leaseMs ${bad}`,
+              );
+              await assert.rejects(
+                () => store.claim(slot(), opts("dur", { ttlMs: value })),
+                RangeError,
+                `ttlMs ${bad}`,
+              );
+              await assert.rejects(
+                () => store.extend(s, token, value),
+                RangeError,
+                `extend ${bad}`,
+              );
+            }
+            await assert.rejects(
+              () =>
+                store.claim(slot(), {
+                  ...opts("dur"),
+                  fingerprint: 1 as unknown as string,
+                }),
+              TypeError,
+            );
+            assert.equal(
+              await store.complete(s, token, {
+                status: 200,
+                headers: [],
+                body: bytes("d"),
+              }),
+              "applied",
+            );
+          },
+        );
+
         if (h.advanceClock) {
           const advance = h.advanceClock;
           await t.step(

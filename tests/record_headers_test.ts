@@ -18,7 +18,7 @@ import {
   PROBLEM_TYPES,
   slotOf,
 } from "../mod.ts";
-import { isHeaderPair, toStoredResponse } from "../src/record.ts";
+import { isHeaderPair, toStoredResponse } from "../src/_record.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";

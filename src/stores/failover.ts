@@ -66,7 +66,9 @@
 import {
   assertSlot,
   type ClaimOptions,
+  claimOptions,
   type ClaimResult,
+  durationMs,
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
@@ -207,22 +209,6 @@ function route(token: unknown): Route | null {
 
 function both(primary: string, fallback: string): string {
   return `b:${primary.length}.${fallback.length}:${primary}${fallback}`;
-}
-
-function assertClaimOptions(options: ClaimOptions): void {
-  if (typeof options?.fingerprint !== "string") {
-    throw new TypeError(
-      `'fingerprint' must be a string: current value is ${options?.fingerprint}`,
-    );
-  }
-  for (const name of ["leaseMs", "ttlMs"] as const) {
-    const value = options[name];
-    if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-      throw new RangeError(
-        `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-      );
-    }
-  }
 }
 
 function assertStore(name: string, store: unknown): void {
@@ -485,7 +471,7 @@ export class FailoverStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertClaimOptions(options);
+    options = claimOptions(options);
     let first: ClaimResult;
     try {
       first = await this.#primary.claim(slot, options);
@@ -503,12 +489,7 @@ export class FailoverStore implements IdempotencyStore {
       this.#fallbackAnswered = true;
     } catch (error) {
       if (!this.#fallbackAnswered) {
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         this.#emit({
           type: "fallback_unavailable",
           operation: "claim",
@@ -523,12 +504,7 @@ export class FailoverStore implements IdempotencyStore {
         );
       }
       if (this.#strict) {
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         throw new StoreError(
           `The fallback store is unreachable, and 'strict' refuses a claim on the primary alone: ${
             messageOf(error)
@@ -569,23 +545,13 @@ export class FailoverStore implements IdempotencyStore {
             () => this.#primary.complete(slot, first.token, second.response),
           );
         } else {
-          await this.#bestEffort(
-            "release",
-            "primary",
-            slot,
-            () => this.#primary.release(slot, first.token),
-          );
+          await this.#releaseQuietly("primary", slot, first.token);
         }
         this.#emit({ type: "recovered", slot, copied });
         return second;
       }
       case "in_flight":
-        await this.#bestEffort(
-          "release",
-          "primary",
-          slot,
-          () => this.#primary.release(slot, first.token),
-        );
+        await this.#releaseQuietly("primary", slot, first.token);
         return second;
     }
   }
@@ -656,6 +622,11 @@ export class FailoverStore implements IdempotencyStore {
    * @throws {StoreError} When the outcome is unknown.
    */
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
+    try {
+      leaseMs = durationMs("leaseMs", leaseMs);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     return this.#write(
       "extend",
       slot,
@@ -687,12 +658,7 @@ export class FailoverStore implements IdempotencyStore {
       return second;
     }
     if (second.state === "acquired") {
-      await this.#bestEffort(
-        "release",
-        "fallback",
-        slot,
-        () => this.#fallback.release(slot, second.token),
-      );
+      await this.#releaseQuietly("fallback", slot, second.token);
     }
     return first;
   }
@@ -793,6 +759,21 @@ export class FailoverStore implements IdempotencyStore {
       });
     }
     return f.value;
+  }
+
+  /** Releases a claim that no answer depends on; reports a throw. */
+  #releaseQuietly(
+    role: FailoverRole,
+    slot: string,
+    token: string,
+  ): Promise<boolean> {
+    const store = role === "primary" ? this.#primary : this.#fallback;
+    return this.#bestEffort(
+      "release",
+      role,
+      slot,
+      () => store.release(slot, token),
+    );
   }
 
   /** Runs a write whose failure changes no answer; reports a throw. */

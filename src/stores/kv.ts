@@ -37,17 +37,28 @@ import type {
   StoreOperation,
   WriteOutcome,
 } from "../store.ts";
-import { assertSlot } from "../store.ts";
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import {
   assertStoredResponse,
-  decodeHeaders,
-  encodeHeaders,
-  isHeaderList,
-  isOmittedReason,
-  isStatus,
   RECORD_VERSION,
   toStoredResponse,
-} from "../record.ts";
+  unreadable,
+} from "../_record.ts";
+import { Orphans } from "./_orphans.ts";
+import {
+  assemble,
+  CHUNK_SLACK_MS,
+  type ChunkedRecord,
+  commitGroups,
+  completion,
+  GET_MANY,
+  type InFlightRecord,
+  type InlineRecord,
+  type KvRecord,
+  parseRecord,
+  READ_WINDOW,
+} from "./_kv_chunks.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 export * from "./_contract.ts";
 
@@ -77,64 +88,24 @@ export interface KvStoreOptions {
    * @default {Date.now}
    */
   clock?: () => number;
+  /**
+   * How long one operation may take, in milliseconds, before it throws a
+   * {@linkcode StoreError} (for a write, the outcome is unknown). The
+   * deadline only stops the waiting: Deno KV has no way to cancel a call,
+   * so the operation goes on, and a write may still apply. A claim that
+   * acquires the slot after its caller got the error is released again
+   * (retried with a backoff, for at most one lease), so it never holds the
+   * key. `Infinity` waits for as long as Deno KV takes.
+   *
+   * @default {10_000}
+   */
+  timeoutMs?: number;
 }
 
-/** The most bytes one Deno KV value may hold. */
-const MAX_VALUE_BYTES = 65_536;
-/** Bytes of one body chunk: one full value. */
-const CHUNK_BYTES = MAX_VALUE_BYTES;
-/** The record's serialized size, estimated, up to which the body is kept inline. */
-const INLINE_BUDGET = 60 * 1024;
-/** Mutation bytes per chunk commit, under Deno KV's 819,200. */
-const COMMIT_BUDGET = 780_000;
-/** Keys per `getMany` (Deno KV's limit is 10). */
-const GET_MANY = 10;
-/** Chunk keys read at once: 8 `getMany` calls, 5 MiB of body. */
-const READ_WINDOW = 8 * GET_MANY;
 /** Deletes per cleanup commit (Deno KV's limit is 1000 mutations). */
 const DELETE_BATCH = 500;
 /** Read-decide-commit attempts before a contended operation gives up. */
 const MAX_ATTEMPTS = 16;
-/** How much longer than its record a chunk lives, against clock skew. */
-const CHUNK_SLACK_MS = 60_000;
-
-interface RecordBase {
-  v: number;
-  fp: string;
-  token: string;
-  leaseUntil: number;
-  deadline: number;
-}
-
-/** A claim being worked on. */
-interface InFlightRecord extends RecordBase {
-  state: "in_flight";
-}
-
-/** A completed record whose header list and body live in the record itself. */
-interface InlineRecord extends RecordBase {
-  state: "completed";
-  status: number;
-  headers: [string, string][];
-  body: Uint8Array | null;
-  omitted?: string;
-}
-
-/**
- * A completed record whose header list (as JSON text) and body live, one
- * after the other, in `chunks` values under `[..., "chunk", slot, token, set]`.
- */
-interface ChunkedRecord extends RecordBase {
-  state: "completed";
-  status: number;
-  set: string;
-  chunks: number;
-  headersLength: number;
-  bodyLength: number | null;
-  omitted?: string;
-}
-
-type KvRecord = InFlightRecord | InlineRecord | ChunkedRecord;
 
 /** What a read of a slot found. */
 type Found =
@@ -170,7 +141,10 @@ type Found =
  *   over: such a value has no deadline the store trusts, so it stays until
  *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
  * - **Failures** of Deno KV (a closed database, a network error on Deploy,
- *   too much contention) throw {@linkcode StoreError} with the cause. A
+ *   too much contention, no answer within `timeoutMs`) throw
+ *   {@linkcode StoreError} with the cause. The deadline stops the waiting,
+ *   not the call (Deno KV cannot cancel one); a claim that lands after it is
+ *   released again. A
  *   local file that another handle holds locked ("database is locked") is
  *   waited for briefly first, so several processes may share one file.
  * - **No timeout.** Deno KV offers no way to cancel an operation, so the
@@ -205,6 +179,8 @@ export class KvStore implements IdempotencyStore {
   #kv: Deno.Kv;
   #prefix: Deno.KvKey;
   #clock: () => number;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<KvCall>;
 
   /**
    * Makes a store on a database the caller opened.
@@ -214,6 +190,12 @@ export class KvStore implements IdempotencyStore {
    */
   constructor(options: KvStoreOptions) {
     const { kv, prefix = ["idempotency"], clock = Date.now } = options ?? {};
+    const timeoutMs = options?.timeoutMs ?? 10_000;
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+      throw new RangeError(
+        `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
+      );
+    }
     if (
       kv === null || typeof kv !== "object" || typeof kv.atomic !== "function"
     ) {
@@ -232,6 +214,10 @@ export class KvStore implements IdempotencyStore {
     this.#kv = kv;
     this.#prefix = [...prefix];
     this.#clock = clock;
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      kvHandler(this.#orphans, timeoutMs),
+    );
   }
 
   /**
@@ -261,14 +247,13 @@ export class KvStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertPositive("leaseMs", options?.leaseMs);
-    assertPositive("ttlMs", options?.ttlMs);
-    if (typeof options.fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${options.fingerprint}`,
-      );
-    }
-    return await this.#guard("claim", () => this.#claim(slot, options));
+    const checked = claimOptions(options);
+    return await this.#deadlines.withDeadline(run, {
+      operation: "claim",
+      slot,
+      leaseMs: checked.leaseMs,
+      run: () => this.#claim(slot, checked),
+    }) as ClaimResult;
   }
 
   /**
@@ -311,6 +296,7 @@ export class KvStore implements IdempotencyStore {
     assertStoredResponse(response);
     return await this.#guard(
       "complete",
+      slot,
       () => this.#complete(slot, token, response),
     );
   }
@@ -342,7 +328,11 @@ export class KvStore implements IdempotencyStore {
    */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#guard("release", () => this.#release(slot, token));
+    return await this.#guard(
+      "release",
+      slot,
+      () => this.#release(slot, token),
+    );
   }
 
   /**
@@ -376,26 +366,26 @@ export class KvStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    assertPositive("leaseMs", leaseMs);
+    leaseMs = durationMs("leaseMs", leaseMs);
     return await this.#guard(
       "extend",
+      slot,
       () => this.#extend(slot, token, leaseMs),
     );
   }
 
-  async #guard<T>(
+  /** Runs a write under the deadline. */
+  #guard(
     operation: StoreOperation,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    try {
-      return await run();
-    } catch (error) {
-      if (error instanceof StoreError) throw error;
-      throw new StoreError(`Deno KV failed to ${operation}: ${error}`, {
-        operation,
-        cause: error,
-      });
-    }
+    slot: string,
+    write: () => Promise<WriteOutcome>,
+  ): Promise<WriteOutcome> {
+    return this.#deadlines.withDeadline(run, {
+      operation,
+      slot,
+      leaseMs: 0,
+      run: write,
+    }) as Promise<WriteOutcome>;
   }
 
   #recordKey(slot: string): Deno.KvKey {
@@ -487,30 +477,14 @@ export class KvStore implements IdempotencyStore {
     let [entry, found] = await this.#read(slot);
     let owned = owns(found, token, this.#clock());
     if (owned === null) return "lost";
-    const base = {
-      v: RECORD_VERSION,
-      state: "completed" as const,
-      fp: owned.fp,
-      token,
-      leaseUntil: owned.leaseUntil,
-      deadline: owned.deadline,
-      status: response.status,
-      ...(response.omitted === undefined ? {} : { omitted: response.omitted }),
-    };
-    let completed: InlineRecord | ChunkedRecord;
+    const { record: completed, parts } = completion(
+      owned,
+      response,
+      () => crypto.randomUUID().slice(0, 8),
+    );
     let written: Deno.KvKey[] = [];
-    if (inlineSize(owned, response) <= INLINE_BUDGET) {
-      completed = {
-        ...base,
-        headers: response.headers.map(([n, v]) => [n, v]),
-        body: response.body === null ? null : tight(response.body),
-      };
-    } else {
-      const set = crypto.randomUUID().slice(0, 8);
-      const headerBytes = new TextEncoder().encode(
-        encodeHeaders(response.headers),
-      );
-      const parts = pack(headerBytes, response.body);
+    if ("set" in completed) {
+      const set = completed.set;
       written = parts.map((_, i) => this.#chunkKey(slot, token, set, i));
       try {
         await this.#writeChunks(written, parts, owned.deadline);
@@ -518,23 +492,9 @@ export class KvStore implements IdempotencyStore {
         await this.#deleteKeys(written);
         throw error;
       }
-      completed = {
-        ...base,
-        set,
-        chunks: parts.length,
-        headersLength: headerBytes.byteLength,
-        bodyLength: response.body === null ? null : response.body.byteLength,
-      };
     }
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const now = this.#clock();
-      const op = this.#kv.atomic()
-        .check(entry)
-        .set(this.#recordKey(slot), completed, {
-          expireIn: expireIn(owned.deadline, now),
-        });
-      const result = await unlocked(() => op.commit());
-      if (result.ok) return "applied";
+      if (await this.#replace(slot, entry, completed)) return "applied";
       [entry, found] = await this.#read(slot);
       owned = owns(found, token, this.#clock());
       if (owned === null) {
@@ -578,15 +538,27 @@ export class KvStore implements IdempotencyStore {
       const owned = owns(found, token, now);
       if (owned === null) return "lost";
       const renewed: InFlightRecord = { ...owned, leaseUntil: now + leaseMs };
-      const op = this.#kv.atomic()
-        .check(entry)
-        .set(this.#recordKey(slot), renewed, {
-          expireIn: expireIn(owned.deadline, now),
-        });
-      const result = await unlocked(() => op.commit());
-      if (result.ok) return "applied";
+      if (await this.#replace(slot, entry, renewed, now)) return "applied";
     }
     throw contended("extend", slot);
+  }
+
+  /**
+   * Replaces the slot's record, if it is still the `entry` read, keeping the
+   * record's deadline as its expiry. Returns whether it was replaced.
+   */
+  async #replace(
+    slot: string,
+    entry: Deno.KvEntryMaybe<unknown>,
+    record: KvRecord,
+    now: number = this.#clock(),
+  ): Promise<boolean> {
+    const op = this.#kv.atomic()
+      .check(entry)
+      .set(this.#recordKey(slot), record, {
+        expireIn: expireIn(record.deadline, now),
+      });
+    return (await unlocked(() => op.commit())).ok;
   }
 
   /** Reads a completed record's response, or `null` when its chunks are torn. */
@@ -629,27 +601,7 @@ export class KvStore implements IdempotencyStore {
         values.push(entry.value);
       }
     }
-    if (length !== total) return null;
-    const blob = new Uint8Array(total);
-    let offset = 0;
-    for (const value of values) {
-      blob.set(value, offset);
-      offset += value.byteLength;
-    }
-    let headerText: string;
-    try {
-      headerText = new TextDecoder("utf-8", { fatal: true }).decode(
-        blob.subarray(0, record.headersLength),
-      );
-    } catch {
-      return null;
-    }
-    const headers = decodeHeaders(headerText);
-    if (headers === null) return null;
-    const body = record.bodyLength === null
-      ? null
-      : blob.subarray(record.headersLength);
-    return toStoredResponse(record.status, headers, body, record.omitted);
+    return assemble(record, values, length);
   }
 
   /** Writes chunk values, as many per commit as fit, the commits concurrently. */
@@ -661,18 +613,11 @@ export class KvStore implements IdempotencyStore {
     const options = {
       expireIn: expireIn(deadline, this.#clock()) + CHUNK_SLACK_MS,
     };
-    const ops: Deno.AtomicOperation[] = [];
-    let size = 0;
-    for (const [i, part] of parts.entries()) {
-      const key = keys[i]!;
-      const cost = part.byteLength + keySize(key);
-      if (ops.length === 0 || size + cost > COMMIT_BUDGET) {
-        ops.push(this.#kv.atomic());
-        size = 0;
-      }
-      ops.at(-1)!.set(key, part, options);
-      size += cost;
-    }
+    const ops = commitGroups(keys, parts).map((group) => {
+      const op = this.#kv.atomic();
+      for (const i of group) op.set(keys[i]!, parts[i]!, options);
+      return op;
+    });
     const results = await Promise.allSettled(
       ops.map((op) => unlocked(() => op.commit())),
     );
@@ -737,12 +682,50 @@ async function unlocked<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-function assertPositive(name: string, value: unknown): void {
-  if (typeof value !== "number" || !Number.isFinite(value) || value <= 0) {
-    throw new RangeError(
-      `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-    );
-  }
+/** One operation under way. */
+interface KvCall {
+  operation: StoreOperation;
+  slot: string;
+  /** The claim's lease (0 for writes). */
+  leaseMs: number;
+  run(): Promise<ClaimResult | WriteOutcome>;
+}
+
+function run(call: KvCall): Promise<ClaimResult | WriteOutcome> {
+  return call.run();
+}
+
+/** What a KvStore does as its operations settle, fail or time out. */
+function kvHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+): DeadlineHandler<KvCall> {
+  return {
+    resolved() {
+      orphans.kick(); // Deno KV answers: undo what waits for it
+    },
+    failed({ operation }, error) {
+      if (error instanceof StoreError) return error;
+      return new StoreError(`Deno KV failed to ${operation}: ${error}`, {
+        operation,
+        cause: error,
+      });
+    },
+    expired({ operation }) {
+      return new StoreError(
+        `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
+        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+      );
+    },
+    late({ operation, slot, leaseMs }, value, failed) {
+      // The caller has its error: a claim that acquired the slot after all
+      // is undone, fenced by its token.
+      const result = value as ClaimResult;
+      if (operation === "claim" && !failed && result.state === "acquired") {
+        orphans.unknown(slot, result.token, leaseMs);
+      }
+    },
+  };
 }
 
 function contended(operation: StoreOperation, slot: string): StoreError {
@@ -752,14 +735,6 @@ function contended(operation: StoreOperation, slot: string): StoreError {
     } after ${MAX_ATTEMPTS} attempts`,
     { operation },
   );
-}
-
-function unreadable(leaseMs: number): ClaimResult {
-  return {
-    state: "in_flight",
-    fingerprint: null,
-    retryAfterMs: Math.max(1, Math.ceil(leaseMs)),
-  };
 }
 
 /** The in-flight record `token` owns at `now`, or `null` when it owns none. */
@@ -776,105 +751,4 @@ function owns(found: Found, token: string, now: number): InFlightRecord | null {
 /** `expireIn` for a record whose deadline is `deadline`: at least 1 ms. */
 function expireIn(deadline: number, now: number): number {
   return Math.max(1, Math.ceil(deadline - now));
-}
-
-/** A copy of `bytes` that owns its buffer: a view would serialize it whole. */
-function tight(bytes: Uint8Array): Uint8Array {
-  return bytes.byteOffset === 0 &&
-      bytes.byteLength === bytes.buffer.byteLength &&
-      bytes.buffer instanceof ArrayBuffer
-    ? bytes
-    : bytes.slice();
-}
-
-/**
- * Splits the concatenation of `head` and `body` into values of at most
- * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
- * copy only for the value that straddles both.
- */
-function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
-  const split = head.byteLength;
-  const total = split + (body?.byteLength ?? 0);
-  const parts: Uint8Array[] = [];
-  for (let start = 0; start < total; start += CHUNK_BYTES) {
-    const end = Math.min(start + CHUNK_BYTES, total);
-    if (end <= split) {
-      parts.push(head.subarray(start, end));
-    } else if (start >= split) {
-      parts.push(body!.subarray(start - split, end - split));
-    } else {
-      const part = new Uint8Array(end - start);
-      part.set(head.subarray(start), 0);
-      part.set(body!.subarray(0, end - split), split - start);
-      parts.push(part);
-    }
-  }
-  return parts;
-}
-
-/** An upper bound of a string's serialized size (two-byte strings included). */
-function stringSize(text: string): number {
-  return 2 * text.length + 8;
-}
-
-/** An upper bound of the serialized size of a completed inline record. */
-function inlineSize(owned: InFlightRecord, response: StoredResponse): number {
-  let size = 256 + stringSize(owned.fp) + stringSize(owned.token);
-  for (const [name, value] of response.headers) {
-    size += stringSize(name) + stringSize(value) + 16;
-  }
-  return size + (response.body?.byteLength ?? 0);
-}
-
-/** An upper bound of a key's encoded size. */
-function keySize(key: Deno.KvKey): number {
-  let size = 0;
-  for (const part of key) {
-    size += typeof part === "string" ? 3 * part.length + 2 : 32;
-  }
-  return size;
-}
-
-function isRecordBase(value: Record<string, unknown>): boolean {
-  return value.v === RECORD_VERSION && typeof value.fp === "string" &&
-    typeof value.token === "string" && Number.isFinite(value.leaseUntil) &&
-    Number.isFinite(value.deadline);
-}
-
-function isCount(value: unknown): value is number {
-  return Number.isSafeInteger(value) && (value as number) >= 0;
-}
-
-/** The record in `value`, or `null` when it is not one this store wrote. */
-function parseRecord(value: unknown): KvRecord | null {
-  if (value === null || typeof value !== "object" || Array.isArray(value)) {
-    return null;
-  }
-  const r = value as Record<string, unknown>;
-  if (!isRecordBase(r)) return null;
-  if (r.state === "in_flight") return r as unknown as InFlightRecord;
-  if (r.state !== "completed" || !isStatus(r.status)) return null;
-  if (r.omitted !== undefined && !isOmittedReason(r.omitted)) return null;
-  if (r.set === undefined) {
-    if (!isHeaderList(r.headers)) return null;
-    if (
-      r.body === null
-        ? r.omitted === undefined
-        : !(r.body instanceof Uint8Array)
-    ) {
-      return null;
-    }
-    return r as unknown as InlineRecord;
-  }
-  if (
-    typeof r.set !== "string" || !isCount(r.chunks) ||
-    !isCount(r.headersLength) ||
-    !(r.bodyLength === null ? r.omitted !== undefined : isCount(r.bodyLength))
-  ) return null;
-  // The chunk count must follow from the lengths, so that a damaged record
-  // cannot make a reader fetch an absurd number of keys.
-  const total = (r.headersLength as number) +
-    ((r.bodyLength as number | null) ?? 0);
-  if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;
-  return r as unknown as ChunkedRecord;
 }

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { assertSlot, StoreError } from "../store.ts";
+import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -15,7 +15,7 @@ import type {
   StoredResponse,
   WriteOutcome,
 } from "../store.ts";
-import { assertStoredResponse } from "../record.ts";
+import { assertStoredResponse } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 
 /** Options of the {@linkcode MemoryStore} constructor. */
@@ -290,14 +290,7 @@ export class MemoryStore implements IdempotencyStore {
 
   #claim(slot: string, options: ClaimOptions): ClaimResult {
     assertSlot(slot);
-    const { fingerprint } = options;
-    if (typeof fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${fingerprint}`,
-      );
-    }
-    const leaseMs = positiveInteger("leaseMs", options.leaseMs);
-    const ttlMs = positiveInteger("ttlMs", options.ttlMs);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const now = this.#clock();
     let entry = this.#entries.get(slot);
     if (entry !== undefined && entry.deadline <= now) {
@@ -422,7 +415,7 @@ export class MemoryStore implements IdempotencyStore {
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome> {
     try {
       assertSlot(slot);
-      positiveInteger("leaseMs", leaseMs);
+      leaseMs = durationMs("leaseMs", leaseMs);
       const now = this.#clock();
       const claim = this.#owned(slot, token, now);
       if (claim === undefined) return Promise.resolve("lost");

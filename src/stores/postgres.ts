@@ -41,21 +41,26 @@ import type {
   StoreOperation,
   WriteOutcome,
 } from "../store.ts";
-import { assertSlot } from "../store.ts";
-import {
-  assertStoredResponse,
-  decodeHeaders,
-  encodeHeaders,
-  RECORD_VERSION,
-  toStoredResponse,
-} from "../record.ts";
-
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
+import { assertStoredResponse, encodeHeaders } from "../_record.ts";
 import { Orphans } from "./_orphans.ts";
+import {
+  decodeClaim,
+  DEFAULT_TABLE,
+  parseTable,
+  postgresMigration,
+  type PostgresRow,
+  type Statements,
+  statements,
+} from "./_postgres_sql.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 export * from "./_contract.ts";
-
-/** A row as postgres.js returns it. */
-export type PostgresRow = Record<string, unknown>;
+export {
+  DEFAULT_TABLE,
+  postgresMigration,
+  type PostgresRow,
+} from "./_postgres_sql.ts";
 
 /**
  * A statement in flight, as postgres.js returns it from `sql.unsafe()`: a
@@ -124,6 +129,9 @@ export interface PostgresStoreOptions {
   timeoutMs?: number;
 }
 
+/** How many times a claim statement runs when it keeps meeting concurrent claims. */
+const CLAIM_ATTEMPTS = 4;
+
 /** Options of {@linkcode PostgresStore.sweep}. */
 export interface PostgresSweepOptions {
   /**
@@ -133,289 +141,6 @@ export interface PostgresSweepOptions {
    * @default {1000}
    */
   batchSize?: number;
-}
-
-/** The table name when none is given. */
-export const DEFAULT_TABLE = "idempotency_keys";
-
-const MAX_TABLE_BYTES = 48;
-const MAX_SCHEMA_BYTES = 63;
-
-/** The time of the statement, on the database's clock (stable within it). */
-const NOW = "statement_timestamp()";
-/** How many times a claim statement runs when it keeps meeting concurrent claims. */
-const CLAIM_ATTEMPTS = 4;
-
-/**
- * Validates a table name and returns its quoted parts.
- *
- * @param name The table, optionally `schema.table`.
- * @returns The quoted name and the bare table part.
- */
-function parseTable(
-  name: string,
-): { quoted: string; table: string; schema: string | null } {
-  if (typeof name !== "string") {
-    throw new TypeError(
-      `'table' must be a string: current value is ${String(name)}`,
-    );
-  }
-  const parts = name.split(".");
-  const encoder = new TextEncoder();
-  if (
-    parts.length > 2 || parts.some((part) => part.length === 0) ||
-    name.includes("\0")
-  ) {
-    throw new TypeError(
-      `'table' must be "table" or "schema.table" with non-empty parts and no NUL: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  const table = parts.at(-1)!;
-  if (encoder.encode(table).byteLength > MAX_TABLE_BYTES) {
-    throw new TypeError(
-      `'table' must name a table of at most ${MAX_TABLE_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  if (
-    parts.length === 2 &&
-    encoder.encode(parts[0]!).byteLength > MAX_SCHEMA_BYTES
-  ) {
-    throw new TypeError(
-      `'table' must name a schema of at most ${MAX_SCHEMA_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  return {
-    quoted: parts.map(quoteIdentifier).join("."),
-    table,
-    schema: parts.length === 2 ? parts[0]! : null,
-  };
-}
-
-function quoteIdentifier(part: string): string {
-  return `"${part.replaceAll('"', '""')}"`;
-}
-
-function quoteLiteral(text: string): string {
-  return `'${text.replaceAll("'", "''")}'`;
-}
-
-/**
- * Creates `schema` when it is absent. Not `CREATE SCHEMA IF NOT EXISTS`:
- * PostgreSQL checks the database's CREATE privilege before it looks for the
- * schema, so that statement fails for a role that may use an existing schema
- * but not create one. The DO body is a plain string literal (no dollar
- * quoting a name could close).
- */
-function createSchema(schema: string): string {
-  const body = `BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ${
-    quoteLiteral(schema)
-  }) THEN
-    CREATE SCHEMA ${quoteIdentifier(schema)};
-  END IF;
-END`;
-  return `DO ${quoteLiteral(body)};\n`;
-}
-
-/**
- * The SQL that creates the store's schema (when the table names one), table
- * and index if they are absent: what {@linkcode PostgresStore.migrate} runs,
- * for teams that run their own migrations. The statements take a
- * transaction-scoped advisory lock first, so concurrent runs queue instead
- * of racing, and silence the "already exists, skipping" notices; run them in
- * one transaction (one simple-protocol query, as `psql -c` sends, is one).
- * The schema is created only when it is missing, so a role without the
- * database's CREATE privilege can still migrate into an existing schema.
- *
- * @param table The table, optionally `schema.table`.
- * @returns The statements, separated by semicolons.
- * @throws {TypeError} When the table name is invalid.
- *
- * @example The migration of a schema-qualified table
- * ```ts
- * import { postgresMigration } from "@idempotent/http/postgres";
- * import assert from "node:assert/strict";
- *
- * const text = postgresMigration("app.idempotency_keys");
- * assert.ok(text.includes('CREATE TABLE IF NOT EXISTS "app"."idempotency_keys"'));
- * ```
- */
-export function postgresMigration(table: string = DEFAULT_TABLE): string {
-  const { quoted, table: bare, schema } = parseTable(table);
-  const index = quoteIdentifier(`${bare}_expires_at_idx`);
-  return `SET LOCAL client_min_messages = warning;
-SELECT pg_advisory_xact_lock(hashtextextended('@idempotent/http migrate', 0));
-${
-    schema === null
-      ? ""
-      : createSchema(schema)
-  }CREATE TABLE IF NOT EXISTS ${quoted} (
-  slot text PRIMARY KEY,
-  version smallint NOT NULL,
-  state text NOT NULL,
-  fingerprint text,
-  token text,
-  takeovers integer NOT NULL DEFAULT 0,
-  lease_until timestamptz,
-  expires_at timestamptz,
-  status integer,
-  headers jsonb,
-  body bytea,
-  omitted text,
-  created_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-  completed_at timestamptz
-);
-CREATE INDEX IF NOT EXISTS ${index} ON ${quoted} (expires_at);
-`;
-}
-
-/** The statements of one table, built once per store. */
-interface Statements {
-  claim: string;
-  complete: string;
-  release: string;
-  extend: string;
-  sweep: string;
-}
-
-function statements(t: string): Statements {
-  // A row is free when its TTL ran out (whatever it holds: the sweeper would
-  // delete it), or when it is a readable claim of ours whose lease ran out
-  // within its TTL. An unreadable row (unknown version, unknown state, no
-  // owner, no deadline) is only ever freed by its own expires_at: NULL
-  // comparisons make both tests NULL, and CASE takes NULL as false.
-  const expired = `(r.expires_at <= ${NOW})`;
-  const leaseOver = `(r.version = ${RECORD_VERSION} AND r.state = 'in_flight'
-    AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
-    AND r.expires_at > ${NOW} AND r.lease_until <= ${NOW})`;
-  const free = `(${expired} OR ${leaseOver})`;
-  const fenced = `slot = $1 AND token = $2 AND version = ${RECORD_VERSION}
-    AND state = 'in_flight' AND expires_at > ${NOW}`;
-  const retryAfter = (alias: string) =>
-    `CASE WHEN isfinite(${alias}.lease_until) THEN LEAST(2147483647, GREATEST(1,
-    ceil(extract(epoch FROM ${alias}.lease_until - ${NOW}) * 1000)))::int
-  END AS retry_after_ms`;
-  const columns = (alias: string) =>
-    `${alias}.version, ${alias}.state, ${alias}.fingerprint, ${alias}.token,
-  ${alias}.takeovers, ${alias}.status, ${alias}.headers::text AS headers,
-  ${alias}.body, ${alias}.omitted, (${alias}.expires_at IS NOT NULL) AS has_deadline,
-  ${retryAfter(alias)}`;
-  return {
-    // One statement: read the row; when it is absent or free, insert a fresh
-    // claim or take the free row over (ON CONFLICT … DO UPDATE … WHERE free,
-    // judged on the latest committed row); return the row written, else the
-    // row read. A replay or a conflict reads and writes nothing, so it takes
-    // no row lock and flushes no WAL. `free` on a returned row read, and no
-    // row at all, mean another claim won between the snapshot and the
-    // upsert: the caller runs the statement again (see claim()).
-    claim: `WITH cur AS (
-  SELECT ${columns("r")}, COALESCE(${free}, false) AS free
-  FROM ${t} AS r WHERE r.slot = $1
-), ins AS (
-  INSERT INTO ${t} AS r
-    (slot, version, state, fingerprint, token, takeovers, lease_until, expires_at, created_at)
-  SELECT $1, ${RECORD_VERSION}, 'in_flight', $2, $3, 0,
-    ${NOW} + $4::float8 * interval '1 millisecond',
-    ${NOW} + $5::float8 * interval '1 millisecond', ${NOW}
-  WHERE NOT EXISTS (SELECT 1 FROM cur WHERE NOT cur.free)
-  ON CONFLICT (slot) DO UPDATE SET
-    version = excluded.version, state = excluded.state,
-    fingerprint = excluded.fingerprint, token = excluded.token,
-    takeovers = CASE WHEN ${expired} THEN 0 ELSE r.takeovers + 1 END,
-    lease_until = excluded.lease_until, expires_at = excluded.expires_at,
-    status = NULL, headers = NULL, body = NULL, omitted = NULL,
-    created_at = CASE WHEN ${expired} THEN ${NOW} ELSE r.created_at END,
-    completed_at = NULL
-  WHERE ${free}
-  RETURNING ${columns("r")}, false AS free
-)
-SELECT * FROM ins
-UNION ALL
-SELECT * FROM cur WHERE NOT EXISTS (SELECT 1 FROM ins)`,
-    complete: `UPDATE ${t} SET state = 'completed', status = $3::int,
-  headers = $4::text::jsonb, body = $5::bytea, omitted = $6::text,
-  lease_until = NULL, completed_at = ${NOW}
-WHERE ${fenced}`,
-    release: `DELETE FROM ${t} WHERE ${fenced}`,
-    extend: `UPDATE ${t}
-SET lease_until = ${NOW} + $3::float8 * interval '1 millisecond'
-WHERE ${fenced}`,
-    sweep: `WITH doomed AS (
-  SELECT slot FROM ${t} WHERE expires_at <= ${NOW}
-  LIMIT $1::int FOR UPDATE SKIP LOCKED
-)
-DELETE FROM ${t} AS r USING doomed
-WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
-  };
-}
-
-function assertDuration(name: string, value: number): void {
-  if (typeof value !== "number" || !(value > 0) || !Number.isFinite(value)) {
-    throw new RangeError(
-      `'${name}' must be a positive finite number of milliseconds: current value is ${value}`,
-    );
-  }
-}
-
-/** Wraps a returned `Buffer` (or any byte view) as a plain `Uint8Array`. */
-function toBytes(value: unknown): Uint8Array | null {
-  if (!(value instanceof Uint8Array)) return null;
-  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-}
-
-/** What an unreadable row answers: in flight, owner unknown. */
-function unreadable(retryAfterMs: number): ClaimResult {
-  return { state: "in_flight", fingerprint: null, retryAfterMs };
-}
-
-/**
- * Reads the row a claim returned.
- *
- * @param row The returned row.
- * @param token The token the claim offered.
- * @returns What the claim found.
- */
-function decodeClaim(row: PostgresRow | undefined, token: string): ClaimResult {
-  if (row === undefined) return unreadable(1000);
-  const retry = typeof row.retry_after_ms === "number"
-    ? Math.max(1, row.retry_after_ms)
-    : 1000;
-  if (row.token === token) {
-    return {
-      state: "acquired",
-      token,
-      recovered: typeof row.takeovers === "number" && row.takeovers > 0,
-    };
-  }
-  if (
-    row.version !== RECORD_VERSION || typeof row.fingerprint !== "string" ||
-    row.has_deadline !== true
-  ) return unreadable(retry);
-  if (row.state === "in_flight" && typeof row.retry_after_ms === "number") {
-    return {
-      state: "in_flight",
-      fingerprint: row.fingerprint,
-      retryAfterMs: retry,
-    };
-  }
-  if (row.state === "completed") {
-    const response = toStoredResponse(
-      row.status,
-      decodeHeaders(row.headers),
-      toBytes(row.body),
-      row.omitted,
-    );
-    if (response !== null) {
-      return { state: "completed", fingerprint: row.fingerprint, response };
-    }
-  }
-  return unreadable(retry);
 }
 
 /**
@@ -491,9 +216,9 @@ export class PostgresStore implements IdempotencyStore {
   #sql: PostgresSql;
   #table: string;
   #name: string;
-  #timeoutMs: number;
   #statements: Statements;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<Statement>;
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -520,7 +245,10 @@ export class PostgresStore implements IdempotencyStore {
     this.#sql = options.sql;
     this.#table = parseTable(name).quoted;
     this.#name = name;
-    this.#timeoutMs = timeoutMs;
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      postgresHandler(this.#orphans, timeoutMs),
+    );
     this.#statements = statements(this.#table);
   }
 
@@ -594,13 +322,7 @@ export class PostgresStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    assertDuration("leaseMs", options.leaseMs);
-    assertDuration("ttlMs", options.ttlMs);
-    if (typeof options.fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${options.fingerprint}`,
-      );
-    }
+    options = claimOptions(options);
     const token = crypto.randomUUID();
     const params = [
       slot,
@@ -692,7 +414,7 @@ export class PostgresStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    assertDuration("leaseMs", leaseMs);
+    leaseMs = durationMs("leaseMs", leaseMs);
     const rows = await this.#run("extend", this.#statements.extend, [
       slot,
       String(token),
@@ -712,61 +434,81 @@ export class PostgresStore implements IdempotencyStore {
    * late), and one whose connection broke may have committed, so either is
    * undone by a release fenced by that token (see {@linkcode Orphans}).
    */
-  async #run(
+  #run(
     operation: StoreOperation,
     text: string,
     parameters: (string | number | Uint8Array | null)[],
     claim?: { slot: string; token: string; leaseMs: number },
   ): Promise<PostgresRow[] & { count: number }> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let timedOut = false;
-    try {
-      const query = this.#sql.unsafe(text, parameters, {
-        prepare: this.#prepare,
-      });
-      if (this.#timeoutMs === Infinity) return await query;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => {
-          timedOut = true;
-          if (claim !== undefined) {
-            // Watch what the statement does after all.
-            this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
-            Promise.resolve(query).then(
-              (rows) =>
-                this.#orphans.settled(
-                  claim.token,
-                  rows[0]?.token === claim.token,
-                ),
-              (error) =>
-                this.#orphans.settled(claim.token, mayHaveCommitted(error)),
-            );
-          }
-          // No `query.cancel()`: a cancel request names a connection, not a
-          // statement, and postgres.js pipelines statements on a connection,
-          // so it can stop another slot's statement and, as seen under a
-          // table lock, hand one statement another's reply. The statement
-          // is left to finish; a claim among them is undone above.
-          reject(new Error(`No answer within ${this.#timeoutMs} ms`));
-        }, this.#timeoutMs);
-      });
-      const rows = await Promise.race([query, timeout]);
-      this.#orphans.kick(); // PostgreSQL answers: undo what waits for it
-      return rows;
-    } catch (cause) {
-      if (claim !== undefined && !timedOut && mayHaveCommitted(cause)) {
-        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      const reason = cause instanceof Error ? cause.message : String(cause);
-      throw new StoreError(
-        `PostgreSQL ${operation} failed${
-          operation === "claim" ? "" : " (outcome unknown)"
-        }: ${reason}`,
-        { operation, cause },
-      );
-    } finally {
-      clearTimeout(timer);
-    }
+    return this.#deadlines.withDeadline(
+      this.#start,
+      { operation, text, parameters, claim },
+    );
   }
+
+  /** Sends a statement. */
+  #start = (call: Statement): PostgresQuery =>
+    this.#sql.unsafe(call.text, call.parameters, { prepare: this.#prepare });
+}
+
+/** One statement under way. */
+interface Statement {
+  operation: StoreOperation;
+  text: string;
+  parameters: (string | number | Uint8Array | null)[];
+  /** Set on claims, which may commit after a failure and must be undone. */
+  claim: { slot: string; token: string; leaseMs: number } | undefined;
+}
+
+/** What a PostgresStore does as its statements settle, fail or time out. */
+function postgresHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+): DeadlineHandler<Statement> {
+  const failure = (operation: StoreOperation, cause: unknown) => {
+    const reason = cause instanceof Error ? cause.message : String(cause);
+    return new StoreError(
+      `PostgreSQL ${operation} failed${
+        operation === "claim" ? "" : " (outcome unknown)"
+      }: ${reason}`,
+      { operation, cause },
+    );
+  };
+  return {
+    resolved() {
+      orphans.kick(); // PostgreSQL answers: undo what waits for it
+    },
+    failed({ operation, claim }, cause) {
+      if (claim !== undefined && mayHaveCommitted(cause)) {
+        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
+      return failure(operation, cause);
+    },
+    expired({ operation, claim }) {
+      // Watch what the statement does after all (see late()).
+      if (claim !== undefined) {
+        orphans.out(claim.slot, claim.token, claim.leaseMs);
+      }
+      // No `query.cancel()`: a cancel request names a connection, not a
+      // statement, and postgres.js pipelines statements on a connection,
+      // so it can stop another slot's statement and, as seen under a
+      // table lock, hand one statement another's reply. The statement
+      // is left to finish; a claim among them is undone in late().
+      return failure(
+        operation,
+        new Error(`No answer within ${timeoutMs} ms`),
+      );
+    },
+    late({ claim }, value, failed) {
+      if (claim === undefined) return;
+      orphans.settled(
+        claim.token,
+        failed
+          ? mayHaveCommitted(value)
+          : (value as PostgresRow[])[0]?.token === claim.token,
+      );
+    },
+  };
 }
 
 /**

@@ -24,12 +24,12 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
-import { createHash } from "node:crypto";
 import {
   assertSlot,
   type ClaimOptions,
+  claimOptions,
   type ClaimResult,
+  durationMs,
   type IdempotencyStore,
   type StoredResponse,
   StoreError,
@@ -37,88 +37,25 @@ import {
   type WriteOutcome,
 } from "../store.ts";
 export * from "./_contract.ts";
+export type {
+  IoRedisClientLike,
+  NodeRedisClientLike,
+  RedisClientLike,
+  RedisCommander,
+} from "./_redis_client.ts";
 
-import {
-  assertStoredResponse,
-  decodeHeaders,
-  encodeHeaders,
-  RECORD_VERSION,
-  toStoredResponse,
-} from "../record.ts";
+import { assertStoredResponse, encodeHeaders } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
-
-/**
- * The one-method client interface the store talks to: send one command as an
- * array of arguments, get its reply.
- *
- * The reply must be what Redis answered, decoded the usual way: a bulk string
- * as a `Uint8Array` (or a `string`, which loses binary bodies: ask your client
- * for bytes), an integer as a `number`, a nil as `null`, an array as an array.
- * An error reply rejects the promise with an `Error` whose message starts with
- * the error code (such as `NOSCRIPT`), optionally after a `-`.
- *
- * node-redis and ioredis clients need no adapter: pass them as they are.
- *
- * @example Adapt a `@db/redis` client
- * ```ts
- * import type { RedisCommander } from "@idempotent/http/redis";
- *
- * // The shape of @db/redis's `Redis` that the adapter uses.
- * interface DbRedis {
- *   sendCommand(
- *     command: string,
- *     args?: (string | number | Uint8Array)[],
- *     options?: { returnUint8Arrays?: boolean },
- *   ): Promise<unknown>;
- * }
- *
- * function fromDbRedis(redis: DbRedis): RedisCommander {
- *   return {
- *     sendCommand: ([command, ...args]) =>
- *       redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
- *   };
- * }
- *
- * // new RedisStore({ client: fromDbRedis(await connect({ hostname: "127.0.0.1" })) })
- * ```
- */
-export interface RedisCommander {
-  /**
-   * Sends one command and resolves with its reply.
-   *
-   * @param args The command's name, then its arguments.
-   * @returns The reply.
-   */
-  sendCommand(args: (string | Uint8Array)[]): Promise<unknown>;
-}
-
-/**
- * The part of a node-redis 5 client (`createClient()` of npm `redis`) the
- * store detects: `sendCommand(args, options)` and `withTypeMapping`. A
- * node-redis cluster (`createCluster()`) is detected by its `getSlotMaster`.
- */
-export interface NodeRedisClientLike {
-  /** node-redis's raw command method. */
-  sendCommand(...args: never[]): Promise<unknown>;
-  /** Present on node-redis clients; tells them from a {@linkcode RedisCommander}. */
-  withTypeMapping(...args: never[]): unknown;
-}
-
-/**
- * The part of an ioredis client or cluster the store uses: `callBuffer`, which
- * sends a raw command and answers bulk strings as bytes.
- */
-export interface IoRedisClientLike {
-  /** ioredis's raw command method with byte replies. */
-  callBuffer(...args: never[]): Promise<unknown>;
-}
-
-/** What {@linkcode RedisStoreOptions.client} accepts. */
-export type RedisClientLike =
-  | RedisCommander
-  | NodeRedisClientLike
-  | IoRedisClientLike;
+import {
+  commander,
+  isNoScript,
+  mayHaveRun,
+  type RedisClientLike,
+  type Send,
+} from "./_redis_client.ts";
+import { decodeClaim, SCRIPTS } from "./_redis_scripts.ts";
+import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 /** Options of the {@linkcode RedisStore} constructor. */
 export interface RedisStoreOptions {
@@ -142,226 +79,6 @@ export interface RedisStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
-}
-
-// The record is a hash at `prefix + slot`:
-//   v       the record format version (RECORD_VERSION)
-//   st      "f" (in flight) or "c" (completed)
-//   fp      the fingerprint of the first claim
-//   tok     the owner's token
-//   lu      lease until: server time in ms
-//   dl      deadline: server time in ms; PEXPIRE drops the key then too
-//   status  the response status            (completed)
-//   hdr     the header pairs as JSON       (completed)
-//   body    the body bytes                 (completed, unless omitted)
-//   om      why the body was omitted       (completed, when omitted)
-// Any other value at the key (another type, a hash without our version
-// field, a missing or malformed field, another version) is unreadable: it
-// reads as in flight and no script ever writes to it. Reads go through
-// `redis.pcall`, which answers a key of another type with an error table
-// instead of raising WRONGTYPE: one call where `TYPE` and then a read would
-// be two. The key expires at `dl` (PEXPIRE at the claim), so Redis itself
-// hides a record past its deadline; `complete` and `release` need no clock.
-//
-// Every `redis.call` costs the server about a microsecond, and the server's
-// time is what bounds throughput at many requests in flight: the scripts make
-// as few as they can (claim: TIME, HGETALL, and HSET + PEXPIRE when it takes
-// the slot; complete: HMGET, HSET; release: HMGET, DEL; extend: TIME, HMGET,
-// HSET).
-
-const V = String(RECORD_VERSION);
-
-/** The server's clock in ms. */
-const NOW = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`;
-
-/**
- * Shared by the fenced writes: answers 0 unless ARGV[1], the token, owns the
- * slot (a record of ours, in flight under this token; past its deadline the
- * key is gone). Ownership does not depend on the lease: an owner nobody took
- * over keeps it.
- */
-const OWNED = `local key = KEYS[1]
-local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
-if r.err or r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or not tonumber(r[4]) then
-  return 0
-end
-`;
-
-/**
- * ARGV: fingerprint, token, leaseMs, ttlMs. Replies 1 (acquired), 2
- * (acquired by taking over an expired lease), {0, fp, ms} (in flight, ms
- * left on the lease), {1, fp, status, hdr, body, om} (completed), or
- * {2, ms} (unreadable, with a retry hint).
- */
-const CLAIM = `local key = KEYS[1]
-${NOW}local lease = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local function take(reply, existed)
-  if existed then redis.call('DEL', key) end
-  redis.call('HSET', key, 'v', '${V}', 'st', 'f', 'fp', ARGV[1], 'tok', ARGV[2],
-    'lu', string.format('%d', now + lease), 'dl', string.format('%d', now + ttl))
-  redis.call('PEXPIRE', key, ttl)
-  return reply
-end
-local function unreadable()
-  local left = redis.call('PTTL', key)
-  if left > 0 and left < lease then return {2, left} end
-  return {2, lease}
-end
-local h = redis.pcall('HGETALL', key)
-if h.err then return unreadable() end
-if #h == 0 then return take(1, false) end
-local r = {}
-for i = 1, #h, 2 do r[h[i]] = h[i + 1] end
-local dl = tonumber(r.dl)
-if r.v ~= '${V}' or not r.fp or dl == nil then return unreadable() end
-if dl <= now then return take(1, true) end
-if r.st == 'c' then
-  return {1, r.fp, r.status or false, r.hdr or false, r.body or false, r.om or false}
-end
-local lu = tonumber(r.lu)
-if r.st ~= 'f' or lu == nil then return unreadable() end
-if lu > now then return {0, r.fp, lu - now} end
-return take(2, true)
-`;
-
-/** ARGV: token, status, hdr, body, om ("" when the body is present). */
-const COMPLETE = `${OWNED}if ARGV[5] == '' then
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'body', ARGV[4])
-else
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'om', ARGV[5])
-end
-return 1
-`;
-
-/** ARGV: token. */
-const RELEASE = `${OWNED}redis.call('DEL', key)
-return 1
-`;
-
-/** ARGV: token, leaseMs. */
-const EXTEND =
-  `${OWNED}${NOW}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
-return 1
-`;
-
-interface Script {
-  readonly source: string;
-  readonly sha: string;
-}
-
-function script(source: string): Script {
-  return { source, sha: createHash("sha1").update(source).digest("hex") };
-}
-
-const SCRIPTS: Readonly<Record<StoreOperation, Script>> = {
-  claim: script(CLAIM),
-  complete: script(COMPLETE),
-  release: script(RELEASE),
-  extend: script(EXTEND),
-};
-
-/** node-redis's RESP type code of a bulk string (`RESP_TYPES.BLOB_STRING`). */
-const BLOB_STRING = 36;
-const NODE_REDIS_OPTIONS = { typeMapping: { [BLOB_STRING]: Buffer } };
-
-function toBuffer(arg: string | Uint8Array): string | Buffer {
-  return typeof arg === "string" || Buffer.isBuffer(arg)
-    ? arg
-    : Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength);
-}
-
-type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
-
-/** Turns whatever client was passed into one `send` function. */
-function commander(client: RedisClientLike): Send {
-  if (client === null || typeof client !== "object") {
-    throw new TypeError(
-      `'client' must be a node-redis client, an ioredis client or a RedisCommander: current value is ${client}`,
-    );
-  }
-  const c = client as unknown as Record<string, unknown>;
-  if (typeof c.callBuffer === "function") {
-    // ioredis: callBuffer(command, ...args), byte replies; Uint8Array args
-    // must be Buffers (others are stringified).
-    const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    return (args) => {
-      const out: unknown[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return call.apply(client, out);
-    };
-  }
-  if (
-    typeof c.sendCommand === "function" &&
-    typeof c.withTypeMapping === "function"
-  ) {
-    const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
-    const map = (args: (string | Uint8Array)[]) => {
-      const out: (string | Buffer)[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return out;
-    };
-    if (typeof c.getSlotMaster === "function") {
-      // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
-      // Every script here takes exactly one key, the fourth argument.
-      return (args) =>
-        send.call(client, args[3], false, map(args), NODE_REDIS_OPTIONS);
-    }
-    // node-redis client: sendCommand(args, options), Buffer args only.
-    return (args) => send.call(client, map(args), NODE_REDIS_OPTIONS);
-  }
-  if (typeof c.sendCommand === "function") {
-    const send = c.sendCommand as Send;
-    return (args) => send.call(client, args);
-  }
-  throw new TypeError(
-    "'client' must be a node-redis client, an ioredis client or a RedisCommander: it has no sendCommand or callBuffer method",
-  );
-}
-
-function isNoScript(error: unknown): boolean {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" && /^-?NOSCRIPT/.test(message);
-}
-
-const decoder = new TextDecoder();
-const encoder = new TextEncoder();
-
-function text(value: unknown): string | null {
-  if (typeof value === "string") return value;
-  if (!(value instanceof Uint8Array)) return null;
-  // Fingerprints and statuses are short ASCII: skip the decoder for them.
-  if (value.length > 96) return decoder.decode(value);
-  let out = "";
-  for (let i = 0; i < value.length; i++) {
-    const byte = value[i]!;
-    if (byte > 0x7f) return decoder.decode(value);
-    out += String.fromCharCode(byte);
-  }
-  return out;
-}
-
-function bytes(value: unknown): Uint8Array | null {
-  if (value instanceof Uint8Array) {
-    // A plain view, not a Buffer, over the same memory.
-    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
-  }
-  if (typeof value === "string") return encoder.encode(value);
-  return null;
-}
-
-/** A lease or TTL: a positive finite number of ms, rounded up. */
-function duration(name: string, value: unknown): string {
-  if (
-    typeof value !== "number" || !Number.isFinite(value) || value <= 0
-  ) {
-    throw new RangeError(
-      `'${name}' must be a positive number of milliseconds: current value is ${value}`,
-    );
-  }
-  return String(Math.ceil(value));
 }
 
 /**
@@ -464,10 +181,8 @@ function duration(name: string, value: unknown): string {
 export class RedisStore implements IdempotencyStore {
   #send: Send;
   #prefix: string;
-  #timeoutMs: number;
-  #pending = new Set<Call>();
-  #timer: Timer | undefined;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #deadlines: Deadlines<Call>;
 
   /**
    * Makes a store on a client the caller connected.
@@ -486,7 +201,11 @@ export class RedisStore implements IdempotencyStore {
       );
     }
     this.#prefix = prefix;
-    this.#timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    const timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    this.#deadlines = new Deadlines(
+      timeoutMs,
+      redisHandler(this.#orphans, timeoutMs, this.#start),
+    );
   }
 
   /**
@@ -506,49 +225,15 @@ export class RedisStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    const { fingerprint } = options;
-    if (typeof fingerprint !== "string") {
-      throw new TypeError(
-        `'fingerprint' must be a string: current value is ${fingerprint}`,
-      );
-    }
-    const lease = duration("leaseMs", options.leaseMs);
-    const ttl = duration("ttlMs", options.ttlMs);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
     const reply = await this.#eval("claim", slot, [
       fingerprint,
       token,
-      lease,
-      ttl,
-    ], { slot, token, leaseMs: Number(lease) });
-    if (reply === 1 || reply === 2) {
-      return { state: "acquired", token, recovered: reply === 2 };
-    }
-    const hint = Number(lease);
-    if (!Array.isArray(reply)) return unreadable(hint);
-    const [kind, a, b, c, d, e] = reply;
-    if (kind === 0) {
-      const fp = text(a);
-      return fp === null ? unreadable(hint) : {
-        state: "in_flight",
-        fingerprint: fp,
-        retryAfterMs: Math.max(1, Number(b) || 1),
-      };
-    }
-    if (kind === 1) {
-      const fp = text(a);
-      const statusText = text(b);
-      const response = toStoredResponse(
-        statusText === null ? null : Number(statusText),
-        decodeHeaders(text(c)),
-        bytes(d),
-        e === null || e === undefined ? undefined : text(e),
-      );
-      if (fp === null || response === null) return unreadable(hint);
-      return { state: "completed", fingerprint: fp, response };
-    }
-    if (kind === 2) return unreadable(Number(a) || hint);
-    return unreadable(hint);
+      String(leaseMs),
+      String(ttlMs),
+    ], { slot, token, leaseMs });
+    return decodeClaim(reply, token, leaseMs);
   }
 
   /**
@@ -612,15 +297,15 @@ export class RedisStore implements IdempotencyStore {
     leaseMs: number,
   ): Promise<WriteOutcome> {
     assertSlot(slot);
-    const lease = duration("leaseMs", leaseMs);
+    const lease = String(durationMs("leaseMs", leaseMs));
     const reply = await this.#eval("extend", slot, [String(token), lease]);
     return reply === 1 ? "applied" : "lost";
   }
 
   /**
-   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT. A
-   * claim passes its token, so that a claim that fails but may still land
-   * is undone (see {@linkcode Orphans}).
+   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT, under
+   * the store's deadline. A claim passes its token, so that a claim that
+   * fails but may still land is undone (see {@linkcode Orphans}).
    */
   #eval(
     operation: StoreOperation,
@@ -635,115 +320,33 @@ export class RedisStore implements IdempotencyStore {
     args[2] = "1";
     args[3] = this.#prefix + slot;
     for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
-    return new Promise((resolve, reject) => {
-      const call: Call = {
-        operation,
-        deadline: performance.now() + this.#timeoutMs,
-        claim,
-        resolve,
-        reject,
-      };
-      this.#watch(call);
-      const attempt = (first: boolean) => {
-        let pending: Promise<unknown>;
-        try {
-          pending = this.#send(args);
-        } catch (error) {
-          // Thrown before anything was sent: nothing can land.
-          call.claim = undefined;
-          this.#settle(call, error, true);
-          return;
-        }
-        pending.then(
-          (reply) => this.#settle(call, reply, false),
-          (error) => {
-            if (first && this.#pending.has(call) && isNoScript(error)) {
-              args[0] = "EVAL";
-              args[1] = script.source;
-              attempt(false);
-            } else {
-              this.#settle(call, error, true);
-            }
-          },
-        );
-      };
-      attempt(true);
-    });
+    const call: Call = { operation, args, claim, sent: true, first: true };
+    return this.#deadlines.withDeadline(this.#start, call);
   }
 
-  // One watchdog timer per store instead of one timer per command (which
-  // costs ~10 µs of latency per operation here). It is armed for the oldest
-  // pending call's deadline; deadlines only grow, so it is never late for a
-  // newer call. It is ref'd while calls are pending and unref'd when none are,
-  // so it never keeps a process alive; it fires at most once more and then
-  // stops.
-
-  #watch(call: Call): void {
-    this.#pending.add(call);
-    if (this.#timer === undefined) {
-      this.#timer = setTimeout(this.#fire, this.#timeoutMs);
-    } else if (this.#pending.size === 1) {
-      refTimer(this.#timer, true);
-    }
-  }
-
-  #settle(call: Call, value: unknown, failed: boolean): void {
-    const claim = call.claim;
-    if (!this.#pending.delete(call)) {
-      // Timed out already: the caller has its error. A claim that landed
-      // after all (or may have) is undone.
-      if (claim !== undefined) {
-        this.#orphans.settled(
-          claim.token,
-          failed ? mayHaveRun(value) : value === 1 || value === 2,
-        );
-      }
-      return;
-    }
-    if (this.#pending.size === 0 && this.#timer !== undefined) {
-      refTimer(this.#timer, false);
-    }
-    if (!failed) {
-      this.#orphans.kick(); // Redis answers: undo what waits for it
-      call.resolve(value);
-    } else {
-      if (claim !== undefined && mayHaveRun(value)) {
-        this.#orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      const message = (value as { message?: unknown } | null)?.message;
-      call.reject(
-        new StoreError(
-          `Redis ${call.operation} failed: ${message ?? value}`,
-          { operation: call.operation, cause: value },
-        ),
-      );
-    }
-  }
-
-  #fire = (): void => {
-    this.#timer = undefined;
-    const now = performance.now();
-    for (const call of this.#pending) {
-      if (call.deadline > now) {
-        this.#timer = setTimeout(this.#fire, call.deadline - now);
-        return;
-      }
-      this.#pending.delete(call);
-      const claim = call.claim;
-      if (claim !== undefined) {
-        this.#orphans.out(claim.slot, claim.token, claim.leaseMs);
-      }
-      call.reject(
-        new StoreError(
-          `Redis ${call.operation} did not answer within ${this.#timeoutMs} ms`,
-          {
-            operation: call.operation,
-            cause: new Error(`Timed out after ${this.#timeoutMs} ms`),
-          },
-        ),
-      );
+  /** Sends a call's command. */
+  #start = (call: Call): Promise<unknown> => {
+    try {
+      return this.#send(call.args);
+    } catch (error) {
+      // Thrown before anything was sent: nothing can land.
+      call.sent = false;
+      return Promise.reject(error);
     }
   };
+}
+
+/** One command under way. */
+interface Call {
+  operation: StoreOperation;
+  /** The command: EVALSHA, or EVAL once the script was not found. */
+  args: (string | Uint8Array)[];
+  /** Set on claims, which may land after a failure and must be undone. */
+  claim: ClaimCall | undefined;
+  /** `false` when the client threw before sending anything. */
+  sent: boolean;
+  /** Whether this is the first attempt (EVALSHA). */
+  first: boolean;
 }
 
 /** What a claim's call needs to be undone. */
@@ -753,53 +356,54 @@ interface ClaimCall {
   leaseMs: number;
 }
 
-/** A pending operation, watched for its deadline. */
-interface Call {
-  operation: StoreOperation;
-  deadline: number;
-  /** Set on claims that may still land. */
-  claim: ClaimCall | undefined;
-  resolve(reply: unknown): void;
-  reject(error: StoreError): void;
-}
-
-type Timer = ReturnType<typeof setTimeout>;
-
-const denoTimers = (globalThis as {
-  Deno?: { refTimer?(id: number): void; unrefTimer?(id: number): void };
-}).Deno;
-
-/** Lets `timer` keep the process alive, or not (Deno ids or Node objects). */
-function refTimer(timer: Timer, on: boolean): void {
-  if (typeof timer === "number") {
-    if (on) denoTimers?.refTimer?.(timer);
-    else denoTimers?.unrefTimer?.(timer);
-  } else {
-    const t = timer as { ref?(): void; unref?(): void };
-    if (on) t.ref?.();
-    else t.unref?.();
-  }
-}
-
-/**
- * Whether a command that failed with `error` may have run on the server: not
- * when the script was unknown (NOSCRIPT) or the client refused to send it
- * (node-redis offline or closed, ioredis without its offline queue). Any
- * other error (a connection that broke under the command) may hide a run.
- */
-function mayHaveRun(error: unknown): boolean {
-  if (isNoScript(error)) return false;
-  const message = (error as { message?: unknown } | null)?.message;
-  if (typeof message !== "string") return true;
-  return !(message === "The client is offline" ||
-    message === "The client is closed" ||
-    message.includes("enableOfflineQueue options is false"));
-}
-
-function unreadable(retryAfterMs: number): ClaimResult {
+/** What a RedisStore does as its commands settle, fail or time out. */
+function redisHandler(
+  orphans: Orphans,
+  timeoutMs: number,
+  start: (call: Call) => Promise<unknown>,
+): DeadlineHandler<Call> {
   return {
-    state: "in_flight",
-    fingerprint: null,
-    retryAfterMs: Math.max(1, Math.ceil(retryAfterMs)),
+    resolved() {
+      orphans.kick(); // Redis answers: undo what waits for it
+    },
+    retry(call, error) {
+      if (!call.first || !isNoScript(error)) return undefined;
+      call.first = false;
+      call.args[0] = "EVAL";
+      call.args[1] = SCRIPTS[call.operation].source;
+      return start(call);
+    },
+    failed({ operation, claim, sent }, error) {
+      if (claim !== undefined && sent && mayHaveRun(error)) {
+        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
+      }
+      const message = (error as { message?: unknown } | null)?.message;
+      return new StoreError(
+        `Redis ${operation} failed: ${message ?? error}`,
+        { operation, cause: error },
+      );
+    },
+    expired({ operation, claim }) {
+      if (claim !== undefined) {
+        orphans.out(claim.slot, claim.token, claim.leaseMs);
+      }
+      return new StoreError(
+        `Redis ${operation} did not answer within ${timeoutMs} ms`,
+        {
+          operation,
+          cause: new Error(`Timed out after ${timeoutMs} ms`),
+        },
+      );
+    },
+    late({ claim, sent }, value, failed) {
+      // The caller has its error. A claim that landed after all (or may
+      // have) is undone.
+      if (claim !== undefined && sent) {
+        orphans.settled(
+          claim.token,
+          failed ? mayHaveRun(value) : value === 1 || value === 2,
+        );
+      }
+    },
   };
 }

@@ -29,8 +29,9 @@ export interface Mutant {
 
 const KV = "src/stores/kv.ts";
 const MEMORY = "src/stores/memory.ts";
-const REDIS = "src/stores/redis.ts";
-const POSTGRES = "src/stores/postgres.ts";
+const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
+const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
+const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
 const MIDDLEWARE = "src/idempotency.ts";
 const GUARD = "src/_guard.ts";
@@ -125,7 +126,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "redis-fence-token",
-    file: REDIS,
+    file: REDIS_SCRIPTS,
     text: "or r[3] ~= ARGV[1] ",
     replacement: "",
     tests: [T.redis],
@@ -133,7 +134,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "redis-fence-state",
-    file: REDIS,
+    file: REDIS_SCRIPTS,
     text: "or r[2] ~= 'f' ",
     replacement: "",
     tests: [T.redis],
@@ -141,7 +142,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "postgres-fence-state",
-    file: POSTGRES,
+    file: POSTGRES_SQL,
     text: "AND state = 'in_flight' AND expires_at > ${NOW}`;",
     replacement: "AND expires_at > ${NOW}`;",
     tests: [T.postgres],
@@ -265,7 +266,7 @@ export const MUTANTS: Mutant[] = [
   // --- a defence against damaged values ---------------------------------------
   {
     id: "kv-chunk-count-unchecked",
-    file: KV,
+    file: KV_CHUNKS,
     text: "if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;",
     replacement: "",
     tests: [T.kv],
@@ -301,7 +302,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule4-postgres-fence-any-token",
-    file: POSTGRES,
+    file: POSTGRES_SQL,
     text: "slot = $1 AND token = $2 AND version",
     replacement: "slot = $1 AND (token = $2 OR token IS NOT NULL) AND version",
     tests: [T.postgres],

@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Helpers that stores share to write and read records: the header list as
- * text, and checks that tell a record of ours from a foreign or damaged value.
+ * text, checks that tell a record of ours from a foreign or damaged value,
+ * the answer for a value that fails them, and plain byte views.
  *
  * A store that reads something these checks reject reports the slot as
  * `in_flight` with `fingerprint: null` (DESIGN rule 6: unreadable is in
@@ -11,7 +12,7 @@
  */
 
 import { OMITTED_REASONS } from "./store.ts";
-import type { OmittedReason, StoredResponse } from "./store.ts";
+import type { ClaimResult, OmittedReason, StoredResponse } from "./store.ts";
 
 /** The record format version every store writes; an unknown one is unreadable. */
 export const RECORD_VERSION = 1;
@@ -199,4 +200,31 @@ export function toStoredResponse(
   }
   if (omitted !== undefined && omitted !== null && omitted !== "") return null;
   return { status, headers, body };
+}
+
+/**
+ * What a claim answers for a value it cannot read: in flight, owner unknown,
+ * with a retry hint of at least 1 ms, rounded up to whole milliseconds.
+ *
+ * @param retryAfterMs The hint: what is left of the value's life, or a lease.
+ * @returns The `in_flight` result.
+ */
+export function unreadable(retryAfterMs: number): ClaimResult {
+  return {
+    state: "in_flight",
+    fingerprint: null,
+    retryAfterMs: Math.max(1, Math.ceil(retryAfterMs)),
+  };
+}
+
+/**
+ * A plain `Uint8Array` over the same memory as `value` (a Node `Buffer`
+ * from a driver, say), or `null` when `value` holds no bytes.
+ *
+ * @param value Anything.
+ * @returns The view, or `null`.
+ */
+export function byteView(value: unknown): Uint8Array | null {
+  if (!(value instanceof Uint8Array)) return null;
+  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
 }

@@ -1,0 +1,293 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * KvStore's record layout: a record as a Deno KV value, and a large
+ * completed record's header list and body split across chunk values (one
+ * value is at most 64 KiB, one commit at most 800 KB of mutations), with the
+ * checks that read a damaged or foreign value as unreadable. No Deno KV calls
+ * here: `kv.ts` reads and commits what these describe.
+ *
+ * @module
+ */
+
+import type { StoredResponse } from "../store.ts";
+import {
+  decodeHeaders,
+  encodeHeaders,
+  isHeaderList,
+  isOmittedReason,
+  isStatus,
+  RECORD_VERSION,
+  toStoredResponse,
+} from "../_record.ts";
+import { concatBytes } from "../_bytes.ts";
+
+/** The most bytes one Deno KV value may hold. */
+export const MAX_VALUE_BYTES = 65_536;
+/** Bytes of one body chunk: one full value. */
+export const CHUNK_BYTES = MAX_VALUE_BYTES;
+/** The record's serialized size, estimated, up to which the body is kept inline. */
+export const INLINE_BUDGET = 60 * 1024;
+/** Mutation bytes per chunk commit, under Deno KV's 819,200. */
+export const COMMIT_BUDGET = 780_000;
+/** Keys per `getMany` (Deno KV's limit is 10). */
+export const GET_MANY = 10;
+/** Chunk keys read at once: 8 `getMany` calls, 5 MiB of body. */
+export const READ_WINDOW = 8 * GET_MANY;
+/** How much longer than its record a chunk lives, against clock skew. */
+export const CHUNK_SLACK_MS = 60_000;
+
+/** What every record holds. */
+export interface RecordBase {
+  v: number;
+  fp: string;
+  token: string;
+  leaseUntil: number;
+  deadline: number;
+}
+
+/** A claim being worked on. */
+export interface InFlightRecord extends RecordBase {
+  state: "in_flight";
+}
+
+/** A completed record whose header list and body live in the record itself. */
+export interface InlineRecord extends RecordBase {
+  state: "completed";
+  status: number;
+  headers: [string, string][];
+  body: Uint8Array | null;
+  omitted?: string;
+}
+
+/**
+ * A completed record whose header list (as JSON text) and body live, one
+ * after the other, in `chunks` values under `[..., "chunk", slot, token, set]`.
+ */
+export interface ChunkedRecord extends RecordBase {
+  state: "completed";
+  status: number;
+  set: string;
+  chunks: number;
+  headersLength: number;
+  bodyLength: number | null;
+  omitted?: string;
+}
+
+export type KvRecord = InFlightRecord | InlineRecord | ChunkedRecord;
+
+/** A copy of `bytes` that owns its buffer: a view would serialize it whole. */
+export function tight(bytes: Uint8Array): Uint8Array {
+  return bytes.byteOffset === 0 &&
+      bytes.byteLength === bytes.buffer.byteLength &&
+      bytes.buffer instanceof ArrayBuffer
+    ? bytes
+    : bytes.slice();
+}
+
+/**
+ * Splits the concatenation of `head` and `body` into values of at most
+ * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
+ * copy only for the value that straddles both.
+ */
+export function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
+  const split = head.byteLength;
+  const total = split + (body?.byteLength ?? 0);
+  const parts: Uint8Array[] = [];
+  for (let start = 0; start < total; start += CHUNK_BYTES) {
+    const end = Math.min(start + CHUNK_BYTES, total);
+    if (end <= split) {
+      parts.push(head.subarray(start, end));
+    } else if (start >= split) {
+      parts.push(body!.subarray(start - split, end - split));
+    } else {
+      const part = new Uint8Array(end - start);
+      part.set(head.subarray(start), 0);
+      part.set(body!.subarray(0, end - split), split - start);
+      parts.push(part);
+    }
+  }
+  return parts;
+}
+
+/** An upper bound of a string's serialized size (two-byte strings included). */
+function stringSize(text: string): number {
+  return 2 * text.length + 8;
+}
+
+/** An upper bound of the serialized size of a completed inline record. */
+export function inlineSize(
+  owned: InFlightRecord,
+  response: StoredResponse,
+): number {
+  let size = 256 + stringSize(owned.fp) + stringSize(owned.token);
+  for (const [name, value] of response.headers) {
+    size += stringSize(name) + stringSize(value) + 16;
+  }
+  return size + (response.body?.byteLength ?? 0);
+}
+
+/** An upper bound of a key's encoded size. */
+export function keySize(key: Deno.KvKey): number {
+  let size = 0;
+  for (const part of key) {
+    size += typeof part === "string" ? 3 * part.length + 2 : 32;
+  }
+  return size;
+}
+
+function isRecordBase(value: Record<string, unknown>): boolean {
+  return value.v === RECORD_VERSION && typeof value.fp === "string" &&
+    typeof value.token === "string" && Number.isFinite(value.leaseUntil) &&
+    Number.isFinite(value.deadline);
+}
+
+function isCount(value: unknown): value is number {
+  return Number.isSafeInteger(value) && (value as number) >= 0;
+}
+
+/** The record in `value`, or `null` when it is not one this store wrote. */
+export function parseRecord(value: unknown): KvRecord | null {
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return null;
+  }
+  const r = value as Record<string, unknown>;
+  if (!isRecordBase(r)) return null;
+  if (r.state === "in_flight") return r as unknown as InFlightRecord;
+  if (r.state !== "completed" || !isStatus(r.status)) return null;
+  if (r.omitted !== undefined && !isOmittedReason(r.omitted)) return null;
+  if (r.set === undefined) {
+    if (!isHeaderList(r.headers)) return null;
+    if (
+      r.body === null
+        ? r.omitted === undefined
+        : !(r.body instanceof Uint8Array)
+    ) {
+      return null;
+    }
+    return r as unknown as InlineRecord;
+  }
+  if (
+    typeof r.set !== "string" || !isCount(r.chunks) ||
+    !isCount(r.headersLength) ||
+    !(r.bodyLength === null ? r.omitted !== undefined : isCount(r.bodyLength))
+  ) return null;
+  // The chunk count must follow from the lengths, so that a damaged record
+  // cannot make a reader fetch an absurd number of keys.
+  const total = (r.headersLength as number) +
+    ((r.bodyLength as number | null) ?? 0);
+  if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;
+  return r as unknown as ChunkedRecord;
+}
+
+/** A completed record, and the chunk values to write before it (none inline). */
+export interface Completion {
+  record: InlineRecord | ChunkedRecord;
+  parts: Uint8Array[];
+}
+
+/**
+ * Lays out the completed record of `owned` with `response`: inline when it
+ * fits in one value, else chunked under `set` (the parts to write first).
+ *
+ * @param owned The in-flight record the completing token owns.
+ * @param response The response.
+ * @param set A fresh name for the chunk set.
+ * @returns The record and its chunks.
+ */
+export function completion(
+  owned: InFlightRecord,
+  response: StoredResponse,
+  set: () => string,
+): Completion {
+  const base = {
+    v: RECORD_VERSION,
+    state: "completed" as const,
+    fp: owned.fp,
+    token: owned.token,
+    leaseUntil: owned.leaseUntil,
+    deadline: owned.deadline,
+    status: response.status,
+    ...(response.omitted === undefined ? {} : { omitted: response.omitted }),
+  };
+  if (inlineSize(owned, response) <= INLINE_BUDGET) {
+    return {
+      record: {
+        ...base,
+        headers: response.headers.map(([n, v]) => [n, v]),
+        body: response.body === null ? null : tight(response.body),
+      },
+      parts: [],
+    };
+  }
+  const headerBytes = new TextEncoder().encode(
+    encodeHeaders(response.headers),
+  );
+  const parts = pack(headerBytes, response.body);
+  return {
+    record: {
+      ...base,
+      set: set(),
+      chunks: parts.length,
+      headersLength: headerBytes.byteLength,
+      bodyLength: response.body === null ? null : response.body.byteLength,
+    },
+    parts,
+  };
+}
+
+/**
+ * Reads a chunked record's response from its chunk values, in order, or
+ * returns `null` when they are torn (missing, surplus or damaged bytes).
+ *
+ * @param record The record.
+ * @param values Its chunk values, as read.
+ * @param length Their total length.
+ * @returns The response, or `null`.
+ */
+export function assemble(
+  record: ChunkedRecord,
+  values: readonly Uint8Array[],
+  length: number,
+): StoredResponse | null {
+  if (length !== record.headersLength + (record.bodyLength ?? 0)) return null;
+  const blob = concatBytes(values, length);
+  let headerText: string;
+  try {
+    headerText = new TextDecoder("utf-8", { fatal: true }).decode(
+      blob.subarray(0, record.headersLength),
+    );
+  } catch {
+    return null;
+  }
+  const headers = decodeHeaders(headerText);
+  if (headers === null) return null;
+  const body = record.bodyLength === null
+    ? null
+    : blob.subarray(record.headersLength);
+  return toStoredResponse(record.status, headers, body, record.omitted);
+}
+
+/**
+ * Groups chunk writes into commits under Deno KV's mutation limit.
+ *
+ * @param keys The chunk keys.
+ * @param parts Their values.
+ * @returns Each commit's indices into `keys` and `parts`.
+ */
+export function commitGroups(
+  keys: readonly Deno.KvKey[],
+  parts: readonly Uint8Array[],
+): number[][] {
+  const groups: number[][] = [];
+  let size = 0;
+  for (const [i, part] of parts.entries()) {
+    const cost = part.byteLength + keySize(keys[i]!);
+    if (groups.length === 0 || size + cost > COMMIT_BUDGET) {
+      groups.push([]);
+      size = 0;
+    }
+    groups.at(-1)!.push(i);
+    size += cost;
+  }
+  return groups;
+}

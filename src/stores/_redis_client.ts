@@ -1,0 +1,193 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * RedisStore's transport: the client shapes it accepts (node-redis 5 client
+ * or cluster, ioredis client or cluster, a {@linkcode RedisCommander}), one
+ * `send` function for any of them, and the decoding of their replies and
+ * errors. No Redis protocol of the store's own here (see `_redis_scripts.ts`).
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import { byteView } from "../_record.ts";
+
+/**
+ * The one-method client interface the store talks to: send one command as an
+ * array of arguments, get its reply.
+ *
+ * The reply must be what Redis answered, decoded the usual way: a bulk string
+ * as a `Uint8Array` (or a `string`, which loses binary bodies: ask your client
+ * for bytes), an integer as a `number`, a nil as `null`, an array as an array.
+ * An error reply rejects the promise with an `Error` whose message starts with
+ * the error code (such as `NOSCRIPT`), optionally after a `-`.
+ *
+ * node-redis and ioredis clients need no adapter: pass them as they are.
+ *
+ * @example Adapt a `@db/redis` client
+ * ```ts
+ * import type { RedisCommander } from "@idempotent/http/redis";
+ *
+ * // The shape of @db/redis's `Redis` that the adapter uses.
+ * interface DbRedis {
+ *   sendCommand(
+ *     command: string,
+ *     args?: (string | number | Uint8Array)[],
+ *     options?: { returnUint8Arrays?: boolean },
+ *   ): Promise<unknown>;
+ * }
+ *
+ * function fromDbRedis(redis: DbRedis): RedisCommander {
+ *   return {
+ *     sendCommand: ([command, ...args]) =>
+ *       redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
+ *   };
+ * }
+ *
+ * // new RedisStore({ client: fromDbRedis(await connect({ hostname: "127.0.0.1" })) })
+ * ```
+ */
+export interface RedisCommander {
+  /**
+   * Sends one command and resolves with its reply.
+   *
+   * @param args The command's name, then its arguments.
+   * @returns The reply.
+   */
+  sendCommand(args: (string | Uint8Array)[]): Promise<unknown>;
+}
+
+/**
+ * The part of a node-redis 5 client (`createClient()` of npm `redis`) the
+ * store detects: `sendCommand(args, options)` and `withTypeMapping`. A
+ * node-redis cluster (`createCluster()`) is detected by its `getSlotMaster`.
+ */
+export interface NodeRedisClientLike {
+  /** node-redis's raw command method. */
+  sendCommand(...args: never[]): Promise<unknown>;
+  /** Present on node-redis clients; tells them from a {@linkcode RedisCommander}. */
+  withTypeMapping(...args: never[]): unknown;
+}
+
+/**
+ * The part of an ioredis client or cluster the store uses: `callBuffer`, which
+ * sends a raw command and answers bulk strings as bytes.
+ */
+export interface IoRedisClientLike {
+  /** ioredis's raw command method with byte replies. */
+  callBuffer(...args: never[]): Promise<unknown>;
+}
+
+/** What {@linkcode RedisStoreOptions.client} accepts. */
+export type RedisClientLike =
+  | RedisCommander
+  | NodeRedisClientLike
+  | IoRedisClientLike;
+
+/** node-redis's RESP type code of a bulk string (`RESP_TYPES.BLOB_STRING`). */
+const BLOB_STRING = 36;
+const NODE_REDIS_OPTIONS = { typeMapping: { [BLOB_STRING]: Buffer } };
+
+function toBuffer(arg: string | Uint8Array): string | Buffer {
+  return typeof arg === "string" || Buffer.isBuffer(arg)
+    ? arg
+    : Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength);
+}
+
+/** Sends one command, given as its name and arguments, and resolves with the reply. */
+export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
+
+/**
+ * Turns whatever client was passed into one `send` function.
+ *
+ * @param client A node-redis or ioredis client or cluster, or a {@linkcode RedisCommander}.
+ * @returns The function that sends a command on it.
+ * @throws {TypeError} When `client` is none of these.
+ */
+export function commander(client: RedisClientLike): Send {
+  if (client === null || typeof client !== "object") {
+    throw new TypeError(
+      `'client' must be a node-redis client, an ioredis client or a RedisCommander: current value is ${client}`,
+    );
+  }
+  const c = client as unknown as Record<string, unknown>;
+  if (typeof c.callBuffer === "function") {
+    // ioredis: callBuffer(command, ...args), byte replies; Uint8Array args
+    // must be Buffers (others are stringified).
+    const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
+    return (args) => {
+      const out: unknown[] = new Array(args.length);
+      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
+      return call.apply(client, out);
+    };
+  }
+  if (
+    typeof c.sendCommand === "function" &&
+    typeof c.withTypeMapping === "function"
+  ) {
+    const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
+    const map = (args: (string | Uint8Array)[]) => {
+      const out: (string | Buffer)[] = new Array(args.length);
+      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
+      return out;
+    };
+    if (typeof c.getSlotMaster === "function") {
+      // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
+      // Every script here takes exactly one key, the fourth argument.
+      return (args) =>
+        send.call(client, args[3], false, map(args), NODE_REDIS_OPTIONS);
+    }
+    // node-redis client: sendCommand(args, options), Buffer args only.
+    return (args) => send.call(client, map(args), NODE_REDIS_OPTIONS);
+  }
+  if (typeof c.sendCommand === "function") {
+    const send = c.sendCommand as Send;
+    return (args) => send.call(client, args);
+  }
+  throw new TypeError(
+    "'client' must be a node-redis client, an ioredis client or a RedisCommander: it has no sendCommand or callBuffer method",
+  );
+}
+
+/** Whether `error` is Redis's answer to an EVALSHA of an unknown script. */
+export function isNoScript(error: unknown): boolean {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === "string" && /^-?NOSCRIPT/.test(message);
+}
+
+const decoder = new TextDecoder();
+const encoder = new TextEncoder();
+
+/** A reply's bulk string as text, or `null` when it is none. */
+export function text(value: unknown): string | null {
+  if (typeof value === "string") return value;
+  if (!(value instanceof Uint8Array)) return null;
+  // Fingerprints and statuses are short ASCII: skip the decoder for them.
+  if (value.length > 96) return decoder.decode(value);
+  let out = "";
+  for (let i = 0; i < value.length; i++) {
+    const byte = value[i]!;
+    if (byte > 0x7f) return decoder.decode(value);
+    out += String.fromCharCode(byte);
+  }
+  return out;
+}
+
+/** A reply's bulk string as a plain byte view, or `null` when it is none. */
+export function bytes(value: unknown): Uint8Array | null {
+  return typeof value === "string" ? encoder.encode(value) : byteView(value);
+}
+
+/**
+ * Whether a command that failed with `error` may have run on the server: not
+ * when the script was unknown (NOSCRIPT) or the client refused to send it
+ * (node-redis offline or closed, ioredis without its offline queue). Any
+ * other error (a connection that broke under the command) may hide a run.
+ */
+export function mayHaveRun(error: unknown): boolean {
+  if (isNoScript(error)) return false;
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message !== "string") return true;
+  return !(message === "The client is offline" ||
+    message === "The client is closed" ||
+    message.includes("enableOfflineQueue options is false"));
+}

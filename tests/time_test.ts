@@ -1,0 +1,181 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Deadlines (src/_time.ts): the one timeout mechanism of every store, one
+ * timer per store whatever the number of operations in flight.
+ */
+import assert from "node:assert/strict";
+import { type DeadlineHandler, Deadlines } from "../src/_time.ts";
+
+interface Seen {
+  resolved: unknown[];
+  failed: unknown[];
+  expired: string[];
+  late: [string, unknown, boolean][];
+  retried: string[];
+}
+
+function handler(
+  seen: Seen,
+  retry?: (context: string, error: unknown) => PromiseLike<unknown> | undefined,
+): DeadlineHandler<string> {
+  return {
+    resolved: (_context, value) => void seen.resolved.push(value),
+    failed: (context, error) => {
+      seen.failed.push(error);
+      return new Error(`failed ${context}`, { cause: error });
+    },
+    expired: (context) => {
+      seen.expired.push(context);
+      return new Error(`expired ${context}`);
+    },
+    late: (context, value, failed) =>
+      void seen.late.push([context, value, failed]),
+    ...(retry === undefined ? {} : {
+      retry: (context: string, error: unknown) => {
+        seen.retried.push(context);
+        return retry(context, error);
+      },
+    }),
+  };
+}
+
+const fresh = (): Seen => ({
+  resolved: [],
+  failed: [],
+  expired: [],
+  late: [],
+  retried: [],
+});
+
+/** Counts the timers set until `restore()`. */
+function countTimers() {
+  const realSetTimeout = globalThis.setTimeout;
+  const counter = {
+    count: 0,
+    restore() {
+      globalThis.setTimeout = realSetTimeout;
+    },
+  };
+  globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+    counter.count++;
+    return realSetTimeout(...args);
+  }) as typeof setTimeout;
+  return counter;
+}
+
+/** A promise and the functions that settle it. */
+function gate<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+Deno.test("Deadlines.withDeadline() answers what the work answers in time", async () => {
+  const seen = fresh();
+  const deadlines = new Deadlines(60_000, handler(seen));
+  assert.equal(
+    await deadlines.withDeadline((c) => Promise.resolve(`${c}!`), "a"),
+    "a!",
+  );
+  await assert.rejects(
+    deadlines.withDeadline(() => Promise.reject(new Error("boom")), "b"),
+    /failed b/,
+  );
+  await assert.rejects(
+    deadlines.withDeadline(() => {
+      throw new Error("at once");
+    }, "c"),
+    /failed c/,
+  );
+  assert.deepEqual(seen.resolved, ["a!"]);
+  assert.equal(seen.failed.length, 2);
+  assert.deepEqual(seen.expired, []);
+});
+
+Deno.test("Deadlines.withDeadline() stops waiting at the deadline and hands the late outcome to the handler", async () => {
+  const seen = fresh();
+  const deadlines = new Deadlines(20, handler(seen));
+  const work = gate<string>();
+  await assert.rejects(
+    deadlines.withDeadline(() => work.promise, "hung"),
+    /expired hung/,
+  );
+  assert.deepEqual(seen.expired, ["hung"]);
+  work.resolve("landed");
+  await work.promise;
+  await Promise.resolve();
+  assert.deepEqual(seen.late, [["hung", "landed", false]]);
+  assert.deepEqual(seen.resolved, []);
+});
+
+Deno.test("Deadlines serves any number of pending operations with one timer", async () => {
+  const seen = fresh();
+  const deadlines = new Deadlines(20, handler(seen));
+  const timers = countTimers();
+  try {
+    const work = gate<string>();
+    const calls = Array.from(
+      { length: 100 },
+      (_, i) => deadlines.withDeadline(() => work.promise, `op${i}`),
+    );
+    // Each one fails by its deadline, however many are pending.
+    const results = await Promise.allSettled(calls);
+    assert.ok(results.every((r) => r.status === "rejected"));
+    assert.equal(seen.expired.length, 100);
+    // One timer armed for the first; at most a re-arm per firing after it.
+    assert.ok(timers.count < 10, `${timers.count} timers for 100 operations`);
+  } finally {
+    timers.restore();
+  }
+});
+
+Deno.test("Deadlines retries in time with the handler's new work, never after the deadline", async () => {
+  const seen = fresh();
+  const deadlines = new Deadlines(
+    60_000,
+    handler(
+      seen,
+      (_c, error) =>
+        (error as Error).message === "again"
+          ? Promise.resolve("second")
+          : undefined,
+    ),
+  );
+  assert.equal(
+    await deadlines.withDeadline(() => Promise.reject(new Error("again")), "r"),
+    "second",
+  );
+  assert.deepEqual(seen.retried, ["r"]);
+
+  const late = fresh();
+  const short = new Deadlines(
+    20,
+    handler(late, () => Promise.resolve("never")),
+  );
+  const work = gate<string>();
+  await assert.rejects(short.withDeadline(() => work.promise, "x"), /expired/);
+  work.reject(new Error("again"));
+  await work.promise.catch(() => {});
+  await Promise.resolve();
+  assert.deepEqual(late.retried, []);
+  assert.equal(late.late.length, 1);
+});
+
+Deno.test("Deadlines with Infinity waits as long as the work takes, with no timer", async () => {
+  const seen = fresh();
+  const deadlines = new Deadlines(Infinity, handler(seen));
+  const timers = countTimers();
+  try {
+    const work = gate<number>();
+    const pending = deadlines.withDeadline(() => work.promise, "slow");
+    work.resolve(7);
+    assert.equal(await pending, 7);
+    assert.equal(timers.count, 0);
+  } finally {
+    timers.restore();
+  }
+});
