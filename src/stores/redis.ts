@@ -142,6 +142,29 @@ export interface RedisStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
+  /**
+   * How many replicas must acknowledge a claim that acquires a slot, and a
+   * completion that applies, before the store answers: after each of these
+   * writes it sends `WAIT waitReplicas waitTimeoutMs` on the connection that
+   * wrote (on a cluster, to the key's master). Redis replicates
+   * asynchronously, so a failover can lose a write its master acknowledged:
+   * a lost claim lets a second request run the key, a lost completion lets it
+   * run again once the lease is over. With `waitReplicas`, a write the store
+   * reported is on that many replicas, which a failover promotes from. When
+   * fewer acknowledge within `waitTimeoutMs`, the operation throws a
+   * {@linkcode StoreError} (outcome unknown): a claim answers 503 and is
+   * undone by its token; the middleware retries a completion. `0` sends no
+   * `WAIT`.
+   *
+   * @default {0}
+   */
+  waitReplicas?: number;
+  /**
+   * How long each `WAIT` may block, in milliseconds (see `waitReplicas`).
+   *
+   * @default {500}
+   */
+  waitTimeoutMs?: number;
 }
 
 // The record is a hash at `prefix + slot`:
@@ -274,6 +297,50 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
 }
 
 type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
+
+/** Sends `WAIT replicas timeout` on the connection that serves `key`. */
+type Wait = (
+  key: string,
+  replicas: string,
+  timeout: string,
+) => Promise<unknown>;
+
+/**
+ * `WAIT` counts what the connection it is sent on wrote: on a cluster it
+ * must reach the key's master, so it is routed by the key. ioredis routes a
+ * keyless command to any node, so on an ioredis `Cluster` it goes in a
+ * pipeline behind an `EXISTS` of the key (one round trip, to the key's
+ * master).
+ */
+function waiter(client: RedisClientLike, send: Send): Wait {
+  const c = client as unknown as Record<string, unknown>;
+  if (typeof c.callBuffer === "function" && c.isCluster === true) {
+    const pipeline = c.pipeline as (
+      commands: string[][],
+    ) => { exec(): Promise<[Error | null, unknown][] | null> };
+    return async (key, replicas, timeout) => {
+      const replies = await pipeline.call(client, [["exists", key], [
+        "wait",
+        replicas,
+        timeout,
+      ]]).exec();
+      const [error, count] = replies?.[1] ?? [new Error("no reply"), null];
+      if (error) throw error;
+      return count;
+    };
+  }
+  if (
+    typeof c.getSlotMaster === "function" &&
+    typeof c.sendCommand === "function"
+  ) {
+    const sendCommand = c.sendCommand as (
+      ...args: unknown[]
+    ) => Promise<unknown>;
+    return (key, replicas, timeout) =>
+      sendCommand.call(client, key, false, ["WAIT", replicas, timeout]);
+  }
+  return (_key, replicas, timeout) => send(["WAIT", replicas, timeout]);
+}
 
 /** Turns whatever client was passed into one `send` function. */
 function commander(client: RedisClientLike): Send {
@@ -448,8 +515,11 @@ function duration(name: string, value: unknown): string {
  */
 export class RedisStore implements IdempotencyStore {
   #send: Send;
+  #wait: Wait;
   #prefix: string;
   #timeoutMs: number;
+  #waitReplicas: number;
+  #waitTimeoutMs: number;
   #pending = new Set<Call>();
   #timer: Timer | undefined;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
@@ -464,6 +534,7 @@ export class RedisStore implements IdempotencyStore {
    */
   constructor(options: RedisStoreOptions) {
     this.#send = commander(options?.client);
+    this.#wait = waiter(options.client, this.#send);
     const prefix = options.prefix ?? "idempotency:";
     if (typeof prefix !== "string") {
       throw new TypeError(
@@ -472,6 +543,14 @@ export class RedisStore implements IdempotencyStore {
     }
     this.#prefix = prefix;
     this.#timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    const replicas = options.waitReplicas ?? 0;
+    this.#waitReplicas = replicas === 0
+      ? 0
+      : positiveInteger("waitReplicas", replicas);
+    this.#waitTimeoutMs = positiveInteger(
+      "waitTimeoutMs",
+      options.waitTimeoutMs ?? 500,
+    );
   }
 
   /**
@@ -507,6 +586,15 @@ export class RedisStore implements IdempotencyStore {
       ttl,
     ], { slot, token, leaseMs: Number(lease) });
     if (reply === 1 || reply === 2) {
+      if (this.#waitReplicas > 0) {
+        try {
+          await this.#replicated("claim", slot);
+        } catch (error) {
+          // The claim holds the slot on the master: undo it by its token.
+          this.#orphans.unknown(slot, token, Number(lease));
+          throw error;
+        }
+      }
       return { state: "acquired", token, recovered: reply === 2 };
     }
     const hint = Number(lease);
@@ -561,7 +649,9 @@ export class RedisStore implements IdempotencyStore {
       response.body ?? "",
       response.body === null ? response.omitted! : "",
     ]);
-    return reply === 1 ? "applied" : "lost";
+    if (reply !== 1) return "lost";
+    if (this.#waitReplicas > 0) await this.#replicated("complete", slot);
+    return "applied";
   }
 
   /**
@@ -600,6 +690,47 @@ export class RedisStore implements IdempotencyStore {
     const lease = duration("leaseMs", leaseMs);
     const reply = await this.#eval("extend", slot, [String(token), lease]);
     return reply === 1 ? "applied" : "lost";
+  }
+
+  /**
+   * Sends `WAIT` after a write to the slot's key and throws a
+   * {@linkcode StoreError} unless `waitReplicas` replicas acknowledged it
+   * within `waitTimeoutMs` (bounded by `timeoutMs` more, should the
+   * connection hang).
+   */
+  async #replicated(operation: StoreOperation, slot: string): Promise<void> {
+    const want = this.#waitReplicas;
+    let timer: Timer | undefined;
+    let count: unknown;
+    try {
+      count = await Promise.race([
+        this.#wait(
+          this.#prefix + slot,
+          String(want),
+          String(this.#waitTimeoutMs),
+        ),
+        new Promise((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error("WAIT did not answer")),
+            this.#waitTimeoutMs + this.#timeoutMs,
+          );
+        }),
+      ]);
+    } catch (error) {
+      const message = (error as { message?: unknown } | null)?.message;
+      throw new StoreError(
+        `Redis ${operation} failed: WAIT ${want}: ${message ?? error}`,
+        { operation, cause: error },
+      );
+    } finally {
+      clearTimeout(timer);
+    }
+    if (Number(count) < want) {
+      throw new StoreError(
+        `Redis ${operation} was acknowledged by ${count} of ${want} replicas within ${this.#waitTimeoutMs} ms`,
+        { operation, cause: new Error(`WAIT answered ${count}`) },
+      );
+    }
   }
 
   /**
