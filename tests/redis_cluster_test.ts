@@ -1,0 +1,407 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * RedisStore on a private Redis Cluster (3 masters, 3 replicas; see
+ * tests/_cluster.ts), with node-redis `createCluster` and ioredis `Cluster`:
+ *
+ * - the store conformance suite, on each client;
+ * - scripts the masters do not know (SCRIPT FLUSH on every master) are
+ *   loaded again by the EVAL fallback, on each client;
+ * - two app processes (tests/_cluster_app.ts, one per client) under a load
+ *   of many keys times duplicates while slots migrate between masters
+ *   (MOVED/ASK), while a replica takes over with CLUSTER FAILOVER, and
+ *   while a master is killed so its replica is promoted; with and without
+ *   the `waitReplicas` option. Executions are counted by the test's own
+ *   ledger server, never by the library.
+ *
+ * Each test starts its own cluster and stops it in `finally`. Every wait is
+ * for a state (cluster_state:ok, slot owners, a replica's role), never for a
+ * duration.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createCluster } from "redis";
+import { Cluster } from "ioredis";
+import { type RedisClientLike, RedisStore } from "../src/stores/redis.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
+import {
+  CLUSTER_IGNORE,
+  type PrivateCluster,
+  startCluster,
+} from "./_cluster.ts";
+import { testName, uniquePrefix } from "./_services.ts";
+import {
+  duplicates,
+  Ledger,
+  load,
+  report,
+  type Send,
+  settle,
+  type Tally,
+  tally,
+} from "./faults/_load.ts";
+import { AppProcess } from "./faults/_servers.ts";
+
+const ignore = CLUSTER_IGNORE;
+const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
+
+interface Opened {
+  client: RedisClientLike;
+  close(): Promise<void> | void;
+}
+
+type Maker = (cluster: PrivateCluster) => Promise<Opened>;
+
+async function nodeRedisCluster(cluster: PrivateCluster): Promise<Opened> {
+  const client = createCluster({
+    rootNodes: cluster.rootNodes.map(({ host, port }) => ({
+      url: `redis://${host}:${port}`,
+    })),
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return { client, close: () => client.destroy() };
+}
+
+async function ioRedisCluster(cluster: PrivateCluster): Promise<Opened> {
+  const client = ioCluster(cluster);
+  await waitReady(client);
+  return { client, close: () => client.disconnect() };
+}
+
+function ioCluster(cluster: PrivateCluster): Cluster {
+  const client = new Cluster(cluster.rootNodes, {
+    lazyConnect: false,
+    redisOptions: { maxRetriesPerRequest: null },
+  });
+  client.on("error", () => {});
+  return client;
+}
+
+function waitReady(client: Cluster): Promise<void> {
+  if (client.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    client.once("ready", resolve);
+    client.once("end", () => reject(new Error("ioredis Cluster ended")));
+  });
+}
+
+const clients: [string, Maker][] = [
+  ["node-redis createCluster", nodeRedisCluster],
+  ["ioredis Cluster", ioRedisCluster],
+];
+
+/** Plants a value that is not a record of ours, through a cluster client. */
+async function poison(admin: Cluster, key: string, kind: PoisonKind) {
+  const future = String(Date.now() + 3_600_000);
+  await admin.del(key);
+  if (kind === "garbage") {
+    await admin.set(
+      key,
+      Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
+    );
+  } else if (kind === "truncated") {
+    await admin.hset(key, {
+      v: "1",
+      st: "c",
+      fp: "x",
+      dl: future,
+      status: "200",
+      hdr: '[["content-type","te',
+    });
+  } else {
+    await admin.hset(key, {
+      v: "2",
+      st: "f",
+      fp: "x",
+      tok: "t",
+      lu: "1",
+      dl: future,
+    });
+  }
+}
+
+for (const [label, make] of clients) {
+  storeConformance({
+    name: `RedisStore (${label}, 3 masters + 3 replicas)`,
+    ...(ignore ? { ignore } : {}),
+    leaseMs: 300,
+    async setup() {
+      const cluster = await startCluster();
+      try {
+        const { client, close } = await make(cluster);
+        const admin = ioCluster(cluster);
+        await waitReady(admin);
+        const prefix = `${uniquePrefix("cluster_conf")}:`;
+        const store = new RedisStore({ client, prefix });
+        return {
+          store,
+          elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+          poison: (slot, kind) => poison(admin, prefix + slot, kind),
+          async teardown() {
+            try {
+              await close();
+              admin.disconnect();
+            } finally {
+              await cluster.stop();
+            }
+          },
+        };
+      } catch (error) {
+        await cluster.stop();
+        throw error;
+      }
+    },
+  });
+}
+
+// --- many keys, two processes, topology changes mid-load ----------------------
+
+const LEASE = 1000;
+
+/** The test's ledger server: each app reports an execution before it answers. */
+class LedgerServer {
+  readonly ledger = new Ledger();
+  readonly server: Deno.HttpServer<Deno.NetAddr>;
+
+  constructor() {
+    this.server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) => {
+        const url = new URL(req.url);
+        const key = url.searchParams.get("key") ?? "";
+        this.ledger.record(key, 201, url.searchParams.get("body") ?? "");
+        return new Response("ok");
+      },
+    );
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.server.addr.port}`;
+  }
+}
+
+function sender(port: number): Send {
+  return (key) =>
+    fetch(`http://127.0.0.1:${port}/payments`, {
+      method: "POST",
+      headers: { "idempotency-key": key, "content-type": "application/json" },
+      body: JSON.stringify({ key }),
+    });
+}
+
+/** Two app processes, one per client, with or without `waitReplicas`. */
+class Apps {
+  readonly processes: AppProcess[];
+  send!: Send;
+
+  constructor(
+    cluster: PrivateCluster,
+    ledger: LedgerServer,
+    prefix: string,
+    waitReplicas: number,
+  ) {
+    const script = new URL("./_cluster_app.ts", import.meta.url).pathname;
+    const ports = cluster.nodes.map((n) => n.port).join(",");
+    this.processes = ["node-redis", "ioredis"].map((kind) =>
+      new AppProcess(script, [
+        kind,
+        ports,
+        prefix,
+        ledger.url,
+        String(LEASE),
+        String(waitReplicas),
+      ], {})
+    );
+  }
+
+  async ready(): Promise<this> {
+    const [a, b] = (await Promise.all(this.processes.map((p) => p.port))).map(
+      sender,
+    );
+    let i = 0;
+    this.send = (key) => (i++ % 2 === 0 ? a! : b!)(key);
+    return this;
+  }
+
+  async kill(): Promise<void> {
+    await Promise.all(this.processes.map((p) => p.kill()));
+  }
+}
+
+/**
+ * Sends batches of 60 fresh keys, 3 times each (duplicates race, spread over
+ * both processes), starting `fault` after the first batch and going on until
+ * it has finished and at least `minKeys` keys were sent. Answers the keys.
+ */
+async function loadDuring(
+  send: Send,
+  ledger: Ledger,
+  seen: Tally,
+  label: string,
+  fault: () => Promise<void>,
+  minKeys = 300,
+): Promise<string[]> {
+  const keys: string[] = [];
+  let running: Promise<void> | undefined;
+  let done = false;
+  for (let batch = 0; !done || keys.length < minKeys; batch++) {
+    const group = Array.from(
+      { length: 60 },
+      (_, i) => `${label}-${batch}-${i}`,
+    );
+    keys.push(...group);
+    await load(
+      send,
+      ledger,
+      { keys: group, duplicates: 3, concurrency: 16 },
+      seen,
+    );
+    if (running === undefined) {
+      running = fault().finally(() => done = true);
+      running.catch(() => {});
+    }
+  }
+  await running;
+  return keys;
+}
+
+/** MOVED and ASK errors the live nodes answered (INFO errorstats). */
+async function redirections(
+  cluster: PrivateCluster,
+): Promise<{ moved: number; ask: number }> {
+  let moved = 0;
+  let ask = 0;
+  for (const port of cluster.livePorts) {
+    const info = await cluster.cli(port, "INFO", "errorstats");
+    moved += Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
+    ask += Number(/errorstat_ASK:count=(\d+)/.exec(info)?.[1] ?? 0);
+  }
+  return { moved, ask };
+}
+
+async function flushScripts(cluster: PrivateCluster): Promise<void> {
+  for (const { master } of await cluster.pairs()) {
+    await cluster.cli(master.port, "SCRIPT", "FLUSH");
+  }
+}
+
+/** Every key settles into a replay; counts duplicates, altered, stuck. */
+async function verdict(
+  apps: Apps,
+  ledger: Ledger,
+  keys: string[],
+  seen: Tally,
+): Promise<{ duplicates: number; dupKeys: string[]; stuck: string[] }> {
+  const settled = await settle(apps.send, ledger, keys, 30_000, seen);
+  const dup = duplicates(ledger);
+  return { duplicates: dup.count, dupKeys: dup.keys, stuck: settled.stuck };
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: slots migrate mid-load (MOVED/ASK followed), scripts reload after SCRIPT FLUSH, no key runs twice",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const cluster = await startCluster();
+    const ledgerServer = new LedgerServer();
+    const prefix = `${uniquePrefix("cluster_reshard")}:`;
+    const apps = new Apps(cluster, ledgerServer, prefix, 0);
+    try {
+      await t.step(
+        "after SCRIPT FLUSH on every master, each client reloads the scripts",
+        async () => {
+          for (const [label, make] of clients) {
+            const { client, close } = await make(cluster);
+            try {
+              const store = new RedisStore({ client, prefix });
+              // Slots on every master.
+              const slots = Array.from({ length: 12 }, (_, i) => `flush-${label}-${i}`);
+              await flushScripts(cluster);
+              for (const slot of slots) {
+                const claim = await store.claim(slot, opts);
+                assert.equal(claim.state, "acquired");
+                if (claim.state !== "acquired") continue;
+                await flushScripts(cluster);
+                const body = new Uint8Array([0, 255, 7]);
+                assert.equal(
+                  await store.complete(slot, claim.token, {
+                    status: 201,
+                    headers: [],
+                    body,
+                  }),
+                  "applied",
+                );
+                const replay = await store.claim(slot, opts);
+                assert.equal(replay.state, "completed");
+              }
+            } finally {
+              await close();
+            }
+          }
+        },
+      );
+
+      await apps.ready();
+      const { ledger } = ledgerServer;
+      const seen = tally();
+      const [from, to] = await cluster.pairs();
+      const moving = 1500;
+      await flushScripts(cluster);
+      const keys = await loadDuring(
+        apps.send,
+        ledger,
+        seen,
+        "reshard",
+        () =>
+          cluster.cli(
+            from!.master.port,
+            "--cluster",
+            "reshard",
+            `127.0.0.1:${from!.master.port}`,
+            "--cluster-from",
+            from!.master.id,
+            "--cluster-to",
+            to!.master.id,
+            "--cluster-slots",
+            String(moving),
+            "--cluster-yes",
+          ).then(() => cluster.ready()),
+      );
+      // The slots moved: the target serves `moving` more.
+      const after = (await cluster.pairs()).find((p) =>
+        p.master.id === to!.master.id
+      )!;
+      const count = (ranges: [number, number][]) =>
+        ranges.reduce((n, [a, b]) => n + b - a + 1, 0);
+      assert.equal(count(after.master.slots), count(to!.master.slots) + moving);
+      const result = await verdict(apps, ledger, keys, seen);
+      const redirected = await redirections(cluster);
+      report("cluster reshard", {
+        keys: keys.length,
+        requests: seen.requests,
+        slotsMoved: moving,
+        executions: ledger.total,
+        duplicates: result.duplicates,
+        redirected,
+        altered: seen.altered.length,
+        stuck: result.stuck.length,
+        statuses: seen.statuses,
+      });
+      assert.deepEqual(result.dupKeys, [], "keys that ran twice");
+      assert.deepEqual(seen.altered, [], "altered answers");
+      assert.deepEqual(result.stuck, [], "keys that never replay");
+      assert.ok(redirected.moved > 0, "no MOVED was answered");
+    } finally {
+      await apps.kill();
+      await ledgerServer.server.shutdown();
+      await cluster.stop();
+    }
+  },
+});
