@@ -3,8 +3,9 @@
  * A private Redis Cluster for the tests: 3 masters and 3 replicas on free
  * loopback ports, each `redis-server` in cluster mode in a temp dir, joined
  * with `redis-cli --cluster create … --cluster-replicas 1`. It is ready when
- * every node answers `cluster_state:ok` with all 16384 slots assigned and
- * every master has a connected replica. {@linkcode PrivateCluster.stop}
+ * every node answers `cluster_state:ok` with all 16384 slots assigned, the
+ * nodes agree on who serves which slot, and every master sees its replica
+ * online (synced). {@linkcode PrivateCluster.stop}
  * kills every process it started and removes the temp dir; a failed start
  * does the same before it throws.
  *
@@ -210,6 +211,18 @@ export class PrivateCluster {
           for (const m of live.filter((n) => n.role === "master")) {
             if (!live.some((r) => r.masterId === m.id)) return false;
           }
+        }
+      }
+      if (replicas) {
+        // Named in CLUSTER NODES is not yet replicating: each master must
+        // see its replica online (synced), or WAIT would count none.
+        const masters = views[0]!.filter((n) =>
+          !n.failed && n.role === "master" && n.slots.length
+        );
+        for (const m of masters) {
+          const info = await this.cli(m.port, "INFO", "replication")
+            .catch(() => "");
+          if (!/slave0:.*state=online/.test(info)) return false;
         }
       }
       return true;

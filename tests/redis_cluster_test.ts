@@ -28,12 +28,13 @@ import { type RedisClientLike, RedisStore } from "../src/stores/redis.ts";
 import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   CLUSTER_IGNORE,
+  type NodeInfo,
   type PrivateCluster,
   startCluster,
+  waitUntil,
 } from "./_cluster.ts";
 import { testName, uniquePrefix } from "./_services.ts";
 import {
-  duplicates,
   Ledger,
   load,
   report,
@@ -288,7 +289,7 @@ async function flushScripts(cluster: PrivateCluster): Promise<void> {
   }
 }
 
-/** Every key settles into a replay; counts duplicates, altered, stuck. */
+/** Every key settles into a replay; counts duplicates (among `keys`) and stuck keys. */
 async function verdict(
   apps: Apps,
   ledger: Ledger,
@@ -296,8 +297,15 @@ async function verdict(
   seen: Tally,
 ): Promise<{ duplicates: number; dupKeys: string[]; stuck: string[] }> {
   const settled = await settle(apps.send, ledger, keys, 30_000, seen);
-  const dup = duplicates(ledger);
-  return { duplicates: dup.count, dupKeys: dup.keys, stuck: settled.stuck };
+  const mine = new Set(keys);
+  const dupKeys: string[] = [];
+  let count = 0;
+  for (const [key, runs] of ledger.runs) {
+    if (!mine.has(key) || runs.length < 2) continue;
+    count += runs.length - 1;
+    dupKeys.push(`${key} x${runs.length}`);
+  }
+  return { duplicates: count, dupKeys, stuck: settled.stuck };
 }
 
 Deno.test({
@@ -322,7 +330,10 @@ Deno.test({
             try {
               const store = new RedisStore({ client, prefix });
               // Slots on every master.
-              const slots = Array.from({ length: 12 }, (_, i) => `flush-${label}-${i}`);
+              const slots = Array.from(
+                { length: 12 },
+                (_, i) => `flush-${label}-${i}`,
+              );
               await flushScripts(cluster);
               for (const slot of slots) {
                 const claim = await store.claim(slot, opts);
@@ -400,6 +411,250 @@ Deno.test({
       assert.ok(redirected.moved > 0, "no MOVED was answered");
     } finally {
       await apps.kill();
+      await ledgerServer.server.shutdown();
+      await cluster.stop();
+    }
+  },
+});
+
+/** Waits until the node on `port` is a master and the cluster is ok again. */
+async function promoted(
+  cluster: PrivateCluster,
+  port: number,
+  replicas: boolean,
+): Promise<void> {
+  await waitUntil(`the node on ${port} to become a master`, async () => {
+    const info = await cluster.cli(port, "INFO", "replication").catch(() => "");
+    return info.includes("role:master");
+  });
+  await cluster.ready(replicas);
+}
+
+/**
+ * The same fault-free load (fresh keys, each sent once) through the plain
+ * apps and the apps with `waitReplicas: 1`, twice each, alternated: the
+ * elapsed time of the WAIT path over the plain one.
+ */
+async function waitCost(
+  plain: Apps,
+  waited: Apps,
+  ledger: Ledger,
+): Promise<number> {
+  const elapsed = { plain: 0, wait: 0 };
+  // A warm-up round each (not counted), then three each, alternated.
+  for (let round = 0; round < 8; round++) {
+    const [apps, label] = round % 2 === 0
+      ? [plain, "plain" as const]
+      : [waited, "wait" as const];
+    const keys = Array.from({ length: 200 }, (_, i) => `cost-${round}-${i}`);
+    const seen = tally();
+    const started = performance.now();
+    await load(
+      apps.send,
+      ledger,
+      { keys, duplicates: 1, concurrency: 16 },
+      seen,
+    );
+    if (round >= 2) elapsed[label] += performance.now() - started;
+    assert.equal(seen.statuses["201"], keys.length, JSON.stringify(seen));
+  }
+  return elapsed.wait / elapsed.plain;
+}
+
+type Fault = (
+  cluster: PrivateCluster,
+  pair: { master: NodeInfo; replica: NodeInfo },
+) => Promise<void>;
+
+/**
+ * Two pairs of app processes, without and with `waitReplicas: 1`, each
+ * under load while `fault` strikes a master of its own; every key settles
+ * into a replay after. Answers the duplicates per phase.
+ */
+async function failoverUnderLoad(
+  name: string,
+  fault: Fault,
+): Promise<{ plain: number; wait: number }> {
+  const cluster = await startCluster();
+  const ledgerServer = new LedgerServer();
+  const prefix = `${uniquePrefix("cluster_failover")}:`;
+  const plain = new Apps(cluster, ledgerServer, prefix, 0);
+  const waited = new Apps(cluster, ledgerServer, prefix, 1);
+  try {
+    await Promise.all([plain.ready(), waited.ready()]);
+    const { ledger } = ledgerServer;
+    const ratio = await waitCost(plain, waited, ledger);
+    const pairs = await cluster.pairs();
+    const figures: Record<string, unknown> = {
+      waitCostRatio: Number(ratio.toFixed(2)),
+    };
+    const dups = { plain: 0, wait: 0 };
+    for (
+      const [i, label, apps] of [[0, "plain", plain], [
+        1,
+        "wait",
+        waited,
+      ]] as const
+    ) {
+      const seen = tally();
+      const before = await redirections(cluster);
+      const keys = await loadDuring(
+        apps.send,
+        ledger,
+        seen,
+        `${label}`,
+        () => fault(cluster, pairs[i]!),
+      );
+      const result = await verdict(apps, ledger, keys, seen);
+      const after = await redirections(cluster);
+      dups[label] = result.duplicates;
+      figures[label] = {
+        keys: keys.length,
+        requests: seen.requests,
+        duplicates: result.duplicates,
+        dupKeys: result.dupKeys.slice(0, 5),
+        movedAfterFailover: after.moved - before.moved,
+        altered: seen.altered.length,
+        stuck: result.stuck.length,
+        statuses: seen.statuses,
+      };
+      assert.deepEqual(seen.altered, [], `${label}: altered answers`);
+      assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
+    }
+    report(name, figures);
+    return dups;
+  } finally {
+    await plain.kill();
+    await waited.kill();
+    await ledgerServer.server.shutdown();
+    await cluster.stop();
+  }
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: CLUSTER FAILOVER mid-load, without and with waitReplicas (duplicates measured; none with WAIT)",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dups = await failoverUnderLoad(
+      "cluster CLUSTER FAILOVER",
+      async (cluster, { replica }) => {
+        await cluster.cli(replica.port, "CLUSTER", "FAILOVER");
+        // The old master turns into its replica.
+        await promoted(cluster, replica.port, true);
+      },
+    );
+    assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+  },
+});
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: a master killed mid-load, its replica promoted, without and with waitReplicas (duplicates measured)",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dups = await failoverUnderLoad(
+      "cluster master killed",
+      async (cluster, { master, replica }) => {
+        await cluster.kill(master.port);
+        await promoted(cluster, replica.port, false);
+        // The killed node comes back and rejoins as the new master's replica.
+        await rejoin(cluster, master.port);
+      },
+    );
+    assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+  },
+});
+
+/** Restarts a killed node and waits until it is a synced replica again. */
+async function rejoin(cluster: PrivateCluster, port: number): Promise<void> {
+  cluster.spawn(cluster.nodes.find((n) => n.port === port)!);
+  await waitUntil(`the node on ${port} to rejoin as a replica`, async () => {
+    const info = await cluster.cli(port, "INFO", "replication")
+      .catch(() => "");
+    return info.includes("role:slave") &&
+      info.includes("master_link_status:up");
+  });
+  await cluster.ready(true);
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: writes acknowledged by a master whose replica lags are lost when it dies; waitReplicas: 1 loses none",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const cluster = await startCluster();
+    const ledgerServer = new LedgerServer();
+    const prefix = `${uniquePrefix("cluster_lag")}:`;
+    const plain = new Apps(cluster, ledgerServer, prefix, 0);
+    const waited = new Apps(cluster, ledgerServer, prefix, 1);
+    try {
+      await Promise.all([plain.ready(), waited.ready()]);
+      const { ledger } = ledgerServer;
+      const pairs = await cluster.pairs();
+      const figures: Record<string, unknown> = {};
+      const dups = { plain: 0, wait: 0 };
+      for (
+        const [i, label, apps] of [
+          [0, "plain", plain],
+          [1, "wait", waited],
+        ] as const
+      ) {
+        const { master, replica } = pairs[i]!;
+        const replicaNode = cluster.nodes.find((n) => n.port === replica.port)!;
+        // The replica stops receiving: frozen, and its link cut by the
+        // master (so nothing written from now on waits in its socket).
+        replicaNode.child!.kill("SIGSTOP");
+        await cluster.cli(master.port, "CLIENT", "KILL", "TYPE", "replica");
+        const seen = tally();
+        const keys = Array.from({ length: 60 }, (_, k) => `lag-${label}-${k}`);
+        await load(
+          apps.send,
+          ledger,
+          { keys, duplicates: 1, concurrency: 16 },
+          seen,
+        );
+        const ranBefore = keys.filter((k) => ledger.of(k).length > 0).length;
+        // The master dies; the replica, without those writes, takes over.
+        await cluster.kill(master.port);
+        replicaNode.child!.kill("SIGCONT");
+        await cluster.cli(replica.port, "CLUSTER", "FAILOVER", "TAKEOVER")
+          .catch(() => {}); // it may have been elected already
+        await promoted(cluster, replica.port, false);
+        // Back to a replica per master (WAIT needs one to answer).
+        await rejoin(cluster, master.port);
+        const result = await verdict(apps, ledger, keys, seen);
+        dups[label] = result.duplicates;
+        figures[label] = {
+          keys: keys.length,
+          ranBeforeTheFailover: ranBefore,
+          duplicates: result.duplicates,
+          altered: seen.altered.length,
+          stuck: result.stuck.length,
+          statuses: seen.statuses,
+        };
+        assert.deepEqual(seen.altered, [], `${label}: altered answers`);
+        assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
+      }
+      report("cluster replica lagging, then master killed", figures);
+      // Without WAIT, the keys the dead master alone held ran again.
+      assert.ok(dups.plain > 0, "no acknowledged write was lost without WAIT");
+      assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+    } finally {
+      await plain.kill();
+      await waited.kill();
       await ledgerServer.server.shutdown();
       await cluster.stop();
     }
