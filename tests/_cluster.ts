@@ -121,6 +121,10 @@ export class PrivateCluster {
         "",
         "--appendonly",
         "no",
+        // A replica syncs at once, not after the default 5 s of waiting for
+        // other replicas to share the transfer.
+        "--repl-diskless-sync-delay",
+        "0",
         "--daemonize",
         "no",
       ],

@@ -44,7 +44,7 @@ const replicas = Number(waitReplicas);
 const store = new RedisStore({
   client,
   prefix: prefix!,
-  timeoutMs: 1000,
+  timeoutMs: 500,
   ...(replicas > 0 ? { waitReplicas: replicas, waitTimeoutMs: 500 } : {}),
 });
 

@@ -24,7 +24,12 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createCluster } from "redis";
 import { Cluster } from "ioredis";
-import { type RedisClientLike, RedisStore } from "../src/stores/redis.ts";
+import {
+  type RedisClientLike,
+  type RedisCommander,
+  RedisStore,
+} from "../src/stores/redis.ts";
+import { StoreError } from "../src/store.ts";
 import { type PoisonKind, storeConformance } from "../src/testing.ts";
 import {
   CLUSTER_IGNORE,
@@ -474,6 +479,7 @@ type Fault = (
 async function failoverUnderLoad(
   name: string,
   fault: Fault,
+  recover?: Fault,
 ): Promise<{ plain: number; wait: number }> {
   const cluster = await startCluster();
   const ledgerServer = new LedgerServer();
@@ -505,6 +511,7 @@ async function failoverUnderLoad(
         `${label}`,
         () => fault(cluster, pairs[i]!),
       );
+      await recover?.(cluster, pairs[i]!);
       const result = await verdict(apps, ledger, keys, seen);
       const after = await redirections(cluster);
       dups[label] = result.duplicates;
@@ -566,9 +573,10 @@ Deno.test({
       async (cluster, { master, replica }) => {
         await cluster.kill(master.port);
         await promoted(cluster, replica.port, false);
-        // The killed node comes back and rejoins as the new master's replica.
-        await rejoin(cluster, master.port);
       },
+      // After the load, the killed node comes back as the new master's
+      // replica (until then, with WAIT, that master's keys answer 503).
+      (cluster, { master }) => rejoin(cluster, master.port),
     );
     assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
   },
@@ -659,4 +667,120 @@ Deno.test({
       await cluster.stop();
     }
   },
+});
+
+// --- the waitReplicas option on stub clients (no server needed) --------------
+
+/** A stub whose claim and complete scripts answer `script`, WAIT `count`. */
+function stub(script: unknown, count: unknown) {
+  const sent: string[][] = [];
+  const client: RedisCommander = {
+    sendCommand(args) {
+      sent.push(args.map(String));
+      if (args[0] === "WAIT") return Promise.resolve(count);
+      // A release (EVALSHA sha 1 key token) answers applied.
+      return Promise.resolve(args.length === 5 ? 1 : script);
+    },
+  };
+  return { client, sent };
+}
+
+const response = { status: 201, headers: [], body: new Uint8Array([1]) };
+
+Deno.test("RedisStore with waitReplicas sends WAIT after a claim that acquires and a completion that applies, and only then", async () => {
+  const ok = stub(1, 1);
+  const store = new RedisStore({
+    client: ok.client,
+    waitReplicas: 1,
+    waitTimeoutMs: 250,
+  });
+  const claim = await store.claim("s", opts);
+  assert.equal(claim.state, "acquired");
+  assert.equal(await store.complete("s", "t", response), "applied");
+  assert.deepEqual(ok.sent.map((a) => a[0]), [
+    "EVALSHA",
+    "WAIT",
+    "EVALSHA",
+    "WAIT",
+  ]);
+  assert.deepEqual(ok.sent[1], ["WAIT", "1", "250"]);
+  // Nothing written: no WAIT.
+  const lost = stub(0, 1);
+  const quiet = new RedisStore({ client: lost.client, waitReplicas: 2 });
+  assert.equal(await quiet.complete("s", "t", response), "lost");
+  const busy = stub([0, "fp", 100], 1);
+  const seen = new RedisStore({ client: busy.client, waitReplicas: 2 });
+  assert.equal((await seen.claim("s", opts)).state, "in_flight");
+  assert.deepEqual([...lost.sent, ...busy.sent].map((a) => a[0]), [
+    "EVALSHA",
+    "EVALSHA",
+  ]);
+  // Off by default.
+  const off = stub(1, 1);
+  await new RedisStore({ client: off.client }).claim("s", opts);
+  assert.deepEqual(off.sent.map((a) => a[0]), ["EVALSHA"]);
+});
+
+Deno.test("RedisStore with waitReplicas throws when too few replicas acknowledge, and undoes such a claim by its token", async () => {
+  const short = stub(1, 0);
+  const store = new RedisStore({ client: short.client, waitReplicas: 1 });
+  const error = await store.claim("s", opts).catch((e) => e);
+  assert.ok(error instanceof StoreError, String(error));
+  assert.equal(error.operation, "claim");
+  assert.match(error.message, /acknowledged by 0 of 1 replicas/);
+  const token = short.sent[0]![5]; // EVALSHA sha 1 key fp TOKEN lease ttl
+  await waitUntil("the undo", () => short.sent.length === 3);
+  assert.deepEqual(short.sent[2]!.slice(0, 1), ["EVALSHA"]);
+  assert.equal(short.sent[2]![4], token);
+  await assert.rejects(() => store.complete("s", "t", response), StoreError);
+});
+
+Deno.test("RedisStore routes WAIT to the key's master on node-redis and ioredis clusters", async () => {
+  const nodeRedisSent: unknown[][] = [];
+  const nodeRedisCluster = {
+    getSlotMaster: () => ({}),
+    withTypeMapping: () => nodeRedisCluster,
+    sendCommand(...args: unknown[]) {
+      nodeRedisSent.push(args);
+      const command = args[2] as string[];
+      return Promise.resolve(command[0] === "WAIT" ? 1 : 1);
+    },
+  };
+  await new RedisStore({
+    client: nodeRedisCluster as unknown as RedisClientLike,
+    prefix: "p:",
+    waitReplicas: 1,
+  }).claim("s", opts);
+  assert.deepEqual(nodeRedisSent[1]!.slice(0, 3), [
+    "p:s",
+    false,
+    ["WAIT", "1", "500"],
+  ]);
+  const piped: string[][][] = [];
+  const ioRedisCluster = {
+    isCluster: true,
+    callBuffer: () => Promise.resolve(1),
+    pipeline(commands: string[][]) {
+      piped.push(commands);
+      return { exec: () => Promise.resolve([[null, 0], [null, 1]]) };
+    },
+  };
+  await new RedisStore({
+    client: ioRedisCluster as unknown as RedisClientLike,
+    prefix: "p:",
+    waitReplicas: 1,
+  }).claim("s", opts);
+  assert.deepEqual(piped, [[["exists", "p:s"], ["wait", "1", "500"]]]);
+});
+
+Deno.test("RedisStore validates waitReplicas and waitTimeoutMs", () => {
+  const client: RedisCommander = { sendCommand: () => Promise.resolve(0) };
+  for (const waitReplicas of [-1, 1.5, Number.NaN]) {
+    assert.throws(() => new RedisStore({ client, waitReplicas }), RangeError);
+  }
+  assert.throws(
+    () => new RedisStore({ client, waitReplicas: 1, waitTimeoutMs: 0 }),
+    RangeError,
+  );
+  new RedisStore({ client, waitReplicas: 0 });
 });
