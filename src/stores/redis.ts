@@ -446,6 +446,10 @@ function duration(name: string, value: unknown): string {
  *   field, another format version) reads as `in_flight` with
  *   `fingerprint: null` and is never overwritten: no exception on the request
  *   path, and never a second execution.
+ * - On Redis Cluster every operation touches one key, routed by the client.
+ *   A failover may lose a write its master acknowledged (replication is
+ *   asynchronous); `waitReplicas` makes the store confirm each claim and
+ *   completion on that many replicas with `WAIT` before it answers.
  * - Every operation has `timeoutMs` to finish; an error from the client
  *   (unreachable, closed) or a missed deadline throws a {@linkcode StoreError}
  *   with the cause. After a thrown write the outcome is unknown.
