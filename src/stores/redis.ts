@@ -154,7 +154,8 @@ export interface RedisStoreOptions {
    * fewer acknowledge within `waitTimeoutMs`, the operation throws a
    * {@linkcode StoreError} (outcome unknown): a claim answers 503 and is
    * undone by its token; the middleware retries a completion. `0` sends no
-   * `WAIT`.
+   * `WAIT`. A {@linkcode RedisCommander} gets `["WAIT", n, ms]` and must
+   * send it on the connection that made the write.
    *
    * @default {0}
    */
