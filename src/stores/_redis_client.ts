@@ -191,3 +191,47 @@ export function mayHaveRun(error: unknown): boolean {
     message === "The client is closed" ||
     message.includes("enableOfflineQueue options is false"));
 }
+
+/** Sends `WAIT replicas timeout` on the connection that serves `key`. */
+export type Wait = (
+  key: string,
+  replicas: string,
+  timeout: string,
+) => Promise<unknown>;
+
+/**
+ * `WAIT` counts what the connection it is sent on wrote: on a cluster it
+ * must reach the key's master, so it is routed by the key. ioredis routes a
+ * keyless command to any node, so on an ioredis `Cluster` it goes in a
+ * pipeline behind an `EXISTS` of the key (one round trip, to the key's
+ * master).
+ */
+export function waiter(client: RedisClientLike, send: Send): Wait {
+  const c = client as unknown as Record<string, unknown>;
+  if (typeof c.callBuffer === "function" && c.isCluster === true) {
+    const pipeline = c.pipeline as (
+      commands: string[][],
+    ) => { exec(): Promise<[Error | null, unknown][] | null> };
+    return async (key, replicas, timeout) => {
+      const replies = await pipeline.call(client, [["exists", key], [
+        "wait",
+        replicas,
+        timeout,
+      ]]).exec();
+      const [error, count] = replies?.[1] ?? [new Error("no reply"), null];
+      if (error) throw error;
+      return count;
+    };
+  }
+  if (
+    typeof c.getSlotMaster === "function" &&
+    typeof c.sendCommand === "function"
+  ) {
+    const sendCommand = c.sendCommand as (
+      ...args: unknown[]
+    ) => Promise<unknown>;
+    return (key, replicas, timeout) =>
+      sendCommand.call(client, key, false, ["WAIT", replicas, timeout]);
+  }
+  return (_key, replicas, timeout) => send(["WAIT", replicas, timeout]);
+}

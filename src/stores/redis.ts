@@ -53,6 +53,8 @@ import {
   mayHaveRun,
   type RedisClientLike,
   type Send,
+  type Wait,
+  waiter,
 } from "./_redis_client.ts";
 import { decodeClaim, SCRIPTS } from "./_redis_scripts.ts";
 import { type DeadlineHandler, Deadlines } from "../_time.ts";
@@ -79,6 +81,30 @@ export interface RedisStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
+  /**
+   * How many replicas must acknowledge a claim that acquires a slot, and a
+   * completion that applies, before the store answers: after each of these
+   * writes it sends `WAIT waitReplicas waitTimeoutMs` on the connection that
+   * wrote (on a cluster, to the key's master). Redis replicates
+   * asynchronously, so a failover can lose a write its master acknowledged:
+   * a lost claim lets a second request run the key, a lost completion lets it
+   * run again once the lease is over. With `waitReplicas`, a write the store
+   * reported is on that many replicas, which a failover promotes from. When
+   * fewer acknowledge within `waitTimeoutMs`, the operation throws a
+   * {@linkcode StoreError} (outcome unknown): a claim answers 503 and is
+   * undone by its token; the middleware retries a completion. `0` sends no
+   * `WAIT`. A {@linkcode RedisCommander} gets `["WAIT", n, ms]` and must
+   * send it on the connection that made the write.
+   *
+   * @default {0}
+   */
+  waitReplicas?: number;
+  /**
+   * How long each `WAIT` may block, in milliseconds (see `waitReplicas`).
+   *
+   * @default {500}
+   */
+  waitTimeoutMs?: number;
 }
 
 /**
@@ -96,6 +122,10 @@ export interface RedisStoreOptions {
  *   field, another format version) reads as `in_flight` with
  *   `fingerprint: null` and is never overwritten: no exception on the request
  *   path, and never a second execution.
+ * - On Redis Cluster every operation touches one key, routed by the client.
+ *   A failover may lose a write its master acknowledged (replication is
+ *   asynchronous); `waitReplicas` makes the store confirm each claim and
+ *   completion on that many replicas with `WAIT` before it answers.
  * - Every operation has `timeoutMs` to finish; an error from the client
  *   (unreachable, closed) or a missed deadline throws a {@linkcode StoreError}
  *   with the cause. After a thrown write the outcome is unknown.
@@ -180,7 +210,11 @@ export interface RedisStoreOptions {
  */
 export class RedisStore implements IdempotencyStore {
   #send: Send;
+  #wait: Wait;
   #prefix: string;
+  #waitReplicas: number;
+  #waitTimeoutMs: number;
+  #waits: Deadlines<WaitCall>;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #deadlines: Deadlines<Call>;
 
@@ -205,6 +239,21 @@ export class RedisStore implements IdempotencyStore {
     this.#deadlines = new Deadlines(
       timeoutMs,
       redisHandler(this.#orphans, timeoutMs, this.#start),
+    );
+    this.#wait = waiter(options.client, this.#send);
+    const replicas = options.waitReplicas ?? 0;
+    this.#waitReplicas = replicas === 0
+      ? 0
+      : positiveInteger("waitReplicas", replicas);
+    this.#waitTimeoutMs = positiveInteger(
+      "waitTimeoutMs",
+      options.waitTimeoutMs ?? 500,
+    );
+    // WAIT blocks up to waitTimeoutMs on the server; a hung connection gets
+    // timeoutMs more.
+    this.#waits = new Deadlines(
+      this.#waitTimeoutMs + timeoutMs,
+      waitHandler(this.#waitReplicas, this.#waitTimeoutMs),
     );
   }
 
@@ -233,7 +282,17 @@ export class RedisStore implements IdempotencyStore {
       String(leaseMs),
       String(ttlMs),
     ], { slot, token, leaseMs });
-    return decodeClaim(reply, token, leaseMs);
+    const result = decodeClaim(reply, token, leaseMs);
+    if (result.state === "acquired" && this.#waitReplicas > 0) {
+      try {
+        await this.#replicated("claim", slot);
+      } catch (error) {
+        // The claim holds the slot on the master: undo it by its token.
+        this.#orphans.unknown(slot, token, leaseMs);
+        throw error;
+      }
+    }
+    return result;
   }
 
   /**
@@ -261,7 +320,9 @@ export class RedisStore implements IdempotencyStore {
       response.body ?? "",
       response.body === null ? response.omitted! : "",
     ]);
-    return reply === 1 ? "applied" : "lost";
+    if (reply !== 1) return "lost";
+    if (this.#waitReplicas > 0) await this.#replicated("complete", slot);
+    return "applied";
   }
 
   /**
@@ -300,6 +361,31 @@ export class RedisStore implements IdempotencyStore {
     const lease = String(durationMs("leaseMs", leaseMs));
     const reply = await this.#eval("extend", slot, [String(token), lease]);
     return reply === 1 ? "applied" : "lost";
+  }
+
+  /**
+   * Sends `WAIT` after a write to the slot's key and throws a
+   * {@linkcode StoreError} unless `waitReplicas` replicas acknowledged it
+   * within `waitTimeoutMs` (bounded by `timeoutMs` more, should the
+   * connection hang).
+   */
+  async #replicated(operation: StoreOperation, slot: string): Promise<void> {
+    const call: WaitCall = { operation, key: this.#prefix + slot };
+    const count = await this.#waits.withDeadline(
+      (c) =>
+        this.#wait(
+          c.key,
+          String(this.#waitReplicas),
+          String(this.#waitTimeoutMs),
+        ),
+      call,
+    );
+    if (Number(count) < this.#waitReplicas) {
+      throw new StoreError(
+        `Redis ${operation} was acknowledged by ${count} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`,
+        { operation, cause: new Error(`WAIT answered ${count}`) },
+      );
+    }
   }
 
   /**
@@ -405,5 +491,35 @@ function redisHandler(
         );
       }
     },
+  };
+}
+
+/** A `WAIT` under way, after a write to `key`. */
+interface WaitCall {
+  operation: StoreOperation;
+  key: string;
+}
+
+/** What a RedisStore does as its `WAIT`s settle, fail or time out. */
+function waitHandler(
+  replicas: number,
+  waitTimeoutMs: number,
+): DeadlineHandler<WaitCall> {
+  const error = (operation: StoreOperation, cause: unknown) => {
+    const message = (cause as { message?: unknown } | null)?.message;
+    return new StoreError(
+      `Redis ${operation} failed: WAIT ${replicas}: ${message ?? cause}`,
+      { operation, cause },
+    );
+  };
+  return {
+    resolved() {},
+    failed: ({ operation }, cause) => error(operation, cause),
+    expired: ({ operation }) =>
+      error(
+        operation,
+        new Error(`WAIT did not answer within ${waitTimeoutMs} ms and more`),
+      ),
+    late() {},
   };
 }

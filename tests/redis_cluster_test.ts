@@ -1,0 +1,833 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * RedisStore on a private Redis Cluster (3 masters, 3 replicas; see
+ * tests/_cluster.ts), with node-redis `createCluster` and ioredis `Cluster`:
+ *
+ * - the store conformance suite, on each client;
+ * - scripts the masters do not know (SCRIPT FLUSH on every master) are
+ *   loaded again by the EVAL fallback, on each client;
+ * - two app processes (tests/_cluster_app.ts, one per client) under a load
+ *   of many keys times duplicates while slots migrate between masters
+ *   (MOVED/ASK), while a replica takes over with CLUSTER FAILOVER, and
+ *   while a master is killed so its replica is promoted; with and without
+ *   the `waitReplicas` option. Executions are counted by the test's own
+ *   ledger server, never by the library.
+ *
+ * Each test starts its own cluster and stops it in `finally`. Every wait is
+ * for a state (cluster_state:ok, slot owners, a replica's role), never for a
+ * duration.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { createCluster } from "redis";
+import { Cluster } from "ioredis";
+import {
+  type RedisClientLike,
+  type RedisCommander,
+  RedisStore,
+} from "../src/stores/redis.ts";
+import { StoreError } from "../src/store.ts";
+import { type PoisonKind, storeConformance } from "../src/testing.ts";
+import {
+  CLUSTER_IGNORE,
+  type NodeInfo,
+  type PrivateCluster,
+  startCluster,
+  waitUntil,
+} from "./_cluster.ts";
+import { testName, uniquePrefix } from "./_services.ts";
+import {
+  Ledger,
+  load,
+  pool,
+  report,
+  type Send,
+  settle,
+  type Tally,
+  tally,
+} from "./faults/_load.ts";
+import { AppProcess } from "./faults/_servers.ts";
+
+const ignore = CLUSTER_IGNORE;
+const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
+
+interface Opened {
+  client: RedisClientLike;
+  close(): Promise<void> | void;
+}
+
+type Maker = (cluster: PrivateCluster) => Promise<Opened>;
+
+async function nodeRedisCluster(cluster: PrivateCluster): Promise<Opened> {
+  const client = createCluster({
+    rootNodes: cluster.rootNodes.map(({ host, port }) => ({
+      url: `redis://${host}:${port}`,
+    })),
+  });
+  client.on("error", () => {});
+  await client.connect();
+  return { client, close: () => client.destroy() };
+}
+
+async function ioRedisCluster(cluster: PrivateCluster): Promise<Opened> {
+  const client = ioCluster(cluster);
+  await waitReady(client);
+  return { client, close: () => client.disconnect() };
+}
+
+function ioCluster(cluster: PrivateCluster): Cluster {
+  const client = new Cluster(cluster.rootNodes, {
+    lazyConnect: false,
+    redisOptions: { maxRetriesPerRequest: null },
+  });
+  client.on("error", () => {});
+  return client;
+}
+
+function waitReady(client: Cluster): Promise<void> {
+  if (client.status === "ready") return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    client.once("ready", resolve);
+    client.once("end", () => reject(new Error("ioredis Cluster ended")));
+  });
+}
+
+const clients: [string, Maker][] = [
+  ["node-redis createCluster", nodeRedisCluster],
+  ["ioredis Cluster", ioRedisCluster],
+];
+
+/** Plants a value that is not a record of ours, through a cluster client. */
+async function poison(admin: Cluster, key: string, kind: PoisonKind) {
+  const future = String(Date.now() + 3_600_000);
+  await admin.del(key);
+  if (kind === "garbage") {
+    await admin.set(
+      key,
+      Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
+    );
+  } else if (kind === "truncated") {
+    await admin.hset(key, {
+      v: "1",
+      st: "c",
+      fp: "x",
+      dl: future,
+      status: "200",
+      hdr: '[["content-type","te',
+    });
+  } else {
+    await admin.hset(key, {
+      v: "2",
+      st: "f",
+      fp: "x",
+      tok: "t",
+      lu: "1",
+      dl: future,
+    });
+  }
+}
+
+for (const [label, make] of clients) {
+  storeConformance({
+    name: `RedisStore (${label}, 3 masters + 3 replicas)`,
+    ...(ignore ? { ignore } : {}),
+    leaseMs: 300,
+    async setup() {
+      const cluster = await startCluster();
+      try {
+        const { client, close } = await make(cluster);
+        const admin = ioCluster(cluster);
+        await waitReady(admin);
+        const prefix = `${uniquePrefix("cluster_conf")}:`;
+        const store = new RedisStore({ client, prefix });
+        return {
+          store,
+          elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+          poison: (slot, kind) => poison(admin, prefix + slot, kind),
+          async teardown() {
+            try {
+              await close();
+              admin.disconnect();
+            } finally {
+              await cluster.stop();
+            }
+          },
+        };
+      } catch (error) {
+        await cluster.stop();
+        throw error;
+      }
+    },
+  });
+}
+
+// --- many keys, two processes, topology changes mid-load ----------------------
+
+const LEASE = 1000;
+
+/** The test's ledger server: each app reports an execution before it answers. */
+class LedgerServer {
+  readonly ledger = new Ledger();
+  readonly server: Deno.HttpServer<Deno.NetAddr>;
+
+  constructor() {
+    this.server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) => {
+        const url = new URL(req.url);
+        const key = url.searchParams.get("key") ?? "";
+        this.ledger.record(key, 201, url.searchParams.get("body") ?? "");
+        return new Response("ok");
+      },
+    );
+  }
+
+  get url(): string {
+    return `http://127.0.0.1:${this.server.addr.port}`;
+  }
+}
+
+function sender(port: number): Send {
+  return (key) =>
+    fetch(`http://127.0.0.1:${port}/payments`, {
+      method: "POST",
+      headers: { "idempotency-key": key, "content-type": "application/json" },
+      body: JSON.stringify({ key }),
+    });
+}
+
+/** Two app processes, one per client, with or without `waitReplicas`. */
+class Apps {
+  readonly processes: AppProcess[];
+  send!: Send;
+
+  constructor(
+    cluster: PrivateCluster,
+    ledger: LedgerServer,
+    prefix: string,
+    waitReplicas: number,
+  ) {
+    const script = new URL("./_cluster_app.ts", import.meta.url).pathname;
+    const ports = cluster.nodes.map((n) => n.port).join(",");
+    this.processes = ["node-redis", "ioredis"].map((kind) =>
+      new AppProcess(script, [
+        kind,
+        ports,
+        prefix,
+        ledger.url,
+        String(LEASE),
+        String(waitReplicas),
+      ], {})
+    );
+  }
+
+  async ready(): Promise<this> {
+    const [a, b] = (await Promise.all(this.processes.map((p) => p.port))).map(
+      sender,
+    );
+    let i = 0;
+    this.send = (key) => (i++ % 2 === 0 ? a! : b!)(key);
+    return this;
+  }
+
+  async kill(): Promise<void> {
+    await Promise.all(this.processes.map((p) => p.kill()));
+  }
+}
+
+/**
+ * Sends batches of 60 fresh keys, 3 times each (duplicates race, spread over
+ * both processes), starting `fault` after the first batch and going on until
+ * it has finished and at least `minKeys` keys were sent. Answers the keys.
+ */
+async function loadDuring(
+  send: Send,
+  ledger: Ledger,
+  seen: Tally,
+  label: string,
+  fault: () => Promise<void>,
+  minKeys = 300,
+): Promise<string[]> {
+  const keys: string[] = [];
+  let running: Promise<void> | undefined;
+  let done = false;
+  for (let batch = 0; !done || keys.length < minKeys; batch++) {
+    const group = Array.from(
+      { length: 60 },
+      (_, i) => `${label}-${batch}-${i}`,
+    );
+    keys.push(...group);
+    await load(
+      send,
+      ledger,
+      { keys: group, duplicates: 3, concurrency: 16 },
+      seen,
+    );
+    if (running === undefined) {
+      running = fault().finally(() => done = true);
+      running.catch(() => {});
+    }
+  }
+  await running;
+  return keys;
+}
+
+/** MOVED and ASK errors the live nodes answered (INFO errorstats). */
+async function redirections(
+  cluster: PrivateCluster,
+): Promise<{ moved: number; ask: number }> {
+  let moved = 0;
+  let ask = 0;
+  for (const port of cluster.livePorts) {
+    const info = await cluster.cli(port, "INFO", "errorstats");
+    moved += Number(/errorstat_MOVED:count=(\d+)/.exec(info)?.[1] ?? 0);
+    ask += Number(/errorstat_ASK:count=(\d+)/.exec(info)?.[1] ?? 0);
+  }
+  return { moved, ask };
+}
+
+async function flushScripts(cluster: PrivateCluster): Promise<void> {
+  for (const { master } of await cluster.pairs()) {
+    await cluster.cli(master.port, "SCRIPT", "FLUSH");
+  }
+}
+
+/** Every key settles into a replay; counts duplicates (among `keys`) and stuck keys. */
+async function verdict(
+  apps: Apps,
+  ledger: Ledger,
+  keys: string[],
+  seen: Tally,
+): Promise<{ duplicates: number; dupKeys: string[]; stuck: string[] }> {
+  const settled = await settle(apps.send, ledger, keys, 30_000, seen);
+  const mine = new Set(keys);
+  const dupKeys: string[] = [];
+  let count = 0;
+  for (const [key, runs] of ledger.runs) {
+    if (!mine.has(key) || runs.length < 2) continue;
+    count += runs.length - 1;
+    dupKeys.push(`${key} x${runs.length}`);
+  }
+  return { duplicates: count, dupKeys, stuck: settled.stuck };
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: slots migrate mid-load (MOVED/ASK followed), scripts reload after SCRIPT FLUSH, no key runs twice",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn(t) {
+    const cluster = await startCluster();
+    const ledgerServer = new LedgerServer();
+    const prefix = `${uniquePrefix("cluster_reshard")}:`;
+    const apps = new Apps(cluster, ledgerServer, prefix, 0);
+    try {
+      await t.step(
+        "after SCRIPT FLUSH on every master, each client reloads the scripts",
+        async () => {
+          for (const [label, make] of clients) {
+            const { client, close } = await make(cluster);
+            try {
+              const store = new RedisStore({ client, prefix });
+              // Slots on every master.
+              const slots = Array.from(
+                { length: 12 },
+                (_, i) => `flush-${label}-${i}`,
+              );
+              await flushScripts(cluster);
+              for (const slot of slots) {
+                const claim = await store.claim(slot, opts);
+                assert.equal(claim.state, "acquired");
+                if (claim.state !== "acquired") continue;
+                await flushScripts(cluster);
+                const body = new Uint8Array([0, 255, 7]);
+                assert.equal(
+                  await store.complete(slot, claim.token, {
+                    status: 201,
+                    headers: [],
+                    body,
+                  }),
+                  "applied",
+                );
+                const replay = await store.claim(slot, opts);
+                assert.equal(replay.state, "completed");
+              }
+            } finally {
+              await close();
+            }
+          }
+        },
+      );
+
+      await apps.ready();
+      const { ledger } = ledgerServer;
+      const seen = tally();
+      const [from, to] = await cluster.pairs();
+      const moving = 1500;
+      await flushScripts(cluster);
+      const keys = await loadDuring(
+        apps.send,
+        ledger,
+        seen,
+        "reshard",
+        () =>
+          cluster.cli(
+            from!.master.port,
+            "--cluster",
+            "reshard",
+            `127.0.0.1:${from!.master.port}`,
+            "--cluster-from",
+            from!.master.id,
+            "--cluster-to",
+            to!.master.id,
+            "--cluster-slots",
+            String(moving),
+            "--cluster-yes",
+          ).then(() => cluster.ready()),
+      );
+      // The slots moved: the target serves `moving` more.
+      const after = (await cluster.pairs()).find((p) =>
+        p.master.id === to!.master.id
+      )!;
+      const count = (ranges: [number, number][]) =>
+        ranges.reduce((n, [a, b]) => n + b - a + 1, 0);
+      assert.equal(count(after.master.slots), count(to!.master.slots) + moving);
+      const result = await verdict(apps, ledger, keys, seen);
+      const redirected = await redirections(cluster);
+      report("cluster reshard", {
+        keys: keys.length,
+        requests: seen.requests,
+        slotsMoved: moving,
+        executions: ledger.total,
+        duplicates: result.duplicates,
+        redirected,
+        altered: seen.altered.length,
+        stuck: result.stuck.length,
+        statuses: seen.statuses,
+      });
+      assert.deepEqual(result.dupKeys, [], "keys that ran twice");
+      assert.deepEqual(seen.altered, [], "altered answers");
+      assert.deepEqual(result.stuck, [], "keys that never replay");
+      assert.ok(redirected.moved > 0, "no MOVED was answered");
+    } finally {
+      await apps.kill();
+      await ledgerServer.server.shutdown();
+      await cluster.stop();
+    }
+  },
+});
+
+/** Waits until the node on `port` is a master and the cluster is ok again. */
+async function promoted(
+  cluster: PrivateCluster,
+  port: number,
+  replicas: boolean,
+): Promise<void> {
+  await waitUntil(`the node on ${port} to become a master`, async () => {
+    const info = await cluster.cli(port, "INFO", "replication").catch(() => "");
+    return info.includes("role:master");
+  });
+  await cluster.ready(replicas);
+}
+
+/**
+ * The same fault-free load (fresh keys, each sent once) through the plain
+ * apps and the apps with `waitReplicas: 1`, twice each, alternated: the
+ * elapsed time of the WAIT path over the plain one.
+ */
+async function waitCost(
+  plain: Apps,
+  waited: Apps,
+  ledger: Ledger,
+): Promise<number> {
+  const elapsed = { plain: 0, wait: 0 };
+  // A warm-up round each (not counted), then three each, alternated.
+  for (let round = 0; round < 8; round++) {
+    const [apps, label] = round % 2 === 0
+      ? [plain, "plain" as const]
+      : [waited, "wait" as const];
+    const keys = Array.from({ length: 200 }, (_, i) => `cost-${round}-${i}`);
+    const seen = tally();
+    const started = performance.now();
+    await load(
+      apps.send,
+      ledger,
+      { keys, duplicates: 1, concurrency: 16 },
+      seen,
+    );
+    if (round >= 2) elapsed[label] += performance.now() - started;
+    assert.equal(seen.statuses["201"], keys.length, JSON.stringify(seen));
+  }
+  return elapsed.wait / elapsed.plain;
+}
+
+/**
+ * The store alone, in this process (ioredis Cluster): fresh slots claimed
+ * and completed, 16 at a time, without and with `waitReplicas: 1`,
+ * alternated after a warm-up round each: the WAIT path's elapsed time over
+ * the plain one.
+ */
+async function storeWaitCost(cluster: PrivateCluster): Promise<number> {
+  const { client, close } = await ioRedisCluster(cluster);
+  try {
+    const prefix = `${uniquePrefix("cluster_cost")}:`;
+    const stores = {
+      plain: new RedisStore({ client, prefix }),
+      wait: new RedisStore({ client, prefix, waitReplicas: 1 }),
+    };
+    const elapsed = { plain: 0, wait: 0 };
+    const body = new Uint8Array(64);
+    for (let round = 0; round < 8; round++) {
+      const label = round % 2 === 0 ? "plain" : "wait";
+      const store = stores[label];
+      const slots = Array.from({ length: 300 }, (_, i) => `${round}-${i}`);
+      const started = performance.now();
+      await pool(slots, 16, async (slot) => {
+        const claim = await store.claim(slot, opts);
+        assert.equal(claim.state, "acquired");
+        if (claim.state !== "acquired") return;
+        assert.equal(
+          await store.complete(slot, claim.token, {
+            status: 201,
+            headers: [],
+            body,
+          }),
+          "applied",
+        );
+      });
+      if (round >= 2) elapsed[label] += performance.now() - started;
+    }
+    return elapsed.wait / elapsed.plain;
+  } finally {
+    await close();
+  }
+}
+
+type Fault = (
+  cluster: PrivateCluster,
+  pair: { master: NodeInfo; replica: NodeInfo },
+) => Promise<void>;
+
+/**
+ * Two pairs of app processes, without and with `waitReplicas: 1`, each
+ * under load while `fault` strikes a master of its own; every key settles
+ * into a replay after. Answers the duplicates per phase.
+ */
+async function failoverUnderLoad(
+  name: string,
+  fault: Fault,
+  recover?: Fault,
+): Promise<{ plain: number; wait: number }> {
+  const cluster = await startCluster();
+  const ledgerServer = new LedgerServer();
+  const prefix = `${uniquePrefix("cluster_failover")}:`;
+  const plain = new Apps(cluster, ledgerServer, prefix, 0);
+  const waited = new Apps(cluster, ledgerServer, prefix, 1);
+  try {
+    await Promise.all([plain.ready(), waited.ready()]);
+    const { ledger } = ledgerServer;
+    const ratio = await waitCost(plain, waited, ledger);
+    const pairs = await cluster.pairs();
+    const storeRatio = await storeWaitCost(cluster);
+    const figures: Record<string, unknown> = {
+      waitCost: {
+        overHttp: Number(ratio.toFixed(2)),
+        storeAlone: Number(storeRatio.toFixed(2)),
+      },
+    };
+    const dups = { plain: 0, wait: 0 };
+    for (
+      const [i, label, apps] of [[0, "plain", plain], [
+        1,
+        "wait",
+        waited,
+      ]] as const
+    ) {
+      const seen = tally();
+      const before = await redirections(cluster);
+      const keys = await loadDuring(
+        apps.send,
+        ledger,
+        seen,
+        `${label}`,
+        () => fault(cluster, pairs[i]!),
+      );
+      await recover?.(cluster, pairs[i]!);
+      const result = await verdict(apps, ledger, keys, seen);
+      const after = await redirections(cluster);
+      dups[label] = result.duplicates;
+      figures[label] = {
+        keys: keys.length,
+        requests: seen.requests,
+        duplicates: result.duplicates,
+        dupKeys: result.dupKeys.slice(0, 5),
+        movedAfterFailover: after.moved - before.moved,
+        altered: seen.altered.length,
+        stuck: result.stuck.length,
+        statuses: seen.statuses,
+      };
+      assert.deepEqual(seen.altered, [], `${label}: altered answers`);
+      assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
+    }
+    report(name, figures);
+    return dups;
+  } finally {
+    await plain.kill();
+    await waited.kill();
+    await ledgerServer.server.shutdown();
+    await cluster.stop();
+  }
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: CLUSTER FAILOVER mid-load, without and with waitReplicas (duplicates measured; none with WAIT)",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dups = await failoverUnderLoad(
+      "cluster CLUSTER FAILOVER",
+      async (cluster, { replica }) => {
+        await cluster.cli(replica.port, "CLUSTER", "FAILOVER");
+        // The old master turns into its replica.
+        await promoted(cluster, replica.port, true);
+      },
+    );
+    assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+  },
+});
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: a master killed mid-load, its replica promoted, without and with waitReplicas (duplicates measured)",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const dups = await failoverUnderLoad(
+      "cluster master killed",
+      async (cluster, { master, replica }) => {
+        await cluster.kill(master.port);
+        await promoted(cluster, replica.port, false);
+      },
+      // After the load, the killed node comes back as the new master's
+      // replica (until then, with WAIT, that master's keys answer 503).
+      (cluster, { master }) => rejoin(cluster, master.port),
+    );
+    assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+  },
+});
+
+/** Restarts a killed node and waits until it is a synced replica again. */
+async function rejoin(cluster: PrivateCluster, port: number): Promise<void> {
+  cluster.spawn(cluster.nodes.find((n) => n.port === port)!);
+  await waitUntil(`the node on ${port} to rejoin as a replica`, async () => {
+    const info = await cluster.cli(port, "INFO", "replication")
+      .catch(() => "");
+    return info.includes("role:slave") &&
+      info.includes("master_link_status:up");
+  });
+  await cluster.ready(true);
+}
+
+Deno.test({
+  name: testName(
+    "RedisStore on a cluster: writes acknowledged by a master whose replica lags are lost when it dies; waitReplicas: 1 loses none",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  sanitizeOps: false,
+  sanitizeResources: false,
+  async fn() {
+    const cluster = await startCluster();
+    const ledgerServer = new LedgerServer();
+    const prefix = `${uniquePrefix("cluster_lag")}:`;
+    const plain = new Apps(cluster, ledgerServer, prefix, 0);
+    const waited = new Apps(cluster, ledgerServer, prefix, 1);
+    try {
+      await Promise.all([plain.ready(), waited.ready()]);
+      const { ledger } = ledgerServer;
+      const pairs = await cluster.pairs();
+      const figures: Record<string, unknown> = {};
+      const dups = { plain: 0, wait: 0 };
+      for (
+        const [i, label, apps] of [
+          [0, "plain", plain],
+          [1, "wait", waited],
+        ] as const
+      ) {
+        const { master, replica } = pairs[i]!;
+        const replicaNode = cluster.nodes.find((n) => n.port === replica.port)!;
+        // The replica stops receiving: frozen, and its link cut by the
+        // master (so nothing written from now on waits in its socket).
+        replicaNode.child!.kill("SIGSTOP");
+        await cluster.cli(master.port, "CLIENT", "KILL", "TYPE", "replica");
+        const seen = tally();
+        const keys = Array.from({ length: 60 }, (_, k) => `lag-${label}-${k}`);
+        await load(
+          apps.send,
+          ledger,
+          { keys, duplicates: 1, concurrency: 16 },
+          seen,
+        );
+        const ranBefore = keys.filter((k) => ledger.of(k).length > 0).length;
+        // The master dies; the replica, without those writes, takes over.
+        await cluster.kill(master.port);
+        replicaNode.child!.kill("SIGCONT");
+        await cluster.cli(replica.port, "CLUSTER", "FAILOVER", "TAKEOVER")
+          .catch(() => {}); // it may have been elected already
+        await promoted(cluster, replica.port, false);
+        // Back to a replica per master (WAIT needs one to answer).
+        await rejoin(cluster, master.port);
+        const result = await verdict(apps, ledger, keys, seen);
+        dups[label] = result.duplicates;
+        figures[label] = {
+          keys: keys.length,
+          ranBeforeTheFailover: ranBefore,
+          duplicates: result.duplicates,
+          altered: seen.altered.length,
+          stuck: result.stuck.length,
+          statuses: seen.statuses,
+        };
+        assert.deepEqual(seen.altered, [], `${label}: altered answers`);
+        assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
+      }
+      report("cluster replica lagging, then master killed", figures);
+      // Without WAIT, the keys the dead master alone held ran again.
+      assert.ok(dups.plain > 0, "no acknowledged write was lost without WAIT");
+      assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
+    } finally {
+      await plain.kill();
+      await waited.kill();
+      await ledgerServer.server.shutdown();
+      await cluster.stop();
+    }
+  },
+});
+
+// --- the waitReplicas option on stub clients (no server needed) --------------
+
+/** A stub whose claim and complete scripts answer `script`, WAIT `count`. */
+function stub(script: unknown, count: unknown) {
+  const sent: string[][] = [];
+  const client: RedisCommander = {
+    sendCommand(args) {
+      sent.push(args.map(String));
+      if (args[0] === "WAIT") return Promise.resolve(count);
+      // A release (EVALSHA sha 1 key token) answers applied.
+      return Promise.resolve(args.length === 5 ? 1 : script);
+    },
+  };
+  return { client, sent };
+}
+
+const response = { status: 201, headers: [], body: new Uint8Array([1]) };
+
+Deno.test("RedisStore with waitReplicas sends WAIT after a claim that acquires and a completion that applies, and only then", async () => {
+  const ok = stub(1, 1);
+  const store = new RedisStore({
+    client: ok.client,
+    waitReplicas: 1,
+    waitTimeoutMs: 250,
+  });
+  const claim = await store.claim("s", opts);
+  assert.equal(claim.state, "acquired");
+  assert.equal(await store.complete("s", "t", response), "applied");
+  assert.deepEqual(ok.sent.map((a) => a[0]), [
+    "EVALSHA",
+    "WAIT",
+    "EVALSHA",
+    "WAIT",
+  ]);
+  assert.deepEqual(ok.sent[1], ["WAIT", "1", "250"]);
+  // Nothing written: no WAIT.
+  const lost = stub(0, 1);
+  const quiet = new RedisStore({ client: lost.client, waitReplicas: 2 });
+  assert.equal(await quiet.complete("s", "t", response), "lost");
+  const busy = stub([0, "fp", 100], 1);
+  const seen = new RedisStore({ client: busy.client, waitReplicas: 2 });
+  assert.equal((await seen.claim("s", opts)).state, "in_flight");
+  assert.deepEqual([...lost.sent, ...busy.sent].map((a) => a[0]), [
+    "EVALSHA",
+    "EVALSHA",
+  ]);
+  // Off by default.
+  const off = stub(1, 1);
+  await new RedisStore({ client: off.client }).claim("s", opts);
+  assert.deepEqual(off.sent.map((a) => a[0]), ["EVALSHA"]);
+});
+
+Deno.test("RedisStore with waitReplicas throws when too few replicas acknowledge, and undoes such a claim by its token", async () => {
+  const short = stub(1, 0);
+  const store = new RedisStore({ client: short.client, waitReplicas: 1 });
+  const error = await store.claim("s", opts).catch((e) => e);
+  assert.ok(error instanceof StoreError, String(error));
+  assert.equal(error.operation, "claim");
+  assert.match(error.message, /acknowledged by 0 of 1 replicas/);
+  const token = short.sent[0]![5]; // EVALSHA sha 1 key fp TOKEN lease ttl
+  await waitUntil("the undo", () => short.sent.length === 3);
+  assert.deepEqual(short.sent[2]!.slice(0, 1), ["EVALSHA"]);
+  assert.equal(short.sent[2]![4], token);
+  await assert.rejects(() => store.complete("s", "t", response), StoreError);
+});
+
+Deno.test("RedisStore routes WAIT to the key's master on node-redis and ioredis clusters", async () => {
+  const nodeRedisSent: unknown[][] = [];
+  const nodeRedisCluster = {
+    getSlotMaster: () => ({}),
+    withTypeMapping: () => nodeRedisCluster,
+    sendCommand(...args: unknown[]) {
+      nodeRedisSent.push(args);
+      const command = args[2] as string[];
+      return Promise.resolve(command[0] === "WAIT" ? 1 : 1);
+    },
+  };
+  await new RedisStore({
+    client: nodeRedisCluster as unknown as RedisClientLike,
+    prefix: "p:",
+    waitReplicas: 1,
+  }).claim("s", opts);
+  assert.deepEqual(nodeRedisSent[1]!.slice(0, 3), [
+    "p:s",
+    false,
+    ["WAIT", "1", "500"],
+  ]);
+  const piped: string[][][] = [];
+  const ioRedisCluster = {
+    isCluster: true,
+    callBuffer: () => Promise.resolve(1),
+    pipeline(commands: string[][]) {
+      piped.push(commands);
+      return { exec: () => Promise.resolve([[null, 0], [null, 1]]) };
+    },
+  };
+  await new RedisStore({
+    client: ioRedisCluster as unknown as RedisClientLike,
+    prefix: "p:",
+    waitReplicas: 1,
+  }).claim("s", opts);
+  assert.deepEqual(piped, [[["exists", "p:s"], ["wait", "1", "500"]]]);
+});
+
+Deno.test("RedisStore validates waitReplicas and waitTimeoutMs", () => {
+  const client: RedisCommander = { sendCommand: () => Promise.resolve(0) };
+  for (const waitReplicas of [-1, 1.5, Number.NaN]) {
+    assert.throws(() => new RedisStore({ client, waitReplicas }), RangeError);
+  }
+  assert.throws(
+    () => new RedisStore({ client, waitReplicas: 1, waitTimeoutMs: 0 }),
+    RangeError,
+  );
+  new RedisStore({ client, waitReplicas: 0 });
+});
