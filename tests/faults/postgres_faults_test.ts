@@ -193,11 +193,17 @@ Deno.test({
       const crossed: string[] = [];
       const claims = Array.from({ length: slots * 4 }, (_, n) => n % slots);
       let locked = true;
+      // The claims start once the lock is held: on a loaded machine they
+      // could otherwise all finish before it, and none would time out.
+      let held!: () => void;
+      const holding = new Promise<void>((resolve) => held = resolve);
       const lock = admin.begin(async (tx) => {
         await tx.unsafe(`LOCK TABLE "${table}" IN ACCESS EXCLUSIVE MODE`);
+        held();
         await waitFor("claims to time out on the lock", () => timedOut >= 20);
         locked = false;
       });
+      await Promise.race([holding, lock]);
       await pool(claims, 16, async (i) => {
         let claim;
         try {
