@@ -241,6 +241,44 @@ export interface PostgresSweepOptions {
  * `backoff`: `postgres(url, { connect_timeout: 1, backoff: () => 0.1 })`
  * (the fault suite's setting).
  *
+ * **Exactly once for the handler's own rows (opt-in).** A handler can run
+ * its SQL in a transaction that commits together with the record:
+ * `idempotency(store.transactional((req, tx) => …), { store })`, or
+ * `await store.transaction(request)` from inside any guarded handler (a
+ * Hono route: `c.req.raw`). The design:
+ *
+ * - The core knows no driver: a store may offer the optional
+ *   {@linkcode IdempotencyStore.unitOfWork} capability; the middleware asks
+ *   for a unit per claimed request and, if the handler opened it, commits
+ *   the record through it instead of `complete`. This store remembers the
+ *   request (a `WeakMap`), so the handler finds its transaction by it.
+ * - The claim stays outside, one statement committed at once, so
+ *   duplicates see it (409) while the handler runs; the lease is renewed
+ *   on other connections of the pool, and stops just before the record's
+ *   write. The transaction is `sql.begin` at `transaction.isolation`, with
+ *   `SET LOCAL statement_timeout` first.
+ * - 2xx: the body is captured as usual (a body over `maxResponseBytes`, a
+ *   stream error or a body too slow is recorded without it), then the
+ *   `complete` statement runs in the transaction, fenced by the token, and
+ *   the transaction commits. No row changed (the claim was taken over after
+ *   its lease ran out): roll back, 409, `completed` with outcome `lost`.
+ *   The rows of a fenced-out owner never commit.
+ * - A throw, or a response that is not cacheable: roll back, release. The
+ *   writes of a 4xx do not commit, so the retry it invites starts clean.
+ * - The transaction fails (a serialization failure, a lost connection, at
+ *   any statement or at COMMIT): a `release` fenced by the token, outside
+ *   it, tells what happened, since it deletes only a claim still in
+ *   flight: `applied` means nothing committed (503, the retry runs once),
+ *   `lost` that it committed or was taken over (409, the retry replays);
+ *   no answer, 503, and the lease runs out if nothing committed.
+ * - A pool of one would starve the renewals: `transaction()` refuses it
+ *   (`RangeError`). A FailoverStore opens no unit, so `transaction()`
+ *   rejects there (`TypeError`): a Redis record cannot commit with rows.
+ * - postgres.js 3.4.9 rejects `begin` as soon as its connection closes and
+ *   then throws out of a timer (uncaught) on anything sent on it, COMMIT and
+ *   ROLLBACK included: the store sends nothing more on such a transaction,
+ *   and a handler should not either.
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
