@@ -318,17 +318,6 @@ export class Guard<A extends unknown[]> {
     unit?: UnitOfWork,
   ): Promise<Response> {
     const beat = flight.beat!;
-    // The record's write: in the handler's transaction when it opened one
-    // (then a problem may replace the response), else the plain way.
-    const record = (record: StoredResponse): Promise<Response | null> =>
-      unit?.opened
-        ? commitInTransaction(unit, beat, record, {
-          store: this.#config.store,
-          heartbeat: this.#heartbeat,
-          report: this.#report,
-          request: flight.request,
-        })
-        : this.#completions.complete(beat, record).then(() => null);
     const { slot, started } = flight;
     const { status, statusText } = response;
     const { pairs: headers, partial } = storedHeaders(
@@ -337,7 +326,12 @@ export class Guard<A extends unknown[]> {
     );
     const source = response.body;
     if (source === null) {
-      return await record({ status, headers, body: EMPTY }) ?? response;
+      return await this.#record(flight, unit, {
+        status,
+        headers,
+        body: EMPTY,
+      }) ??
+        response;
     }
     const cap = this.#config.maxResponseBytes;
     // A body capture() cannot read (a locked stream) counts as a stream error.
@@ -352,7 +346,11 @@ export class Guard<A extends unknown[]> {
     }));
     if (captured.outcome === "within") {
       const body = captured.bytes;
-      const refused = await record({ status, headers, body });
+      const refused = await this.#record(flight, unit, {
+        status,
+        headers,
+        body,
+      });
       if (refused !== null) return refused;
       // The record's header pairs (one pass over the headers, not two)
       // unless the record left some out.
@@ -369,7 +367,12 @@ export class Guard<A extends unknown[]> {
       this.#report(() => ({ type: "body_error", slot, error }), started);
     }
     const { omitted, live } = streamed(captured);
-    const refused = await record({ status, headers, body: null, omitted });
+    const refused = await this.#record(flight, unit, {
+      status,
+      headers,
+      body: null,
+      omitted,
+    });
     if (refused !== null) {
       live.cancel().catch(() => {});
       return refused;
@@ -381,6 +384,29 @@ export class Guard<A extends unknown[]> {
       statusText,
       headers: response.headers,
     });
+  }
+
+  /**
+   * Writes the record: in the handler's transaction when it opened one (a
+   * problem then answers instead of the response when it did not commit),
+   * else the plain way (never a problem).
+   */
+  async #record(
+    flight: Flight<A>,
+    unit: UnitOfWork | undefined,
+    record: StoredResponse,
+  ): Promise<Response | null> {
+    const beat = flight.beat!;
+    if (unit?.opened) {
+      return await commitInTransaction(unit, beat, record, {
+        store: this.#config.store,
+        heartbeat: this.#heartbeat,
+        report: this.#report,
+        request: flight.request,
+      });
+    }
+    await this.#completions.complete(beat, record);
+    return null;
   }
 
   /**

@@ -277,7 +277,10 @@ export interface PostgresSweepOptions {
  * - postgres.js 3.4.9 rejects `begin` as soon as its connection closes and
  *   then throws out of a timer (uncaught) on anything sent on it, COMMIT and
  *   ROLLBACK included: the store sends nothing more on such a transaction,
- *   and a handler should not either.
+ *   and a handler should not either. A connection that closes while the
+ *   record's write or COMMIT is on its way can still meet that race (the
+ *   process ends on the uncaught error): as after any crash, the
+ *   transaction committed whole or not at all, and a retry replays or runs.
  *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
