@@ -72,6 +72,7 @@ export {
   StoreError,
   type StoreErrorOptions,
   type StoreOperation,
+  type UnitOfWork,
   type WriteOutcome,
 } from "./src/store.ts";
 export { MemoryStore, type MemoryStoreOptions } from "./src/stores/memory.ts";

@@ -9,6 +9,7 @@
  */
 
 import { Completions } from "./_completion.ts";
+import { commitInTransaction } from "./_transaction.ts";
 import { type Beat, Heartbeat } from "./_lease.ts";
 import type { Config } from "./_options.ts";
 import {
@@ -27,7 +28,7 @@ import { slotOf } from "./fingerprint.ts";
 import type { FetchHandler } from "./idempotency.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { type ProblemDetails, reject } from "./problem.ts";
-import type { ClaimResult, StoredResponse } from "./store.ts";
+import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 
 /** One guarded request: what every step of its way reads and fills in. */
 interface Flight<A extends unknown[]> {
@@ -264,27 +265,34 @@ export class Guard<A extends unknown[]> {
     try {
       const request = rebuild(flight.request, body);
       const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
+      // A store that can put the record in the handler's own transaction.
+      const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;
       try {
         response = await this.#handler(request, ...flight.args);
       } catch (error) {
+        await unit?.rollback();
         await this.#completions.release(beat, "thrown");
         throw error;
       }
       if (!(response instanceof Response)) {
+        await unit?.rollback();
         await this.#completions.release(beat, "thrown");
         throw new TypeError(
           `The handler must return a Response: it returned ${response}`,
         );
       }
       if (!this.#cacheable(response)) {
+        // Not cacheable: the handler's transaction rolls back with the
+        // released claim, so that the retry it invites runs on a clean slate.
+        await unit?.rollback();
         await this.#completions.release(beat, "not_cacheable");
         return response;
       }
       // From here the beat is the completion's: it stops it once the
       // record's write has an outcome, which may be after the response was
       // sent.
-      return await this.#settle(flight, response);
+      return await this.#settle(flight, response, unit);
     } finally {
       this.#settleTime.observe(performance.now() - running);
     }
@@ -304,7 +312,11 @@ export class Guard<A extends unknown[]> {
    * The terminal rule: after a cacheable response the slot ends completed,
    * with its body or without it, and the client gets the handler's bytes.
    */
-  async #settle(flight: Flight<A>, response: Response): Promise<Response> {
+  async #settle(
+    flight: Flight<A>,
+    response: Response,
+    unit?: UnitOfWork,
+  ): Promise<Response> {
     const beat = flight.beat!;
     const { slot, started } = flight;
     const { status, statusText } = response;
@@ -314,8 +326,12 @@ export class Guard<A extends unknown[]> {
     );
     const source = response.body;
     if (source === null) {
-      await this.#completions.complete(beat, { status, headers, body: EMPTY });
-      return response;
+      return await this.#record(flight, unit, {
+        status,
+        headers,
+        body: EMPTY,
+      }) ??
+        response;
     }
     const cap = this.#config.maxResponseBytes;
     // A body capture() cannot read (a locked stream) counts as a stream error.
@@ -330,7 +346,12 @@ export class Guard<A extends unknown[]> {
     }));
     if (captured.outcome === "within") {
       const body = captured.bytes;
-      await this.#completions.complete(beat, { status, headers, body });
+      const refused = await this.#record(flight, unit, {
+        status,
+        headers,
+        body,
+      });
+      if (refused !== null) return refused;
       // The record's header pairs (one pass over the headers, not two)
       // unless the record left some out.
       return new Response(body, {
@@ -346,12 +367,16 @@ export class Guard<A extends unknown[]> {
       this.#report(() => ({ type: "body_error", slot, error }), started);
     }
     const { omitted, live } = streamed(captured);
-    await this.#completions.complete(beat, {
+    const refused = await this.#record(flight, unit, {
       status,
       headers,
       body: null,
       omitted,
     });
+    if (refused !== null) {
+      live.cancel().catch(() => {});
+      return refused;
+    }
     // A streamed body keeps the handler's headers as they are,
     // Content-Length included.
     return new Response(live, {
@@ -359,6 +384,29 @@ export class Guard<A extends unknown[]> {
       statusText,
       headers: response.headers,
     });
+  }
+
+  /**
+   * Writes the record: in the handler's transaction when it opened one (a
+   * problem then answers instead of the response when it did not commit),
+   * else the plain way (never a problem).
+   */
+  async #record(
+    flight: Flight<A>,
+    unit: UnitOfWork | undefined,
+    record: StoredResponse,
+  ): Promise<Response | null> {
+    const beat = flight.beat!;
+    if (unit?.opened) {
+      return await commitInTransaction(unit, beat, record, {
+        store: this.#config.store,
+        heartbeat: this.#heartbeat,
+        report: this.#report,
+        request: flight.request,
+      });
+    }
+    await this.#completions.complete(beat, record);
+    return null;
   }
 
   /**

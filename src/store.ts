@@ -193,6 +193,61 @@ export interface IdempotencyStore {
    * @throws {StoreError} When the outcome is unknown.
    */
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome>;
+  /**
+   * Optional capability: lets the handler run its own writes in a
+   * transaction of the store's database that commits together with the
+   * record (see {@linkcode UnitOfWork}). The middleware calls it once per
+   * claimed request, before the handler, with the request the handler
+   * receives; a store without it (or a handler that opens no transaction)
+   * is settled the plain way.
+   *
+   * @param request The request the handler receives.
+   * @param slot The claimed slot.
+   * @param token The claim's token.
+   * @returns The request's unit of work.
+   */
+  unitOfWork?(request: Request, slot: string, token: string): UnitOfWork;
+}
+
+/**
+ * One claimed request's transaction, as a store with the
+ * {@linkcode IdempotencyStore.unitOfWork} capability offers it. The handler
+ * opens it (through the store's own API) or not; the middleware then ends it
+ * exactly once, by `commit` or `rollback`.
+ *
+ * @example A unit of work that was never opened
+ * ```ts
+ * import type { UnitOfWork } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const unit: UnitOfWork = {
+ *   opened: false,
+ *   commit: () => Promise.resolve("committed"),
+ *   rollback: () => Promise.resolve(),
+ * };
+ * assert.equal(unit.opened, false); // the middleware settles the plain way
+ * ```
+ */
+export interface UnitOfWork {
+  /** Whether the handler opened the transaction; when not, the middleware settles the plain way. */
+  readonly opened: boolean;
+  /**
+   * Writes the record inside the transaction, fenced by the claim's token,
+   * and commits.
+   *
+   * @param record What to store.
+   * @returns `committed`, or `lost` when the token no longer owned the slot
+   * (then everything was rolled back).
+   * @throws {Error} When the transaction failed: it may or may not have
+   * committed (the middleware then asks the store with a fenced `release`).
+   */
+  commit(record: StoredResponse): Promise<"committed" | "lost">;
+  /**
+   * Rolls the transaction back (if it was opened); never throws.
+   *
+   * @returns When it has ended.
+   */
+  rollback(): Promise<void>;
 }
 
 /** Which store operation failed. */

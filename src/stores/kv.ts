@@ -35,6 +35,7 @@ import type {
   IdempotencyStore,
   StoredResponse,
   StoreOperation,
+  UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 import { assertSlot, claimOptions, durationMs } from "../store.ts";
@@ -60,7 +61,15 @@ import {
 } from "./_kv_chunks.ts";
 import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
+import {
+  applyMutations,
+  hasChecks,
+  type KvMutations,
+  KvUnit,
+} from "./_kv_unit.ts";
+
 export * from "./_contract.ts";
+export { KvMutations } from "./_kv_unit.ts";
 
 /** Options of the {@linkcode KvStore} constructor. */
 export interface KvStoreOptions {
@@ -152,6 +161,14 @@ type Found =
  *   waiting on it, where `RedisStore` and `PostgresStore` throw after their
  *   `timeoutMs` (503 on a claim).
  *
+ * **The handler's own writes, exactly once (opt-in).** A guarded handler
+ * may collect Deno KV checks and mutations with
+ * {@linkcode KvStore.atomic}; they are committed in the atomic commit that
+ * completes the record (fenced by the claim's versionstamp), so both land
+ * or neither does: a throw, a response that is not cacheable or a claim
+ * lost to a takeover (409) commits none of them, a failed check of the
+ * handler's commits nothing (503, the retry runs).
+ *
  * @example Persist records in a local file
  * ```ts
  * import { KvStore } from "@idempotent/http/kv";
@@ -181,6 +198,7 @@ export class KvStore implements IdempotencyStore {
   #clock: () => number;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #deadlines: Deadlines<KvCall>;
+  #units = new WeakMap<Request, KvUnit>();
 
   /**
    * Makes a store on a database the caller opened.
@@ -375,6 +393,70 @@ export class KvStore implements IdempotencyStore {
   }
 
   /** Runs a write under the deadline. */
+  /**
+   * The request's own checks and mutations, committed in the one atomic
+   * commit that completes its record, or never (a throw, a response that is
+   * not cacheable, a claim lost to a takeover). Call it from a handler
+   * guarded by `idempotency(handler, { store })` with this store, passing
+   * the request the handler received (in Hono, `c.req.raw`).
+   *
+   * @param request The request the guarded handler received.
+   * @returns The request's mutations (the same on every call).
+   * @throws {TypeError} When the request is not one this store's middleware
+   * claimed.
+   *
+   * @example An order and its record in one commit
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const handler = idempotency((req) => {
+   *   store.atomic(req).set(["orders", req.headers.get("idempotency-key")!], "book");
+   *   return new Response("ordered", { status: 201 });
+   * }, { store });
+   * const post = () => new Request("http://localhost/orders", { method: "POST", headers: { "idempotency-key": "o-1" } });
+   * assert.equal((await handler(post())).status, 201);
+   * assert.equal((await handler(post())).headers.get("idempotent-replayed"), "true");
+   * assert.equal((await kv.get(["orders", "o-1"])).value, "book");
+   * ```
+   */
+  atomic(request: Request): KvMutations {
+    const unit = this.#units.get(request);
+    if (unit === undefined) {
+      throw new TypeError(
+        "No unit of work for this request: only a request this KvStore's middleware claimed has one (pass the request the handler received)",
+      );
+    }
+    return unit.mutations();
+  }
+
+  /**
+   * The capability the middleware uses (see
+   * {@linkcode IdempotencyStore.unitOfWork}): remembers the claimed request,
+   * so that its handler can collect mutations with
+   * {@linkcode KvStore.atomic}.
+   *
+   * @param request The request the handler receives.
+   * @param slot The claimed slot.
+   * @param token The claim's token.
+   * @returns The request's unit of work.
+   */
+  unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
+    const unit = new KvUnit((record, mutations) => {
+      assertStoredResponse(record);
+      return this.#guard(
+        "complete",
+        slot,
+        () => this.#complete(slot, token, record, mutations),
+      );
+    });
+    this.#units.set(request, unit);
+    return unit;
+  }
+
   #guard(
     operation: StoreOperation,
     slot: string,
@@ -473,6 +555,7 @@ export class KvStore implements IdempotencyStore {
     slot: string,
     token: string,
     response: StoredResponse,
+    mutations?: KvMutations,
   ): Promise<WriteOutcome> {
     let [entry, found] = await this.#read(slot);
     let owned = owns(found, token, this.#clock());
@@ -494,8 +577,21 @@ export class KvStore implements IdempotencyStore {
       }
     }
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      if (await this.#replace(slot, entry, completed)) return "applied";
+      if (await this.#replace(slot, entry, completed, undefined, mutations)) {
+        return "applied";
+      }
+      const read = entry.versionstamp;
       [entry, found] = await this.#read(slot);
+      if (
+        mutations !== undefined && hasChecks(mutations) &&
+        entry.versionstamp === read
+      ) {
+        // The record did not move: a check of the handler's failed.
+        await this.#deleteKeys(written);
+        throw new Error(
+          "A check of the handler's mutations failed: nothing was committed",
+        );
+      }
       owned = owns(found, token, this.#clock());
       if (owned === null) {
         await this.#deleteKeys(written);
@@ -552,12 +648,14 @@ export class KvStore implements IdempotencyStore {
     entry: Deno.KvEntryMaybe<unknown>,
     record: KvRecord,
     now: number = this.#clock(),
+    mutations?: KvMutations,
   ): Promise<boolean> {
     const op = this.#kv.atomic()
       .check(entry)
       .set(this.#recordKey(slot), record, {
         expireIn: expireIn(record.deadline, now),
       });
+    if (mutations !== undefined) applyMutations(mutations, op);
     return (await unlocked(() => op.commit())).ok;
   }
 

@@ -32,6 +32,7 @@
  * @module
  */
 
+import type { TransactionSql } from "postgres";
 import { StoreError } from "../store.ts";
 import type {
   ClaimOptions,
@@ -39,6 +40,7 @@ import type {
   IdempotencyStore,
   StoredResponse,
   StoreOperation,
+  UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 import { assertSlot, claimOptions, durationMs } from "../store.ts";
@@ -95,8 +97,52 @@ export interface PostgresSql {
     parameters?: (string | number | boolean | null | Uint8Array)[],
     options?: { prepare?: boolean },
   ): PostgresQuery;
-  /** The instance's parsed options; the store follows its `prepare`. */
-  options?: { prepare?: boolean };
+  /**
+   * The instance's parsed options; the store follows its `prepare`, and a
+   * transaction needs a pool (`max`) of at least two connections.
+   */
+  options?: { prepare?: boolean; max?: number };
+  /**
+   * Runs `fn` in a transaction on one connection of the pool: postgres.js's
+   * `sql.begin`. Needed only by {@linkcode PostgresStore.transaction}.
+   *
+   * @param options What follows `BEGIN` (the isolation level).
+   * @param fn The transaction's work; it commits when `fn` resolves.
+   * @returns What `fn` resolved to, once committed.
+   */
+  begin?(
+    options: string,
+    fn: (tx: TransactionSql) => Promise<unknown>,
+  ): Promise<unknown>;
+}
+
+/** The isolation level of a request's transaction. */
+export type PostgresIsolation =
+  | "read committed"
+  | "repeatable read"
+  | "serializable";
+
+/** How {@linkcode PostgresStore.transaction} opens a request's transaction. */
+export interface PostgresTransactionOptions {
+  /**
+   * The isolation level. Under `repeatable read` and `serializable` a lease
+   * renewal committed while the transaction is open (the first comes about
+   * a third of a lease after the claim) makes the fenced record write fail
+   * with a serialization failure: the middleware then rolls back, frees the
+   * slot and answers 503, and the retry runs once. Keep such handlers well
+   * under a third of the lease, or use a longer lease.
+   *
+   * @default {"read committed"}
+   */
+  isolation?: PostgresIsolation;
+  /**
+   * `SET LOCAL statement_timeout` for every statement of the transaction,
+   * the record's write included, in milliseconds; `0` keeps the server's.
+   * It bounds how long a handler stuck on a lock keeps its claim renewed.
+   *
+   * @default {10000}
+   */
+  statementTimeoutMs?: number;
 }
 
 /** Options of the {@linkcode PostgresStore} constructor. */
@@ -127,7 +173,21 @@ export interface PostgresStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
+  /**
+   * How a handler's transaction is opened (see
+   * {@linkcode PostgresStore.transaction}).
+   *
+   * @default {{ isolation: "read committed", statementTimeoutMs: 10000 }}
+   */
+  transaction?: PostgresTransactionOptions;
 }
+
+/** A handler that runs its SQL in the request's transaction. */
+export type TransactionalHandler<A extends unknown[]> = (
+  request: Request,
+  tx: TransactionSql,
+  ...args: A
+) => Response | Promise<Response>;
 
 /** How many times a claim statement runs when it keeps meeting concurrent claims. */
 const CLAIM_ATTEMPTS = 4;
@@ -181,6 +241,47 @@ export interface PostgresSweepOptions {
  * `backoff`: `postgres(url, { connect_timeout: 1, backoff: () => 0.1 })`
  * (the fault suite's setting).
  *
+ * **Exactly once for the handler's own rows (opt-in).** A handler can run
+ * its SQL in a transaction that commits together with the record:
+ * `idempotency(store.transactional((req, tx) => …), { store })`, or
+ * `await store.transaction(request)` from inside any guarded handler (a
+ * Hono route: `c.req.raw`). The design:
+ *
+ * - The core knows no driver: a store may offer the optional
+ *   {@linkcode IdempotencyStore.unitOfWork} capability; the middleware asks
+ *   for a unit per claimed request and, if the handler opened it, commits
+ *   the record through it instead of `complete`. This store remembers the
+ *   request (a `WeakMap`), so the handler finds its transaction by it.
+ * - The claim stays outside, one statement committed at once, so
+ *   duplicates see it (409) while the handler runs; the lease is renewed
+ *   on other connections of the pool, and stops just before the record's
+ *   write. The transaction is `sql.begin` at `transaction.isolation`, with
+ *   `SET LOCAL statement_timeout` first.
+ * - 2xx: the body is captured as usual (a body over `maxResponseBytes`, a
+ *   stream error or a body too slow is recorded without it), then the
+ *   `complete` statement runs in the transaction, fenced by the token, and
+ *   the transaction commits. No row changed (the claim was taken over after
+ *   its lease ran out): roll back, 409, `completed` with outcome `lost`.
+ *   The rows of a fenced-out owner never commit.
+ * - A throw, or a response that is not cacheable: roll back, release. The
+ *   writes of a 4xx do not commit, so the retry it invites starts clean.
+ * - The transaction fails (a serialization failure, a lost connection, at
+ *   any statement or at COMMIT): a `release` fenced by the token, outside
+ *   it, tells what happened, since it deletes only a claim still in
+ *   flight: `applied` means nothing committed (503, the retry runs once),
+ *   `lost` that it committed or was taken over (409, the retry replays);
+ *   no answer, 503, and the lease runs out if nothing committed.
+ * - A pool of one would starve the renewals: `transaction()` refuses it
+ *   (`RangeError`). A FailoverStore opens no unit, so `transaction()`
+ *   rejects there (`TypeError`): a Redis record cannot commit with rows.
+ * - postgres.js 3.4.9 rejects `begin` as soon as its connection closes and
+ *   then throws out of a timer (uncaught) on anything sent on it, COMMIT and
+ *   ROLLBACK included: the store sends nothing more on such a transaction,
+ *   and a handler should not either. A connection that closes while the
+ *   record's write or COMMIT is on its way can still meet that race (the
+ *   process ends on the uncaught error): as after any crash, the
+ *   transaction committed whole or not at all, and a retry replays or runs.
+ *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
@@ -219,6 +320,9 @@ export class PostgresStore implements IdempotencyStore {
   #statements: Statements;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #deadlines: Deadlines<Statement>;
+  #units = new WeakMap<Request, PostgresUnit>();
+  #begin: string;
+  #statementTimeoutMs: number;
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -250,6 +354,24 @@ export class PostgresStore implements IdempotencyStore {
       postgresHandler(this.#orphans, timeoutMs),
     );
     this.#statements = statements(this.#table);
+    const { isolation = "read committed", statementTimeoutMs = 10_000 } =
+      options.transaction ?? {};
+    if (
+      !["read committed", "repeatable read", "serializable"].includes(isolation)
+    ) {
+      throw new TypeError(
+        `'transaction.isolation' must be "read committed", "repeatable read" or "serializable": current value is ${
+          JSON.stringify(isolation)
+        }`,
+      );
+    }
+    if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 0) {
+      throw new RangeError(
+        `'transaction.statementTimeoutMs' must be a non-negative integer: current value is ${statementTimeoutMs}`,
+      );
+    }
+    this.#begin = `isolation level ${isolation}`;
+    this.#statementTimeoutMs = statementTimeoutMs;
   }
 
   /** The table, quoted as it appears in the store's SQL. */
@@ -423,6 +545,97 @@ export class PostgresStore implements IdempotencyStore {
     return rows.count === 1 ? "applied" : "lost";
   }
 
+  /**
+   * The request's transaction, opened on first call (later calls get the
+   * same one): the handler's SQL in it commits together with the request's
+   * record, or not at all. Call it from a handler guarded by
+   * `idempotency(handler, { store })` with this store, passing the request
+   * the handler received (in Hono, `c.req.raw`).
+   *
+   * @param request The request the guarded handler received.
+   * @returns The transaction, postgres.js's own `TransactionSql`.
+   * @throws {TypeError} When the request is not one this store's middleware
+   * claimed (an unguarded request, a request without a key, a replay, or a
+   * middleware on another store such as a FailoverStore), or `sql` has no
+   * `begin`.
+   * @throws {RangeError} When the pool holds fewer than two connections:
+   * the transaction holds one while the lease renewals need another.
+   *
+   * @example Read the request's transaction from a Hono route
+   * ```ts ignore
+   * app.post("/orders", idempotent({ store }), async (c) => {
+   *   const tx = await store.transaction(c.req.raw);
+   *   const [order] = await tx`INSERT INTO orders (item) VALUES ('book') RETURNING id`;
+   *   return c.json(order, 201);
+   * });
+   * ```
+   */
+  transaction(request: Request): Promise<TransactionSql> {
+    const unit = this.#units.get(request);
+    if (unit === undefined) {
+      return Promise.reject(
+        new TypeError(
+          "No transaction for this request: only a request this PostgresStore's middleware claimed has one (pass the request the handler received; a FailoverStore does not open one)",
+        ),
+      );
+    }
+    return unit.open();
+  }
+
+  /**
+   * Wraps a handler so that it receives the request's transaction (see
+   * {@linkcode PostgresStore.transaction}) as its second argument.
+   *
+   * @typeParam A The handler's arguments after the request.
+   * @param handler The handler, `(request, tx, ...args)`.
+   * @returns A handler to guard with `idempotency(…, { store })`.
+   *
+   * @example An order and its record in one transaction
+   * ```ts ignore
+   * const store = new PostgresStore({ sql });
+   * Deno.serve(idempotency(store.transactional(async (req, tx) => {
+   *   const [order] = await tx`INSERT INTO orders (item) VALUES ('book') RETURNING id`;
+   *   return Response.json(order, { status: 201 });
+   * }), { store }));
+   * ```
+   */
+  transactional<A extends unknown[]>(
+    handler: TransactionalHandler<A>,
+  ): (request: Request, ...args: A) => Promise<Response> {
+    if (typeof handler !== "function") {
+      throw new TypeError(
+        `'handler' must be a function: current value is ${handler}`,
+      );
+    }
+    return async (request, ...args) =>
+      await handler(request, await this.transaction(request), ...args);
+  }
+
+  /**
+   * The capability the middleware uses (see
+   * {@linkcode IdempotencyStore.unitOfWork}): remembers the claimed request,
+   * so that its handler can open the transaction.
+   *
+   * @param request The request the handler receives.
+   * @param slot The claimed slot.
+   * @param token The claim's token.
+   * @returns The request's unit of work, opened by
+   * {@linkcode PostgresStore.transaction}.
+   */
+  unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
+    const unit = new PostgresUnit({
+      sql: this.#sql,
+      begin: this.#begin,
+      statementTimeoutMs: this.#statementTimeoutMs,
+      complete: this.#statements.complete,
+      prepare: this.#prepare,
+      slot,
+      token,
+    });
+    this.#units.set(request, unit);
+    return unit;
+  }
+
   get #prepare(): boolean {
     return this.#sql.options?.prepare ?? true;
   }
@@ -449,6 +662,116 @@ export class PostgresStore implements IdempotencyStore {
   /** Sends a statement. */
   #start = (call: Statement): PostgresQuery =>
     this.#sql.unsafe(call.text, call.parameters, { prepare: this.#prepare });
+}
+
+/** Thrown inside a transaction to roll it back. */
+const ROLLBACK = Symbol("rollback");
+/** Thrown inside a transaction whose fenced record write found the claim lost. */
+const LOST = Symbol("lost");
+
+/**
+ * One claimed request's transaction: opened by the handler, held open until
+ * the middleware commits it with the record or rolls it back.
+ */
+interface UnitSetup {
+  sql: PostgresSql;
+  begin: string;
+  statementTimeoutMs: number;
+  complete: string;
+  prepare: boolean;
+  slot: string;
+  token: string;
+}
+
+class PostgresUnit implements UnitOfWork {
+  #setup: UnitSetup;
+  #tx: Promise<TransactionSql> | undefined;
+  /** The `sql.begin` under way: resolves once committed. */
+  #done: Promise<unknown> | undefined;
+  /** Hands the transaction the middleware's decision: a record, or roll back. */
+  #decide: (record: StoredResponse | null) => void = () => {};
+
+  constructor(setup: UnitSetup) {
+    this.#setup = setup;
+  }
+
+  get opened(): boolean {
+    return this.#tx !== undefined;
+  }
+
+  open(): Promise<TransactionSql> {
+    if (this.#tx !== undefined) return this.#tx;
+    const { sql, begin, statementTimeoutMs, complete, prepare, slot, token } =
+      this.#setup;
+    if (typeof sql.begin !== "function") {
+      return Promise.reject(
+        new TypeError(
+          "'sql' must be a postgres.js instance: it has no begin()",
+        ),
+      );
+    }
+    const max = sql.options?.max;
+    if (max !== undefined && max < 2) {
+      return Promise.reject(
+        new RangeError(
+          `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): 'max' is ${max}`,
+        ),
+      );
+    }
+    const decision = new Promise<StoredResponse | null>((resolve) => {
+      this.#decide = resolve;
+    });
+    let ended = false;
+    this.#tx = new Promise<TransactionSql>((resolve, reject) => {
+      this.#done = sql.begin!(begin, async (tx) => {
+        if (statementTimeoutMs > 0) {
+          await tx.unsafe(
+            `SET LOCAL statement_timeout = ${statementTimeoutMs}`,
+          );
+        }
+        resolve(tx);
+        const record = await decision;
+        // postgres.js 3.4.9 rejects `begin` as soon as the connection
+        // closes, and then whatever it sends on that connection (a
+        // statement, or the COMMIT or ROLLBACK that ends this callback)
+        // throws out of a timer, uncaught. So once it closed, this callback
+        // never ends: it holds nothing but itself.
+        if (ended) await new Promise<never>(() => {});
+        if (record === null) throw ROLLBACK;
+        const rows = await tx.unsafe(complete, [
+          slot,
+          token,
+          record.status,
+          encodeHeaders(record.headers),
+          record.body,
+          record.body === null ? record.omitted! : null,
+        ], { prepare });
+        if (rows.count !== 1) throw LOST;
+      });
+      this.#done.catch((error) => {
+        ended = true;
+        reject(error);
+      });
+    });
+    return this.#tx;
+  }
+
+  async commit(record: StoredResponse): Promise<"committed" | "lost"> {
+    assertStoredResponse(record);
+    this.#decide(record);
+    try {
+      await this.#done;
+      return "committed";
+    } catch (error) {
+      if (error === LOST) return "lost";
+      throw error;
+    }
+  }
+
+  async rollback(): Promise<void> {
+    this.#decide(null);
+    await this.#done?.catch(() => {});
+  }
 }
 
 /** One statement under way. */
