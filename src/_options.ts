@@ -7,6 +7,7 @@
  * @module
  */
 
+import { HEARTBEAT_CLOCK, type HeartbeatClock } from "./_lease.ts";
 import {
   headerName,
   headerNames,
@@ -63,6 +64,8 @@ export interface Config {
   completionWait: number;
   completionTimeout: number;
   maxPendingCompletions: number;
+  /** The heartbeat's time: the system's unless a test set `[HEARTBEAT_CLOCK]`. */
+  heartbeatClock: HeartbeatClock | undefined;
 }
 
 /**
@@ -164,6 +167,9 @@ export function configure(options: IdempotencyOptions): Config {
       "maxPendingCompletions",
       nonNegativeInteger,
     ),
+    heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: HeartbeatClock })[
+      HEARTBEAT_CLOCK
+    ],
   };
 }
 
