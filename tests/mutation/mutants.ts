@@ -60,6 +60,7 @@ const T = {
   waitReplicas: "tests/redis_wait_replicas_test.ts",
   client: "tests/client_test.ts",
   time: "tests/time_test.ts",
+  settle: "tests/heartbeat_settle_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -484,5 +485,32 @@ export const MUTANTS: Mutant[] = [
     replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
     tests: [T.time],
     what: "a deadline after the first fires up to a whole timeout late",
+  },
+  {
+    id: "completion-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      "this.#heartbeat.stop(beat);\n    this.#completed(beat, record, outcome, 1, INLINE);",
+    replacement: "this.#completed(beat, record, outcome, 1, INLINE);",
+    tests: [T.settle],
+    what: "a completed request's claim is renewed for ever",
+  },
+  {
+    id: "completion-retry-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      ".then(({ outcome, attempts }) => {\n        this.#heartbeat.stop(beat);",
+    replacement: ".then(({ outcome, attempts }) => {",
+    tests: [T.settle],
+    what: "a claim whose completion was retried is renewed for ever",
+  },
+  {
+    id: "release-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {\n    this.#heartbeat.stop(beat);`,
+    replacement: `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {`,
+    tests: [T.settle],
+    what: "a released claim is renewed for ever: the key answers 409 for ever",
   },
 ];
