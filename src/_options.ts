@@ -102,6 +102,14 @@ export function configure(options: IdempotencyOptions): Config {
       }`,
     );
   }
+  const forbidden = methods.find((m) => FORBIDDEN_METHODS.has(m.toUpperCase()));
+  if (forbidden !== undefined) {
+    throw new TypeError(
+      `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${
+        JSON.stringify(methods)
+      }`,
+    );
+  }
   const ttl = numberOption(options, "ttl", positiveInteger);
   const lease = numberOption(options, "lease", positiveInteger);
   if (lease > ttl) {
@@ -191,6 +199,13 @@ function numberOption(
 ): number {
   return check(name, options[name] ?? DEFAULTS[name]);
 }
+
+/**
+ * Methods the Fetch standard forbids in `new Request()`: a guarded request
+ * is rebuilt for its handler after its claim, so one of these would be
+ * claimed and then fail (a 500, the key held for a lease).
+ */
+const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
 
 /** The default of `cacheable`: a 2xx. */
 function isSuccess(response: Response): boolean {

@@ -61,6 +61,7 @@ const T = {
   client: "tests/client_test.ts",
   time: "tests/time_test.ts",
   settle: "tests/heartbeat_settle_test.ts",
+  options: "tests/idempotency_options_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -512,5 +513,14 @@ export const MUTANTS: Mutant[] = [
     replacement: `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {`,
     tests: [T.settle],
     what: "a released claim is renewed for ever: the key answers 409 for ever",
+  },
+  {
+    id: "forbidden-method-guarded",
+    file: "src/_options.ts",
+    text: "if (forbidden !== undefined) {",
+    replacement: "if (false) {",
+    tests: [T.options],
+    what:
+      "a guarded TRACE is claimed, then the rebuilt request throws: 500, key held",
   },
 ];
