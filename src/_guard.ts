@@ -84,7 +84,7 @@ export class Guard<A extends unknown[]> {
           }),
           beat.started,
         ),
-    });
+    }, config.heartbeatClock);
     this.#completions = new Completions(config, this.#heartbeat, report);
   }
 

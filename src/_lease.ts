@@ -16,6 +16,7 @@
  * @module
  */
 
+import { refTimer } from "./_time.ts";
 import type { IdempotencyStore } from "./store.ts";
 
 /** One claim being renewed. */
@@ -62,10 +63,17 @@ const SYSTEM_CLOCK: HeartbeatClock = {
   now: Date.now,
   setTimeout(fn, ms) {
     const timer = setTimeout(fn, ms);
-    unref(timer);
+    refTimer(timer, false);
     return timer;
   },
 };
+
+/**
+ * The options key under which a test hands the middleware the
+ * {@linkcode HeartbeatClock} its heartbeat runs on. Internal: not in the
+ * options type, and not exported by the package.
+ */
+export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
 
 /** Renews the leases of the claims in progress for one middleware. */
 export class Heartbeat {
@@ -196,16 +204,5 @@ export class Heartbeat {
         if (!beat.stopped) this.#report.error(beat, error);
       },
     );
-  }
-}
-
-/** Lets the process exit while the timer is pending, on Deno, Node and Bun. */
-function unref(timer: ReturnType<typeof setTimeout>): void {
-  if (typeof timer === "number") {
-    const deno = (globalThis as { Deno?: { unrefTimer?(id: number): void } })
-      .Deno;
-    deno?.unrefTimer?.(timer);
-  } else {
-    (timer as { unref?(): void }).unref?.();
   }
 }

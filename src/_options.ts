@@ -7,6 +7,7 @@
  * @module
  */
 
+import { HEARTBEAT_CLOCK, type HeartbeatClock } from "./_lease.ts";
 import {
   headerName,
   headerNames,
@@ -63,6 +64,8 @@ export interface Config {
   completionWait: number;
   completionTimeout: number;
   maxPendingCompletions: number;
+  /** The heartbeat's time: the system's unless a test set `[HEARTBEAT_CLOCK]`. */
+  heartbeatClock: HeartbeatClock | undefined;
 }
 
 /**
@@ -95,6 +98,14 @@ export function configure(options: IdempotencyOptions): Config {
   ) {
     throw new TypeError(
       `'methods' must be a non-empty list of method names: current value is ${
+        JSON.stringify(methods)
+      }`,
+    );
+  }
+  const forbidden = methods.find((m) => FORBIDDEN_METHODS.has(m.toUpperCase()));
+  if (forbidden !== undefined) {
+    throw new TypeError(
+      `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${
         JSON.stringify(methods)
       }`,
     );
@@ -164,6 +175,9 @@ export function configure(options: IdempotencyOptions): Config {
       "maxPendingCompletions",
       nonNegativeInteger,
     ),
+    heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: HeartbeatClock })[
+      HEARTBEAT_CLOCK
+    ],
   };
 }
 
@@ -185,6 +199,13 @@ function numberOption(
 ): number {
   return check(name, options[name] ?? DEFAULTS[name]);
 }
+
+/**
+ * Methods the Fetch standard forbids in `new Request()`: a guarded request
+ * is rebuilt for its handler after its claim, so one of these would be
+ * claimed and then fail (a 500, the key held for a lease).
+ */
+const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
 
 /** The default of `cacheable`: a 2xx. */
 function isSuccess(response: Response): boolean {

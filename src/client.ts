@@ -76,7 +76,13 @@
  */
 
 import { MAX_KEY_LENGTH, parseIdempotencyKey } from "./key.ts";
-import { nonNegativeInteger, positiveInteger } from "./_validate.ts";
+import { concatBytes } from "./_bytes.ts";
+import {
+  headerName as checkedHeaderName,
+  nonNegativeInteger,
+  optionalFunction,
+  positiveInteger,
+} from "./_validate.ts";
 
 /**
  * The options of {@linkcode createIdempotentFetch}. Every number is in
@@ -794,13 +800,7 @@ async function readBounded(
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
-  const out = new Uint8Array(size);
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, size);
 }
 
 /** Full jitter: a random wait up to the capped exponential backoff. */
@@ -962,28 +962,8 @@ function configure(options: IdempotentFetchOptions): Config {
   };
 }
 
-function optionalFunction<F>(
-  name: string,
-  value: F | undefined,
-): F | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== "function") {
-    throw new TypeError(
-      `'${name}' must be a function: current value is ${value}`,
-    );
-  }
-  return value;
-}
-
+/** A header name checked as `_validate.ts` checks it, in the caller's case (messages quote it). */
 function headerName(name: string, value: unknown): string {
-  if (
-    typeof value !== "string" || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(value)
-  ) {
-    throw new TypeError(
-      `'${name}' must be a header name: current value is ${
-        JSON.stringify(value)
-      }`,
-    );
-  }
-  return value;
+  checkedHeaderName(name, value);
+  return value as string;
 }

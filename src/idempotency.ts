@@ -63,6 +63,8 @@ export interface IdempotencyOptions {
   /**
    * The methods the middleware guards, compared in any case (a request sent
    * as `patch` is guarded by `PATCH`); any other is a bare call-through.
+   * `CONNECT`, `TRACE` and `TRACK` cannot be guarded (`new Request()`
+   * refuses them, and a guarded request is rebuilt for its handler).
    *
    * @default {["POST", "PATCH"]}
    */

@@ -11,6 +11,7 @@ import type {
 } from "../src/store.ts";
 import { StoreError } from "../src/store.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
+import type { HeartbeatClock } from "../src/_lease.ts";
 
 /** A POST with an idempotency key (unless `key` is null) and a body. */
 export function post(
@@ -351,4 +352,63 @@ export function recorder(): {
     onEvent: (event) => events.push(event),
     types: () => events.map((e) => e.type),
   };
+}
+
+/**
+ * Time that moves only when the test moves it, with timers that fire in
+ * order: the heartbeat's clock in lease tests (see `HEARTBEAT_CLOCK`).
+ */
+export class FakeTimers implements HeartbeatClock {
+  #now: number;
+  #next = 0;
+  #timers = new Map<number, { at: number; fn: () => void }>();
+
+  constructor(start = 1_000_000) {
+    this.#now = start;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  setTimeout(fn: () => void, ms: number): number {
+    const id = ++this.#next;
+    this.#timers.set(id, { at: this.#now + ms, fn });
+    return id;
+  }
+
+  /** Timers not yet fired. */
+  get pending(): number {
+    return this.#timers.size;
+  }
+
+  /**
+   * Moves to `target`, firing each timer due on the way at its own time, and
+   * after each one waits for what `settle` returns (by default, one turn of
+   * the event loop, so that what a timer started can answer).
+   */
+  async advanceTo(
+    target: number,
+    settle: () => Promise<void> = () => sleep(0),
+  ): Promise<void> {
+    for (;;) {
+      let first: [number, { at: number; fn: () => void }] | undefined;
+      for (const entry of this.#timers) {
+        if (entry[1].at <= target && (!first || entry[1].at < first[1].at)) {
+          first = entry;
+        }
+      }
+      if (first === undefined) break;
+      this.#timers.delete(first[0]);
+      this.#now = first[1].at;
+      first[1].fn();
+      await settle();
+    }
+    this.#now = target;
+  }
+
+  /** {@linkcode FakeTimers.advanceTo} `ms` from now. */
+  advance(ms: number, settle?: () => Promise<void>): Promise<void> {
+    return this.advanceTo(this.#now + ms, settle);
+  }
 }

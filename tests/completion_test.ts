@@ -20,7 +20,6 @@ import {
 import type { IdempotencyStore, StoreOperation } from "../src/store.ts";
 import { StoreError } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import {
   bytesOf,
@@ -33,7 +32,7 @@ import {
 import { deleteRedisKeys } from "./_redis.ts";
 import {
   POSTGRES_IGNORE,
-  postgresSchema,
+  postgresStore,
   REDIS_IGNORE,
   REDIS_URL,
   testName,
@@ -477,10 +476,8 @@ Deno.test({
   ),
   ignore: POSTGRES_IGNORE !== false,
   async fn() {
-    const { sql, schema, drop } = await postgresSchema("complete", { max: 2 });
+    const { store: inner, drop } = await postgresStore("complete", { max: 2 });
     try {
-      const inner = new PostgresStore({ sql, table: `${schema}.keys` });
-      await inner.migrate();
       const store = new FlakyStore(inner);
       let armed = false;
       store.faults.complete = () => armed ? (armed = false, "throw") : "pass";

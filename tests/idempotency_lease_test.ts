@@ -2,19 +2,40 @@
 /**
  * The middleware's leases: renewed while a handler runs, taken over once
  * they run out, and never held for ever by a body that does not end. The
- * stores run on an injected clock; the heartbeat's own cadence is pinned on
- * fake time in lease_test.ts.
+ * stores run on an injected clock, the heartbeat on fake time (handed in
+ * under `HEARTBEAT_CLOCK`): its ticks fire when a test moves that time, never
+ * on a real timer. Its own cadence is pinned in lease_test.ts.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { BODY_OMITTED_HEADER, idempotency } from "../mod.ts";
+import {
+  BODY_OMITTED_HEADER,
+  idempotency,
+  type IdempotencyOptions,
+} from "../mod.ts";
+import { HEARTBEAT_CLOCK } from "../src/_lease.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
-import { deferred, FaultyStore, post, recorder, sleep } from "./_helpers.ts";
+import {
+  deferred,
+  FakeTimers,
+  FaultyStore,
+  post,
+  recorder,
+  sleep,
+} from "./_helpers.ts";
 import { until } from "./_wait.ts";
 import { counting } from "./_idempotency.ts";
+
+/** The options, with the heartbeat on `time`. */
+function onFakeTime(
+  time: FakeTimers,
+  options: IdempotencyOptions,
+): IdempotencyOptions {
+  return { ...options, [HEARTBEAT_CLOCK]: time } as IdempotencyOptions;
+}
 
 Deno.test("idempotency() lets a retry take over an expired lease when the heartbeat cannot reach the store, and the stale completion is lost", async () => {
   let now = 0;
@@ -26,12 +47,14 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
     if (n === 1) await gate.promise;
     return new Response(`answer ${n}`);
   });
-  const guarded = idempotency(handler, {
-    store,
-    lease: 150,
-    onEvent: log.onEvent,
-  });
+  const time = new FakeTimers();
+  const guarded = idempotency(
+    handler,
+    onFakeTime(time, { store, lease: 150, onEvent: log.onEvent }),
+  );
   const first = guarded(post("lease"));
+  await until(() => log.types().includes("claimed"), "the claim");
+  await time.advance(150); // a renewal is due a third of a lease on
   await until(
     () =>
       log.events.some((e) =>
@@ -71,13 +94,16 @@ Deno.test("idempotency() renews the lease while a slow handler runs", async () =
     await gate.promise;
     return new Response("slow");
   });
-  const guarded = idempotency(handler, { store, lease: 150 });
+  const time = new FakeTimers();
+  const guarded = idempotency(handler, onFakeTime(time, { store, lease: 150 }));
   const first = guarded(post("slow"));
+  await until(() => state.runs === 1, "the handler's start");
   // Twice 100 ms of store time, each followed by a renewal: 200 ms after the
   // claim, its first lease (150 ms) would have run out without them.
   for (let i = 1; i <= 2; i++) {
     const seen = store.calls.extend;
     now += 100;
+    await time.advance(100);
     await until(() => store.calls.extend > seen, `renewal ${i}`);
   }
   now += 10;
@@ -95,10 +121,11 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
   const inner = new MemoryStore({ clock: () => now });
   const gate = deferred();
   const log = recorder();
+  const time = new FakeTimers();
   const guarded = idempotency(async () => {
     await gate.promise;
     return new Response("x");
-  }, { store: inner, lease: 60, onEvent: log.onEvent });
+  }, onFakeTime(time, { store: inner, lease: 60, onEvent: log.onEvent }));
   const first = guarded(post("lost"));
   await until(() => log.types().includes("claimed"), "the claim");
   now += 1_000; // the lease ran out on the store's clock
@@ -109,6 +136,7 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
     ttlMs: 60_000,
   });
   assert.equal(takeover.state, "acquired");
+  await time.advance(60); // the next renewal finds the slot taken
   await until(() => log.types().includes("lease_lost"), "lease_lost");
   const lost = log.events.find((e) => e.type === "lease_lost");
   assert.ok(lost, log.types().join());
@@ -136,11 +164,18 @@ Deno.test("idempotency() streams a 2xx body that does not end within a lease and
     )
   );
   const log = recorder();
-  const guarded = idempotency(handler, { lease: 150, onEvent: log.onEvent });
+  const time = new FakeTimers();
+  const guarded = idempotency(
+    handler,
+    onFakeTime(time, { lease: 150, onEvent: log.onEvent }),
+  );
+  const response = guarded(post("sse"));
+  await until(() => tick > 0, "the capture's first read");
+  await time.advance(150 + 25); // a lease, and the tick that sees it
   // A liveness guard, not a timing assertion: without the stop, this hangs.
   let guard: ReturnType<typeof setTimeout> | undefined;
   const live = await Promise.race([
-    guarded(post("sse")),
+    response,
     new Promise<never>((_, reject) => {
       guard = setTimeout(
         () => reject(new Error("the capture never stopped")),

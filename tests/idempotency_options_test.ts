@@ -124,3 +124,16 @@ Deno.test("idempotency() stores a hash of a custom fingerprint, never what it re
     assert.match(record.fingerprint, /^[0-9a-f]{64}$/);
   }
 });
+
+Deno.test("idempotency() refuses to guard a method that the handler's request could not carry (CONNECT, TRACE, TRACK)", () => {
+  const ok = () => new Response();
+  // `new Request()` refuses these methods, so a guarded one would be claimed
+  // and then fail to reach the handler: a 500, and the key held for a lease.
+  for (const method of ["CONNECT", "trace", "Track"]) {
+    assert.throws(
+      () => idempotency(ok, { methods: ["POST", method] }),
+      /'methods' cannot guard/,
+      method,
+    );
+  }
+});

@@ -8,57 +8,15 @@
  */
 
 import assert from "node:assert/strict";
-import { Heartbeat, type HeartbeatClock } from "../src/_lease.ts";
+import { Heartbeat } from "../src/_lease.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore } from "../src/store.ts";
-
-/** Time that moves only when the test moves it, with timers that fire in order. */
-class FakeTime implements HeartbeatClock {
-  #now = 1_000_000;
-  #next = 0;
-  #timers = new Map<number, { at: number; fn: () => void }>();
-
-  now(): number {
-    return this.#now;
-  }
-
-  setTimeout(fn: () => void, ms: number): number {
-    const id = ++this.#next;
-    this.#timers.set(id, { at: this.#now + ms, fn });
-    return id;
-  }
-
-  /** Timers not yet fired. */
-  get pending(): number {
-    return this.#timers.size;
-  }
-
-  /**
-   * Moves to `target`, firing each timer due on the way at its own time, and
-   * after each one waits for what `settle` returns.
-   */
-  async advanceTo(target: number, settle: () => Promise<void>): Promise<void> {
-    for (;;) {
-      let first: [number, { at: number; fn: () => void }] | undefined;
-      for (const entry of this.#timers) {
-        if (entry[1].at <= target && (!first || entry[1].at < first[1].at)) {
-          first = entry;
-        }
-      }
-      if (first === undefined) break;
-      this.#timers.delete(first[0]);
-      this.#now = first[1].at;
-      first[1].fn();
-      await settle();
-    }
-    this.#now = target;
-  }
-}
+import { FakeTimers } from "./_helpers.ts";
 
 Deno.test("Heartbeat renews a claim every third of its lease for as long as the handler runs", async () => {
   const lease = 150;
   const handlerMs = 700;
-  const time = new FakeTime();
+  const time = new FakeTimers();
   const inner = new MemoryStore({ clock: () => time.now() });
   const extends_: number[] = [];
   const inFlight: Promise<unknown>[] = [];

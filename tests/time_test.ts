@@ -179,3 +179,67 @@ Deno.test("Deadlines with Infinity waits as long as the work takes, with no time
     timers.restore();
   }
 });
+
+/**
+ * Replaces the global timers with a queue on a hand-moved clock until
+ * `restore()`: `advanceTo` fires, in order, each timer due on the way.
+ */
+function fakeGlobalTimers() {
+  const real = {
+    setTimeout: globalThis.setTimeout,
+    clearTimeout: globalThis.clearTimeout,
+  };
+  let now = 0;
+  const queue = new Set<{ at: number; fn: () => void }>();
+  globalThis.setTimeout = ((fn: () => void, ms = 0) => {
+    const timer = { at: now + ms, fn, ref() {}, unref() {} };
+    queue.add(timer);
+    return timer;
+  }) as unknown as typeof setTimeout;
+  globalThis.clearTimeout =
+    ((timer: { at: number; fn: () => void }) =>
+      void queue.delete(timer)) as unknown as typeof clearTimeout;
+  return {
+    clock: { now: () => now },
+    set now(value: number) {
+      now = value;
+    },
+    async advanceTo(target: number) {
+      for (;;) {
+        const due = [...queue].filter((t) => t.at <= target)
+          .sort((a, b) => a.at - b.at)[0];
+        if (due === undefined) break;
+        queue.delete(due);
+        now = due.at;
+        due.fn();
+        await Promise.resolve();
+      }
+      now = target;
+    },
+    restore() {
+      globalThis.setTimeout = real.setTimeout;
+      globalThis.clearTimeout = real.clearTimeout;
+    },
+  };
+}
+
+Deno.test("Deadlines fires a later operation's deadline at its own time, not a timeout after the earlier one's", async () => {
+  const seen = fresh();
+  const time = fakeGlobalTimers();
+  try {
+    const deadlines = new Deadlines(1_000, handler(seen), time.clock);
+    const first = deadlines.withDeadline(() => gate<string>().promise, "a")
+      .catch(() => "expired");
+    time.now = 600;
+    const second = deadlines.withDeadline(() => gate<string>().promise, "b")
+      .catch(() => "expired");
+    await time.advanceTo(1_000);
+    assert.equal(await first, "expired");
+    assert.deepEqual(seen.expired, ["a"]);
+    await time.advanceTo(1_600); // b's deadline: 600 + 1000
+    assert.deepEqual(seen.expired, ["a", "b"]);
+    assert.equal(await second, "expired");
+  } finally {
+    time.restore();
+  }
+});

@@ -37,6 +37,7 @@
  * @module
  */
 
+import { refTimer, type Timer } from "../_time.ts";
 import type { WriteOutcome } from "../store.ts";
 
 interface Entry {
@@ -58,7 +59,7 @@ export class Orphans {
   #out = new Map<string, Entry>();
   #ready = new Map<string, Entry>();
   #running = false;
-  #timer: ReturnType<typeof setTimeout> | undefined;
+  #timer: Timer | undefined;
   #backoff = MIN_BACKOFF_MS;
 
   /**
@@ -150,10 +151,7 @@ export class Orphans {
     }, delay);
     // Never keep a process alive for this: an orphan that is not undone
     // lives one lease at most.
-    const deno = (globalThis as { Deno?: { unrefTimer?(id: number): void } })
-      .Deno;
-    if (typeof timer === "number") deno?.unrefTimer?.(timer);
-    else (timer as { unref?(): void }).unref?.();
+    refTimer(timer, false);
     this.#timer = timer;
   }
 }

@@ -53,6 +53,15 @@ const T = {
   capture: "tests/capture_test.ts",
   key: "tests/key_test.ts",
   e2e: "tests/stores_e2e_test.ts",
+  completion: "tests/completion_test.ts",
+  memoryBound: "tests/memory_bound_test.ts",
+  hostile: "tests/hostile_input_test.ts",
+  recordHeaders: "tests/record_headers_test.ts",
+  waitReplicas: "tests/redis_wait_replicas_test.ts",
+  client: "tests/client_test.ts",
+  time: "tests/time_test.ts",
+  settle: "tests/heartbeat_settle_test.ts",
+  options: "tests/idempotency_options_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -103,15 +112,15 @@ export const MUTANTS: Mutant[] = [
   {
     id: "memory-fence-token",
     file: MEMORY,
-    text: "entry.token !== token || entry.deadline <= this.#clock()",
-    replacement: "entry.deadline <= this.#clock()",
+    text: "entry.token !== token ||\n      entry.deadline <= now",
+    replacement: "entry.deadline <= now",
     tests: [T.memory],
     what: "MemoryStore applies a write from any token",
   },
   {
     id: "memory-fence-expired",
     file: MEMORY,
-    text: "entry.token !== token || entry.deadline <= this.#clock()",
+    text: "entry.token !== token ||\n      entry.deadline <= now",
     replacement: "entry.token !== token",
     tests: [T.memory],
     what: "MemoryStore lets the owner of an expired record still write to it",
@@ -240,9 +249,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "failover-skips-fallback-lookup",
     file: FAILOVER,
-    text: "second = await this.#fallback.claim(slot, options);",
+    text:
+      "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement:
-      `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;`,
+      `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;\n      this.#fallbackAnswered = true;`,
     tests: [T.failover],
     what: "a record written to PostgreSQL during an outage is not honoured",
   },
@@ -358,5 +368,159 @@ export const MUTANTS: Mutant[] = [
       .raw`const parsed = parseIdempotencyKey(value.replace(/[^\x21-\x7e]/g, ""));`,
     tests: [T.protocol],
     what: "rule 10: a malformed key is cleaned up and claimed, not a 400",
+  },
+
+  // --- bugs fixed in the fault-tolerance round (issue 9 and after) ----------
+  {
+    id: "completion-retry-once",
+    file: "src/_completion.ts",
+    text: "failed + config.completionTimeout,\n        Infinity,",
+    replacement: "failed + config.completionTimeout,\n        1,",
+    tests: [T.completion],
+    what: "a completion that failed once is not retried: a retry runs again",
+  },
+  {
+    id: "redis-orphan-timeout-kept",
+    file: "src/stores/redis.ts",
+    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    replacement: "",
+    tests: [T.redis],
+    what: "a Redis claim that timed out and lands later is never undone",
+  },
+  {
+    id: "postgres-orphan-timeout-kept",
+    file: "src/stores/postgres.ts",
+    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    replacement: "",
+    tests: [T.postgres],
+    what: "a PostgreSQL claim that timed out and commits later is never undone",
+  },
+  {
+    id: "memory-dropped-body-referenced",
+    file: MEMORY,
+    text: "this.#bodies.remove(done);\n    done.body = OMITTED.too_large;",
+    replacement: "done.body = OMITTED.too_large;",
+    tests: [T.memoryBound],
+    what: "a body dropped under maxBytes stays referenced by the body heap",
+  },
+  {
+    id: "method-case-sensitive",
+    file: MIDDLEWARE,
+    text: "&& !methods.has(method.toUpperCase()))",
+    replacement: ")",
+    tests: [T.hostile],
+    what: "a request sent as `patch` bypasses the guard and runs twice",
+  },
+  {
+    id: "record-headers-unchecked",
+    file: "src/_record.ts",
+    text: "!FIELD_NAME.test(name) || !FIELD_VALUE.test(text)",
+    replacement: "false",
+    tests: [T.recordHeaders],
+    what: "a stored header that is not valid HTTP makes every replay a 500",
+  },
+  {
+    id: "request-read-error-throws",
+    file: REQUEST,
+    text: 'reader.releaseLock();\n    return { outcome: "failed", error };',
+    replacement: "throw error;",
+    tests: [T.hostile],
+    what: "a request body that breaks mid-read escapes as a 500",
+  },
+  {
+    id: "slot-plain-utf8",
+    file: "src/fingerprint.ts",
+    text: "if (scope.isWellFormed() && key.isWellFormed()) {",
+    replacement: "if (true) {",
+    tests: [T.hostile],
+    what: "scopes that differ only in lone surrogates share a slot",
+  },
+  {
+    id: "key-comma-accepted",
+    file: "src/key.ts",
+    text: "    if (c === 0x2c) return COMMA;\n    if (c < 0x21 || c > 0x7e) {",
+    replacement: "    if (c < 0x21 || c > 0x7e) {",
+    tests: [T.key],
+    what:
+      "a bare key with a comma is accepted: two header lines read as one key",
+  },
+  {
+    id: "postgres-epipe-is-sqlstate",
+    file: "src/stores/postgres.ts",
+    text:
+      `if (typeof severity === "string" && typeof code === "string") {\n    return severity !== "ERROR";`,
+    replacement:
+      `if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {\n    return typeof severity === "string" && severity !== "ERROR";`,
+    tests: [T.postgres],
+    what: "a claim cut off by EPIPE is taken as refused and never undone",
+  },
+  {
+    id: "failover-in-flight-final",
+    file: FAILOVER,
+    text: "return await this.#checkInFlight(slot, options, first);",
+    replacement: "return first;",
+    tests: [T.failover],
+    what: "a late Redis claim hides the record PostgreSQL completed: 409s",
+  },
+  {
+    id: "wait-replicas-claim-kept",
+    file: "src/stores/redis.ts",
+    text: "this.#orphans.unknown(slot, token, leaseMs);\n        throw error;",
+    replacement: "throw error;",
+    tests: [T.waitReplicas],
+    what: "a claim too few replicas acknowledged holds the slot a lease",
+  },
+  {
+    id: "client-new-key-per-attempt",
+    file: "src/client.ts",
+    text: "const request = new Request(input, attemptInit);",
+    replacement:
+      "if (attempts > 0 && key !== null) {\n        headers.set(config.header, config.generateKey());\n        attemptInit.headers = headers;\n      }\n      const request = new Request(input, attemptInit);",
+    tests: [T.client],
+    what: "the client sends a retry with a new key: the operation runs twice",
+  },
+  {
+    id: "deadlines-rearm-late",
+    file: "src/_time.ts",
+    text: "this.#timer = setTimeout(this.#fire, watched.at - now);",
+    replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
+    tests: [T.time],
+    what: "a deadline after the first fires up to a whole timeout late",
+  },
+  {
+    id: "completion-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      "this.#heartbeat.stop(beat);\n    this.#completed(beat, record, outcome, 1, INLINE);",
+    replacement: "this.#completed(beat, record, outcome, 1, INLINE);",
+    tests: [T.settle],
+    what: "a completed request's claim is renewed for ever",
+  },
+  {
+    id: "completion-retry-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      ".then(({ outcome, attempts }) => {\n        this.#heartbeat.stop(beat);",
+    replacement: ".then(({ outcome, attempts }) => {",
+    tests: [T.settle],
+    what: "a claim whose completion was retried is renewed for ever",
+  },
+  {
+    id: "release-beat-kept",
+    file: "src/_completion.ts",
+    text:
+      `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {\n    this.#heartbeat.stop(beat);`,
+    replacement: `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {`,
+    tests: [T.settle],
+    what: "a released claim is renewed for ever: the key answers 409 for ever",
+  },
+  {
+    id: "forbidden-method-guarded",
+    file: "src/_options.ts",
+    text: "if (forbidden !== undefined) {",
+    replacement: "if (false) {",
+    tests: [T.options],
+    what:
+      "a guarded TRACE is claimed, then the rebuilt request throws: 500, key held",
   },
 ];
