@@ -317,9 +317,9 @@ try {
     const { s } = st;
     const freshKey = () => `${st.tag}:f:${serial++}`;
     const replayKey = (i: number) => st.replayKeys[i % 64]!;
-    st.fresh.push(...await sequential(() => s.fresh(freshKey()), N / ROUNDS));
+    st.fresh.push(...await sequential(() => s.fresh(freshKey()), Math.ceil(N / ROUNDS)));
     st.replay.push(
-      ...await sequential((i) => s.replay(replayKey(i)), N / ROUNDS),
+      ...await sequential((i) => s.replay(replayKey(i)), Math.ceil(N / ROUNDS)),
     );
     const f = await throughput(() => s.fresh(freshKey()), SECONDS / ROUNDS);
     st.freshDone += f.done;
