@@ -13,6 +13,7 @@
 import { createClient } from "redis";
 import { createHash } from "node:crypto";
 import { RedisStore } from "../src/stores/redis.ts";
+import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
 import { median, throughput } from "./_measure.ts";
 
 const url = Deno.args[0] ?? "redis://127.0.0.1:6379";
@@ -39,6 +40,7 @@ for (let i = 0; i < 64; i++) {
     await store.complete(sha(`r${i}`), c.token, response);
   }
 }
+const replayKeys = Array.from({ length: 64 }, (_, i) => prefix + sha(`r${i}`));
 let k = 0;
 const cases: Record<string, (i: number) => Promise<unknown>> = {
   "GET": (i) => client.get(`${prefix}n${i % 64}`),
@@ -61,6 +63,17 @@ const cases: Record<string, (i: number) => Promise<unknown>> = {
       "PX",
       "600000",
       "GET",
+    ]),
+  "EVALSHA claim script, bare (replay)": (i) =>
+    client.sendCommand([
+      "EVALSHA",
+      SCRIPTS.claim.sha,
+      "1",
+      replayKeys[i % 64]!,
+      opts.fingerprint,
+      "t",
+      "30000",
+      "600000",
     ]),
   "RedisStore replay (EVALSHA claim)": (i) =>
     store.claim(sha(`r${i % 64}`), opts),

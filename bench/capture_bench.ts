@@ -47,8 +47,11 @@ function memcpy(frames: readonly Uint8Array[], total: number): Uint8Array {
   return out;
 }
 
-/** A stop that never settles: the middleware passes one to every capture. */
-const NEVER = new Promise<void>(() => {});
+/**
+ * A stop that does not settle, made per capture as the middleware makes one
+ * per request (one shared promise would pile up a reaction per run).
+ */
+const never = () => new Promise<void>(() => {});
 
 async function captureAndDrain(
   frames: readonly Uint8Array[],
@@ -81,7 +84,7 @@ for (
   Deno.bench("capture with a stop (as the middleware calls it)", {
     group,
   }, async () => {
-    await captureAndDrain(frames, CAP, NEVER);
+    await captureAndDrain(frames, CAP, never());
   });
   Deno.bench("naive full read", { group }, async () => {
     await new Response(streamOf(frames)).arrayBuffer();
@@ -103,7 +106,7 @@ for (
   Deno.bench("capture with a stop (as the middleware calls it)", {
     group,
   }, async () => {
-    await captureAndDrain(small, CAP, NEVER);
+    await captureAndDrain(small, CAP, never());
   });
   Deno.bench("naive full read", { group }, async () => {
     await new Response(streamOf(small)).arrayBuffer();
