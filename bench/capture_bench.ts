@@ -47,11 +47,18 @@ function memcpy(frames: readonly Uint8Array[], total: number): Uint8Array {
   return out;
 }
 
+/**
+ * A stop that does not settle, made per capture as the middleware makes one
+ * per request (one shared promise would pile up a reaction per run).
+ */
+const never = () => new Promise<void>(() => {});
+
 async function captureAndDrain(
   frames: readonly Uint8Array[],
   cap: number,
+  stop?: Promise<void>,
 ): Promise<void> {
-  const result = await capture(streamOf(frames), cap);
+  const result = await capture(streamOf(frames), cap, stop);
   if (result.outcome === "failed") throw result.error;
   if (result.outcome === "overflow") {
     const reader = result.rest.getReader();
@@ -74,12 +81,35 @@ for (
   Deno.bench("capture", { group }, async () => {
     await captureAndDrain(frames, CAP);
   });
+  Deno.bench("capture with a stop (as the middleware calls it)", {
+    group,
+  }, async () => {
+    await captureAndDrain(frames, CAP, never());
+  });
   Deno.bench("naive full read", { group }, async () => {
     await new Response(streamOf(frames)).arrayBuffer();
   });
   Deno.bench("read the frames only (stream floor)", { group }, async () => {
     const reader = streamOf(frames).getReader();
     while (!(await reader.read()).done);
+  });
+}
+
+{
+  const group = "one small frame (a typical JSON answer)";
+  const small = [
+    new TextEncoder().encode('{"id":"pay_1","status":"succeeded"}'),
+  ];
+  Deno.bench("capture", { group, baseline: true }, async () => {
+    await captureAndDrain(small, CAP);
+  });
+  Deno.bench("capture with a stop (as the middleware calls it)", {
+    group,
+  }, async () => {
+    await captureAndDrain(small, CAP, never());
+  });
+  Deno.bench("naive full read", { group }, async () => {
+    await new Response(streamOf(small)).arrayBuffer();
   });
 }
 

@@ -138,10 +138,14 @@ async function clientAddress(
   return /(?:^| )addr=(\S+)/.exec(info)![1]!;
 }
 
+/** Clients more than one subject uses, closed after all of them. */
+const sharedClients: (() => void)[] = [];
+
 async function subjects(): Promise<Subject[]> {
   const list: Subject[] = [];
 
   const nodeRedis = await createClient({ url: URL_ }).connect();
+  sharedClients.push(() => nodeRedis.destroy());
   const nodeSend = (a: string[]) => nodeRedis.sendCommand(a);
   list.push({
     name: "baseline: one GET (node-redis)",
@@ -150,6 +154,7 @@ async function subjects(): Promise<Subject[]> {
     fresh: (key) => nodeRedis.get(`${run}:get:${key}`),
     prime: () => Promise.resolve(),
     replay: (key) => nodeRedis.get(`${run}:get:${key}`),
+    // The last to close: the RedisStore below shares this client.
     close: () => {},
   });
 
@@ -317,9 +322,11 @@ try {
     const { s } = st;
     const freshKey = () => `${st.tag}:f:${serial++}`;
     const replayKey = (i: number) => st.replayKeys[i % 64]!;
-    st.fresh.push(...await sequential(() => s.fresh(freshKey()), N / ROUNDS));
+    st.fresh.push(
+      ...await sequential(() => s.fresh(freshKey()), Math.ceil(N / ROUNDS)),
+    );
     st.replay.push(
-      ...await sequential((i) => s.replay(replayKey(i)), N / ROUNDS),
+      ...await sequential((i) => s.replay(replayKey(i)), Math.ceil(N / ROUNDS)),
     );
     const f = await throughput(() => s.fresh(freshKey()), SECONDS / ROUNDS);
     st.freshDone += f.done;
@@ -361,6 +368,8 @@ try {
   // Clean up every key of this run.
   await deleteRedisKeys(run, URL_);
   for (const s of list) await s.close();
+  // The shared node-redis client: left open, it kept the process alive.
+  sharedClients.forEach((close) => close());
 }
 
 const us = (x: number) => x.toFixed(0);

@@ -66,8 +66,9 @@ export type CaptureResult =
  * `SharedArrayBuffer`, which is copied so that every chunk is backed by a
  * plain `ArrayBuffer`. Zero-length frames are allowed anywhere.
  *
- * The reader lock is released when the result is `within` or `failed`. On
- * `overflow` the reader belongs to `rest`: reading it to the end releases the
+ * The reader lock is released when the result is `failed`; on `within` the
+ * body has ended and stays locked (releasing costs an error object, ~4 µs,
+ * for nothing left to read). On `overflow` the reader belongs to `rest`: reading it to the end releases the
  * lock, cancelling it cancels the source with the same reason, and an error of
  * the source errors it.
  *
@@ -105,53 +106,71 @@ export async function capture(
       `'cap' must be a non-negative integer: current value is ${cap}`,
     );
   }
-  const reader = body.getReader();
+  let reader = body.getReader();
   const frames: Uint8Array[] = [];
   let seen = 0;
-  const stopped: Promise<typeof STOPPED> | undefined = stop?.then(
-    (): typeof STOPPED => STOPPED,
-    (): typeof STOPPED => STOPPED,
-  );
+  // A stop releases the reader's lock, which rejects the read pending then
+  // without taking a frame from the stream (the Streams spec errors pending
+  // read requests on release): the next reader gets that frame. So each
+  // frame costs one plain read, and the stop one reaction in all; racing
+  // every read against the stop (Promise.race) cost ~4 µs on a one-frame
+  // body and 1.4–3× on 256 frames, and left one reaction on `stop` per frame.
+  let stopped = false;
+  let finished = false;
+  stop?.then(halt, halt);
+  function halt(): void {
+    if (finished) return;
+    try {
+      reader.releaseLock();
+      stopped = true;
+    } catch {
+      // A runtime that refuses to release a reader with a read pending:
+      // the capture goes on to the body's end or the cap.
+    }
+  }
+  /** The reader to go on with: a fresh one once a stop released the lock. */
+  const current = () => stopped ? (reader = body.getReader()) : reader;
   for (;;) {
     let result: ReadableStreamReadResult<Uint8Array>;
     try {
-      const read = reader.read();
-      if (stopped === undefined) {
-        result = await read;
-      } else {
-        const first = await Promise.race([read, stopped]);
-        if (first === STOPPED) {
-          read.catch(() => {}); // `rest` reports its error, if it has one
-          return {
-            outcome: "unfinished",
-            prefix: concatBytes(frames, seen),
-            rest: restOf(reader, undefined, read),
-          };
-        }
-        result = first;
-      }
+      result = await reader.read();
     } catch (error) {
+      finished = true;
+      if (stopped) {
+        return {
+          outcome: "unfinished",
+          prefix: concatBytes(frames, seen),
+          rest: restOf(current(), undefined),
+        };
+      }
       reader.releaseLock();
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (result.done) {
-      reader.releaseLock();
+      // The body has ended: its reader is left as it is. Releasing it makes
+      // a TypeError for the reader's closed promise, ~4 µs on Deno 2.9 (a
+      // tenth of what the middleware adds to a fresh key), and an ended
+      // stream has nothing left to read anyway.
+      finished = true;
       return { outcome: "within", bytes: whole(frames, seen) };
     }
     const frame: unknown = result.value;
     if (!(frame instanceof Uint8Array)) {
+      finished = true;
       const error = notBytes(frame);
-      reader.cancel(error).catch(() => {});
-      reader.releaseLock();
+      const last = current();
+      last.cancel(error).catch(() => {});
+      last.releaseLock();
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (seen + frame.byteLength > cap) {
+      finished = true;
       const head = cap - seen;
       frames.push(frame.subarray(0, head));
       return {
         outcome: "overflow",
         prefix: concatBytes(frames, cap),
-        rest: restOf(reader, frame.subarray(head)),
+        rest: restOf(current(), frame.subarray(head)),
       };
     }
     frames.push(frame);
@@ -184,8 +203,6 @@ function owned(frame: Uint8Array): Uint8Array<ArrayBuffer> {
     : frame.slice();
 }
 
-const STOPPED: unique symbol = Symbol("stopped");
-
 function notBytes(chunk: unknown): TypeError {
   const kind = chunk === null
     ? "null"
@@ -204,10 +221,8 @@ function notBytes(chunk: unknown): TypeError {
 function restOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   head: Uint8Array | undefined,
-  inFlight?: Promise<ReadableStreamReadResult<Uint8Array>>,
 ): ReadableStream<Uint8Array<ArrayBuffer>> {
   let pending: Uint8Array | undefined = head;
-  let started = inFlight;
   return new ReadableStream<Uint8Array<ArrayBuffer>>({
     async pull(controller) {
       if (pending !== undefined) {
@@ -217,9 +232,7 @@ function restOf(
       }
       let result: ReadableStreamReadResult<Uint8Array>;
       try {
-        const read = started ?? reader.read();
-        started = undefined;
-        result = await read;
+        result = await reader.read();
       } catch (error) {
         reader.releaseLock();
         controller.error(error);

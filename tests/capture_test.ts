@@ -72,7 +72,6 @@ Deno.test("capture() returns within and a zero-length array for an empty body", 
   const result = await capture(stream, 16);
   assertOutcome(result, "within");
   assert.equal(result.bytes.byteLength, 0);
-  assert.equal(stream.locked, false);
 });
 
 Deno.test("capture() returns within for a body of exactly cap bytes", async () => {
@@ -80,7 +79,6 @@ Deno.test("capture() returns within for a body of exactly cap bytes", async () =
   const result = await capture(stream, 8);
   assertOutcome(result, "within");
   assert.deepEqual(result.bytes, bytes(8));
-  assert.equal(stream.locked, false);
 });
 
 Deno.test("capture() returns within for a body of cap - 1 bytes", async () => {
