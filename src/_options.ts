@@ -35,6 +35,8 @@ export const DEFAULTS = Object.freeze({
   completionWait: 1_000,
   completionTimeout: 300_000,
   maxPendingCompletions: 100,
+  waitForInFlight: 0,
+  maxWaiting: 1_000,
 });
 
 /** The options, checked, with their defaults filled in. */
@@ -63,6 +65,10 @@ export interface Config {
   completionWait: number;
   completionTimeout: number;
   maxPendingCompletions: number;
+  /** 0: answer 409 at once. */
+  waitForInFlight: number;
+  maxWaiting: number;
+  skip: ((request: Request) => boolean) | undefined;
 }
 
 /**
@@ -164,6 +170,13 @@ export function configure(options: IdempotencyOptions): Config {
       "maxPendingCompletions",
       nonNegativeInteger,
     ),
+    waitForInFlight: numberOption(
+      options,
+      "waitForInFlight",
+      nonNegativeInteger,
+    ),
+    maxWaiting: numberOption(options, "maxWaiting", nonNegativeInteger),
+    skip: optionalFunction("skip", options.skip),
   };
 }
 
@@ -175,7 +188,9 @@ type NumberOption =
   | "maxResponseBytes"
   | "completionWait"
   | "completionTimeout"
-  | "maxPendingCompletions";
+  | "maxPendingCompletions"
+  | "waitForInFlight"
+  | "maxWaiting";
 
 /** A number option, or its default, as `check` lets it through. */
 function numberOption(
