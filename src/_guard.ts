@@ -193,12 +193,15 @@ export class Guard<A extends unknown[]> {
       return claim;
     }
     const { request } = flight;
+    const { store } = this.#config;
     return await waitForOwner(waiters, {
       slot,
       fingerprint,
       started: flight.started,
       signal: () => request.signal,
       claim: () => this.#claim(flight, fingerprint),
+      watch: store.watch &&
+        (async (signal) => await store.watch!(slot, signal)),
       report: this.#report,
     }, claim);
   }

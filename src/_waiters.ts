@@ -15,6 +15,10 @@
  *   store). The duplicate polls the store with jittered exponential backoff:
  *   one claim per step, the first after about 10 ms, doubling up to
  *   {@linkcode MAX_POLL_MS}. A sleeping waiter holds no store connection.
+ *   When the store has `watch()` (Deno KV), a step ends early when the
+ *   slot's record changes, and the steps start ten times longer and grow up
+ *   to {@linkcode MAX_WATCHED_POLL_MS} (a safety net), or end just after the
+ *   holder's lease would run out (a watch cannot see a lease expire).
  *
  * A wait ends at the owner's settle, at the deadline (`waitForInFlight`
  * from the first claim: then the 409 as without waiting), or when the
@@ -35,6 +39,11 @@ export type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
 export const FIRST_POLL_MS = 10;
 /** The longest delay between two polls of one waiter, in milliseconds. */
 export const MAX_POLL_MS = 250;
+/**
+ * The longest delay between two claims of a waiter that watches its slot
+ * (the store has `watch()`): a safety net for a change the watch missed.
+ */
+export const MAX_WATCHED_POLL_MS = 1_000;
 
 /** How a parked or sleeping waiter's step ended. */
 type Step = "woken" | "elapsed" | "gone";
@@ -172,6 +181,8 @@ export interface WaitContext {
   readonly signal: () => AbortSignal | null;
   /** Claims the slot once more: one store round trip. */
   readonly claim: () => Promise<Claimed>;
+  /** The store's `watch()`, when it has one. */
+  readonly watch: ((signal: AbortSignal) => Promise<void>) | undefined;
   readonly report: Report;
 }
 
@@ -206,6 +217,10 @@ export async function waitForOwner(
   let lastAt = begun;
   const signal = context.signal();
   let via: "owner" | "poll" = waiters.isOwned(slot) ? "owner" : "poll";
+  /** Whether the store's watch() is used (until it throws). */
+  let watching = context.watch !== undefined;
+  /** Whether the last step's watch woke within the first poll's delay. */
+  let quick = false;
   report(() => ({ type: "waiting", slot, via }), started);
   const ended = (reason: "timed_out" | "gone") => {
     const waitedMs = performance.now() - begun;
@@ -234,9 +249,39 @@ export async function waitForOwner(
         if (outcome === "elapsed") return ended("timed_out");
       } else {
         via = "poll";
-        const ceiling = Math.min(MAX_POLL_MS, FIRST_POLL_MS * 2 ** step++);
-        const delay = Math.min(left, ceiling / 2 + Math.random() * ceiling / 2);
-        outcome = await pause(Math.ceil(delay), signal);
+        const watch = watching ? context.watch : undefined;
+        const ceiling = watch
+          ? Math.min(MAX_WATCHED_POLL_MS, 10 * FIRST_POLL_MS * 2 ** step++)
+          : Math.min(MAX_POLL_MS, FIRST_POLL_MS * 2 ** step++);
+        let delay = Math.min(left, ceiling / 2 + Math.random() * ceiling / 2);
+        if (watch === undefined) {
+          outcome = await pause(Math.ceil(delay), signal);
+        } else {
+          // Also look again just after the holder's lease would run out.
+          delay = Math.min(
+            delay,
+            last.retryAfterMs - (performance.now() - lastAt) + 1,
+          );
+          const stop = new AbortController();
+          const changed = watch(stop.signal).then(
+            () => "woken" as const,
+            () => {
+              watching = false;
+              return "elapsed" as const;
+            },
+          );
+          const stepped = performance.now();
+          outcome = await pause(
+            Math.max(1, Math.ceil(delay)),
+            signal,
+            (wake) => {
+              changed.then(wake);
+              return () => stop.abort();
+            },
+          );
+          quick = outcome === "woken" &&
+            performance.now() - stepped < FIRST_POLL_MS;
+        }
       }
       if (outcome === "gone") return ended("gone");
       const claim = await context.claim();
@@ -258,6 +303,9 @@ export async function waitForOwner(
         // A new owner with another request: the guard answers 422.
         return claim;
       }
+      // A watch that wakes at once and finds nothing changed is not
+      // trusted again: polling only, so that it cannot spin.
+      if (quick) watching = false;
       last = claim;
       lastAt = performance.now();
     }

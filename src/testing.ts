@@ -857,6 +857,39 @@ export function checkStoreConformance(
           );
         }
 
+        if (store.watch) {
+          const watch = store.watch.bind(store);
+          await t.step(
+            "watch() resolves at a completion or a release, at once for a settled slot, and when its signal aborts",
+            async () => {
+              const never = new AbortController().signal;
+              for (const settle of ["complete", "release"] as const) {
+                const s = slot();
+                const token = acquired(await store.claim(s, opts("w")));
+                const changed = watch(s, never);
+                if (settle === "complete") {
+                  await store.complete(s, token, {
+                    status: 201,
+                    headers: [],
+                    body: bytes("done"),
+                  });
+                } else {
+                  await store.release(s, token);
+                }
+                await changed;
+                // Settled or free: no wait.
+                await watch(s, never);
+              }
+              const s = slot();
+              acquired(await store.claim(s, opts("w")));
+              const stop = new AbortController();
+              const watching = watch(s, stop.signal);
+              stop.abort();
+              await watching;
+            },
+          );
+        }
+
         if (h.poison) {
           const poison = h.poison;
           await t.step(
