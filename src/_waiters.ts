@@ -155,7 +155,6 @@ function pause(
 ): Promise<Step> {
   return new Promise<Step>((resolve) => {
     let done = false;
-    let delist: (() => void) | undefined;
     const end = (step: Step) => {
       if (done) return;
       done = true;
@@ -167,7 +166,7 @@ function pause(
     const gone = () => end("gone");
     const timer = setTimeout(end, ms, "elapsed");
     signal?.addEventListener("abort", gone, { once: true });
-    delist = enlist?.(end);
+    const delist = enlist?.(end);
   });
 }
 
