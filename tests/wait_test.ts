@@ -320,3 +320,43 @@ Deno.test("idempotency() passes a request skip() returns true for straight throu
   await again.body?.cancel();
   assert.equal(runs, 3);
 });
+
+Deno.test("idempotent() (Hono) passes waitForInFlight and skip through, a skipped route's body read earlier included", async () => {
+  const { Hono } = await import("hono");
+  const { idempotent } = await import("../src/hono.ts");
+  const gate = deferred();
+  let runs = 0;
+  const log = recorder();
+  const app = new Hono();
+  app.use("/webhooks/*", async (c, next) => {
+    await c.req.text();
+    await next();
+  });
+  app.use(
+    "*",
+    idempotent({
+      store: new MemoryStore(),
+      waitForInFlight: 60_000,
+      skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
+      onEvent: log.onEvent,
+    }),
+  );
+  app.post("/payments", async (c) => {
+    runs++;
+    await gate.promise;
+    return c.text(`run ${runs}`, 201);
+  });
+  app.post("/webhooks/stripe", (c) => c.text("hook"));
+  const hook = await app.request(post("k", "{}", { path: "/webhooks/stripe" }));
+  assert.equal(await hook.text(), "hook");
+  const first = app.request(post("k"));
+  await waitFor("the first run", () => runs === 1);
+  const duplicate = app.request(post("k"));
+  await waitFor("the waiter", () => count(log.events, "waiting") === 1);
+  gate.resolve();
+  assert.equal(await (await first).text(), "run 1");
+  const replay = await duplicate;
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(await replay.text(), "run 1");
+  assert.equal(runs, 1);
+});
