@@ -54,9 +54,9 @@ async function twoStores(): Promise<[IdempotencyStore, IdempotencyStore]> {
       await Deno.remove(path);
     });
     const storeB = new KvStore({ kv: b });
-    // kv-poll: the same store without its watch(), to compare.
+    // kv-poll: the same store without its waitForChange(), to compare.
     if (kind === "kv-poll") {
-      Object.defineProperty(storeB, "watch", { value: undefined });
+      Object.defineProperty(storeB, "waitForChange", { value: undefined });
     }
     return [new KvStore({ kv: a }), storeB];
   }

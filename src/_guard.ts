@@ -200,8 +200,8 @@ export class Guard<A extends unknown[]> {
       started: flight.started,
       signal: () => request.signal,
       claim: () => this.#claim(flight, fingerprint),
-      watch: store.watch &&
-        (async (signal) => await store.watch!(slot, signal)),
+      watch: store.waitForChange &&
+        (async (signal) => await store.waitForChange!(slot, signal)),
       report: this.#report,
     }, claim);
   }

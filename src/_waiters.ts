@@ -15,7 +15,7 @@
  *   store). The duplicate polls the store with jittered exponential backoff:
  *   one claim per step, the first after about 10 ms, doubling up to
  *   {@linkcode MAX_POLL_MS}. A sleeping waiter holds no store connection.
- *   When the store has `watch()` (Deno KV), a step ends early when the
+ *   When the store has `waitForChange()` (Deno KV), a step ends early when the
  *   slot's record changes, and the steps start ten times longer and grow up
  *   to {@linkcode MAX_WATCHED_POLL_MS} (a safety net), or end just after the
  *   holder's lease would run out (a watch cannot see a lease expire).
@@ -41,7 +41,7 @@ export const FIRST_POLL_MS = 10;
 export const MAX_POLL_MS = 250;
 /**
  * The longest delay between two claims of a waiter that watches its slot
- * (the store has `watch()`): a safety net for a change the watch missed.
+ * (the store has `waitForChange()`): a safety net for a change the watch missed.
  */
 export const MAX_WATCHED_POLL_MS = 1_000;
 
@@ -180,7 +180,7 @@ export interface WaitContext {
   readonly signal: () => AbortSignal | null;
   /** Claims the slot once more: one store round trip. */
   readonly claim: () => Promise<Claimed>;
-  /** The store's `watch()`, when it has one. */
+  /** The store's `waitForChange()` for this slot, when it has one. */
   readonly watch: ((signal: AbortSignal) => Promise<void>) | undefined;
   readonly report: Report;
 }
@@ -216,12 +216,12 @@ export async function waitForOwner(
   let lastAt = begun;
   const signal = context.signal();
   let via: "owner" | "poll" = waiters.isOwned(slot) ? "owner" : "poll";
-  /** Whether the store's watch() is used (until it throws). */
+  /** Whether the store's waitForChange() is used (until it throws). */
   let watching = context.watch !== undefined;
   /** Whether the last step's watch woke within the first poll's delay. */
   let quick = false;
   report(() => ({ type: "waiting", slot, via }), started);
-  const ended = (reason: "timed_out" | "gone") => {
+  const ended = (reason: "timed_out" | "gone" | "unreachable") => {
     const waitedMs = performance.now() - begun;
     report(
       () => ({ type: "wait_ended", slot, reason, waitedMs, reads }),
@@ -285,6 +285,10 @@ export async function waitForOwner(
       if (outcome === "gone") return ended("gone");
       const claim = await context.claim();
       reads++;
+      if (claim.state === "unreachable") {
+        ended("unreachable");
+        return claim;
+      }
       if (claim.state !== "in_flight") {
         // Owned before any other woken waiter looks, so that they park on it.
         if (claim.state === "acquired") waiters.owned(slot);

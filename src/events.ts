@@ -57,8 +57,10 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *   runs elsewhere).
  * - `woken`: the wait ended because the slot changed: a `replayed` or a
  *   `claimed` follows (`reads`: claims made while waiting, `waitedMs`).
- * - `wait_ended`: the wait gave up: `timed_out` (a 409 follows) or `gone`
- *   (the request's `signal` aborted: its client left).
+ * - `wait_ended`: the wait gave up: `timed_out` (a 409 follows), `gone`
+ *   (the request's `signal` aborted: its client left) or `unreachable` (a
+ *   claim while waiting threw: a `store_error` came first, and a 503
+ *   follows, or the handler runs unguarded with `failOpen`).
  * - `wait_refused`: `maxWaiting` duplicates were already waiting: 409 at once.
  *
  * @example Count outcomes
@@ -131,7 +133,7 @@ export type IdempotencyEvent =
   }
   | EventBase & {
     type: "wait_ended";
-    reason: "timed_out" | "gone";
+    reason: "timed_out" | "gone" | "unreachable";
     waitedMs: number;
     reads: number;
   }

@@ -206,14 +206,14 @@ export interface IdempotencyStore {
    * holder's lease and at least once a second, since a watch cannot see a
    * lease running out. Implement it only when the backing service pushes
    * changes without cost to writers that nobody waits for (Deno KV's
-   * `watch()`).
+   * `watch()`). Named so that it cannot clash with a store's own `watch`.
    *
    * @param slot The slot.
    * @param signal Ends the watch.
    * @returns When the slot may have changed, or the signal aborted.
    * @throws {Error} When the watch fails (the middleware then polls).
    */
-  watch?(slot: string, signal: AbortSignal): Promise<void>;
+  waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
 }
 
 /** Which store operation failed. */

@@ -857,10 +857,10 @@ export function checkStoreConformance(
           );
         }
 
-        if (store.watch) {
-          const watch = store.watch.bind(store);
+        if (store.waitForChange) {
+          const watch = store.waitForChange.bind(store);
           await t.step(
-            "watch() resolves at a completion or a release, at once for a settled slot, and when its signal aborts",
+            "waitForChange() resolves at a completion or a release, at once for a settled slot, and when its signal aborts",
             async () => {
               const never = new AbortController().signal;
               for (const settle of ["complete", "release"] as const) {

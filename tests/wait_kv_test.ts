@@ -2,7 +2,7 @@
 /**
  * `waitForInFlight` on KvStore: a duplicate in another middleware instance
  * (its own `Deno.Kv` handle on the same database file) waits through the
- * store's `watch()` and gets the first response.
+ * store's `waitForChange()` (Deno KV's `watch()`) and gets the first response.
  *
  * @module
  */
@@ -12,7 +12,7 @@ import { idempotency } from "../mod.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { deferred, post, recorder, waitFor } from "./_helpers.ts";
 
-Deno.test("idempotency() with waitForInFlight on KvStore wakes a duplicate of another instance through watch()", async () => {
+Deno.test("idempotency() with waitForInFlight on KvStore wakes a duplicate of another instance through waitForChange()", async () => {
   const path = await Deno.makeTempFile({ suffix: ".db" });
   const kvA = await Deno.openKv(path);
   const kvB = await Deno.openKv(path);
@@ -27,8 +27,8 @@ Deno.test("idempotency() with waitForInFlight on KvStore wakes a duplicate of an
     const owner = idempotency(handler, { store: new KvStore({ kv: kvA }) });
     const storeB = new KvStore({ kv: kvB });
     let watches = 0;
-    const watch = storeB.watch.bind(storeB);
-    storeB.watch = (slot, signal) => {
+    const watch = storeB.waitForChange.bind(storeB);
+    storeB.waitForChange = (slot, signal) => {
       watches++;
       return watch(slot, signal);
     };

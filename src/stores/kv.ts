@@ -376,7 +376,7 @@ export class KvStore implements IdempotencyStore {
 
   /**
    * Resolves when the slot may have changed since a claim found it in
-   * flight (see {@linkcode IdempotencyStore.watch}): at once when its
+   * flight (see {@linkcode IdempotencyStore.waitForChange}): at once when its
    * record is absent, completed or past its lease, else (in flight, or
    * unreadable) at the record's next write, seen through `Deno.Kv.watch()`,
    * which pushes changes without any cost to the writers. On Deno Deploy a watch sees
@@ -399,7 +399,7 @@ export class KvStore implements IdempotencyStore {
    * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
    * const claim = await store.claim("slot-1", options);
    * assert.equal(claim.state, "acquired");
-   * const changed = store.watch("slot-1", new AbortController().signal);
+   * const changed = store.waitForChange("slot-1", new AbortController().signal);
    * if (claim.state === "acquired") {
    *   await store.complete("slot-1", claim.token, { status: 201, headers: [], body: null, omitted: "too_large" });
    * }
@@ -407,7 +407,7 @@ export class KvStore implements IdempotencyStore {
    * assert.equal((await store.claim("slot-1", options)).state, "completed");
    * ```
    */
-  async watch(slot: string, signal: AbortSignal): Promise<void> {
+  async waitForChange(slot: string, signal: AbortSignal): Promise<void> {
     assertSlot(slot);
     if (signal.aborted) return;
     const reader = this.#kv.watch([this.#recordKey(slot)]).getReader();
