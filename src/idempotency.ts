@@ -214,7 +214,8 @@ export interface IdempotencyOptions {
    * runs in the same middleware instance is woken by that request's settle
    * and touches no store while it waits; one whose first request runs
    * elsewhere polls the store (one claim per step, with jittered backoff
-   * from about 10 ms to 250 ms apart). If the first request fails (throws,
+   * from about 10 ms to 250 ms apart), or is woken by the store's
+   * `waitForChange()` when it has one (`KvStore`). If the first request fails (throws,
    * or its response is not cacheable), one waiter takes the key and runs the
    * handler, and the others wait for it. Past the bound, or when the
    * request's `signal` aborts (the client left), the 409 as without waiting.

@@ -360,3 +360,48 @@ Deno.test("idempotent() (Hono) passes waitForInFlight and skip through, a skippe
   assert.equal(await replay.text(), "run 1");
   assert.equal(runs, 1);
 });
+
+/** A MemoryStore whose waitForChange() misbehaves as `watch` says. */
+class WatchedStore extends CountingStore {
+  watches = 0;
+  constructor(
+    inner: MemoryStore,
+    readonly watch: (signal: AbortSignal) => Promise<void>,
+  ) {
+    super(inner);
+  }
+  waitForChange(_slot: string, signal: AbortSignal): Promise<void> {
+    this.watches++;
+    return this.watch(signal);
+  }
+}
+
+for (
+  const [what, watch] of [
+    ["rejects", () => Promise.reject(new Error("watch refused"))],
+    ["resolves at once", () => Promise.resolve()],
+  ] as const
+) {
+  Deno.test(`idempotency() with waitForInFlight polls when the store's waitForChange() ${what}, without spinning`, async () => {
+    const app = gated();
+    const shared = new MemoryStore();
+    const owner = idempotency(app.handler, { store: shared });
+    const store = new WatchedStore(shared, watch);
+    const other = idempotency(app.handler, {
+      store,
+      waitForInFlight: 60_000,
+    });
+    const first = owner(post("k"));
+    await waitFor("the first run", () => app.runs === 1);
+    const waiting = other(post("k"));
+    // The arrival claim and three polls.
+    await waitFor("three polls", () => store.calls.claim >= 4);
+    // Not trusted after its first failure or false alarm.
+    assert.equal(store.watches, 1);
+    app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+    await (await first).text();
+    const res = await waiting;
+    assert.equal(res.headers.get("idempotent-replayed"), "true");
+    assert.equal(await res.text(), "ok");
+  });
+}
