@@ -8,7 +8,7 @@
  * wait does), all in the same run on the same store. The first request's
  * handler is held for `HOLD` ms.
  *
- *     deno run -A --unstable-kv bench/wait_measure.ts [redis|postgres|kv|kv-poll] [HOLD_MS...]
+ *     deno run -A --unstable-kv bench/wait_measure.ts [redis|redis-sub|postgres|kv|kv-poll] [HOLD_MS...]
  *
  * @module
  */
@@ -32,17 +32,31 @@ const TRIALS = 5;
 
 const cleanups: (() => Promise<unknown>)[] = [];
 async function twoStores(): Promise<[IdempotencyStore, IdempotencyStore]> {
-  if (kind === "redis") {
+  if (kind === "redis" || kind === "redis-sub") {
     const prefix = `${uniquePrefix("waitbench")}:`;
     const clients = await Promise.all(
       [0, 1].map(() => createClient({ url: REDIS_URL }).connect()),
     );
     cleanups.push(() => deleteRedisKeys(prefix));
-    for (const c of clients) cleanups.push(() => c.quit());
+    const subscribers = kind === "redis-sub"
+      ? await Promise.all(clients.map((c) => c.duplicate().connect()))
+      : [];
+    for (const c of [...subscribers, ...clients]) {
+      cleanups.push(() => Promise.resolve(c.destroy()));
+    }
     const [a, b] = clients;
+    const [subA, subB] = subscribers;
     return [
-      new RedisStore({ client: a!, prefix }),
-      new RedisStore({ client: b!, prefix }),
+      new RedisStore({
+        client: a!,
+        prefix,
+        ...subA ? { subscriber: subA } : {},
+      }),
+      new RedisStore({
+        client: b!,
+        prefix,
+        ...subB ? { subscriber: subB } : {},
+      }),
     ];
   }
   if (kind === "kv" || kind === "kv-poll") {
