@@ -876,16 +876,19 @@ export function checkStoreConformance(
                 } else {
                   await store.release(s, token);
                 }
-                await changed;
+                await resolves(changed, `waitForChange() after ${settle}`);
                 // Settled or free: no wait.
-                await watch(s, never);
+                await resolves(
+                  watch(s, never),
+                  `waitForChange() after ${settle}, again`,
+                );
               }
               const s = slot();
               acquired(await store.claim(s, opts("w")));
               const stop = new AbortController();
               const watching = watch(s, stop.signal);
               stop.abort();
-              await watching;
+              await resolves(watching, "waitForChange() after its abort");
             },
           );
         }
@@ -942,6 +945,25 @@ export function checkStoreConformance(
     },
   };
   return suite.fn({ step: options.step ?? inLine });
+}
+
+/**
+ * Waits for `promise`, failing instead of hanging when it has not resolved
+ * after 10 s (a bound, not a timing: the awaited change has happened).
+ */
+async function resolves(promise: Promise<void>, what: string): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what} did not resolve`)),
+      10_000,
+    );
+  });
+  try {
+    await Promise.race([promise, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Runs a case in line; a failure rejects with the case's name. */

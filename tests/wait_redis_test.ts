@@ -9,6 +9,7 @@
  */
 
 import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
 import { createClient } from "redis";
 import { idempotency } from "../mod.ts";
 import { RedisStore } from "../src/stores/redis.ts";
@@ -103,6 +104,57 @@ integrationTest(
     } finally {
       await deleteRedisKeys(prefix);
       for (const c of [subscriberA, subscriberB, clientA, clientB]) c.destroy();
+    }
+  },
+);
+
+integrationTest(
+  "RedisStore.waitForChange() resolves at the PUBLISH of a completion made after it subscribed and looked",
+  REDIS_IGNORE,
+  async () => {
+    const prefix = `${uniquePrefix("waitsub")}:`;
+    const client = await connect();
+    const subscriber = await client.duplicate().connect();
+    let looks = 0;
+    // The store's commands through a RedisCommander that counts the look
+    // (the EVAL that reads the state once subscribed).
+    const commander = {
+      async sendCommand(args: (string | Uint8Array)[]) {
+        const reply = await client.sendCommand(
+          args.map((a) => typeof a === "string" ? a : Buffer.from(a)),
+        );
+        if (args[0] === "EVAL") looks++;
+        return reply;
+      },
+    };
+    const store = new RedisStore({ client: commander, prefix, subscriber });
+    const writer = new RedisStore({ client, prefix });
+    try {
+      const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+      const claim = await store.claim("s", options);
+      assert.equal(claim.state, "acquired");
+      const stop = new AbortController();
+      let changed = false;
+      const watching = store.waitForChange!("s", stop.signal).then(() =>
+        changed = true
+      );
+      await waitFor("the look", () => looks === 1);
+      assert.equal(changed, false);
+      if (claim.state === "acquired") {
+        // Completed through the store that publishes.
+        await store.complete("s", claim.token, {
+          status: 201,
+          headers: [],
+          body: new TextEncoder().encode("paid"),
+        });
+      }
+      await waitFor("the change", () => changed, 5_000);
+      await watching;
+      assert.equal((await writer.claim("s", options)).state, "completed");
+    } finally {
+      await deleteRedisKeys(prefix);
+      subscriber.destroy();
+      client.destroy();
     }
   },
 );
