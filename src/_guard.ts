@@ -29,6 +29,7 @@ import type { FetchHandler } from "./idempotency.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { type ProblemDetails, reject } from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
+import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 
 /** One guarded request: what every step of its way reads and fills in. */
 interface Flight<A extends unknown[]> {
@@ -50,9 +51,6 @@ const REJECTED = {
   tooLarge: [413, "too_large"],
 } as const;
 
-/** A claim, or the store's failure to answer it. */
-type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
-
 /** The way through of every guarded request of one middleware instance. */
 export class Guard<A extends unknown[]> {
   #handler: FetchHandler<A>;
@@ -62,6 +60,8 @@ export class Guard<A extends unknown[]> {
   #completions: Completions;
   /** How long this instance's claimed requests take to settle: the 409 hint. */
   #settleTime = new SettleEstimate();
+  /** The duplicates waiting for their key's request (`waitForInFlight`), if on. */
+  #waiters: Waiters | undefined;
 
   /**
    * @param handler The handler to guard.
@@ -86,6 +86,9 @@ export class Guard<A extends unknown[]> {
         ),
     }, config.heartbeatClock);
     this.#completions = new Completions(config, this.#heartbeat, report);
+    if (config.waitForInFlight > 0) {
+      this.#waiters = new Waiters(config.waitForInFlight, config.maxWaiting);
+    }
   }
 
   /**
@@ -129,7 +132,10 @@ export class Guard<A extends unknown[]> {
       ? computed
       : await computed;
 
-    const claim = await this.#claim(flight, fingerprint);
+    let claim = await this.#claim(flight, fingerprint);
+    if (this.#waiters !== undefined) {
+      claim = await this.#waitForOwner(flight, fingerprint, claim);
+    }
     switch (claim.state) {
       case "unreachable":
         return await this.#unreachable(flight, body, claim.error);
@@ -163,6 +169,42 @@ export class Guard<A extends unknown[]> {
       );
       return { state: "unreachable", error };
     }
+  }
+
+  /**
+   * With `waitForInFlight`: marks an acquired slot owned (its duplicates
+   * park on it), or waits for the request that holds it (see
+   * `_waiters.ts`) and returns the claim that ended the wait.
+   */
+  async #waitForOwner(
+    flight: Flight<A>,
+    fingerprint: string,
+    claim: Claimed,
+  ): Promise<Claimed> {
+    const waiters = this.#waiters!;
+    const slot = flight.slot!;
+    if (claim.state === "acquired") {
+      waiters.owned(slot);
+      return claim;
+    }
+    if (
+      claim.state !== "in_flight" ||
+      (claim.fingerprint !== null && claim.fingerprint !== fingerprint)
+    ) {
+      return claim;
+    }
+    const { request } = flight;
+    const { store } = this.#config;
+    return await waitForOwner(waiters, {
+      slot,
+      fingerprint,
+      started: flight.started,
+      signal: () => request.signal,
+      claim: () => this.#claim(flight, fingerprint),
+      watch: store.waitForChange &&
+        (async (signal) => await store.waitForChange!(slot, signal)),
+      report: this.#report,
+    }, claim);
   }
 
   /** The store could not be reached: 503, or the handler unguarded (`failOpen`). */
@@ -295,6 +337,7 @@ export class Guard<A extends unknown[]> {
       return await this.#settle(flight, response, unit);
     } finally {
       this.#settleTime.observe(performance.now() - running);
+      this.#waiters?.settled(slot!);
     }
   }
 

@@ -36,6 +36,8 @@ export const DEFAULTS = Object.freeze({
   completionWait: 1_000,
   completionTimeout: 300_000,
   maxPendingCompletions: 100,
+  waitForInFlight: 0,
+  maxWaiting: 1_000,
 });
 
 /** The options, checked, with their defaults filled in. */
@@ -66,6 +68,10 @@ export interface Config {
   maxPendingCompletions: number;
   /** The heartbeat's time: the system's unless a test set `[HEARTBEAT_CLOCK]`. */
   heartbeatClock: HeartbeatClock | undefined;
+  /** 0: answer 409 at once. */
+  waitForInFlight: number;
+  maxWaiting: number;
+  skip: ((request: Request) => boolean) | undefined;
 }
 
 /**
@@ -178,6 +184,13 @@ export function configure(options: IdempotencyOptions): Config {
     heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: HeartbeatClock })[
       HEARTBEAT_CLOCK
     ],
+    waitForInFlight: numberOption(
+      options,
+      "waitForInFlight",
+      nonNegativeInteger,
+    ),
+    maxWaiting: numberOption(options, "maxWaiting", nonNegativeInteger),
+    skip: optionalFunction("skip", options.skip),
   };
 }
 
@@ -189,7 +202,9 @@ type NumberOption =
   | "maxResponseBytes"
   | "completionWait"
   | "completionTimeout"
-  | "maxPendingCompletions";
+  | "maxPendingCompletions"
+  | "waitForInFlight"
+  | "maxWaiting";
 
 /** A number option, or its default, as `check` lets it through. */
 function numberOption(

@@ -51,6 +51,17 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `store_error`: a store operation threw (`operation` says which).
  * - `fail_open`: the store was unreachable and `failOpen` let the handler run
  *   unguarded.
+ * - `waiting`: with `waitForInFlight`, a duplicate began to wait for the
+ *   request that holds its key (`via`: `owner`, parked until that request,
+ *   running in this instance, settles; `poll`, polling the store because it
+ *   runs elsewhere).
+ * - `woken`: the wait ended because the slot changed: a `replayed` or a
+ *   `claimed` follows (`reads`: claims made while waiting, `waitedMs`).
+ * - `wait_ended`: the wait gave up: `timed_out` (a 409 follows), `gone`
+ *   (the request's `signal` aborted: its client left) or `unreachable` (a
+ *   claim while waiting threw: a `store_error` came first, and a 503
+ *   follows, or the handler runs unguarded with `failOpen`).
+ * - `wait_refused`: `maxWaiting` duplicates were already waiting: 409 at once.
  *
  * @example Count outcomes
  * ```ts
@@ -112,7 +123,21 @@ export type IdempotencyEvent =
     operation: StoreOperation;
     error: unknown;
   }
-  | EventBase & { type: "fail_open"; error: unknown };
+  | EventBase & { type: "fail_open"; error: unknown }
+  | EventBase & { type: "waiting"; via: "owner" | "poll" }
+  | EventBase & {
+    type: "woken";
+    via: "owner" | "poll";
+    waitedMs: number;
+    reads: number;
+  }
+  | EventBase & {
+    type: "wait_ended";
+    reason: "timed_out" | "gone" | "unreachable";
+    waitedMs: number;
+    reads: number;
+  }
+  | EventBase & { type: "wait_refused"; waiting: number };
 
 /** An event as the middleware makes it: {@linkcode reporter} adds `elapsedMs`. */
 export type EventDraft = IdempotencyEvent extends infer E

@@ -180,7 +180,7 @@ export function idempotent(
     const request = c.req.raw;
     if (
       request.bodyUsed && methods.has(request.method.toUpperCase()) &&
-      (required || request.headers.has(header))
+      (required || request.headers.has(header)) && !options.skip?.(request)
     ) {
       throw new TypeError(
         "The request body was read before idempotent(): register body-reading middleware (validators, parsers) after it",

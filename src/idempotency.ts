@@ -70,6 +70,16 @@ export interface IdempotencyOptions {
    */
   methods?: readonly string[];
   /**
+   * Requests of a guarded method that the middleware leaves alone: when it
+   * returns `true` the request is a bare call-through, as an unguarded
+   * method's (no body read, no store call). It runs on guarded methods
+   * only, before the key is looked at; a throw propagates as the handler's
+   * would.
+   *
+   * @default {undefined} (none skipped)
+   */
+  skip?: (request: Request) => boolean;
+  /**
    * Whether a guarded request without a key is answered 400 instead of
    * passed through.
    *
@@ -199,6 +209,31 @@ export interface IdempotencyOptions {
    * @default {100}
    */
   maxPendingCompletions?: number;
+  /**
+   * How long, in milliseconds, a duplicate that arrives while the first
+   * request with its key runs waits for it, to get its response (a replay)
+   * instead of a 409. 0 answers 409 at once. A duplicate whose first request
+   * runs in the same middleware instance is woken by that request's settle
+   * and touches no store while it waits; one whose first request runs
+   * elsewhere polls the store (one claim per step, with jittered backoff
+   * from about 10 ms to 250 ms apart), or is woken by the store's
+   * `waitForChange()` when it has one (`KvStore`). If the first request fails (throws,
+   * or its response is not cacheable), one waiter takes the key and runs the
+   * handler, and the others wait for it. Past the bound, or when the
+   * request's `signal` aborts (the client left), the 409 as without waiting.
+   * A waiting duplicate reads `request.signal`: under `Deno.serve` that
+   * prints a one-time notice, which `--unstable-no-legacy-abort` silences.
+   *
+   * @default {0}
+   */
+  waitForInFlight?: number;
+  /**
+   * How many duplicates may wait at once (`waitForInFlight`) in one
+   * middleware instance; past it a duplicate is answered 409 at once.
+   *
+   * @default {1_000}
+   */
+  maxWaiting?: number;
 }
 
 /**
@@ -265,6 +300,7 @@ export function idempotency<
   const config = configure(options);
   const methods = config.methods;
   const header = config.header;
+  const skip = config.skip;
   const guarded = new Guard(handler, config);
   const passThrough = unguardedMethods(methods);
   const idempotent = function idempotent(request: Request, ...args: A) {
@@ -278,6 +314,7 @@ export function idempotency<
     ) {
       return handler(request, ...args);
     }
+    if (skip !== undefined && skip(request)) return handler(request, ...args);
     const value = request.headers.get(header);
     if (value === null && !config.required) return handler(request, ...args);
     return guarded.handle(request, value, args);

@@ -207,6 +207,27 @@ export interface IdempotencyStore {
    * @returns The request's unit of work.
    */
   unitOfWork?(request: Request, slot: string, token: string): UnitOfWork;
+  /**
+   * Optional. Resolves when the slot may have changed since the caller's
+   * last claim found it in flight: at once when it holds no live claim, or
+   * at the record's next write (a completion, a release, a renewal, a
+   * takeover). It may resolve early (the caller claims again and looks),
+   * but should not resolve much later than the change. It resolves when
+   * `signal` aborts, and holds nothing after that. The middleware's
+   * `waitForInFlight` uses it, when present, for duplicates whose first
+   * request runs in another process, and polls the store (with a backoff
+   * and a bound) when it is absent; it still claims again at the end of the
+   * holder's lease and at least once a second, since a watch cannot see a
+   * lease running out. Implement it only when the backing service pushes
+   * changes without cost to writers that nobody waits for (Deno KV's
+   * `watch()`). Named so that it cannot clash with a store's own `watch`.
+   *
+   * @param slot The slot.
+   * @param signal Ends the watch.
+   * @returns When the slot may have changed, or the signal aborted.
+   * @throws {Error} When the watch fails (the middleware then polls).
+   */
+  waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
 }
 
 /**

@@ -857,6 +857,42 @@ export function checkStoreConformance(
           );
         }
 
+        if (store.waitForChange) {
+          const watch = store.waitForChange.bind(store);
+          await t.step(
+            "waitForChange() resolves at a completion or a release, at once for a settled slot, and when its signal aborts",
+            async () => {
+              const never = new AbortController().signal;
+              for (const settle of ["complete", "release"] as const) {
+                const s = slot();
+                const token = acquired(await store.claim(s, opts("w")));
+                const changed = watch(s, never);
+                if (settle === "complete") {
+                  await store.complete(s, token, {
+                    status: 201,
+                    headers: [],
+                    body: bytes("done"),
+                  });
+                } else {
+                  await store.release(s, token);
+                }
+                await resolves(changed, `waitForChange() after ${settle}`);
+                // Settled or free: no wait.
+                await resolves(
+                  watch(s, never),
+                  `waitForChange() after ${settle}, again`,
+                );
+              }
+              const s = slot();
+              acquired(await store.claim(s, opts("w")));
+              const stop = new AbortController();
+              const watching = watch(s, stop.signal);
+              stop.abort();
+              await resolves(watching, "waitForChange() after its abort");
+            },
+          );
+        }
+
         if (h.poison) {
           const poison = h.poison;
           await t.step(
@@ -909,6 +945,25 @@ export function checkStoreConformance(
     },
   };
   return suite.fn({ step: options.step ?? inLine });
+}
+
+/**
+ * Waits for `promise`, failing instead of hanging when it has not resolved
+ * after 10 s (a bound, not a timing: the awaited change has happened).
+ */
+async function resolves(promise: Promise<void>, what: string): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what} did not resolve`)),
+      10_000,
+    );
+  });
+  try {
+    await Promise.race([promise, bound]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Runs a case in line; a failure rejects with the case's name. */

@@ -392,6 +392,72 @@ export class KvStore implements IdempotencyStore {
     );
   }
 
+  /**
+   * Resolves when the slot may have changed since a claim found it in
+   * flight (see {@linkcode IdempotencyStore.waitForChange}): at once when its
+   * record is absent, completed or past its lease, else (in flight, or
+   * unreadable) at the record's next write, seen through `Deno.Kv.watch()`,
+   * which pushes changes without any cost to the writers. On Deno Deploy a watch sees
+   * every instance's writes; a local database file sees the writes made
+   * through any handle of this process only, so a waiter in another
+   * process falls back on the middleware's safety net (a claim at least once
+   * a second).
+   *
+   * @param slot The slot.
+   * @param signal Ends the watch: the promise then resolves.
+   * @returns When the slot may have changed, or the signal aborted.
+   *
+   * @example Wake on a completion
+   * ```ts
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
+   * const claim = await store.claim("slot-1", options);
+   * assert.equal(claim.state, "acquired");
+   * const changed = store.waitForChange("slot-1", new AbortController().signal);
+   * if (claim.state === "acquired") {
+   *   await store.complete("slot-1", claim.token, { status: 201, headers: [], body: null, omitted: "too_large" });
+   * }
+   * await changed;
+   * assert.equal((await store.claim("slot-1", options)).state, "completed");
+   * ```
+   */
+  async waitForChange(slot: string, signal: AbortSignal): Promise<void> {
+    assertSlot(slot);
+    if (signal.aborted) return;
+    const reader = this.#kv.watch([this.#recordKey(slot)]).getReader();
+    const stop = () => void reader.cancel().catch(() => {});
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      const first = await reader.read();
+      const entry = first.value?.[0];
+      if (first.done || entry === undefined || entry.versionstamp === null) {
+        return;
+      }
+      const record = parseRecord(entry.value);
+      const now = this.#clock();
+      // An unreadable value stays in flight until it changes.
+      if (
+        record !== null && (record.state !== "in_flight" ||
+          now >= record.leaseUntil || now >= record.deadline)
+      ) {
+        return;
+      }
+      for (;;) {
+        const next = await reader.read();
+        if (next.done || next.value[0]?.versionstamp !== entry.versionstamp) {
+          return;
+        }
+      }
+    } finally {
+      signal.removeEventListener("abort", stop);
+      stop();
+    }
+  }
+
   /** Runs a write under the deadline. */
   /**
    * The request's own checks and mutations, committed in the one atomic

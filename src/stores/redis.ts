@@ -53,11 +53,36 @@ import {
   mayHaveRun,
   type RedisClientLike,
   type Send,
+  text,
   type Wait,
   waiter,
 } from "./_redis_client.ts";
 import { decodeClaim, SCRIPTS } from "./_redis_scripts.ts";
 import { type DeadlineHandler, Deadlines } from "../_time.ts";
+
+/**
+ * A Redis connection in subscriber mode: what
+ * {@linkcode RedisStoreOptions.subscriber} needs. A node-redis 5 client
+ * (`client.duplicate()`, connected) fits as it is.
+ */
+export interface RedisSubscriberLike {
+  /** Subscribes `listener` to `channel`. */
+  subscribe(
+    channel: string,
+    listener: (message: string, channel: string) => void,
+  ): Promise<unknown>;
+  /** Removes `listener` from `channel` (and unsubscribes when it was the last). */
+  unsubscribe(
+    channel: string,
+    listener: (message: string, channel: string) => void,
+  ): Promise<unknown>;
+}
+
+/** What `waitForChange()` reads once subscribed: the record's state field. */
+const STATE_SCRIPT = "local r = redis.pcall('HGET', KEYS[1], 'st') " +
+  "if type(r) == 'table' and r.err then return -1 end return r";
+/** {@linkcode STATE_SCRIPT}'s reply for a key of another type. */
+const UNREADABLE = -1;
 
 /** Options of the {@linkcode RedisStore} constructor. */
 export interface RedisStoreOptions {
@@ -81,6 +106,19 @@ export interface RedisStoreOptions {
    * @default {2000}
    */
   timeoutMs?: number;
+  /**
+   * A connection in subscriber mode (node-redis 5: `await
+   * client.duplicate().connect()`; an ioredis one wrapped to this
+   * interface), for `waitForInFlight`: with it, the store gains
+   * {@linkcode RedisStore.waitForChange}, every applied `complete` and
+   * `release` is followed by a `PUBLISH` on the slot's key (sent without
+   * waiting for it), and a duplicate waiting in another instance is woken
+   * by it instead of polling. The caller owns it and closes it. One
+   * subscription per waited-for slot, shared by its waiters.
+   *
+   * @default {undefined} (waiters poll)
+   */
+  subscriber?: RedisSubscriberLike;
   /**
    * How many replicas must acknowledge a claim that acquires a slot, and a
    * completion that applies, before the store answers: after each of these
@@ -211,6 +249,15 @@ export interface RedisStoreOptions {
 export class RedisStore implements IdempotencyStore {
   #send: Send;
   #wait: Wait;
+  #subscriber: RedisSubscriberLike | undefined;
+  /**
+   * With a `subscriber`: resolves when the slot may have changed (see
+   * {@linkcode IdempotencyStore.waitForChange}), at the `PUBLISH` that
+   * follows a `complete` or `release` of the slot by any store with a
+   * subscriber; rejects when the subscription fails. Without one it is
+   * `undefined`, and waiters poll.
+   */
+  readonly waitForChange?: (slot: string, signal: AbortSignal) => Promise<void>;
   #prefix: string;
   #waitReplicas: number;
   #waitTimeoutMs: number;
@@ -241,6 +288,19 @@ export class RedisStore implements IdempotencyStore {
       redisHandler(this.#orphans, timeoutMs, this.#start),
     );
     this.#wait = waiter(options.client, this.#send);
+    const subscriber = options.subscriber;
+    if (subscriber !== undefined) {
+      if (
+        typeof subscriber?.subscribe !== "function" ||
+        typeof subscriber.unsubscribe !== "function"
+      ) {
+        throw new TypeError(
+          `'subscriber' must have subscribe() and unsubscribe(): current value is ${subscriber}`,
+        );
+      }
+      this.#subscriber = subscriber;
+      this.waitForChange = (slot, signal) => this.#changed(slot, signal);
+    }
     const replicas = options.waitReplicas ?? 0;
     this.#waitReplicas = replicas === 0
       ? 0
@@ -322,6 +382,7 @@ export class RedisStore implements IdempotencyStore {
     ]);
     if (reply !== 1) return "lost";
     if (this.#waitReplicas > 0) await this.#replicated("complete", slot);
+    this.#publish(slot);
     return "applied";
   }
 
@@ -337,7 +398,49 @@ export class RedisStore implements IdempotencyStore {
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
     const reply = await this.#eval("release", slot, [String(token)]);
-    return reply === 1 ? "applied" : "lost";
+    if (reply !== 1) return "lost";
+    this.#publish(slot);
+    return "applied";
+  }
+
+  /** With a subscriber: tells waiters the slot changed, without waiting. */
+  #publish(slot: string): void {
+    if (this.#subscriber === undefined) return;
+    this.#send(["PUBLISH", this.#prefix + slot, "1"]).catch(() => {});
+  }
+
+  #changed(slot: string, signal: AbortSignal): Promise<void> {
+    assertSlot(slot);
+    const subscriber = this.#subscriber!;
+    const channel = this.#prefix + slot;
+    return new Promise<void>((resolve, reject) => {
+      if (signal.aborted) return resolve();
+      let done = false;
+      const end = () => {
+        if (done) return;
+        done = true;
+        signal.removeEventListener("abort", end);
+        subscriber.unsubscribe(channel, listener).catch(() => {});
+        resolve();
+      };
+      const listener = () => end();
+      const fail = (error: unknown) => {
+        if (done) return;
+        done = true;
+        signal.removeEventListener("abort", end);
+        subscriber.unsubscribe(channel, listener).catch(() => {});
+        reject(error);
+      };
+      signal.addEventListener("abort", end, { once: true });
+      // Subscribed first, then one look: a change before the subscription
+      // is seen by the look, one after it by the subscription.
+      subscriber.subscribe(channel, listener).then(async () => {
+        if (done) return;
+        const state = await this.#send(["EVAL", STATE_SCRIPT, "1", channel]);
+        // Absent or completed: at once; in flight or unreadable: the PUBLISH.
+        if (text(state) !== "f" && state !== UNREADABLE) end();
+      }).catch(fail);
+    });
   }
 
   /**

@@ -1,0 +1,24 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The README's keys-per-route snippet as a whole server on port 8000: the
+ * same key on `/payments` and on `/refunds` names two operations, as with
+ * the peers that key by route, instead of a 422.
+ *
+ *     deno run --allow-net examples/scope_route.ts
+ *
+ * @module
+ */
+import { handler } from "./_payments.ts";
+import { idempotency } from "@idempotent/http";
+
+const principalOf = (req: Request) => req.headers.get("x-user-id") ?? "";
+
+const guarded = idempotency(handler, {
+  // The principal, then the method and path: a key is per user and per route.
+  scope: (req) =>
+    JSON.stringify([principalOf(req), req.method, new URL(req.url).pathname]),
+  // Webhooks carry their own delivery ids: leave them alone.
+  skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
+});
+
+Deno.serve(guarded);
