@@ -208,6 +208,11 @@ function pattern(length: number, seed = 7): Uint8Array<ArrayBuffer> {
   return out;
 }
 
+/** A 200 with no headers and `text` as its body. */
+function plain(text: string): StoredResponse {
+  return { status: 200, headers: [], body: bytes(text) };
+}
+
 function acquired(result: ClaimResult): string {
   assert.equal(
     result.state,
@@ -335,6 +340,26 @@ export function checkStoreConformance(
         ttlMs: ttl,
         ...more,
       });
+      /** The slot's next claim replays `response`. */
+      const assertReplays = async (
+        s: string,
+        fingerprint: string,
+        response: StoredResponse,
+      ) =>
+        assertSameResponse(
+          completedResponse(await store.claim(s, opts(fingerprint))),
+          response,
+        );
+      /** Extending, releasing and completing with `token` are all lost. */
+      const assertWritesLost = async (
+        s: string,
+        token: string,
+        response: StoredResponse,
+      ) => {
+        assert.equal(await store.extend(s, token, lease), "lost");
+        assert.equal(await store.release(s, token), "lost");
+        assert.equal(await store.complete(s, token, response), "lost");
+      };
       try {
         await t.step(
           "many concurrent claims on one slot have exactly one winner",
@@ -423,10 +448,7 @@ export function checkStoreConformance(
                 body: pattern(length, length + 1),
               };
               assert.equal(await store.complete(s, token, response), "applied");
-              assertSameResponse(
-                completedResponse(await store.claim(s, opts("bin"))),
-                response,
-              );
+              await assertReplays(s, "bin", response);
             }
           },
         );
@@ -444,10 +466,7 @@ export function checkStoreConformance(
               omitted: reason,
             };
             assert.equal(await store.complete(s, token, response), "applied");
-            assertSameResponse(
-              completedResponse(await store.claim(s, opts("om"))),
-              response,
-            );
+            await assertReplays(s, "om", response);
           }
         });
 
@@ -478,11 +497,7 @@ export function checkStoreConformance(
             assert.notEqual(takeover.token, stale);
             assert.equal(await store.extend(s, stale, lease), "lost");
             assert.equal(
-              await store.complete(s, stale, {
-                status: 200,
-                headers: [],
-                body: bytes("stale"),
-              }),
+              await store.complete(s, stale, plain("stale")),
               "lost",
             );
             assert.equal(await store.release(s, stale), "lost");
@@ -527,11 +542,7 @@ export function checkStoreConformance(
               "the extended lease still holds",
             );
             assert.equal(
-              await store.complete(s, token, {
-                status: 200,
-                headers: [],
-                body: bytes("ok"),
-              }),
+              await store.complete(s, token, plain("ok")),
               "applied",
             );
           },
@@ -548,16 +559,9 @@ export function checkStoreConformance(
               (await store.claim(s, opts("late"))).state,
               "in_flight",
             );
-            const late: StoredResponse = {
-              status: 200,
-              headers: [],
-              body: bytes("late"),
-            };
+            const late: StoredResponse = plain("late");
             assert.equal(await store.complete(s, token, late), "applied");
-            assertSameResponse(
-              completedResponse(await store.claim(s, opts("late"))),
-              late,
-            );
+            await assertReplays(s, "late", late);
           },
         );
 
@@ -570,11 +574,7 @@ export function checkStoreConformance(
             assert.equal(await store.release(s, token), "lost");
             assert.equal(await store.extend(s, token, lease), "lost");
             assert.equal(
-              await store.complete(s, token, {
-                status: 200,
-                headers: [],
-                body: bytes("x"),
-              }),
+              await store.complete(s, token, plain("x")),
               "lost",
             );
             const next = await store.claim(s, opts("rel-2"));
@@ -588,26 +588,15 @@ export function checkStoreConformance(
           async () => {
             const s = slot();
             const token = acquired(await store.claim(s, opts("done")));
-            const first: StoredResponse = {
-              status: 200,
-              headers: [],
-              body: bytes("first"),
-            };
+            const first: StoredResponse = plain("first");
             assert.equal(await store.complete(s, token, first), "applied");
             assert.equal(await store.release(s, token), "lost");
             assert.equal(await store.extend(s, token, lease), "lost");
             assert.equal(
-              await store.complete(s, token, {
-                status: 200,
-                headers: [],
-                body: bytes("second"),
-              }),
+              await store.complete(s, token, plain("second")),
               "lost",
             );
-            assertSameResponse(
-              completedResponse(await store.claim(s, opts("done"))),
-              first,
-            );
+            await assertReplays(s, "done", first);
           },
         );
 
@@ -617,32 +606,18 @@ export function checkStoreConformance(
             const s = slot();
             const token = acquired(await store.claim(s, opts("own")));
             const wrong = `${token}x`;
-            assert.equal(await store.extend(s, wrong, lease), "lost");
-            assert.equal(await store.release(s, wrong), "lost");
-            assert.equal(
-              await store.complete(s, wrong, {
-                status: 200,
-                headers: [],
-                body: bytes("x"),
-              }),
-              "lost",
-            );
+            await assertWritesLost(s, wrong, plain("x"));
             assert.equal(
               (await store.claim(s, opts("own"))).state,
               "in_flight",
             );
             const absent = slot();
-            assert.equal(await store.extend(absent, token, lease), "lost");
-            assert.equal(await store.release(absent, token), "lost");
-            assert.equal(
-              await store.complete(absent, token, {
-                status: 200,
-                headers: [],
-                body: null,
-                omitted: "too_large",
-              }),
-              "lost",
-            );
+            await assertWritesLost(absent, token, {
+              status: 200,
+              headers: [],
+              body: null,
+              omitted: "too_large",
+            });
             assert.equal(
               (await store.claim(absent, opts("own"))).state,
               "acquired",
@@ -660,11 +635,7 @@ export function checkStoreConformance(
             );
             await h.elapse(window * 0.6);
             assert.equal(
-              await store.complete(s, token, {
-                status: 200,
-                headers: [],
-                body: bytes("t"),
-              }),
+              await store.complete(s, token, plain("t")),
               "applied",
             );
             assert.equal(
@@ -690,11 +661,7 @@ export function checkStoreConformance(
               await store.claim(done, opts("exp", { ttlMs: window })),
             );
             assert.equal(
-              await store.complete(done, token, {
-                status: 200,
-                headers: [],
-                body: bytes("e"),
-              }),
+              await store.complete(done, token, plain("e")),
               "applied",
             );
             const open = slot();
@@ -713,11 +680,7 @@ export function checkStoreConformance(
               "acquired",
             );
             assert.equal(
-              await store.complete(done, token, {
-                status: 200,
-                headers: [],
-                body: bytes("old"),
-              }),
+              await store.complete(done, token, plain("old")),
               "lost",
               "the expired record's owner lost it",
             );
@@ -784,11 +747,7 @@ export function checkStoreConformance(
               TypeError,
             );
             assert.equal(
-              await store.complete(s, token, {
-                status: 200,
-                headers: [],
-                body: bytes("d"),
-              }),
+              await store.complete(s, token, plain("d")),
               "applied",
             );
           },
@@ -830,11 +789,7 @@ export function checkStoreConformance(
                 await store.claim(s, opts("ttl-edge", { ttlMs: 1_000 })),
               );
               assert.equal(
-                await store.complete(s, token, {
-                  status: 200,
-                  headers: [],
-                  body: bytes("edge"),
-                }),
+                await store.complete(s, token, plain("edge")),
                 "applied",
               );
               await advance(999);
@@ -925,16 +880,7 @@ export function checkStoreConformance(
                   "in_flight",
                   `${kind} after a lease`,
                 );
-                assert.equal(await store.extend(s, "token", lease), "lost");
-                assert.equal(await store.release(s, "token"), "lost");
-                assert.equal(
-                  await store.complete(s, "token", {
-                    status: 200,
-                    headers: [],
-                    body: bytes("x"),
-                  }),
-                  "lost",
-                );
+                await assertWritesLost(s, "token", plain("x"));
               }
             },
           );
