@@ -12,6 +12,8 @@ import type {
 import { StoreError } from "../src/store.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import type { HeartbeatClock } from "../src/_lease.ts";
+import assert from "node:assert/strict";
+import { idempotency } from "../mod.ts";
 
 /** A POST with an idempotency key (unless `key` is null) and a body. */
 export function post(
@@ -411,4 +413,52 @@ export class FakeTimers implements HeartbeatClock {
   advance(ms: number, settle?: () => Promise<void>): Promise<void> {
     return this.advanceTo(this.#now + ms, settle);
   }
+}
+
+/**
+ * Two middleware instances, one over `ownerStore` and one over `waiterStore`
+ * (two handles on the same data): the first request runs and holds; its
+ * duplicate on the other instance, once it waits in
+ * `waiterStore.waitForChange()` (`watching` names that wait), is woken by the
+ * first response and replays it, the handler having run once. Returns the
+ * waiting instance's events.
+ */
+export async function assertWaiterWoken(
+  ownerStore: IdempotencyStore,
+  waiterStore: IdempotencyStore,
+  watching: string,
+): Promise<ReturnType<typeof recorder>> {
+  const gate = deferred<Response>();
+  let runs = 0;
+  const handler = async (req: Request) => {
+    await req.arrayBuffer();
+    runs++;
+    return await gate.promise;
+  };
+  const owner = idempotency(handler, { store: ownerStore });
+  let watches = 0;
+  const watch = waiterStore.waitForChange!.bind(waiterStore);
+  Object.defineProperty(waiterStore, "waitForChange", {
+    value: (slot: string, signal: AbortSignal) => {
+      watches++;
+      return watch(slot, signal);
+    },
+  });
+  const log = recorder();
+  const other = idempotency(handler, {
+    store: waiterStore,
+    waitForInFlight: 60_000,
+    onEvent: log.onEvent,
+  });
+  const first = owner(post("k"));
+  await waitFor("the first run", () => runs === 1);
+  const waiting = other(post("k"));
+  await waitFor(watching, () => watches >= 1);
+  gate.resolve(new Response("paid", { status: 201 }));
+  assert.equal(await (await first).text(), "paid");
+  const res = await waiting;
+  assert.equal(res.headers.get("idempotent-replayed"), "true");
+  assert.equal(await res.text(), "paid");
+  assert.equal(runs, 1);
+  return log;
 }

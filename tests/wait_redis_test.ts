@@ -11,7 +11,6 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createClient } from "redis";
-import { idempotency } from "../mod.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { checkStoreConformance } from "../src/testing.ts";
 import {
@@ -21,7 +20,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
-import { deferred, post, recorder, sleep, waitFor } from "./_helpers.ts";
+import { assertWaiterWoken, sleep, waitFor } from "./_helpers.ts";
 
 async function connect() {
   return await createClient({ url: REDIS_URL }).connect();
@@ -58,49 +57,11 @@ integrationTest(
     const subscriberA = await clientA.duplicate().connect();
     const subscriberB = await clientB.duplicate().connect();
     try {
-      const gate = deferred<Response>();
-      let runs = 0;
-      const handler = async (req: Request) => {
-        await req.arrayBuffer();
-        runs++;
-        return await gate.promise;
-      };
-      const owner = idempotency(handler, {
-        store: new RedisStore({
-          client: clientA,
-          prefix,
-          subscriber: subscriberA,
-        }),
-      });
-      const storeB = new RedisStore({
-        client: clientB,
-        prefix,
-        subscriber: subscriberB,
-      });
-      let watches = 0;
-      const watch = storeB.waitForChange!;
-      Object.defineProperty(storeB, "waitForChange", {
-        value: (slot: string, signal: AbortSignal) => {
-          watches++;
-          return watch(slot, signal);
-        },
-      });
-      const log = recorder();
-      const other = idempotency(handler, {
-        store: storeB,
-        waitForInFlight: 60_000,
-        onEvent: log.onEvent,
-      });
-      const first = owner(post("k"));
-      await waitFor("the first run", () => runs === 1);
-      const waiting = other(post("k"));
-      await waitFor("the subscription", () => watches >= 1);
-      gate.resolve(new Response("paid", { status: 201 }));
-      assert.equal(await (await first).text(), "paid");
-      const res = await waiting;
-      assert.equal(res.headers.get("idempotent-replayed"), "true");
-      assert.equal(await res.text(), "paid");
-      assert.equal(runs, 1);
+      await assertWaiterWoken(
+        new RedisStore({ client: clientA, prefix, subscriber: subscriberA }),
+        new RedisStore({ client: clientB, prefix, subscriber: subscriberB }),
+        "the subscription",
+      );
     } finally {
       await deleteRedisKeys(prefix);
       for (const c of [subscriberA, subscriberB, clientA, clientB]) c.destroy();
