@@ -16,8 +16,8 @@
  */
 import { createCluster } from "redis";
 import { Cluster } from "ioredis";
-import { idempotency } from "../mod.ts";
 import { type RedisClientLike, RedisStore } from "../src/stores/redis.ts";
+import { serveApp } from "./faults/_load.ts";
 
 const [kind, portList, prefix, ledger, lease, waitReplicas] = Deno.args;
 const ports = portList!.split(",").map(Number);
@@ -48,24 +48,7 @@ const store = new RedisStore({
   ...(replicas > 0 ? { waitReplicas: replicas, waitTimeoutMs: 500 } : {}),
 });
 
-Deno.serve(
-  {
-    hostname: "127.0.0.1",
-    port: 0,
-    onListen({ port }) {
-      // deno-lint-ignore no-console
-      console.log(`listening ${port}`);
-    },
-  },
-  idempotency(async (req) => {
-    const key = req.headers.get("idempotency-key") ?? "";
-    await req.arrayBuffer();
-    const body = `${key} by ${Deno.pid} ${crypto.randomUUID()}`;
-    const query = new URLSearchParams({ key, body });
-    await (await fetch(`${ledger}/ran?${query}`, { method: "POST" })).text();
-    return new Response(body, {
-      status: 201,
-      headers: { "content-type": "text/plain" },
-    });
-  }, { store, lease: Number(lease) }),
-);
+serveApp(async (key, body) => {
+  const query = new URLSearchParams({ key, body });
+  await (await fetch(`${ledger}/ran?${query}`, { method: "POST" })).text();
+}, { store, lease: Number(lease) });

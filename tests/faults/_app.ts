@@ -12,8 +12,8 @@
  * @module
  */
 import { createClient } from "redis";
-import { idempotency } from "../../mod.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
+import { serveApp } from "./_load.ts";
 
 const [redisUrl, prefix, control, lease] = Deno.args;
 const client = createClient({
@@ -31,34 +31,15 @@ function tell(path: string, params: Record<string, string>): Promise<string> {
   );
 }
 
-Deno.serve(
-  {
-    hostname: "127.0.0.1",
-    port: 0,
-    onListen({ port }) {
-      // deno-lint-ignore no-console
-      console.log(`listening ${port}`);
-    },
+// The ledger first; its answer comes when the test lets this run go on.
+serveApp((key, body) => tell("/ran", { key, body }), {
+  store,
+  lease: Number(lease),
+  onEvent(event) {
+    if (event.type === "completed") {
+      tell("/event", { type: event.type, outcome: event.outcome }).catch(
+        () => {},
+      );
+    }
   },
-  idempotency(async (req) => {
-    const key = req.headers.get("idempotency-key") ?? "";
-    await req.arrayBuffer();
-    const body = `${key} by ${Deno.pid} ${crypto.randomUUID()}`;
-    // The ledger first; its answer comes when the test lets this run go on.
-    await tell("/ran", { key, body });
-    return new Response(body, {
-      status: 201,
-      headers: { "content-type": "text/plain" },
-    });
-  }, {
-    store,
-    lease: Number(lease),
-    onEvent(event) {
-      if (event.type === "completed") {
-        tell("/event", { type: event.type, outcome: event.outcome }).catch(
-          () => {},
-        );
-      }
-    },
-  }),
-);
+});

@@ -20,7 +20,7 @@
  */
 
 import assert from "node:assert/strict";
-import { idempotency } from "../../mod.ts";
+import { idempotency, type IdempotencyOptions } from "../../mod.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
 import { sleep } from "../_helpers.ts";
 
@@ -93,6 +93,39 @@ export function app(
       headers: { "content-type": "text/plain", "x-run": execution.body },
     });
   };
+}
+
+/**
+ * One app process of the multi-process cases: `Deno.serve` on a free port
+ * with `idempotency()` over a handler that hands each execution to `tell`
+ * (the ledger, outside the process, so it survives a SIGKILL) BEFORE it
+ * answers 201 with a body unique to the execution; prints
+ * `listening <port>` when it listens.
+ */
+export function serveApp(
+  tell: (key: string, body: string) => Promise<unknown>,
+  options: IdempotencyOptions,
+): void {
+  Deno.serve(
+    {
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen({ port }) {
+        // deno-lint-ignore no-console
+        console.log(`listening ${port}`);
+      },
+    },
+    idempotency(async (req) => {
+      const key = req.headers.get("idempotency-key") ?? "";
+      await req.arrayBuffer();
+      const body = `${key} by ${Deno.pid} ${crypto.randomUUID()}`;
+      await tell(key, body);
+      return new Response(body, {
+        status: 201,
+        headers: { "content-type": "text/plain" },
+      });
+    }, options),
+  );
 }
 
 /** A guarded handler, called directly or over HTTP. */
