@@ -19,7 +19,7 @@ import {
   POSTGRES_IGNORE,
   postgresStore,
 } from "./_services.ts";
-import { AppProcess } from "./faults/_servers.ts";
+import { AppProcess, ControlServer } from "./faults/_servers.ts";
 import { waitFor } from "./_helpers.ts";
 
 const ignore = POSTGRES_IGNORE;
@@ -29,7 +29,7 @@ const APP = new URL("./_postgres_txn_app.ts", import.meta.url).pathname;
 type Point = "inserted" | "captured" | "committed";
 
 /** The test's control server: where the apps report their points. */
-class Control {
+class Control extends ControlServer {
   readonly reached: {
     point: string;
     key: string;
@@ -38,27 +38,15 @@ class Control {
   }[] = [];
   /** Held points, by `point key pid`: the app waits there until resolved. */
   readonly holds = new Map<string, PromiseWithResolvers<void>>();
-  readonly server: Deno.HttpServer<Deno.NetAddr>;
 
-  constructor() {
-    this.server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      async (req) => {
-        const url = new URL(req.url);
-        const q = (name: string) => url.searchParams.get(name) ?? "";
-        const point = q("point");
-        const key = q("key");
-        const pid = Number(q("pid"));
-        this.reached.push({ point, key, pid, outcome: q("outcome") });
-        const hold = this.holds.get(`${point} ${key} ${pid}`);
-        if (hold) await hold.promise;
-        return new Response("go");
-      },
-    );
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${this.server.addr.port}`;
+  protected async answer(q: (name: string) => string): Promise<Response> {
+    const point = q("point");
+    const key = q("key");
+    const pid = Number(q("pid"));
+    this.reached.push({ point, key, pid, outcome: q("outcome") });
+    const hold = this.holds.get(`${point} ${key} ${pid}`);
+    if (hold) await hold.promise;
+    return new Response("go");
   }
 
   /** Holds `pid` at `point` for `key` until the returned gate is resolved. */

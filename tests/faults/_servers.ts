@@ -12,6 +12,38 @@
 export { haveRedisServer } from "../_services.ts";
 
 /**
+ * The test's own control server on a free port: app processes report to it
+ * with query parameters, and its `answer` may hold them there until the
+ * test's word.
+ */
+export abstract class ControlServer {
+  readonly server: Deno.HttpServer<Deno.NetAddr>;
+
+  constructor() {
+    this.server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen() {} },
+      (req) => {
+        const url = new URL(req.url);
+        return this.answer(
+          (name) => url.searchParams.get(name) ?? "",
+          url.pathname,
+        );
+      },
+    );
+  }
+
+  /** Answers one report: `q` reads its parameters, `path` is its path. */
+  protected abstract answer(
+    q: (name: string) => string,
+    path: string,
+  ): Promise<Response>;
+
+  get url(): string {
+    return `http://127.0.0.1:${this.server.addr.port}`;
+  }
+}
+
+/**
  * A child process that prints `listening <port>` once it listens: spawned,
  * waited for by that line, paused, resumed and killed by the test.
  */

@@ -41,44 +41,35 @@ import {
   tally,
 } from "./_load.ts";
 import { waitFor } from "../_helpers.ts";
-import { AppProcess } from "./_servers.ts";
+import { AppProcess, ControlServer } from "./_servers.ts";
 
 const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
 const LEASE = 1000;
 
 /** The ledger and the gates: the test's control server. */
-class Control {
+class Control extends ControlServer {
   readonly ledger = new Ledger();
   readonly ran: { key: string; pid: number }[] = [];
   readonly events: { type: string; outcome: string; pid: number }[] = [];
   /** Keys whose first execution waits until the test releases it. */
   readonly gates = new Map<string, PromiseWithResolvers<void>>();
-  readonly server: Deno.HttpServer<Deno.NetAddr>;
 
-  constructor() {
-    this.server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      async (req) => {
-        const url = new URL(req.url);
-        const q = (name: string) => url.searchParams.get(name) ?? "";
-        const pid = Number(q("pid"));
-        if (url.pathname === "/event") {
-          this.events.push({ type: q("type"), outcome: q("outcome"), pid });
-          return new Response("ok");
-        }
-        const key = q("key");
-        const first = this.ledger.of(key).length === 0;
-        this.ledger.record(key, 201, q("body"));
-        this.ran.push({ key, pid });
-        const gate = this.gates.get(key);
-        if (first && gate) await gate.promise;
-        return new Response("go");
-      },
-    );
-  }
-
-  get url(): string {
-    return `http://127.0.0.1:${this.server.addr.port}`;
+  protected async answer(
+    q: (name: string) => string,
+    path: string,
+  ): Promise<Response> {
+    const pid = Number(q("pid"));
+    if (path === "/event") {
+      this.events.push({ type: q("type"), outcome: q("outcome"), pid });
+      return new Response("ok");
+    }
+    const key = q("key");
+    const first = this.ledger.of(key).length === 0;
+    this.ledger.record(key, 201, q("body"));
+    this.ran.push({ key, pid });
+    const gate = this.gates.get(key);
+    if (first && gate) await gate.promise;
+    return new Response("go");
   }
 
   ranBy(key: string, pid: number): boolean {
