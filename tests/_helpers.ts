@@ -462,3 +462,34 @@ export async function assertWaiterWoken(
   assert.equal(runs, 1);
   return log;
 }
+
+/**
+ * A middleware over `store` (lease 30 s) whose handler counts its runs and
+ * answers 201, warmed by one request (key `warm`) before the test's fault.
+ */
+export async function warmCountingHandler(store: IdempotencyStore): Promise<{
+  handler: (request: Request) => Response | Promise<Response>;
+  runs: () => number;
+}> {
+  let runs = 0;
+  const handler = idempotency(() => {
+    runs++;
+    return new Response("charged", { status: 201 });
+  }, { store, lease: 30_000 });
+  const warm = await handler(post("warm"));
+  assert.equal(warm.status, 201);
+  await warm.body?.cancel();
+  return { handler, runs: () => runs };
+}
+
+/** Sends `key` until the handler runs it (201): its slot is free again. */
+export async function untilRunsAgain(
+  handler: (request: Request) => Response | Promise<Response>,
+  key: string,
+): Promise<void> {
+  await waitFor("the key to run again", async () => {
+    const response = await handler(post(key));
+    await response.body?.cancel();
+    return response.status === 201;
+  });
+}

@@ -24,8 +24,13 @@ import {
   startPostgresServer,
   uniquePrefix,
 } from "./_services.ts";
-import { idempotency } from "../src/idempotency.ts";
-import { post, sleep, waitFor } from "./_helpers.ts";
+import {
+  post,
+  sleep,
+  untilRunsAgain,
+  waitFor,
+  warmCountingHandler,
+} from "./_helpers.ts";
 
 type Sql = ReturnType<typeof postgres>;
 
@@ -944,14 +949,7 @@ pgTest(
     try {
       const store = new PostgresStore({ sql, timeoutMs: 300 });
       await store.migrate();
-      let runs = 0;
-      const handler = idempotency(() => {
-        runs++;
-        return new Response("charged", { status: 201 });
-      }, { store, lease: 30_000 });
-      const warm = await handler(post("warm"));
-      assert.equal(warm.status, 201);
-      await warm.body?.cancel();
+      const { handler, runs } = await warmCountingHandler(store);
       const [row] = await sql`select pg_backend_pid() as pid`;
       stopped = Number(row!.pid);
       Deno.kill(stopped, "SIGSTOP");
@@ -960,12 +958,8 @@ pgTest(
       await failed.body?.cancel();
       Deno.kill(stopped, "SIGCONT");
       stopped = undefined;
-      await waitFor("the key to run again", async () => {
-        const response = await handler(post("late-1"));
-        await response.body?.cancel();
-        return response.status === 201;
-      });
-      assert.equal(runs, 2);
+      await untilRunsAgain(handler, "late-1");
+      assert.equal(runs(), 2);
     } finally {
       if (stopped !== undefined) Deno.kill(stopped, "SIGCONT");
       await sql.end({ timeout: 1 });

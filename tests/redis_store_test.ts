@@ -34,8 +34,7 @@ import {
   waitFor,
 } from "./_services.ts";
 import { deleteRedisKeys, plantRedisPoison, REDIS_POISONS } from "./_redis.ts";
-import { idempotency } from "../src/idempotency.ts";
-import { post } from "./_helpers.ts";
+import { post, untilRunsAgain, warmCountingHandler } from "./_helpers.ts";
 import { Orphans } from "../src/stores/_orphans.ts";
 
 const ignore = REDIS_IGNORE;
@@ -738,15 +737,8 @@ async function lateClaimLeavesNothing(
       prefix: "late:",
       timeoutMs: 300,
     });
-    let runs = 0;
-    const handler = idempotency(() => {
-      runs++;
-      return new Response("charged", { status: 201 });
-    }, { store, lease: 30_000 });
     // A warm server: it knows the claim script, so the late EVALSHA runs.
-    const warm = await handler(post("warm"));
-    assert.equal(warm.status, 201);
-    await warm.body?.cancel();
+    const { handler, runs } = await warmCountingHandler(store);
     if (fault === "paused") {
       // The claim reaches a server that hangs: the server holds it.
       server.pause();
@@ -764,12 +756,8 @@ async function lateClaimLeavesNothing(
     await failed.body?.cancel();
     if (fault === "paused") server.resume();
     else proxy.unblock();
-    await waitFor("the key to run again", async () => {
-      const response = await handler(post("late-1"));
-      await response.body?.cancel();
-      return response.status === 201;
-    });
-    assert.equal(runs, 2);
+    await untilRunsAgain(handler, "late-1");
+    assert.equal(runs(), 2);
     const replay = await handler(post("late-1"));
     assert.equal(replay.headers.get("idempotent-replayed"), "true");
     await replay.body?.cancel();
