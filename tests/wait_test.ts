@@ -10,9 +10,13 @@
  */
 
 import assert from "node:assert/strict";
-import { idempotency, type IdempotencyEvent } from "../mod.ts";
+import {
+  idempotency,
+  type IdempotencyEvent,
+  type IdempotencyOptions,
+} from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import type { StoreOperation } from "../src/store.ts";
+import type { IdempotencyStore, StoreOperation } from "../src/store.ts";
 import {
   callCounts,
   deferred,
@@ -58,17 +62,65 @@ function gated() {
   };
 }
 
-Deno.test("idempotency() with waitForInFlight answers a duplicate with the first response, woken without a store read", async () => {
+/**
+ * A gated app guarded with `options` and a recorder of its events, its first
+ * request for key `k` running.
+ */
+async function firstRunning(options: IdempotencyOptions) {
   const app = gated();
-  const store = new CountingStore(new MemoryStore());
   const log = recorder();
   const guarded = idempotency(app.handler, {
-    store,
-    waitForInFlight: 60_000,
+    ...options,
     onEvent: log.onEvent,
   });
   const first = guarded(post("k"));
   await waitFor("the first run", () => app.runs === 1);
+  return { app, log, guarded, first };
+}
+
+/**
+ * Two instances of a gated app on one MemoryStore, the other's through
+ * `wrap`: the owner's first request for `k` runs, and its duplicate waits on
+ * the other instance.
+ */
+async function duplicateOnOtherInstance<S extends IdempotencyStore>(
+  wrap: (shared: MemoryStore) => S,
+  options: IdempotencyOptions = {},
+) {
+  const app = gated();
+  const shared = new MemoryStore();
+  const owner = idempotency(app.handler, { store: shared });
+  const store = wrap(shared);
+  const other = idempotency(app.handler, {
+    ...options,
+    store,
+    waitForInFlight: 60_000,
+  });
+  const first = owner(post("k"));
+  await waitFor("the first run", () => app.runs === 1);
+  const waiting = other(post("k"));
+  return {
+    app,
+    store,
+    first,
+    waiting,
+    /** The owner answers 201 `ok`; the waiter replays it. */
+    async settle() {
+      app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+      await (await first).text();
+      const res = await waiting;
+      assert.equal(res.headers.get("idempotent-replayed"), "true");
+      assert.equal(await res.text(), "ok");
+    },
+  };
+}
+
+Deno.test("idempotency() with waitForInFlight answers a duplicate with the first response, woken without a store read", async () => {
+  const store = new CountingStore(new MemoryStore());
+  const { app, log, guarded, first } = await firstRunning({
+    store,
+    waitForInFlight: 60_000,
+  });
   const duplicates = [guarded(post("k")), guarded(post("k"))];
   await waitFor("two waiters", () => count(log.events, "waiting") === 2);
   assert.equal(store.calls.claim, 3);
@@ -92,10 +144,9 @@ Deno.test("idempotency() with waitForInFlight answers a duplicate with the first
 });
 
 Deno.test("idempotency() without waitForInFlight still answers 409 at once", async () => {
-  const app = gated();
-  const guarded = idempotency(app.handler, { store: new MemoryStore() });
-  const first = guarded(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
+  const { app, guarded, first } = await firstRunning({
+    store: new MemoryStore(),
+  });
   const res = await guarded(post("k"));
   assert.equal(res.status, 409);
   await res.body?.cancel();
@@ -104,16 +155,11 @@ Deno.test("idempotency() without waitForInFlight still answers 409 at once", asy
 });
 
 Deno.test("idempotency() with waitForInFlight answers 409 with Retry-After past the bound", async () => {
-  const app = gated();
   const store = new CountingStore(new MemoryStore());
-  const log = recorder();
-  const guarded = idempotency(app.handler, {
+  const { app, log, guarded, first } = await firstRunning({
     store,
     waitForInFlight: 30,
-    onEvent: log.onEvent,
   });
-  const first = guarded(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
   const res = await guarded(post("k"));
   assert.equal(res.status, 409);
   assert.ok(Number(res.headers.get("retry-after")) >= 1);
@@ -128,15 +174,10 @@ Deno.test("idempotency() with waitForInFlight answers 409 with Retry-After past 
 });
 
 Deno.test("idempotency() with waitForInFlight stops waiting when the client leaves", async () => {
-  const app = gated();
-  const log = recorder();
-  const guarded = idempotency(app.handler, {
+  const { app, log, guarded, first } = await firstRunning({
     store: new MemoryStore(),
     waitForInFlight: 60_000,
-    onEvent: log.onEvent,
   });
-  const first = guarded(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
   const client = new AbortController();
   const request = new Request(post("k"), { signal: client.signal });
   const waiting = guarded(request);
@@ -154,16 +195,11 @@ Deno.test("idempotency() with waitForInFlight stops waiting when the client leav
 });
 
 Deno.test("idempotency() with waitForInFlight lets exactly one waiter run when the first request fails, the others replay it", async () => {
-  const app = gated();
   const store = new CountingStore(new MemoryStore());
-  const log = recorder();
-  const guarded = idempotency(app.handler, {
+  const { app, log, guarded, first } = await firstRunning({
     store,
     waitForInFlight: 60_000,
-    onEvent: log.onEvent,
   });
-  const first = guarded(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
   const waiters = Array.from({ length: 5 }, () => guarded(post("k")));
   await waitFor("five waiters", () => count(log.events, "waiting") === 5);
   // Not cacheable: the slot is released, and one waiter takes it.
@@ -223,16 +259,11 @@ Deno.test("idempotency() with waitForInFlight lets a thrown first request hand t
 });
 
 Deno.test("idempotency() with waitForInFlight answers 409 at once past maxWaiting", async () => {
-  const app = gated();
-  const log = recorder();
-  const guarded = idempotency(app.handler, {
+  const { app, log, guarded, first } = await firstRunning({
     store: new MemoryStore(),
     waitForInFlight: 60_000,
     maxWaiting: 1,
-    onEvent: log.onEvent,
   });
-  const first = guarded(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
   const waiting = guarded(post("k"));
   await waitFor("the waiter", () => count(log.events, "waiting") === 1);
   const refused = await guarded(post("k"));
@@ -245,30 +276,18 @@ Deno.test("idempotency() with waitForInFlight answers 409 at once past maxWaitin
 });
 
 Deno.test("idempotency() with waitForInFlight polls a store whose owner is another instance", async () => {
-  const app = gated();
-  const shared = new MemoryStore();
   const log = recorder();
-  const owner = idempotency(app.handler, { store: shared });
-  const store = new CountingStore(shared);
-  const other = idempotency(app.handler, {
-    store,
-    waitForInFlight: 60_000,
-    onEvent: log.onEvent,
-  });
-  const first = owner(post("k"));
-  await waitFor("the first run", () => app.runs === 1);
-  const waiting = other(post("k"));
+  const { app, store, settle } = await duplicateOnOtherInstance(
+    (shared) => new CountingStore(shared),
+    { onEvent: log.onEvent },
+  );
   await waitFor("the waiter", () => count(log.events, "waiting") === 1);
   assert.equal(
     log.events.find((e) => e.type === "waiting")?.type === "waiting" &&
       (log.events.find((e) => e.type === "waiting") as { via: string }).via,
     "poll",
   );
-  app.gates[0]!.resolve(new Response("ok", { status: 201 }));
-  await (await first).text();
-  const res = await waiting;
-  assert.equal(res.headers.get("idempotent-replayed"), "true");
-  assert.equal(await res.text(), "ok");
+  await settle();
   const woken = log.events.find((e) => e.type === "woken");
   assert.ok(woken?.type === "woken" && woken.via === "poll");
   assert.equal(store.calls.claim, 1 + woken.reads);
@@ -383,25 +402,13 @@ for (
   ] as const
 ) {
   Deno.test(`idempotency() with waitForInFlight polls when the store's waitForChange() ${what}, without spinning`, async () => {
-    const app = gated();
-    const shared = new MemoryStore();
-    const owner = idempotency(app.handler, { store: shared });
-    const store = new WatchedStore(shared, watch);
-    const other = idempotency(app.handler, {
-      store,
-      waitForInFlight: 60_000,
-    });
-    const first = owner(post("k"));
-    await waitFor("the first run", () => app.runs === 1);
-    const waiting = other(post("k"));
+    const { store, settle } = await duplicateOnOtherInstance(
+      (shared) => new WatchedStore(shared, watch),
+    );
     // The arrival claim and three polls.
     await waitFor("three polls", () => store.calls.claim >= 4);
     // Not trusted after its first failure or false alarm.
     assert.equal(store.watches, 1);
-    app.gates[0]!.resolve(new Response("ok", { status: 201 }));
-    await (await first).text();
-    const res = await waiting;
-    assert.equal(res.headers.get("idempotent-replayed"), "true");
-    assert.equal(await res.text(), "ok");
+    await settle();
   });
 }
