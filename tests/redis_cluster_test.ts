@@ -40,11 +40,12 @@ import {
   pool,
   report,
   type Send,
+  sender,
   settle,
   type Tally,
   tally,
 } from "./faults/_load.ts";
-import { AppProcess } from "./faults/_servers.ts";
+import { AppProcess, ControlServer } from "./faults/_servers.ts";
 
 const ignore = CLUSTER_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -164,34 +165,13 @@ for (const [label, make] of clients) {
 const LEASE = 1000;
 
 /** The test's ledger server: each app reports an execution before it answers. */
-class LedgerServer {
+class LedgerServer extends ControlServer {
   readonly ledger = new Ledger();
-  readonly server: Deno.HttpServer<Deno.NetAddr>;
 
-  constructor() {
-    this.server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen() {} },
-      (req) => {
-        const url = new URL(req.url);
-        const key = url.searchParams.get("key") ?? "";
-        this.ledger.record(key, 201, url.searchParams.get("body") ?? "");
-        return new Response("ok");
-      },
-    );
+  protected answer(q: (name: string) => string): Response {
+    this.ledger.record(q("key"), 201, q("body"));
+    return new Response("ok");
   }
-
-  get url(): string {
-    return `http://127.0.0.1:${this.server.addr.port}`;
-  }
-}
-
-function sender(port: number): Send {
-  return (key) =>
-    fetch(`http://127.0.0.1:${port}/payments`, {
-      method: "POST",
-      headers: { "idempotency-key": key, "content-type": "application/json" },
-      body: JSON.stringify({ key }),
-    });
 }
 
 /** Two app processes, one per client, with or without `waitReplicas`. */

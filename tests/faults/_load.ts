@@ -131,6 +131,16 @@ export function serveApp(
 /** A guarded handler, called directly or over HTTP. */
 export type Send = (key: string) => Promise<Response>;
 
+/** Sends a payment for `key` to the app process listening on `port`. */
+export function sender(port: number): Send {
+  return (key) =>
+    fetch(`http://127.0.0.1:${port}/payments`, {
+      method: "POST",
+      headers: { "idempotency-key": key, "content-type": "application/json" },
+      body: JSON.stringify({ key }),
+    });
+}
+
 /** A request for `key` to the in-process handler. */
 export function direct(
   handler: (request: Request) => Response | Promise<Response>,

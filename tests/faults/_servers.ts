@@ -36,7 +36,7 @@ export abstract class ControlServer {
   protected abstract answer(
     q: (name: string) => string,
     path: string,
-  ): Promise<Response>;
+  ): Response | Promise<Response>;
 
   get url(): string {
     return `http://127.0.0.1:${this.server.addr.port}`;

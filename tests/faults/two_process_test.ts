@@ -37,6 +37,7 @@ import {
   load,
   report,
   type Send,
+  sender,
   settle,
   tally,
 } from "./_load.ts";
@@ -75,15 +76,6 @@ class Control extends ControlServer {
   ranBy(key: string, pid: number): boolean {
     return this.ran.some((r) => r.key === key && r.pid === pid);
   }
-}
-
-function sender(port: number): Send {
-  return (key) =>
-    fetch(`http://127.0.0.1:${port}/payments`, {
-      method: "POST",
-      headers: { "idempotency-key": key, "content-type": "application/json" },
-      body: JSON.stringify({ key }),
-    });
 }
 
 Deno.test({
