@@ -48,6 +48,20 @@ import {
 import { AppProcess, ControlServer } from "./faults/_servers.ts";
 
 const ignore = CLUSTER_IGNORE;
+
+/** A test on private clusters, ignored with the reason when they cannot run. */
+function clusterTest(
+  name: string,
+  fn: (t: Deno.TestContext) => Promise<void>,
+): void {
+  Deno.test({
+    name: testName(name, ignore),
+    ignore: ignore !== false,
+    sanitizeOps: false,
+    sanitizeResources: false,
+    fn,
+  });
+}
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
 
 interface Opened {
@@ -289,15 +303,9 @@ async function verdict(
   return { duplicates: count, dupKeys, stuck: settled.stuck };
 }
 
-Deno.test({
-  name: testName(
-    "RedisStore on a cluster: slots migrate mid-load (MOVED/ASK followed), scripts reload after SCRIPT FLUSH, no key runs twice",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn(t) {
+clusterTest(
+  "RedisStore on a cluster: slots migrate mid-load (MOVED/ASK followed), scripts reload after SCRIPT FLUSH, no key runs twice",
+  async (t) => {
     const cluster = await startCluster();
     const ledgerServer = new LedgerServer();
     const prefix = `${uniquePrefix("cluster_reshard")}:`;
@@ -396,7 +404,7 @@ Deno.test({
       await cluster.stop();
     }
   },
-});
+);
 
 /** Waits until the node on `port` is a master and the cluster is ok again. */
 async function promoted(
@@ -484,6 +492,63 @@ async function storeWaitCost(cluster: PrivateCluster): Promise<number> {
   }
 }
 
+/**
+ * A private cluster, the ledger server and two pairs of app processes on it
+ * (keys under a prefix made from `name`), without and with `waitReplicas: 1`,
+ * ready for `run`; `phases` lists the pairs with their index and label. All
+ * are stopped after, even on failure.
+ */
+async function withAppPairs<T>(
+  name: string,
+  run: (setup: {
+    cluster: PrivateCluster;
+    ledger: Ledger;
+    plain: Apps;
+    waited: Apps;
+    phases:
+      readonly (readonly [0, "plain", Apps] | readonly [1, "wait", Apps])[];
+  }) => Promise<T>,
+): Promise<T> {
+  const cluster = await startCluster();
+  const ledgerServer = new LedgerServer();
+  const prefix = `${uniquePrefix(name)}:`;
+  const plain = new Apps(cluster, ledgerServer, prefix, 0);
+  const waited = new Apps(cluster, ledgerServer, prefix, 1);
+  try {
+    await Promise.all([plain.ready(), waited.ready()]);
+    return await run({
+      cluster,
+      ledger: ledgerServer.ledger,
+      plain,
+      waited,
+      phases: [[0, "plain", plain], [1, "wait", waited]] as const,
+    });
+  } finally {
+    await plain.kill();
+    await waited.kill();
+    await ledgerServer.server.shutdown();
+    await cluster.stop();
+  }
+}
+
+/**
+ * A phase's verdict, asserted (no altered answer, no key that never
+ * replays), and its figures.
+ */
+function harmless(
+  label: string,
+  seen: Tally,
+  result: { stuck: string[] },
+): { altered: number; stuck: number; statuses: Tally["statuses"] } {
+  assert.deepEqual(seen.altered, [], `${label}: altered answers`);
+  assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
+  return {
+    altered: seen.altered.length,
+    stuck: result.stuck.length,
+    statuses: seen.statuses,
+  };
+}
+
 type Fault = (
   cluster: PrivateCluster,
   pair: { master: NodeInfo; replica: NodeInfo },
@@ -499,14 +564,9 @@ async function failoverUnderLoad(
   fault: Fault,
   recover?: Fault,
 ): Promise<{ plain: number; wait: number }> {
-  const cluster = await startCluster();
-  const ledgerServer = new LedgerServer();
-  const prefix = `${uniquePrefix("cluster_failover")}:`;
-  const plain = new Apps(cluster, ledgerServer, prefix, 0);
-  const waited = new Apps(cluster, ledgerServer, prefix, 1);
-  try {
-    await Promise.all([plain.ready(), waited.ready()]);
-    const { ledger } = ledgerServer;
+  return await withAppPairs("cluster_failover", async (
+    { cluster, ledger, plain, waited, phases },
+  ) => {
     const ratio = await waitCost(plain, waited, ledger);
     const pairs = await cluster.pairs();
     const storeRatio = await storeWaitCost(cluster);
@@ -517,13 +577,7 @@ async function failoverUnderLoad(
       },
     };
     const dups = { plain: 0, wait: 0 };
-    for (
-      const [i, label, apps] of [[0, "plain", plain], [
-        1,
-        "wait",
-        waited,
-      ]] as const
-    ) {
+    for (const [i, label, apps] of phases) {
       const seen = tally();
       const before = await redirections(cluster);
       const keys = await loadDuring(
@@ -543,32 +597,17 @@ async function failoverUnderLoad(
         duplicates: result.duplicates,
         dupKeys: result.dupKeys.slice(0, 5),
         movedAfterFailover: after.moved - before.moved,
-        altered: seen.altered.length,
-        stuck: result.stuck.length,
-        statuses: seen.statuses,
+        ...harmless(label, seen, result),
       };
-      assert.deepEqual(seen.altered, [], `${label}: altered answers`);
-      assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
     }
     report(name, figures);
     return dups;
-  } finally {
-    await plain.kill();
-    await waited.kill();
-    await ledgerServer.server.shutdown();
-    await cluster.stop();
-  }
+  });
 }
 
-Deno.test({
-  name: testName(
-    "RedisStore on a cluster: CLUSTER FAILOVER mid-load, without and with waitReplicas (duplicates measured; none with WAIT)",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
+clusterTest(
+  "RedisStore on a cluster: CLUSTER FAILOVER mid-load, without and with waitReplicas (duplicates measured; none with WAIT)",
+  async () => {
     const dups = await failoverUnderLoad(
       "cluster CLUSTER FAILOVER",
       async (cluster, { replica }) => {
@@ -579,17 +618,11 @@ Deno.test({
     );
     assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
   },
-});
+);
 
-Deno.test({
-  name: testName(
-    "RedisStore on a cluster: a master killed mid-load, its replica promoted, without and with waitReplicas (duplicates measured)",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
+clusterTest(
+  "RedisStore on a cluster: a master killed mid-load, its replica promoted, without and with waitReplicas (duplicates measured)",
+  async () => {
     const dups = await failoverUnderLoad(
       "cluster master killed",
       async (cluster, { master, replica }) => {
@@ -602,7 +635,7 @@ Deno.test({
     );
     assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
   },
-});
+);
 
 /** Restarts a killed node and waits until it is a synced replica again. */
 async function rejoin(cluster: PrivateCluster, port: number): Promise<void> {
@@ -616,32 +649,14 @@ async function rejoin(cluster: PrivateCluster, port: number): Promise<void> {
   await cluster.ready(true);
 }
 
-Deno.test({
-  name: testName(
-    "RedisStore on a cluster: writes acknowledged by a master whose replica lags are lost when it dies; waitReplicas: 1 loses none",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  sanitizeOps: false,
-  sanitizeResources: false,
-  async fn() {
-    const cluster = await startCluster();
-    const ledgerServer = new LedgerServer();
-    const prefix = `${uniquePrefix("cluster_lag")}:`;
-    const plain = new Apps(cluster, ledgerServer, prefix, 0);
-    const waited = new Apps(cluster, ledgerServer, prefix, 1);
-    try {
-      await Promise.all([plain.ready(), waited.ready()]);
-      const { ledger } = ledgerServer;
+clusterTest(
+  "RedisStore on a cluster: writes acknowledged by a master whose replica lags are lost when it dies; waitReplicas: 1 loses none",
+  async () => {
+    await withAppPairs("cluster_lag", async ({ cluster, ledger, phases }) => {
       const pairs = await cluster.pairs();
       const figures: Record<string, unknown> = {};
       const dups = { plain: 0, wait: 0 };
-      for (
-        const [i, label, apps] of [
-          [0, "plain", plain],
-          [1, "wait", waited],
-        ] as const
-      ) {
+      for (const [i, label, apps] of phases) {
         const { master, replica } = pairs[i]!;
         const replicaNode = cluster.nodes.find((n) => n.port === replica.port)!;
         // The replica stops receiving: frozen, and its link cut by the
@@ -671,22 +686,13 @@ Deno.test({
           keys: keys.length,
           ranBeforeTheFailover: ranBefore,
           duplicates: result.duplicates,
-          altered: seen.altered.length,
-          stuck: result.stuck.length,
-          statuses: seen.statuses,
+          ...harmless(label, seen, result),
         };
-        assert.deepEqual(seen.altered, [], `${label}: altered answers`);
-        assert.deepEqual(result.stuck, [], `${label}: keys that never replay`);
       }
       report("cluster replica lagging, then master killed", figures);
       // Without WAIT, the keys the dead master alone held ran again.
       assert.ok(dups.plain > 0, "no acknowledged write was lost without WAIT");
       assert.equal(dups.wait, 0, "keys that ran twice with waitReplicas: 1");
-    } finally {
-      await plain.kill();
-      await waited.kill();
-      await ledgerServer.server.shutdown();
-      await cluster.stop();
-    }
+    });
   },
-});
+);
