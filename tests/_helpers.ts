@@ -493,3 +493,54 @@ export async function untilRunsAgain(
     return response.status === 201;
   });
 }
+
+/**
+ * Spawns `count` processes of `deno run` (net, env and read allowed, plus
+ * `flags`) of `script`, each with the arguments `args` gives for a free port
+ * of its own, and waits until every one listens on its port; stops them all
+ * (SIGTERM) if one does not. `stop` does the same after the test.
+ */
+export async function spawnApps(
+  script: URL,
+  count: number,
+  args: (port: number, i: number) => string[],
+  env: Record<string, string>,
+  flags: string[] = [],
+): Promise<{ ports: number[]; stop: () => Promise<void> }> {
+  const ports = Array.from({ length: count }, () => freePort());
+  const children = ports.map((port, i) =>
+    new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "--allow-net",
+        "--allow-env",
+        "--allow-read",
+        ...flags,
+        script.pathname,
+        ...args(port, i),
+      ],
+      env,
+      stdout: "null",
+      stderr: "inherit",
+    }).spawn()
+  );
+  const stop = async () => {
+    for (const child of children) {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+    }
+  };
+  try {
+    await Promise.all(
+      ports.map((port) =>
+        waitFor(`the app on port ${port}`, () => listening(port))
+      ),
+    );
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { ports, stop };
+}

@@ -14,7 +14,7 @@ import {
   uniquePrefix,
 } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
-import { freePort, listening, waitFor } from "./_helpers.ts";
+import { spawnApps } from "./_helpers.ts";
 
 Deno.test({
   name: testName(
@@ -41,30 +41,16 @@ Deno.test({
       (counter.addr as Deno.NetAddr).port
     }/count`;
     const prefix = `${uniquePrefix("twoproc")}:`;
-    const ports = [freePort(), freePort()];
-    const apps = ports.map((port) =>
-      new Deno.Command(Deno.execPath(), {
-        args: [
-          "run",
-          "--allow-net",
-          "--allow-env",
-          "--allow-read",
-          new URL("./fixtures/redis_app.ts", import.meta.url).pathname,
-          String(port),
-          prefix,
-          counterUrl,
-        ],
-        env: { REDIS_URL },
-        stdout: "null",
-        stderr: "inherit",
-      }).spawn()
-    );
+    let stop = () => Promise.resolve();
     try {
-      await Promise.all(
-        ports.map((port) =>
-          waitFor(`the app on port ${port}`, () => listening(port))
-        ),
+      const apps = await spawnApps(
+        new URL("./fixtures/redis_app.ts", import.meta.url),
+        2,
+        (port) => [String(port), prefix, counterUrl],
+        { REDIS_URL },
       );
+      stop = apps.stop;
+      const { ports } = apps;
       const orders = Array.from({ length: 8 }, (_, i) => `order-${i}`);
       const send = (order: string, i: number) =>
         fetch(`http://127.0.0.1:${ports[i % 2]}/payments`, {
@@ -96,12 +82,7 @@ Deno.test({
         assert.equal(textA, textB);
       }
     } finally {
-      for (const app of apps) {
-        try {
-          app.kill("SIGTERM");
-        } catch { /* already gone */ }
-        await app.status;
-      }
+      await stop();
       await counter.shutdown();
       await deleteRedisKeys(prefix);
     }

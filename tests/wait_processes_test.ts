@@ -19,7 +19,7 @@ import {
 } from "./_services.ts";
 import { DATABASE_URL } from "./_services.ts";
 import { deleteRedisKeys } from "./_redis.ts";
-import { deferred, freePort, listening, waitFor } from "./_helpers.ts";
+import { deferred, spawnApps, waitFor } from "./_helpers.ts";
 
 interface Run {
   port: string;
@@ -75,47 +75,14 @@ async function apps(
   controlUrl: string,
   waits: number[],
 ) {
-  const ports = waits.map(() => freePort());
-  const children = ports.map((port, i) =>
-    new Deno.Command(Deno.execPath(), {
-      args: [
-        "run",
-        "--allow-net",
-        "--allow-env",
-        "--allow-read",
-        // The waiters read request.signal; this keeps Deno.serve quiet about it.
-        "--unstable-no-legacy-abort",
-        new URL("./fixtures/wait_app.ts", import.meta.url).pathname,
-        String(port),
-        kind,
-        where,
-        controlUrl,
-        String(waits[i]),
-      ],
-      env: { REDIS_URL, DATABASE_URL },
-      stdout: "null",
-      stderr: "inherit",
-    }).spawn()
+  return await spawnApps(
+    new URL("./fixtures/wait_app.ts", import.meta.url),
+    waits.length,
+    (port, i) => [String(port), kind, where, controlUrl, String(waits[i])],
+    { REDIS_URL, DATABASE_URL },
+    // The waiters read request.signal; this keeps Deno.serve quiet about it.
+    ["--unstable-no-legacy-abort"],
   );
-  const stop = async () => {
-    for (const child of children) {
-      try {
-        child.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await child.status;
-    }
-  };
-  try {
-    await Promise.all(
-      ports.map((port) =>
-        waitFor(`the app on port ${port}`, () => listening(port))
-      ),
-    );
-  } catch (error) {
-    await stop();
-    throw error;
-  }
-  return { ports, stop };
 }
 
 function send(port: number, key: string, signal?: AbortSignal) {
