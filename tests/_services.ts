@@ -227,6 +227,17 @@ export async function postgresStore(
 
 // --- private servers ---------------------------------------------------------
 
+/**
+ * Whether the tests on a private redis-server are ignored, and why: `false`
+ * when `redis-server` is installed or IDEMPOTENCY_REQUIRE_SERVICES=1 makes
+ * them required.
+ */
+export async function redisServerIgnore(): Promise<false | string> {
+  return REQUIRE_SERVICES || await haveRedisServer()
+    ? false
+    : "redis-server is not installed";
+}
+
 /** Whether `redis-server` is on the PATH. */
 export async function haveRedisServer(): Promise<boolean> {
   try {

@@ -278,6 +278,26 @@ async function redirections(
   return { moved, ask };
 }
 
+/**
+ * Claims `slot` (acquired), runs `between`, and completes it with a 201 of
+ * `body` (applied).
+ */
+async function claimAndComplete(
+  store: RedisStore,
+  slot: string,
+  body: Uint8Array,
+  between?: () => Promise<void>,
+): Promise<void> {
+  const claim = await store.claim(slot, opts);
+  assert.equal(claim.state, "acquired");
+  if (claim.state !== "acquired") return;
+  await between?.();
+  assert.equal(
+    await store.complete(slot, claim.token, { status: 201, headers: [], body }),
+    "applied",
+  );
+}
+
 async function flushScripts(cluster: PrivateCluster): Promise<void> {
   for (const { master } of await cluster.pairs()) {
     await cluster.cli(master.port, "SCRIPT", "FLUSH");
@@ -325,18 +345,11 @@ clusterTest(
               );
               await flushScripts(cluster);
               for (const slot of slots) {
-                const claim = await store.claim(slot, opts);
-                assert.equal(claim.state, "acquired");
-                if (claim.state !== "acquired") continue;
-                await flushScripts(cluster);
-                const body = new Uint8Array([0, 255, 7]);
-                assert.equal(
-                  await store.complete(slot, claim.token, {
-                    status: 201,
-                    headers: [],
-                    body,
-                  }),
-                  "applied",
+                await claimAndComplete(
+                  store,
+                  slot,
+                  new Uint8Array([0, 255, 7]),
+                  () => flushScripts(cluster),
                 );
                 const replay = await store.claim(slot, opts);
                 assert.equal(replay.state, "completed");
@@ -471,19 +484,7 @@ async function storeWaitCost(cluster: PrivateCluster): Promise<number> {
       const store = stores[label];
       const slots = Array.from({ length: 300 }, (_, i) => `${round}-${i}`);
       const started = performance.now();
-      await pool(slots, 16, async (slot) => {
-        const claim = await store.claim(slot, opts);
-        assert.equal(claim.state, "acquired");
-        if (claim.state !== "acquired") return;
-        assert.equal(
-          await store.complete(slot, claim.token, {
-            status: 201,
-            headers: [],
-            body,
-          }),
-          "applied",
-        );
-      });
+      await pool(slots, 16, (slot) => claimAndComplete(store, slot, body));
       if (round >= 2) elapsed[label] += performance.now() - started;
     }
     return elapsed.wait / elapsed.plain;

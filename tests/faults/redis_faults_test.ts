@@ -22,11 +22,7 @@
 import assert from "node:assert/strict";
 import { createClient } from "redis";
 import { RedisStore } from "../../src/stores/redis.ts";
-import {
-  haveRedisServer,
-  REQUIRE_SERVICES,
-  startRedisServer,
-} from "../_services.ts";
+import { redisServerIgnore, startRedisServer, testName } from "../_services.ts";
 import {
   assertNoHarm,
   duplicates,
@@ -40,7 +36,7 @@ import {
 } from "./_load.ts";
 import { waitFor } from "../_helpers.ts";
 
-const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
+const ignore = await redisServerIgnore();
 const KEYS = 300;
 const DUPLICATES = 3;
 const CONCURRENCY = 16;
@@ -115,7 +111,6 @@ async function underLoad(fault: Fault): Promise<void> {
   }
 }
 
-const reason = "redis-server is not installed";
 for (
   const [fault, what] of [
     ["pause", "paused (SIGSTOP) past timeoutMs"],
@@ -124,11 +119,11 @@ for (
   ] as const
 ) {
   Deno.test({
-    name:
-      `faults: RedisStore on a private redis-server ${what}, under load with duplicates${
-        ignore ? ` (ignored: ${reason})` : ""
-      }`,
-    ignore,
+    name: testName(
+      `faults: RedisStore on a private redis-server ${what}, under load with duplicates`,
+      ignore,
+    ),
+    ignore: ignore !== false,
     fn: () => underLoad(fault),
   });
 }

@@ -24,11 +24,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  haveRedisServer,
-  REQUIRE_SERVICES,
-  startRedisServer,
-} from "../_services.ts";
+import { redisServerIgnore, startRedisServer, testName } from "../_services.ts";
 import {
   assertNoHarm,
   duplicates,
@@ -44,7 +40,7 @@ import {
 import { waitFor } from "../_helpers.ts";
 import { AppProcess, ControlServer } from "./_servers.ts";
 
-const ignore = !REQUIRE_SERVICES && !(await haveRedisServer());
+const ignore = await redisServerIgnore();
 const LEASE = 1000;
 
 /** The ledger and the gates: the test's control server. */
@@ -79,11 +75,11 @@ class Control extends ControlServer {
 }
 
 Deno.test({
-  name:
-    `faults: two Deno.serve processes on one RedisStore, one SIGSTOPped past its lease, one SIGKILLed mid-handler${
-      ignore ? " (ignored: redis-server is not installed)" : ""
-    }`,
-  ignore,
+  name: testName(
+    "faults: two Deno.serve processes on one RedisStore, one SIGSTOPped past its lease, one SIGKILLed mid-handler",
+    ignore,
+  ),
+  ignore: ignore !== false,
   async fn() {
     await using redis = await startRedisServer();
     const control = new Control();
