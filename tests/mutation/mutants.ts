@@ -170,8 +170,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "capture-drops-crossing-tail",
     file: "src/capture.ts",
-    text: "rest: restOf(reader, frame.subarray(head)),",
-    replacement: "rest: restOf(reader, undefined),",
+    text: "rest: restOf(current(), frame.subarray(head)),",
+    replacement: "rest: restOf(current(), undefined),",
     tests: [T.capture],
     what: "the rest of the frame that crossed the cap is dropped",
   },
@@ -230,9 +230,12 @@ export const MUTANTS: Mutant[] = [
   {
     id: "terminal-null-body-released",
     file: GUARD,
-    text:
-      "await this.#completions.complete(beat, { status, headers, body: EMPTY });",
-    replacement: `await this.#completions.release(beat, "not_cacheable");`,
+    text: `    if (source === null) {
+      return await this.#record(flight, unit, {`,
+    replacement: `    if (source === null) {
+      await this.#completions.release(flight.beat!, "not_cacheable");
+      return response;
+      return await this.#record(flight, unit, {`,
     tests: [T.guardCapture, T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
