@@ -38,8 +38,10 @@ Deno.test("parseIdempotencyKey() reads every key written as an sf-string back, t
       key,
     });
     const bare = parseIdempotencyKey(key);
-    // A bare value loses surrounding spaces, as HTTP field values do.
-    if (bare.ok) assert.equal(bare.key, key.replace(/^ +| +$/g, ""));
+    // A bare value loses surrounding spaces, as HTTP field values do; one
+    // that then starts with a quote is read as an sf-string, not as itself.
+    const trimmed = key.replace(/^ +| +$/g, "");
+    if (bare.ok && !trimmed.startsWith('"')) assert.equal(bare.key, trimmed);
   }));
 });
 
