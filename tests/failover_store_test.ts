@@ -42,7 +42,11 @@ import {
   startRedisServer,
   uniquePrefix,
 } from "./_services.ts";
-import { deleteRedisKeys, plantRedisPoison } from "./_redis.ts";
+import {
+  deleteRedisKeys,
+  plantRedisPoison,
+  redisRecordState,
+} from "./_redis.ts";
 import {
   fakeTime,
   freePort,
@@ -900,7 +904,7 @@ integration(
     await waitFor("the record to be copied into Redis", async () => {
       const retry = await handler(post("k"));
       assert.equal(await retry.text(), "run 2");
-      return (await client!.hGet(key, "st")) === "c";
+      return (await redisRecordState(client!, key)) === "c";
     });
     assert.equal(runs, 2);
   },

@@ -24,7 +24,11 @@ import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { fetchPost, post, serveLocal } from "./_helpers.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import {
+  deleteRedisKeys,
+  redisRecordState,
+  setRedisRecordHeaders,
+} from "./_redis.ts";
 import {
   POSTGRES_IGNORE,
   postgresSchema,
@@ -358,8 +362,8 @@ Deno.test({
       for (const kind of Object.keys(BAD)) {
         await throughMiddleware(store, kind, async (slot, headers) => {
           const key = prefix + slot;
-          assert.equal(await client.hGet(key, "st"), "c");
-          await client.hSet(key, "hdr", JSON.stringify(headers));
+          assert.equal(await redisRecordState(client, key), "c");
+          await setRedisRecordHeaders(client, key, headers);
         });
       }
     } finally {
@@ -454,14 +458,14 @@ Deno.test({
       const kind = "CR LF in a value";
       // Damaged in both: in flight.
       await throughMiddleware(store, kind, async (slot, headers) => {
-        await client.hSet(prefix + slot, "hdr", JSON.stringify(headers));
+        await setRedisRecordHeaders(client, prefix + slot, headers);
         await tamperPg(sql, table, slot, headers);
       });
       // Damaged in the primary only: in flight, or the fallback's intact
       // copy replayed (a FailoverStore may consult it on a primary
       // in_flight); never a second run.
       await throughMiddleware(store, kind, async (slot, headers) => {
-        await client.hSet(prefix + slot, "hdr", JSON.stringify(headers));
+        await setRedisRecordHeaders(client, prefix + slot, headers);
       }, "conflict_or_replay");
       // Damaged in the fallback, written while the primary was down.
       primaryDown = true;

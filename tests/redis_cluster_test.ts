@@ -34,6 +34,7 @@ import {
   waitUntil,
 } from "./_cluster.ts";
 import { testName, uniquePrefix } from "./_services.ts";
+import { REDIS_STRING_POISONS } from "./_redis.ts";
 import {
   Ledger,
   load,
@@ -112,32 +113,13 @@ const clients: [string, Maker][] = [
 
 /** Plants a value that is not a record of ours, through a cluster client. */
 async function poison(admin: Cluster, key: string, kind: PoisonKind) {
-  const future = String(Date.now() + 3_600_000);
   await admin.del(key);
-  if (kind === "garbage") {
-    await admin.set(
-      key,
-      Buffer.from(crypto.getRandomValues(new Uint8Array(64))),
-    );
-  } else if (kind === "truncated") {
-    await admin.hset(key, {
-      v: "1",
-      st: "c",
-      fp: "x",
-      dl: future,
-      status: "200",
-      hdr: '[["content-type","te',
-    });
-  } else {
-    await admin.hset(key, {
-      v: "2",
-      st: "f",
-      fp: "x",
-      tok: "t",
-      lu: "1",
-      dl: future,
-    });
-  }
+  await admin.set(
+    key,
+    kind === "garbage"
+      ? Buffer.from(crypto.getRandomValues(new Uint8Array(64)))
+      : REDIS_STRING_POISONS[kind]!,
+  );
 }
 
 for (const [label, make] of clients) {

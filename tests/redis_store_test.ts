@@ -36,6 +36,19 @@ import {
 import { deleteRedisKeys, plantRedisPoison, REDIS_POISONS } from "./_redis.ts";
 import { post, untilRunsAgain, warmCountingHandler } from "./_helpers.ts";
 import { Orphans } from "../src/stores/_orphans.ts";
+import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
+import { completedRecord } from "../src/stores/_redis_record.ts";
+
+/** The token a native claim (`SET key <record> NX PX ttl GET`) offers. */
+function claimToken(args: (string | Uint8Array)[]): string {
+  const record = String(args[2]);
+  return record.slice(record.indexOf(":") + 1);
+}
+
+/** Whether `args` is the release script (its token is `args[4]`). */
+function isRelease(args: (string | Uint8Array)[]): boolean {
+  return args[0] === "EVALSHA" && args[1] === SCRIPTS.release.sha;
+}
 
 const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
@@ -180,7 +193,7 @@ async function addressOf(client: RedisClientLike): Promise<string> {
 for (const [label, make] of clients) {
   Deno.test({
     name: testName(
-      `RedisStore (${label}) makes one round trip per operation, and recovers from SCRIPT FLUSH`,
+      `RedisStore (${label}) makes one round trip per operation (two for a claim in flight), and recovers from SCRIPT FLUSH`,
       ignore,
     ),
     ignore: ignore !== false,
@@ -207,52 +220,58 @@ for (const [label, make] of clients) {
           await store.complete("warm", warm.token, response);
         }
 
-        await t.step("each operation is one EVALSHA", async () => {
-          let token = "";
-          const cases: [string, () => Promise<unknown>][] = [
-            ["claim (fresh)", async () => {
-              const r = await store.claim("a", opts);
-              assert.equal(r.state, "acquired");
-              if (r.state === "acquired") token = r.token;
-            }],
-            ["claim (in flight)", async () => {
-              assert.equal((await store.claim("a", opts)).state, "in_flight");
-            }],
-            ["extend", async () => {
-              assert.equal(await store.extend("a", token, 5000), "applied");
-            }],
-            ["complete", async () => {
-              assert.equal(
-                await store.complete("a", token, response),
-                "applied",
-              );
-            }],
-            ["claim (replay, body included)", async () => {
-              const r = await store.claim("a", opts);
-              assert.equal(r.state, "completed");
-              if (r.state === "completed") {
-                assert.deepEqual([...r.response.body!], [0, 255, 1]);
-              }
-            }],
-            ["release (lost)", async () => {
-              assert.equal(await store.release("a", token), "lost");
-            }],
-            ["release (applied)", async () => {
-              const r = await store.claim("b", opts);
-              assert.equal(r.state, "acquired");
-              if (r.state === "acquired") {
-                assert.equal(await store.release("b", r.token), "applied");
-              }
-            }],
-          ];
-          for (const [name, fn] of cases) {
-            const seen = await watch(client, address, fn);
-            const expected = name === "release (applied)"
-              ? ["evalsha", "evalsha"]
-              : ["evalsha"];
-            assert.deepEqual(seen, expected, name);
-          }
-        });
+        await t.step(
+          "a claim is one SET (and the claim script when in flight), each write one EVALSHA",
+          async () => {
+            let token = "";
+            const cases: [string, () => Promise<unknown>][] = [
+              ["claim (fresh)", async () => {
+                const r = await store.claim("a", opts);
+                assert.equal(r.state, "acquired");
+                if (r.state === "acquired") token = r.token;
+              }],
+              ["claim (in flight)", async () => {
+                assert.equal((await store.claim("a", opts)).state, "in_flight");
+              }],
+              ["extend", async () => {
+                assert.equal(await store.extend("a", token, 5000), "applied");
+              }],
+              ["complete", async () => {
+                assert.equal(
+                  await store.complete("a", token, response),
+                  "applied",
+                );
+              }],
+              ["claim (replay, body included)", async () => {
+                const r = await store.claim("a", opts);
+                assert.equal(r.state, "completed");
+                if (r.state === "completed") {
+                  assert.deepEqual([...r.response.body!], [0, 255, 1]);
+                }
+              }],
+              ["release (lost)", async () => {
+                assert.equal(await store.release("a", token), "lost");
+              }],
+              ["release (applied)", async () => {
+                const r = await store.claim("b", opts);
+                assert.equal(r.state, "acquired");
+                if (r.state === "acquired") {
+                  assert.equal(await store.release("b", r.token), "applied");
+                }
+              }],
+            ];
+            const expected: Record<string, string[]> = {
+              "claim (fresh)": ["set"],
+              "claim (in flight)": ["set", "evalsha"],
+              "claim (replay, body included)": ["set"],
+              "release (applied)": ["set", "evalsha"],
+            };
+            for (const [name, fn] of cases) {
+              const seen = await watch(client, address, fn);
+              assert.deepEqual(seen, expected[name] ?? ["evalsha"], name);
+            }
+          },
+        );
 
         await t.step(
           "after SCRIPT FLUSH an operation falls back to EVAL once, and works",
@@ -268,13 +287,22 @@ for (const [label, make] of clients) {
               );
             });
             assert.deepEqual(seen, ["evalsha", "eval"]);
-            // Each script is reloaded on its own first use.
+            // Each script is reloaded on its own first use; a replay needs none.
             await admin.client.script("FLUSH");
-            const replay = await store.claim("flush", opts);
-            assert.equal(replay.state, "completed");
             assert.deepEqual(
-              await watch(client, address, () => store.claim("flush", opts)),
-              ["evalsha"],
+              await watch(client, address, async () => {
+                const replay = await store.claim("flush", opts);
+                assert.equal(replay.state, "completed");
+              }),
+              ["set"],
+            );
+            assert.equal((await store.claim("flush2", opts)).state, "acquired");
+            assert.deepEqual(
+              await watch(client, address, async () => {
+                const again = await store.claim("flush2", opts);
+                assert.equal(again.state, "in_flight");
+              }),
+              ["set", "evalsha", "eval"],
             );
           },
         );
@@ -292,7 +320,7 @@ for (const [label, make] of clients) {
             await store.complete("ttl", r.token, response);
             const after = await admin.client.pttl(`${prefix}ttl`);
             assert.ok(after < before - 40 && after > 0, `${before} ${after}`);
-            assert.equal(await admin.client.type(`${prefix}ttl`), "hash");
+            assert.equal(await admin.client.type(`${prefix}ttl`), "string");
           },
         );
       } finally {
@@ -338,9 +366,11 @@ for (const [label, make] of clients) {
               `${kind}: ${seen.retryAfterMs}`,
             );
           }
-          assert.equal(await store.extend(kind, "t", 1000), "lost", kind);
+          // A token long enough to carry a fingerprint, so the scripts run.
+          const t = "t".repeat(40);
+          assert.equal(await store.extend(kind, t, 1000), "lost", kind);
           assert.equal(
-            await store.complete(kind, "t", {
+            await store.complete(kind, t, {
               status: 200,
               headers: [],
               body: new Uint8Array(1),
@@ -348,7 +378,7 @@ for (const [label, make] of clients) {
             "lost",
             kind,
           );
-          assert.equal(await store.release(kind, "t"), "lost", kind);
+          assert.equal(await store.release(kind, t), "lost", kind);
           assert.deepEqual(await admin.client.dump(key), before, kind);
         }
       } finally {
@@ -382,7 +412,7 @@ Deno.test({
     assert.ok(error.cause instanceof Error);
     // At once: the refusal itself, not the 5 s timeout.
     assert.doesNotMatch(error.message, /did not answer within/);
-    const write = await store.complete("s", "t", {
+    const write = await store.complete("s", "t".repeat(40), {
       status: 200,
       headers: [],
       body: null,
@@ -513,7 +543,7 @@ Deno.test("RedisStore's deadline timer never keeps a process alive", async () =>
     JSON.stringify(new URL("../src/stores/redis.ts", import.meta.url).href)
   };
     const store = new RedisStore({
-      client: { sendCommand: () => Promise.resolve(1) },
+      client: { sendCommand: () => Promise.resolve(null) },
       timeoutMs: 30_000,
     });
     await store.claim("s", { fingerprint: "f", leaseMs: 1000, ttlMs: 1000 });
@@ -537,22 +567,45 @@ Deno.test("RedisStore retries once with EVAL on NOSCRIPT, also after a '-' prefi
     const client: RedisCommander = {
       sendCommand(args) {
         sent.push(String(args[0]));
-        return args[0] === "EVALSHA"
-          ? Promise.reject(new Error(`${prefix}NOSCRIPT No matching script.`))
-          : Promise.resolve(1);
+        if (args[0] === "EVALSHA") {
+          return Promise.reject(
+            new Error(`${prefix}NOSCRIPT No matching script.`),
+          );
+        }
+        return Promise.resolve(args[0] === "EVAL" ? 1 : null);
       },
     };
-    const r = await new RedisStore({ client }).claim("s", opts);
+    const store = new RedisStore({ client });
+    const r = await store.claim("s", opts);
     assert.equal(r.state, "acquired");
-    assert.deepEqual(sent, ["EVALSHA", "EVAL"]);
+    assert.deepEqual(sent, ["SET"]);
+    assert.equal(await store.release("s", "t".repeat(40)), "applied");
+    assert.deepEqual(sent, ["SET", "EVALSHA", "EVAL"]);
   }
   const twice: RedisCommander = {
     sendCommand: () => Promise.reject(new Error("NOSCRIPT again")),
   };
   await assert.rejects(
-    () => new RedisStore({ client: twice }).claim("s", opts),
+    () => new RedisStore({ client: twice }).release("s", "t"),
     StoreError,
   );
+});
+
+Deno.test("RedisStore claims with the script from then on when the server refuses SET … NX … GET (Redis before 7.0)", async () => {
+  const sent: string[] = [];
+  const client: RedisCommander = {
+    sendCommand(args) {
+      sent.push(String(args[0]));
+      if (args[0] === "SET") {
+        return Promise.reject(new Error("ERR syntax error"));
+      }
+      return Promise.resolve(1);
+    },
+  };
+  const store = new RedisStore({ client });
+  assert.equal((await store.claim("s", opts)).state, "acquired");
+  assert.equal((await store.claim("t", opts)).state, "acquired");
+  assert.deepEqual(sent, ["SET", "EVALSHA", "EVALSHA"]);
 });
 
 Deno.test("RedisStore validates its options and arguments", async () => {
@@ -792,32 +845,55 @@ Deno.test("RedisStore undoes a timed-out claim by its token when the late reply 
   const answers: ((reply: unknown) => void)[] = [];
   const sent: string[] = []; // the claims' tokens
   const releases: string[] = []; // the releases' tokens
+  // The claim script (after a native claim found the slot in flight)
+  // answers what `script` says.
+  let script: unknown = [0, "fp", 100];
+  let scripts = 0;
   const client: RedisCommander = {
     sendCommand(args) {
-      // EVALSHA sha 1 key, then a claim's fingerprint, token, lease, ttl.
-      if (args.length === 8) {
-        sent.push(String(args[5]));
+      if (args[0] === "SET") {
+        sent.push(claimToken(args));
         return new Promise((resolve) => answers.push(resolve));
       }
-      releases.push(String(args[4]));
-      return Promise.resolve(1);
+      if (isRelease(args)) {
+        releases.push(String(args[4]));
+        return Promise.resolve(1);
+      }
+      scripts++;
+      return Promise.resolve(script);
     },
   };
   const watched = new RedisStore({ client, timeoutMs: 30 });
 
-  // Acquired late: released, fenced by the claim's own token.
+  // Acquired late (nil): released, fenced by the claim's own token.
   await assert.rejects(() => watched.claim("s1", opts), StoreError);
-  answers.shift()!(1);
+  answers.shift()!(null);
   await waitFor("the undo", () => releases.length === 1);
   assert.deepEqual(releases, [sent[0]]);
 
-  // In flight or completed late: nothing to undo.
+  // Completed late, or in flight (the script then says so): nothing to undo.
+  const other = "x".repeat(36) + "fp";
   await assert.rejects(() => watched.claim("s2", opts), StoreError);
   await assert.rejects(() => watched.claim("s3", opts), StoreError);
-  answers.shift()!([0, "fp", 100]);
-  answers.shift()!([1, "fp", "201", "[]", "", false]);
+  answers.shift()!(new TextEncoder().encode(`idem2f100:${other}`));
+  answers.shift()!(
+    completedRecord(other, {
+      status: 201,
+      headers: [],
+      body: null,
+      omitted: "too_large",
+    }),
+  );
+  await waitFor("the script after the in-flight reply", () => scripts === 1);
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.equal(releases.length, 1);
+
+  // In flight late, and then the script took an expired lease over: undone.
+  script = 2;
+  await assert.rejects(() => watched.claim("s4", opts), StoreError);
+  answers.shift()!(new TextEncoder().encode(`idem2f100:${other}`));
+  await waitFor("the undo", () => releases.length === 2);
+  assert.deepEqual(releases, [sent[0], sent[3]]);
 });
 
 Deno.test("RedisStore undoes a claim whose connection broke under it, not one the client refused to send", async () => {
@@ -825,7 +901,7 @@ Deno.test("RedisStore undoes a claim whose connection broke under it, not one th
   let failure = "Socket closed unexpectedly";
   const client: RedisCommander = {
     sendCommand(args) {
-      if (args.length === 8) return Promise.reject(new Error(failure));
+      if (args[0] === "SET") return Promise.reject(new Error(failure));
       releases.push(String(args[4]));
       return Promise.resolve(1);
     },
@@ -854,9 +930,9 @@ Deno.test("RedisStore retries an undo that fails until Redis answers again", asy
   const client: RedisCommander = {
     sendCommand(args) {
       if (down) return Promise.reject(new Error("Connection is closed."));
-      if (args.length === 8) claims++;
-      else releases++;
-      return Promise.resolve(1);
+      if (args[0] === "SET") claims++;
+      else if (isRelease(args)) releases++;
+      return Promise.resolve(args[0] === "SET" ? null : 1);
     },
   };
   const store = new RedisStore({ client, timeoutMs: 1000 });

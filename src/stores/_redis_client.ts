@@ -132,9 +132,16 @@ export function commander(client: RedisClientLike): Send {
     };
     if (typeof c.getSlotMaster === "function") {
       // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
-      // Every script here takes exactly one key, the fourth argument.
+      // Every script here takes exactly one key, the fourth argument; every
+      // other command (SET, PUBLISH) has its key first.
       return (args) =>
-        send.call(client, args[3], false, map(args), NODE_REDIS_OPTIONS);
+        send.call(
+          client,
+          args[0] === "EVALSHA" || args[0] === "EVAL" ? args[3] : args[1],
+          false,
+          map(args),
+          NODE_REDIS_OPTIONS,
+        );
     }
     // node-redis client: sendCommand(args, options), Buffer args only.
     return (args) => send.call(client, map(args), NODE_REDIS_OPTIONS);
@@ -150,8 +157,31 @@ export function commander(client: RedisClientLike): Send {
 
 /** Whether `error` is Redis's answer to an EVALSHA of an unknown script. */
 export function isNoScript(error: unknown): boolean {
+  return errorCode(error) === "NOSCRIPT";
+}
+
+/**
+ * Whether `error` is Redis's answer to a command on a key of another type:
+ * for a `SET … GET`, the key holds no string, and nothing was written.
+ */
+export function isWrongType(error: unknown): boolean {
+  return errorCode(error) === "WRONGTYPE";
+}
+
+/**
+ * Whether `error` is Redis's `ERR syntax error`: what a server before 7.0
+ * answers to `SET … NX … GET`, writing nothing.
+ */
+export function isSyntaxError(error: unknown): boolean {
   const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" && /^-?NOSCRIPT/.test(message);
+  return typeof message === "string" && /^-?ERR syntax error/.test(message);
+}
+
+/** The error code an error reply starts with (after an optional `-`). */
+function errorCode(error: unknown): string | undefined {
+  const message = (error as { message?: unknown } | null)?.message;
+  if (typeof message !== "string") return undefined;
+  return /^-?([A-Z]+)/.exec(message)?.[1];
 }
 
 const decoder = new TextDecoder();

@@ -1,24 +1,42 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore's protocol: the record's layout in a Redis hash, the Lua script
- * of each operation, and the reading of a claim's reply. No transport here:
- * `redis.ts` sends these through whatever client `_redis_client.ts` detected.
+ * RedisStore's protocol: the Lua script of each operation and the reading of
+ * a claim's reply (the record's layout is in `_redis_record.ts`). No
+ * transport here: `redis.ts` sends these through whatever client
+ * `_redis_client.ts` detected.
  *
  * @module
  */
 
 import { createHash } from "node:crypto";
 import type { ClaimResult, StoreOperation } from "../store.ts";
-import {
-  decodeHeaders,
-  RECORD_VERSION,
-  toStoredResponse,
-  unreadable,
-} from "../_record.ts";
+import { decodeHeaders, toStoredResponse, unreadable } from "../_record.ts";
 import { bytes, text } from "./_redis_client.ts";
+import {
+  COMPLETED,
+  decodeCompleted,
+  IN_FLIGHT,
+  TOKEN_ID_LENGTH,
+} from "./_redis_record.ts";
 
-// The record is a hash at `prefix + slot`:
-//   v       the record format version (RECORD_VERSION)
+// The record is one string (see `_redis_record.ts`). A claim is the native
+// `SET key <in-flight record> NX PX ttl GET`, sent by `redis.ts`; it comes
+// here, to the claim script, only when that reply is neither nil (acquired)
+// nor a completed record: an in-flight record (whose lease only a script can
+// read), a value that is not ours, a first-layout hash (Redis answers
+// WRONGTYPE), or a server without `SET … NX … GET` (Redis before 7.0).
+//
+// The script of each fenced write reads the record with one GET and answers
+// 0 unless it is an in-flight record under ARGV[1], the token: ownership does
+// not depend on the lease (an owner nobody took over keeps it), and past its
+// deadline the key is gone. It then writes with KEEPTTL, so the deadline
+// never moves. Reads go through `redis.pcall`, which answers a key of
+// another type with an error table instead of raising WRONGTYPE. Nothing
+// reads the clock: the key's PTTL is the server's clock for both the
+// deadline and the lease.
+//
+// The first layout, a hash per slot (kept for the claim script only):
+//   v       "1"
 //   st      "f" (in flight) or "c" (completed)
 //   fp      the fingerprint of the first claim
 //   tok     the owner's token
@@ -28,58 +46,34 @@ import { bytes, text } from "./_redis_client.ts";
 //   hdr     the header pairs as JSON       (completed)
 //   body    the body bytes                 (completed, unless omitted)
 //   om      why the body was omitted       (completed, when omitted)
-// Any other value at the key (another type, a hash without our version
-// field, a missing or malformed field, another version) is unreadable: it
-// reads as in flight and no script ever writes to it. Reads go through
-// `redis.pcall`, which answers a key of another type with an error table
-// instead of raising WRONGTYPE: one call where `TYPE` and then a read would
-// be two. The key expires at `dl` (PEXPIRE at the claim), so Redis itself
-// hides a record past its deadline; `complete` and `release` need no clock.
-//
-// Every `redis.call` costs the server about a microsecond, and the server's
-// time is what bounds throughput at many requests in flight: the scripts make
-// as few as they can (claim: TIME, HMGET, and EXISTS + HSET + PEXPIRE when
-// it takes a free slot; complete: HMGET, HSET; release: HMGET, DEL; extend:
-// TIME, HMGET, HSET). The claim reads the fields it needs with one HMGET
-// rather than HGETALL into a Lua table: measured with redis-benchmark on a
-// completed record, 0.77x the server time of a replay. HMGET cannot tell an
-// absent key from a hash without our fields, so when `v` is missing an EXISTS
-// tells them apart (a foreign hash stays unreadable, never overwritten).
+// A hash without our version field, or with a missing or malformed field,
+// is unreadable.
 
-const V = String(RECORD_VERSION);
-
-/** The server's clock in ms. */
-const NOW = `local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-`;
+const IN_FLIGHT_LUA = `'${IN_FLIGHT}'`;
 
 /**
  * Shared by the fenced writes: answers 0 unless ARGV[1], the token, owns the
- * slot (a record of ours, in flight under this token; past its deadline the
- * key is gone). Ownership does not depend on the lease: an owner nobody took
- * over keeps it.
+ * slot (an in-flight record of ours under this token). Leaves `c`, the
+ * position of the colon after the floor.
  */
 const OWNED = `local key = KEYS[1]
-local r = redis.pcall('HMGET', key, 'v', 'st', 'tok', 'dl')
-if r.err or r[1] ~= '${V}' or r[2] ~= 'f' or r[3] ~= ARGV[1] or not tonumber(r[4]) then
-  return 0
-end
+local v = redis.pcall('GET', key)
+if type(v) ~= 'string' or string.sub(v, 1, 6) ~= ${IN_FLIGHT_LUA} then return 0 end
+local c = string.find(v, ':', 7, true)
+if not c or string.sub(v, c + 1) ~= ARGV[1] then return 0 end
 `;
 
 /**
- * ARGV: fingerprint, token, leaseMs, ttlMs. Replies 1 (acquired), 2
- * (acquired by taking over an expired lease), {0, fp, ms} (in flight, ms
- * left on the lease), {1, fp, status, hdr, body, om} (completed), or
- * {2, ms} (unreadable, with a retry hint).
+ * ARGV: the in-flight record to write, ttlMs, leaseMs. Replies 1 (acquired),
+ * 2 (acquired by taking over an expired lease), {0, fp, ms} (in flight, ms
+ * left on the lease), {3, record, ms} (completed, with the hint to give
+ * should the record not decode), {1, fp, status, hdr, body, om} (completed,
+ * a first-layout hash), or {2, ms} (unreadable, with a retry hint).
  */
 const CLAIM = `local key = KEYS[1]
-${NOW}local lease = tonumber(ARGV[3])
-local ttl = tonumber(ARGV[4])
-local function take(reply, existed)
-  if existed then redis.call('DEL', key) end
-  redis.call('HSET', key, 'v', '${V}', 'st', 'f', 'fp', ARGV[1], 'tok', ARGV[2],
-    'lu', string.format('%d', now + lease), 'dl', string.format('%d', now + ttl))
-  redis.call('PEXPIRE', key, ttl)
+local lease = tonumber(ARGV[3])
+local function take(reply)
+  redis.call('SET', key, ARGV[1], 'PX', ARGV[2])
   return reply
 end
 local function unreadable()
@@ -87,28 +81,40 @@ local function unreadable()
   if left > 0 and left < lease then return {2, left} end
   return {2, lease}
 end
-local r = redis.pcall('HMGET', key, 'v', 'fp', 'dl', 'st', 'lu', 'status', 'hdr', 'body', 'om')
-if r.err then return unreadable() end
-local fp = r[2]
-local dl = tonumber(r[3])
-if r[1] ~= '${V}' or not fp or dl == nil then
-  if r[1] == false and redis.call('EXISTS', key) == 0 then return take(1, false) end
-  return unreadable()
+local function hash()
+  local r = redis.pcall('HMGET', key, 'v', 'fp', 'dl', 'st', 'lu', 'status', 'hdr', 'body', 'om')
+  if r.err then return unreadable() end
+  local fp = r[2]
+  local dl = tonumber(r[3])
+  if r[1] ~= '1' or not fp or dl == nil then return unreadable() end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if dl <= now then return take(1) end
+  if r[4] == 'c' then return {1, fp, r[6], r[7], r[8], r[9]} end
+  local lu = tonumber(r[5])
+  if r[4] ~= 'f' or lu == nil then return unreadable() end
+  if lu > now then return {0, fp, lu - now} end
+  return take(2)
 end
-if dl <= now then return take(1, true) end
-if r[4] == 'c' then return {1, fp, r[6], r[7], r[8], r[9]} end
-local lu = tonumber(r[5])
-if r[4] ~= 'f' or lu == nil then return unreadable() end
-if lu > now then return {0, fp, lu - now} end
-return take(2, true)
+local v = redis.pcall('GET', key)
+if type(v) == 'table' then return hash() end
+if not v then return take(1) end
+local head = string.sub(v, 1, 6)
+if head == '${COMPLETED}' then return {3, v, unreadable()[2]} end
+if head ~= ${IN_FLIGHT_LUA} then return unreadable() end
+local c = string.find(v, ':', 7, true)
+local floor = c and tonumber(string.sub(v, 7, c - 1))
+if not floor or #v - c < ${TOKEN_ID_LENGTH} then return unreadable() end
+local left = redis.call('PTTL', key)
+if left < 0 then return unreadable() end
+if left > floor then return {0, string.sub(v, c + ${
+  TOKEN_ID_LENGTH + 1
+}), left - floor} end
+return take(2)
 `;
 
-/** ARGV: token, status, hdr, body, om ("" when the body is present). */
-const COMPLETE = `${OWNED}if ARGV[5] == '' then
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'body', ARGV[4])
-else
-  redis.call('HSET', key, 'st', 'c', 'status', ARGV[2], 'hdr', ARGV[3], 'om', ARGV[5])
-end
+/** ARGV: token, the completed record. */
+const COMPLETE = `${OWNED}redis.call('SET', key, ARGV[2], 'KEEPTTL')
 return 1
 `;
 
@@ -118,8 +124,9 @@ return 1
 `;
 
 /** ARGV: token, leaseMs. */
-const EXTEND =
-  `${OWNED}${NOW}redis.call('HSET', key, 'lu', string.format('%d', now + tonumber(ARGV[2])))
+const EXTEND = `${OWNED}local left = redis.call('PTTL', key)
+if left < 0 then return 0 end
+redis.call('SET', key, ${IN_FLIGHT_LUA} .. string.format('%d', left - tonumber(ARGV[2])) .. ':' .. ARGV[1], 'KEEPTTL')
 return 1
 `;
 
@@ -140,6 +147,30 @@ export const SCRIPTS: Readonly<Record<StoreOperation, Script>> = {
   release: script(RELEASE),
   extend: script(EXTEND),
 };
+
+/**
+ * Reads the reply of the native claim, `SET … NX PX ttl GET`: nil is
+ * acquired, a completed record is a replay. Anything else (an in-flight
+ * record, a value that is not ours) answers `undefined`: the claim script
+ * must look.
+ *
+ * @param reply The command's reply, decoded by the client.
+ * @param token The token the claim offered.
+ * @returns What the claim found, or `undefined`.
+ */
+export function decodeNativeClaim(
+  reply: unknown,
+  token: string,
+): ClaimResult | undefined {
+  if (reply === null) return { state: "acquired", token, recovered: false };
+  const value = reply instanceof Uint8Array ? reply : bytes(reply);
+  const record = value === null ? null : decodeCompleted(value);
+  return record === null ? undefined : {
+    state: "completed",
+    fingerprint: record.fingerprint,
+    response: record.response,
+  };
+}
 
 /**
  * Reads the claim script's reply (see {@linkcode CLAIM}): acquired under
@@ -168,6 +199,13 @@ export function decodeClaim(
       fingerprint: fp,
       retryAfterMs: Math.max(1, Number(b) || 1),
     };
+  }
+  if (kind === 3) {
+    const value = bytes(a);
+    const record = value === null ? null : decodeCompleted(value);
+    return record === null
+      ? unreadable(Number(b) || leaseMs)
+      : { state: "completed", ...record };
   }
   if (kind === 1) {
     const fp = text(a);

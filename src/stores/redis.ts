@@ -1,9 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * A store on Redis (or Redis Cluster) for apps that run many instances:
- * {@linkcode RedisStore}. Every operation is one round trip, a Lua script
- * sent by `EVALSHA` (and by `EVAL` when the server does not know the script,
- * after a restart or `SCRIPT FLUSH`), timed on the server's clock.
+ * {@linkcode RedisStore}. A claim is one native command (`SET … NX PX ttl
+ * GET`); the fenced writes are Lua scripts sent by `EVALSHA` (and by `EVAL`
+ * when the server does not know the script, after a restart or `SCRIPT
+ * FLUSH`). Leases and deadlines are timed on the server's clock.
  *
  * It takes the client the caller made: an npm `redis` (node-redis 5) client
  * or cluster, an `ioredis` client or cluster, or anything with the one-method
@@ -44,12 +45,14 @@ export type {
   RedisCommander,
 } from "./_redis_client.ts";
 
-import { assertStoredResponse, encodeHeaders } from "../_record.ts";
+import { assertStoredResponse } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import {
   commander,
   isNoScript,
+  isSyntaxError,
+  isWrongType,
   mayHaveRun,
   type RedisClientLike,
   type Send,
@@ -57,7 +60,14 @@ import {
   type Wait,
   waiter,
 } from "./_redis_client.ts";
-import { decodeClaim, SCRIPTS } from "./_redis_scripts.ts";
+import { decodeClaim, decodeNativeClaim, SCRIPTS } from "./_redis_scripts.ts";
+import {
+  COMPLETED,
+  completedRecord,
+  IN_FLIGHT,
+  inFlightRecord,
+  newToken,
+} from "./_redis_record.ts";
 import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 /**
@@ -78,9 +88,20 @@ export interface RedisSubscriberLike {
   ): Promise<unknown>;
 }
 
-/** What `waitForChange()` reads once subscribed: the record's state field. */
-const STATE_SCRIPT = "local r = redis.pcall('HGET', KEYS[1], 'st') " +
-  "if type(r) == 'table' and r.err then return -1 end return r";
+/**
+ * What `waitForChange()` reads once subscribed: "f" for an in-flight record
+ * (of either layout), -1 for a value that is not ours, anything else for an
+ * absent or completed one.
+ */
+const STATE_SCRIPT = `local r = redis.pcall('GETRANGE', KEYS[1], 0, 5)
+if type(r) == 'table' then
+  r = redis.pcall('HGET', KEYS[1], 'st')
+  if type(r) == 'table' then return -1 end
+  return r
+end
+if r == '${IN_FLIGHT}' then return 'f' end
+if r == '' or r == '${COMPLETED}' then return 'c' end
+return -1`;
 /** {@linkcode STATE_SCRIPT}'s reply for a key of another type. */
 const UNREADABLE = -1;
 
@@ -147,19 +168,32 @@ export interface RedisStoreOptions {
 
 /**
  * An {@linkcode IdempotencyStore} on Redis: one key per slot (so Redis
- * Cluster works), every operation one round trip.
+ * Cluster works), one string per record, every operation one round trip but
+ * for a claim that finds the slot in flight (two).
  *
- * - Each operation is a Lua script sent with `EVALSHA`, and again with `EVAL`
- *   when Redis answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
- * - Leases and deadlines use the server's clock (`TIME`), so instances with
- *   skewed clocks agree. A claim that acquires the slot sets its deadline and
- *   `PEXPIRE`s the key; `complete` and `extend` keep both (KEEPTTL semantics).
+ * - A claim is the native `SET key <in-flight record> NX PX ttl GET`, no
+ *   script: Redis answers nil when it took the free slot, or the value that
+ *   holds it. A completed record is the replay, decoded in place (the body a
+ *   view into the reply). Anything else (a claim in flight, whose lease only
+ *   a script can judge, or a value that is not ours) goes on to the claim
+ *   script, which answers in flight, takes an expired lease over
+ *   (`recovered: true`), or reads the value as unreadable. On a server
+ *   without `SET … NX … GET` (Redis before 7.0) every claim is the script.
+ * - `complete`, `release` and `extend` are Lua scripts, fenced by the
+ *   claim's token, sent with `EVALSHA`, and again with `EVAL` when Redis
+ *   answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
+ * - The deadline is the key's expiry (`PX ttl` at the claim; every later
+ *   write keeps it), and the lease is told by the key's remaining time too:
+ *   both are on the server's clock, so instances with skewed clocks agree,
+ *   and a record past its deadline is absent.
  * - A claim answers a completed record whole, body included: a replay needs
  *   no second trip. Bodies are stored as raw bytes.
- * - A value at the key that is not a record of ours (another type, a missing
- *   field, another format version) reads as `in_flight` with
- *   `fingerprint: null` and is never overwritten: no exception on the request
- *   path, and never a second execution.
+ * - A value at the key that is not a record of ours (another type, a string
+ *   of another layout or version, a record cut short) reads as `in_flight`
+ *   with `fingerprint: null` and is never overwritten: no exception on the
+ *   request path, and never a second execution. Records of the first layout
+ *   (a hash per slot, written by 0.1) are still read: replayed when
+ *   completed, in flight until their lease ends.
  * - On Redis Cluster every operation touches one key, routed by the client.
  *   A failover may lose a write its master acknowledged (replication is
  *   asynchronous); `waitReplicas` makes the store confirm each claim and
@@ -237,13 +271,13 @@ export interface RedisStoreOptions {
  * const client: RedisCommander = {
  *   sendCommand(args) {
  *     sent.push(String(args[0]));
- *     return Promise.resolve(1); // the claim script's "acquired"
+ *     return Promise.resolve(null); // SET … NX GET's "the key was free"
  *   },
  * };
  * const store = new RedisStore({ client });
  * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
  * assert.equal(claim.state, "acquired");
- * assert.deepEqual(sent, ["EVALSHA"]);
+ * assert.deepEqual(sent, ["SET"]);
  * ```
  */
 export class RedisStore implements IdempotencyStore {
@@ -264,6 +298,8 @@ export class RedisStore implements IdempotencyStore {
   #waits: Deadlines<WaitCall>;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #deadlines: Deadlines<Call>;
+  /** Whether the server takes `SET … NX … GET` (Redis 7.0 and later). */
+  #native = true;
 
   /**
    * Makes a store on a client the caller connected.
@@ -335,14 +371,23 @@ export class RedisStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
-    const token = crypto.randomUUID();
-    const reply = await this.#eval("claim", slot, [
-      fingerprint,
+    const token = newToken(fingerprint);
+    const key = this.#prefix + slot;
+    const record = inFlightRecord(token, leaseMs, ttlMs);
+    const ttl = String(ttlMs);
+    const claim: ClaimCall = {
+      slot,
       token,
-      String(leaseMs),
-      String(ttlMs),
-    ], { slot, token, leaseMs });
-    const result = decodeClaim(reply, token, leaseMs);
+      leaseMs,
+      native: this.#native,
+      result: undefined,
+    };
+    const args = claim.native
+      ? ["SET", key, record, "NX", "PX", ttl, "GET"]
+      : scriptArgs("claim", key, [record, ttl, String(leaseMs)]);
+    const call: Call = { operation: "claim", args, claim, sent: true };
+    const reply = await this.#deadlines.withDeadline(this.#claimWork, call);
+    const result = claim.result ?? decodeClaim(reply, token, leaseMs);
     if (result.state === "acquired" && this.#waitReplicas > 0) {
       try {
         await this.#replicated("claim", slot);
@@ -373,13 +418,11 @@ export class RedisStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    const reply = await this.#eval("complete", slot, [
-      String(token),
-      String(response.status),
-      encodeHeaders(response.headers),
-      response.body ?? "",
-      response.body === null ? response.omitted! : "",
-    ]);
+    token = String(token);
+    // A token too short to carry a fingerprint was never one of ours.
+    const record = completedRecord(token, response);
+    if (record === null) return "lost";
+    const reply = await this.#eval("complete", slot, [token, record]);
     if (reply !== 1) return "lost";
     if (this.#waitReplicas > 0) await this.#replicated("complete", slot);
     this.#publish(slot);
@@ -500,18 +543,42 @@ export class RedisStore implements IdempotencyStore {
     operation: StoreOperation,
     slot: string,
     argv: (string | Uint8Array)[],
-    claim?: ClaimCall,
   ): Promise<unknown> {
-    const script = SCRIPTS[operation];
-    const args: (string | Uint8Array)[] = new Array(4 + argv.length);
-    args[0] = "EVALSHA";
-    args[1] = script.sha;
-    args[2] = "1";
-    args[3] = this.#prefix + slot;
-    for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
-    const call: Call = { operation, args, claim, sent: true, first: true };
+    const args = scriptArgs(operation, this.#prefix + slot, argv);
+    const call: Call = { operation, args, claim: undefined, sent: true };
     return this.#deadlines.withDeadline(this.#start, call);
   }
+
+  /**
+   * Sends a claim: the native `SET … NX PX ttl GET`, and when its reply is
+   * not final (a claim in flight, a value not ours, a first-layout hash that
+   * Redis answers `WRONGTYPE` for), the claim script, under the same
+   * deadline. A server that rejects the native form (before Redis 7.0) gets
+   * the script from then on.
+   */
+  #claimWork = async (call: Call): Promise<unknown> => {
+    const claim = call.claim!;
+    if (claim.native) {
+      try {
+        const reply = await this.#start(call);
+        claim.result = decodeNativeClaim(reply, claim.token);
+        if (claim.result !== undefined) return reply;
+      } catch (error) {
+        if (isSyntaxError(error)) this.#native = false;
+        else if (!isWrongType(error)) throw error;
+      }
+      // The SET wrote nothing: its value carries the record the script
+      // writes should the slot be free, and its key and TTL.
+      const [, key, record, , , ttl] = call.args as string[];
+      claim.native = false;
+      call.args = scriptArgs("claim", key!, [
+        record!,
+        ttl!,
+        String(claim.leaseMs),
+      ]);
+    }
+    return this.#start(call);
+  };
 
   /** Sends a call's command. */
   #start = (call: Call): Promise<unknown> => {
@@ -528,14 +595,12 @@ export class RedisStore implements IdempotencyStore {
 /** One command under way. */
 interface Call {
   operation: StoreOperation;
-  /** The command: EVALSHA, or EVAL once the script was not found. */
+  /** The command: SET (a native claim), EVALSHA, or EVAL once the script was not found. */
   args: (string | Uint8Array)[];
   /** Set on claims, which may land after a failure and must be undone. */
   claim: ClaimCall | undefined;
   /** `false` when the client threw before sending anything. */
   sent: boolean;
-  /** Whether this is the first attempt (EVALSHA). */
-  first: boolean;
 }
 
 /** What a claim's call needs to be undone. */
@@ -543,6 +608,25 @@ interface ClaimCall {
   slot: string;
   token: string;
   leaseMs: number;
+  /** Whether the command out is the native SET (else the claim script). */
+  native: boolean;
+  /** What the native SET's reply said, when it was final. */
+  result: ClaimResult | undefined;
+}
+
+/** `EVALSHA sha 1 key ...argv` for the script of `operation`. */
+function scriptArgs(
+  operation: StoreOperation,
+  key: string,
+  argv: (string | Uint8Array)[],
+): (string | Uint8Array)[] {
+  const args: (string | Uint8Array)[] = new Array(4 + argv.length);
+  args[0] = "EVALSHA";
+  args[1] = SCRIPTS[operation].sha;
+  args[2] = "1";
+  args[3] = key;
+  for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
+  return args;
 }
 
 /** What a RedisStore does as its commands settle, fail or time out. */
@@ -556,8 +640,7 @@ function redisHandler(
       orphans.kick(); // Redis answers: undo what waits for it
     },
     retry(call, error) {
-      if (!call.first || !isNoScript(error)) return undefined;
-      call.first = false;
+      if (call.args[0] !== "EVALSHA" || !isNoScript(error)) return undefined;
       call.args[0] = "EVAL";
       call.args[1] = SCRIPTS[call.operation].source;
       return start(call);
@@ -588,10 +671,10 @@ function redisHandler(
       // The caller has its error. A claim that landed after all (or may
       // have) is undone.
       if (claim !== undefined && sent) {
-        orphans.settled(
-          claim.token,
-          failed ? mayHaveRun(value) : value === 1 || value === 2,
-        );
+        const acquired = claim.native
+          ? value === null
+          : value === 1 || value === 2;
+        orphans.settled(claim.token, failed ? mayHaveRun(value) : acquired);
       }
     },
   };

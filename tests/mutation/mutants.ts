@@ -30,6 +30,7 @@ export interface Mutant {
 const KV = "src/stores/kv.ts";
 const MEMORY = "src/stores/memory.ts";
 const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
+const REDIS_RECORD = "src/stores/_redis_record.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
@@ -136,18 +137,36 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-fence-token",
     file: REDIS_SCRIPTS,
-    text: "or r[3] ~= ARGV[1] ",
-    replacement: "",
+    text: "if not c or string.sub(v, c + 1) ~= ARGV[1] then return 0 end",
+    replacement: "if not c then return 0 end",
     tests: [T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
-    id: "redis-fence-state",
+    id: "redis-lease-floor",
     file: REDIS_SCRIPTS,
-    text: "or r[2] ~= 'f' ",
-    replacement: "",
+    text: "if left > floor then return {0,",
+    replacement: "if left >= 0 then return {0,",
     tests: [T.redis],
-    what: "RedisStore lets a completed record be completed or released again",
+    what:
+      "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
+  },
+  {
+    id: "redis-record-omitted",
+    file: REDIS_RECORD,
+    text: `response.body === null ? response.omitted : ""`,
+    replacement: `""`,
+    tests: [T.redis],
+    what:
+      "RedisStore stores an omitted body as an empty one: a replay sends nothing instead of the 'omitted' answer",
+  },
+  {
+    id: "redis-extend-floor",
+    file: REDIS_SCRIPTS,
+    text: "string.format('%d', left - tonumber(ARGV[2]))",
+    replacement: "string.format('%d', left)",
+    tests: [T.redis],
+    what: "RedisStore's extend ends the lease instead of renewing it",
   },
   {
     id: "postgres-fence-state",

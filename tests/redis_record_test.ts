@@ -1,0 +1,266 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * RedisStore's record as one string (`src/stores/_redis_record.ts`): every
+ * response survives the round trip byte for byte, a damaged value never
+ * decodes into another answer, and on a real Redis the lease rides on the
+ * key's expiry, and records of the first layout (a hash per slot) keep their
+ * meaning.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import fc from "fast-check";
+import { createClient } from "redis";
+import {
+  completedRecord,
+  decodeCompleted,
+  inFlightRecord,
+  newToken,
+  TOKEN_ID_LENGTH,
+} from "../src/stores/_redis_record.ts";
+import { RedisStore } from "../src/stores/redis.ts";
+import { OMITTED_REASONS, type StoredResponse } from "../src/store.ts";
+import {
+  REDIS_IGNORE,
+  REDIS_URL,
+  testName,
+  uniquePrefix,
+  waitFor,
+} from "./_services.ts";
+import { deleteRedisKeys } from "./_redis.ts";
+
+const headerName = fc.stringMatching(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,20}$/);
+const headerValue = fc.stringMatching(/^[\t\x20-\x7e\x80-\xff]{0,40}$/);
+
+const storedResponse: fc.Arbitrary<StoredResponse> = fc.record({
+  status: fc.integer({ min: 200, max: 599 }),
+  headers: fc.array(fc.tuple(headerName, headerValue), { maxLength: 6 }),
+  body: fc.uint8Array({ maxLength: 300 }),
+}).chain((r) =>
+  fc.oneof(
+    fc.constant<StoredResponse>(r),
+    fc.constantFrom(...OMITTED_REASONS).map((omitted): StoredResponse => ({
+      status: r.status,
+      headers: r.headers,
+      body: null,
+      omitted,
+    })),
+  )
+);
+
+/** Any well-formed string: what a fingerprint may be. */
+const fingerprint = fc.string({ unit: "grapheme", maxLength: 80 });
+
+Deno.test("A completed record decodes to the very response it was made of, and its body is a view into the value", () => {
+  fc.assert(
+    fc.property(storedResponse, fingerprint, (response, fp) => {
+      const token = newToken(fp);
+      assert.equal(token.length, TOKEN_ID_LENGTH + fp.length);
+      const value = completedRecord(token, response)!;
+      const decoded = decodeCompleted(value);
+      assert.ok(decoded !== null);
+      assert.equal(decoded.fingerprint, fp);
+      assert.deepEqual(decoded.response, { ...response });
+      if (decoded.response.body !== null && decoded.response.body.length > 0) {
+        assert.equal(decoded.response.body.buffer, value.buffer);
+        // A plain Uint8Array, not the Buffer it came from.
+        assert.equal(
+          Object.getPrototypeOf(decoded.response.body),
+          Uint8Array.prototype,
+        );
+      }
+      // A client that hands back a plain Uint8Array (or a copy) reads the same.
+      assert.deepEqual(
+        decodeCompleted(new Uint8Array(value))?.response,
+        { ...response },
+      );
+    }),
+  );
+});
+
+Deno.test("A completed record cut short, run long, or with any byte changed before its body never decodes into another answer, and never throws", () => {
+  fc.assert(
+    fc.property(
+      storedResponse,
+      fingerprint,
+      fc.nat(),
+      fc.integer({ min: 0, max: 255 }),
+      (response, fp, at, byte) => {
+        const value = completedRecord(newToken(fp), response)!;
+        const cut = at % value.length;
+        assert.equal(
+          decodeCompleted(value.subarray(0, cut)),
+          null,
+          `cut at ${cut}`,
+        );
+        assert.equal(
+          decodeCompleted(Buffer.concat([value, Buffer.from([byte])])),
+          null,
+          "one byte more",
+        );
+        const bodyStart = value.length - (response.body?.length ?? 0);
+        if (cut >= bodyStart) return;
+        const changed = Buffer.from(value);
+        changed[cut] = byte;
+        const decoded = decodeCompleted(changed);
+        if (decoded === null || byte === value[cut]) return;
+        // A changed length or structure byte is caught; what can still
+        // decode is a changed character inside the fingerprint, the status
+        // or a header value, which the checks of a replayable record pass.
+        assert.equal(decoded.response.body?.length, response.body?.length);
+      },
+    ),
+  );
+});
+
+Deno.test("Random bytes, and the in-flight layout, never decode as a completed record", () => {
+  fc.assert(
+    fc.property(fc.uint8Array({ maxLength: 200 }), (bytes) => {
+      const decoded = decodeCompleted(bytes);
+      if (decoded !== null) {
+        assert.ok(new TextDecoder().decode(bytes.subarray(0, 6)) === "idem2c");
+      }
+    }),
+  );
+  const flight = inFlightRecord(newToken("fp"), 1_000, 60_000);
+  assert.equal(flight.slice(0, 16), "idem2f59000:" + flight.slice(12, 16));
+  assert.equal(decodeCompleted(new TextEncoder().encode(flight)), null);
+});
+
+Deno.test("A token too short to carry a fingerprint makes no record", () => {
+  const response = { status: 200, headers: [], body: new Uint8Array() };
+  assert.equal(completedRecord("t", response), null);
+});
+
+const ignore = REDIS_IGNORE;
+const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
+
+Deno.test({
+  name: testName(
+    "RedisStore on Redis: the lease rides on the key's expiry, and extend moves it on the server's clock",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  async fn() {
+    const prefix = `${uniquePrefix("record_lease")}:`;
+    const client = await createClient({ url: REDIS_URL }).connect();
+    try {
+      const store = new RedisStore({ client, prefix });
+      const first = await store.claim("s", { ...opts, leaseMs: 150 });
+      assert.equal(first.state, "acquired");
+      if (first.state !== "acquired") return;
+      const busy = await store.claim("s", opts);
+      assert.equal(busy.state, "in_flight");
+      if (busy.state === "in_flight") {
+        assert.equal(busy.fingerprint, "fp");
+        assert.ok(busy.retryAfterMs >= 1 && busy.retryAfterMs <= 150);
+      }
+      // Renewed to 5 s: what is left is the new lease, not the old.
+      assert.equal(await store.extend("s", first.token, 5_000), "applied");
+      const renewed = await store.claim("s", opts);
+      assert.equal(renewed.state, "in_flight");
+      if (renewed.state === "in_flight") {
+        assert.ok(renewed.retryAfterMs > 4_000, `${renewed.retryAfterMs}`);
+      }
+      // The deadline never moved.
+      const pttl = await client.pTTL(`${prefix}s`);
+      assert.ok(pttl > 50_000 && pttl <= 60_000, `${pttl}`);
+      // A short lease runs out on the server: taken over, recovered.
+      const short = await store.claim("t", { ...opts, leaseMs: 50 });
+      assert.equal(short.state, "acquired");
+      let taken = await store.claim("t", opts);
+      await waitFor("the lease to run out", async () => {
+        taken = await store.claim("t", opts);
+        return taken.state === "acquired";
+      });
+      assert.deepEqual({ ...taken, token: "" }, {
+        state: "acquired",
+        token: "",
+        recovered: true,
+      });
+      // The takeover opened a new TTL window.
+      assert.ok(await client.pTTL(`${prefix}t`) > 55_000);
+      if (short.state === "acquired") {
+        assert.equal(await store.extend("t", short.token, 1_000), "lost");
+      }
+    } finally {
+      client.destroy();
+      await deleteRedisKeys(prefix);
+    }
+  },
+});
+
+Deno.test({
+  name: testName(
+    "RedisStore on Redis reads records of the first layout (a hash per slot): replays completed ones, waits for live ones, takes expired ones over",
+    ignore,
+  ),
+  ignore: ignore !== false,
+  async fn() {
+    const prefix = `${uniquePrefix("record_v1")}:`;
+    const client = await createClient({ url: REDIS_URL }).connect();
+    const at = (ms: number) => String(Date.now() + ms);
+    const plant = async (slot: string, fields: Record<string, string>) => {
+      await client.hSet(prefix + slot, fields);
+      await client.pExpire(prefix + slot, 60_000);
+    };
+    try {
+      const store = new RedisStore({ client, prefix });
+      const base = { v: "1", fp: "old", tok: "t" };
+      await plant("done", {
+        ...base,
+        st: "c",
+        dl: at(60_000),
+        status: "201",
+        hdr: '[["content-type","text/plain"]]',
+        body: "made by 0.1",
+      });
+      const replay = await store.claim("done", opts);
+      assert.equal(replay.state, "completed");
+      if (replay.state === "completed") {
+        assert.equal(replay.fingerprint, "old");
+        assert.equal(replay.response.status, 201);
+        assert.equal(
+          new TextDecoder().decode(replay.response.body!),
+          "made by 0.1",
+        );
+      }
+      await plant("live", { ...base, st: "f", lu: at(30_000), dl: at(60_000) });
+      const live = await store.claim("live", opts);
+      assert.equal(live.state, "in_flight");
+      if (live.state === "in_flight") assert.equal(live.fingerprint, "old");
+      // The first layout's owner is an older instance: nothing here writes to it.
+      assert.equal(await store.release("live", "t".repeat(40)), "lost");
+      assert.equal(await client.type(prefix + "live"), "hash");
+      await plant("stale", {
+        ...base,
+        st: "f",
+        lu: at(-1_000),
+        dl: at(60_000),
+      });
+      const stale = await store.claim("stale", opts);
+      assert.equal(stale.state, "acquired");
+      if (stale.state === "acquired") {
+        assert.equal(stale.recovered, true);
+        assert.equal(await client.type(prefix + "stale"), "string");
+        assert.equal(
+          await store.complete("stale", stale.token, {
+            status: 200,
+            headers: [],
+            body: new Uint8Array([1, 2]),
+          }),
+          "applied",
+        );
+        assert.equal((await store.claim("stale", opts)).state, "completed");
+      }
+      await plant("past", { ...base, st: "c", dl: at(-1_000), status: "200" });
+      const past = await store.claim("past", opts);
+      assert.deepEqual(past.state === "acquired" && past.recovered, false);
+    } finally {
+      client.destroy();
+      await deleteRedisKeys(prefix);
+    }
+  },
+});
