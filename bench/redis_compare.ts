@@ -16,8 +16,8 @@
  *
  * What one "request" is for each:
  *
- * - RedisStore: SHA-256 of the key and of the body (node:crypto, as the
- *   middleware's slot and fingerprint), claim, and for a fresh key complete
+ * - RedisStore: SHA-256 of the key and of the body (the middleware's own
+ *   `sha256Hex`, as its slot and fingerprint), claim, and for a fresh key complete
  *   with a status, a header and the body. Fenced writes, lease, bytes.
  * - MemoryStore: the same calls on the in-process store (no Redis).
  * - Powertools: `makeIdempotent(fn, { persistenceStore: CachePersistenceLayer })`
@@ -27,12 +27,17 @@
  *   request object; it hashes the JSON body (blake2s) and stores the response
  *   as JSON, on its own node-redis 4 client.
  * - baseline: one bare `GET` on the node-redis client.
+ * - floor: RedisStore's own commands, sent bare on the node-redis client
+ *   with nothing of ours around them (no hashing, no decoding, no
+ *   deadline): a fresh key is the native claim `SET … NX PX ttl GET` and the
+ *   complete script by `EVALSHA`, a replay the `SET … NX PX ttl GET` that
+ *   answers a completed record. What RedisStore could reach if its
+ *   JavaScript cost nothing.
  *
  * @module
  */
 
 import { deleteRedisKeys } from "../tests/_redis.ts";
-import { createHash } from "node:crypto";
 import { parseArgs } from "node:util";
 import { createClient } from "redis";
 import { Redis } from "ioredis";
@@ -44,6 +49,12 @@ import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache"
 import { Idempotency } from "@node-idempotency/core";
 import { RedisStorageAdapter } from "@node-idempotency/storage-adapter-redis";
 import { RedisStore } from "../src/stores/redis.ts";
+import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
+import { sha256Hex } from "../src/_sha256.ts";
+import {
+  completedRecord,
+  inFlightRecord,
+} from "../src/stores/_redis_record.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
 import {
@@ -90,8 +101,9 @@ interface Subject {
   close(): Promise<void> | void;
 }
 
+/** The middleware's own synchronous SHA-256, as its slot and fingerprint use. */
 function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
+  return sha256Hex(text);
 }
 
 const RESPONSE: StoredResponse = {
@@ -155,6 +167,38 @@ async function subjects(): Promise<Subject[]> {
     prime: () => Promise.resolve(),
     replay: (key) => nodeRedis.get(`${run}:get:${key}`),
     // The last to close: the RedisStore below shares this client.
+    close: () => {},
+  });
+
+  const sha = String(
+    await nodeRedis.sendCommand(["SCRIPT", "LOAD", SCRIPTS.complete.source]),
+  );
+  const floorToken = `${"0".repeat(36)}${sha256("fingerprint")}`;
+  const floorRecord = completedRecord(floorToken, RESPONSE)!;
+  const floorFlight = inFlightRecord(floorToken, CLAIM.leaseMs, CLAIM.ttlMs);
+  const ttl = String(CLAIM.ttlMs);
+  const floorClaim = (key: string, value: string) =>
+    nodeRedis.sendCommand(["SET", key, value, "NX", "PX", ttl, "GET"]);
+  const floorFresh = async (key: string) => {
+    const k = `${run}:floor:${key}`;
+    await floorClaim(k, floorFlight);
+    const done = await nodeRedis.sendCommand([
+      "EVALSHA",
+      sha,
+      "1",
+      k,
+      floorToken,
+      floorRecord,
+    ]);
+    if (Number(done) !== 1) throw new Error(`floor: complete ${done}`);
+  };
+  list.push({
+    name: "floor: RedisStore's commands, bare (node-redis)",
+    what: "SET NX PX GET + EVALSHA complete; replay SET NX PX GET; nothing else",
+    address: () => clientAddress(nodeSend),
+    fresh: floorFresh,
+    prime: floorFresh,
+    replay: (key) => floorClaim(`${run}:floor:${key}`, floorFlight),
     close: () => {},
   });
 
@@ -401,6 +445,22 @@ console.log(markdownTable(
 ));
 const ours = rows.find((r) => r.name === "RedisStore (node-redis)");
 const peers = rows.filter((r) => /Powertools|node-idempotency/.test(r.name));
+const get = rows.find((r) => r.name.startsWith("baseline"));
+const floor = rows.find((r) => r.name.startsWith("floor"));
+if (ours && get) {
+  console.log(
+    `\nRedisStore (node-redis) p50 against a bare GET: fresh ${
+      (ours.freshP50 / get.freshP50).toFixed(2)
+    }×, replay ${(ours.replayP50 / get.replayP50).toFixed(2)}×`,
+  );
+}
+if (ours && floor) {
+  console.log(
+    `RedisStore (node-redis) calls/s against its commands sent bare: fresh ${
+      (ours.freshRps / floor.freshRps).toFixed(2)
+    }×, replay ${(ours.replayRps / floor.replayRps).toFixed(2)}×`,
+  );
+}
 if (ours && peers.length) {
   console.log(
     "\nRatios, RedisStore (node-redis) vs each peer (higher is better for us):\n",

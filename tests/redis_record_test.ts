@@ -80,6 +80,32 @@ Deno.test("A completed record decodes to the very response it was made of, and i
   );
 });
 
+Deno.test("A fingerprint or header text of any UTF-16 units (lone surrogates too) still makes a well-formed record", () => {
+  fc.assert(
+    fc.property(
+      fc.string({ unit: "binary", maxLength: 40 }),
+      fc.string({ unit: "binary", maxLength: 40 }),
+      (fp, value) => {
+        const response = {
+          status: 200,
+          headers: [["x", value]] as [string, string][],
+          body: new Uint8Array([1]),
+        };
+        const record = completedRecord(newToken(fp), response)!;
+        const decoded = decodeCompleted(record);
+        // Lone surrogates are written as U+FFFD, as any encoder would; a
+        // value past Latin-1 then fails the HTTP check, never the layout.
+        const written = Buffer.from(fp).toString();
+        if (/^[\t\x20-\x7e\x80-\xff]*$/.test(value)) {
+          assert.equal(decoded?.fingerprint, written);
+        } else {
+          assert.equal(decoded, null);
+        }
+      },
+    ),
+  );
+});
+
 Deno.test("A completed record cut short, run long, or with any byte changed before its body never decodes into another answer, and never throws", () => {
   fc.assert(
     fc.property(

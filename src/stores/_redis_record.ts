@@ -103,16 +103,38 @@ export function completedRecord(
   const fingerprint = token.slice(TOKEN_ID_LENGTH);
   const headers = JSON.stringify(response.headers);
   const head = `${COMPLETED}${response.status}${
-    Buffer.byteLength(fingerprint)
-  }:${fingerprint}${Buffer.byteLength(headers)}:${headers}${
+    utf8Length(fingerprint)
+  }:${fingerprint}${utf8Length(headers)}:${headers}${
     response.body === null ? response.omitted : response.body.byteLength
   }:`;
-  const headLength = Buffer.byteLength(head);
   const body = response.body;
-  const out = Buffer.allocUnsafe(headLength + (body?.byteLength ?? 0));
-  out.write(head, 0, "utf8");
+  const bodyLength = body?.byteLength ?? 0;
+  // Room for the head at its longest (3 bytes a UTF-16 unit), cut to size.
+  const out = Buffer.allocUnsafe(head.length * 3 + bodyLength);
+  const headLength = out.write(head, 0, "utf8");
   if (body !== null) out.set(body, headLength);
-  return out;
+  return out.subarray(0, headLength + bodyLength);
+}
+
+/**
+ * How many bytes `text` takes in UTF-8 (a lone surrogate as the 3 of
+ * U+FFFD, which is what encoding writes for it), without encoding it.
+ */
+function utf8Length(text: string): number {
+  let length = text.length;
+  for (let i = 0; i < text.length; i++) {
+    const unit = text.charCodeAt(i);
+    if (unit < 0x80) continue;
+    if (unit < 0x800) length += 1;
+    else if (
+      unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length &&
+      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
+    ) {
+      length += 2; // a pair: 4 bytes for 2 units
+      i++;
+    } else length += 2;
+  }
+  return length;
 }
 
 /** Whether `value` starts with the head of a completed record. */
@@ -155,8 +177,11 @@ export function decodeCompleted(
   const headersEnd = fieldEnd(value, fpEnd);
   if (headersEnd < 0) return null;
   const headersStart = headersEnd - lastLength;
-  const colon = value.indexOf(COLON, headersEnd);
-  if (colon <= headersEnd || colon - headersEnd > 16) return null;
+  // The body's length or the reason: at most 16 bytes, then a colon.
+  let colon = headersEnd;
+  const limit = Math.min(value.length, headersEnd + 17);
+  while (colon < limit && value[colon] !== COLON) colon++;
+  if (colon === headersEnd || colon === limit) return null;
   let headers: unknown;
   try {
     headers = JSON.parse(bytes.toString("utf8", headersStart, headersEnd));

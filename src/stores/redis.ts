@@ -556,29 +556,38 @@ export class RedisStore implements IdempotencyStore {
    * deadline. A server that rejects the native form (before Redis 7.0) gets
    * the script from then on.
    */
-  #claimWork = async (call: Call): Promise<unknown> => {
-    const claim = call.claim!;
-    if (claim.native) {
-      try {
-        const reply = await this.#start(call);
+  #claimWork = (call: Call): Promise<unknown> => {
+    if (!call.claim!.native) return this.#start(call);
+    return this.#start(call).then(
+      (reply) => {
+        const claim = call.claim!;
         claim.result = decodeNativeClaim(reply, claim.token);
-        if (claim.result !== undefined) return reply;
-      } catch (error) {
+        return claim.result === undefined ? this.#toScript(call) : reply;
+      },
+      (error) => {
         if (isSyntaxError(error)) this.#native = false;
         else if (!isWrongType(error)) throw error;
-      }
-      // The SET wrote nothing: its value carries the record the script
-      // writes should the slot be free, and its key and TTL.
-      const [, key, record, , , ttl] = call.args as string[];
-      claim.native = false;
-      call.args = scriptArgs("claim", key!, [
-        record!,
-        ttl!,
-        String(claim.leaseMs),
-      ]);
-    }
-    return this.#start(call);
+        return this.#toScript(call);
+      },
+    );
   };
+
+  /**
+   * Sends a claim whose native SET wrote nothing on to the claim script:
+   * the SET's value is the record the script writes should the slot be
+   * free, with the same key and TTL.
+   */
+  #toScript(call: Call): Promise<unknown> {
+    const [, key, record, , , ttl] = call.args as string[];
+    const claim = call.claim!;
+    claim.native = false;
+    call.args = scriptArgs("claim", key!, [
+      record!,
+      ttl!,
+      String(claim.leaseMs),
+    ]);
+    return this.#start(call);
+  }
 
   /** Sends a call's command. */
   #start = (call: Call): Promise<unknown> => {
