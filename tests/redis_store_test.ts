@@ -16,7 +16,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createClient } from "redis";
-import { Redis } from "ioredis";
+import { Command, Redis } from "ioredis";
 import {
   type RedisClientLike,
   type RedisCommander,
@@ -63,8 +63,11 @@ async function nodeRedis(): Promise<NodeRedis> {
   return client;
 }
 
-function ioRedis(): Redis {
-  const client = new Redis(REDIS_URL, { lazyConnect: false });
+function ioRedis(enableAutoPipelining = false): Redis {
+  const client = new Redis(REDIS_URL, {
+    lazyConnect: false,
+    enableAutoPipelining,
+  });
   client.on("error", () => {});
   return client;
 }
@@ -98,6 +101,12 @@ const clients: [string, () => Promise<Opened>][] = [
   }],
   ["ioredis", () => {
     const client = ioRedis();
+    return Promise.resolve({ client, close: () => client.disconnect() });
+  }],
+  // ioredis's callBuffer drops the command's name when auto-pipelining
+  // (redis/ioredis#1923): the store sends through setBuffer, evalshaBuffer…
+  ["ioredis, auto-pipelining", () => {
+    const client = ioRedis(true);
     return Promise.resolve({ client, close: () => client.disconnect() });
   }],
 ];
@@ -176,10 +185,13 @@ async function watch(
 /** Sends a raw command on either client. */
 function send(client: RedisClientLike, args: string[]): Promise<unknown> {
   const c = client as unknown as {
-    callBuffer?: (...a: string[]) => Promise<unknown>;
-    sendCommand: (a: string[]) => Promise<unknown>;
+    sendCommand: (a: unknown) => Promise<unknown>;
   };
-  return c.callBuffer ? c.callBuffer(...args) : c.sendCommand(args);
+  // ioredis: a Command through sendCommand, which no auto-pipelining touches
+  // (its callBuffer drops the command's name then: redis/ioredis#1923).
+  return client instanceof Redis
+    ? c.sendCommand(new Command(args[0]!, args.slice(1)))
+    : c.sendCommand(args);
 }
 
 /** The client's own address, as MONITOR names it. */

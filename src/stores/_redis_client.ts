@@ -93,6 +93,9 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
     : Buffer.from(arg.buffer, arg.byteOffset, arg.byteLength);
 }
 
+/** The commands the store sends, by the name it sends them. */
+const IOREDIS_COMMANDS = ["SET", "EVALSHA", "EVAL", "PUBLISH", "WAIT"];
+
 /** Sends one command, given as its name and arguments, and resolves with the reply. */
 export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
 
@@ -111,13 +114,28 @@ export function commander(client: RedisClientLike): Send {
   }
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.callBuffer === "function") {
-    // ioredis: callBuffer(command, ...args), byte replies; Uint8Array args
-    // must be Buffers (others are stringified).
+    // ioredis: a command's own byte-reply method (setBuffer(key, …),
+    // evalshaBuffer(sha, …)), or callBuffer(command, ...args) for one it
+    // lacks. Not callBuffer for all: with enableAutoPipelining it drops the
+    // command's name (redis/ioredis#1923). Uint8Array args must be Buffers
+    // (others are stringified).
     const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
+    const methods = new Map<
+      unknown,
+      (...args: unknown[]) => Promise<unknown>
+    >();
+    for (const name of IOREDIS_COMMANDS) {
+      const method = c[`${name.toLowerCase()}Buffer`];
+      if (typeof method === "function") methods.set(name, method as never);
+    }
     return (args) => {
-      const out: unknown[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return call.apply(client, out);
+      const method = methods.get(args[0]);
+      const skip = method === undefined ? 0 : 1;
+      const out: unknown[] = new Array(args.length - skip);
+      for (let i = skip; i < args.length; i++) {
+        out[i - skip] = toBuffer(args[i]!);
+      }
+      return (method ?? call).apply(client, out);
     };
   }
   if (
