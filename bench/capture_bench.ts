@@ -12,6 +12,7 @@
  */
 
 import { capture } from "../src/capture.ts";
+import { concatBytes } from "../src/_bytes.ts";
 
 const MIB = 1 << 20;
 const CAP = MIB;
@@ -53,6 +54,30 @@ function memcpy(frames: readonly Uint8Array[], total: number): Uint8Array {
  */
 const never = () => new Promise<void>(() => {});
 
+/**
+ * What any bounded capture of these frames must do at least: read every frame
+ * through a reader, then copy the first `cap` bytes at most into one
+ * exact-size array (with the copy capture uses).
+ */
+async function readThenCopy(
+  frames: readonly Uint8Array[],
+  cap: number,
+): Promise<void> {
+  const reader = streamOf(frames).getReader();
+  const kept: Uint8Array[] = [];
+  let length = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    const take = Math.min(value.byteLength, cap - length);
+    if (take > 0) {
+      kept.push(take === value.byteLength ? value : value.subarray(0, take));
+      length += take;
+    }
+  }
+  concatBytes(kept, length);
+}
+
 async function captureAndDrain(
   frames: readonly Uint8Array[],
   cap: number,
@@ -92,6 +117,11 @@ for (
   Deno.bench("read the frames only (stream floor)", { group }, async () => {
     const reader = streamOf(frames).getReader();
     while (!(await reader.read()).done);
+  });
+  Deno.bench("read the frames, then memcpy them (capture's floor)", {
+    group,
+  }, async () => {
+    await readThenCopy(frames, CAP);
   });
 }
 
@@ -144,5 +174,10 @@ for (
   });
   Deno.bench("capture, 64 MiB frame", { group }, async () => {
     await captureAndDrain(giant, CAP);
+  });
+  Deno.bench("read the 64 MiB frame, then memcpy 1 MiB (the floor)", {
+    group,
+  }, async () => {
+    await readThenCopy(giant, CAP);
   });
 }
