@@ -132,6 +132,39 @@ Deno.test("capture() returns a single whole frame without copying and copies any
   assert.deepEqual(many.bytes, bytes(10));
 });
 
+Deno.test("capture() copies the prefix of a single frame that crosses the cap: it shares no buffer with the frame", async () => {
+  const frame = bytes(16);
+  const result = await capture(source([frame]).stream, 10);
+  assertOutcome(result, "overflow");
+  assert.notEqual(result.prefix.buffer, frame.buffer);
+  assert.equal(result.prefix.buffer.byteLength, 10);
+  frame.fill(0);
+  assert.deepEqual(result.prefix, bytes(10));
+  const { chunks } = await drain(result.rest);
+  assert.deepEqual(join(chunks), new Uint8Array(6));
+});
+
+Deno.test("capture() copies a single frame backed by a SharedArrayBuffer into a plain ArrayBuffer of its size", async () => {
+  const shared = new Uint8Array(new SharedArrayBuffer(12)).subarray(2, 9);
+  shared.set(bytes(7));
+  const result = await capture(source([shared]).stream, 8);
+  assertOutcome(result, "within");
+  assert.ok(result.bytes.buffer instanceof ArrayBuffer);
+  assert.equal(result.bytes.buffer.byteLength, 7);
+  assert.deepEqual(result.bytes, bytes(7));
+});
+
+Deno.test("capture() copies the one frame read before a source error into the failed prefix", async () => {
+  const frame = bytes(5);
+  const error = new Error("boom");
+  const { stream } = source([frame], { errorAt: 1, error });
+  const result = await capture(stream, 8);
+  assertOutcome(result, "failed");
+  assert.notEqual(result.prefix.buffer, frame.buffer);
+  frame.fill(0);
+  assert.deepEqual(result.prefix, bytes(5));
+});
+
 Deno.test("capture() hands on the tail of one giant frame as a view, without copying", async () => {
   const frame = bytes(8 << 20);
   const result = await capture(source([frame]).stream, 1024);
@@ -264,14 +297,66 @@ Deno.test("capture() rejects a cap that is not a non-negative safe integer", asy
 
 // Properties
 
+/**
+ * The same bytes as a frame of its own buffer, a view into a larger buffer
+ * (so a lone frame takes the copying path, not the as-is one), or a view of
+ * a `SharedArrayBuffer`.
+ */
+function shaped(
+  content: Uint8Array,
+  shape: "whole" | "view" | "shared",
+): Uint8Array {
+  if (shape === "whole") return content;
+  const buffer = shape === "view"
+    ? new ArrayBuffer(content.byteLength + 3)
+    : new SharedArrayBuffer(content.byteLength + 3);
+  const view = new Uint8Array(buffer, 1, content.byteLength);
+  view.set(content);
+  return view;
+}
+
+const shape = fc.constantFrom("whole", "view", "shared");
 const frame = fc.oneof(
-  { arbitrary: fc.uint8Array({ maxLength: 48 }), weight: 4 },
+  {
+    arbitrary: fc.tuple(fc.uint8Array({ maxLength: 48 }), shape).map((
+      [content, how],
+    ) => shaped(content, how)),
+    weight: 4,
+  },
   { arbitrary: fc.constant(new Uint8Array(0)), weight: 1 },
 );
 const frameLists = fc.oneof(
   fc.array(frame, { maxLength: 16 }),
-  fc.uint8Array({ maxLength: 4096 }).map((giant) => [giant]),
+  fc.tuple(fc.uint8Array({ maxLength: 4096 }), shape).map((
+    [giant, how],
+  ) => [shaped(giant, how)]),
 );
+
+/**
+ * A captured array that is not the one whole frame itself is a copy: an
+ * exact-size plain `ArrayBuffer` that no frame shares.
+ */
+function assertCopy(bytes: Uint8Array, frames: readonly Uint8Array[]): void {
+  assert.ok(bytes.buffer instanceof ArrayBuffer);
+  assert.equal(bytes.byteOffset, 0);
+  assert.equal(bytes.byteLength, bytes.buffer.byteLength);
+  assert.ok(frames.every((f) => f.buffer !== bytes.buffer));
+}
+
+/** `within` bytes: the one whole frame as it is, else a copy. */
+function assertWithinBytes(
+  bytes: Uint8Array,
+  frames: readonly Uint8Array[],
+): void {
+  const only = frames.length === 1 ? frames[0]! : undefined;
+  if (only !== undefined && bytes === only) {
+    assert.ok(only.buffer instanceof ArrayBuffer);
+    assert.equal(only.byteOffset, 0);
+    assert.equal(only.byteLength, only.buffer.byteLength);
+  } else {
+    assertCopy(bytes, frames);
+  }
+}
 
 function totalOf(frames: readonly Uint8Array[]): number {
   return frames.reduce((n, f) => n + f.byteLength, 0);
@@ -297,9 +382,12 @@ Deno.test("capture() gives back every byte in order, split exactly at the cap", 
         assert.equal(result.outcome, total <= cap ? "within" : "overflow");
         if (result.outcome === "within") {
           assert.deepEqual(result.bytes, join(frames));
+          assertWithinBytes(result.bytes, frames);
         } else if (result.outcome === "overflow") {
           assert.equal(result.prefix.byteLength, cap);
+          assertCopy(result.prefix, frames);
           const { chunks, errored } = await drain(result.rest);
+          assert.ok(chunks.every((c) => c.buffer instanceof ArrayBuffer));
           assert.equal(errored, false);
           assert.deepEqual(join([result.prefix, ...chunks]), join(frames));
         }
@@ -334,6 +422,7 @@ Deno.test("capture() keeps every byte before a source error, as failed or throug
           assertOutcome(result, "failed");
           assert.equal(result.error, error);
           assert.deepEqual(result.prefix, before);
+          assertCopy(result.prefix, frames);
         }
       },
     ),

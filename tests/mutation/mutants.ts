@@ -203,6 +203,14 @@ export const MUTANTS: Mutant[] = [
     what: "a client that leaves never cancels the handler's stream",
   },
   {
+    id: "capture-lone-chunk-aliased",
+    file: "src/_bytes.ts",
+    text: "return new Uint8Array(only);",
+    replacement: "return only as Uint8Array<ArrayBuffer>;",
+    tests: [T.capture],
+    what: "a lone frame's prefix is a view of it: the record holds its buffer",
+  },
+  {
     id: "capture-exact-cap-overflows",
     file: "src/capture.ts",
     text: "if (seen + frame.byteLength > cap) {",
