@@ -154,8 +154,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-record-omitted",
     file: REDIS_RECORD,
-    text: `response.body === null ? response.omitted : ""`,
-    replacement: `""`,
+    text: `response.body === null ? response.omitted : response.body.byteLength`,
+    replacement: `response.body === null ? 0 : response.body.byteLength`,
     tests: [T.redis],
     what:
       "RedisStore stores an omitted body as an empty one: a replay sends nothing instead of the 'omitted' answer",
