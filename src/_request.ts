@@ -6,7 +6,7 @@
  * @module
  */
 
-import { concatBytes } from "./_bytes.ts";
+import { bodyInit, concatBytes } from "./_bytes.ts";
 import { sha256Hex } from "./_sha256.ts";
 import { codeUnits, requestFingerprint } from "./fingerprint.ts";
 
@@ -174,10 +174,14 @@ export function rebuild(
   request: Request,
   body: Uint8Array<ArrayBuffer>,
 ): Request {
+  const headers = headerInit(request.headers);
+  const typed = headers instanceof Headers
+    ? headers.has("content-type")
+    : headers["content-type"] !== undefined;
   const init: RequestInit = {
     method: request.method,
-    headers: headerInit(request.headers),
-    body: body.byteLength === 0 ? null : body,
+    headers,
+    body: body.byteLength === 0 ? null : bodyInit(body, typed),
   };
   const redirect = request.redirect;
   if (redirect !== "follow") init.redirect = redirect;
@@ -193,7 +197,7 @@ export function rebuild(
  * headers); the `Headers` themselves when a name repeats (`set-cookie`, the
  * one `Headers` does not combine).
  */
-function headerInit(headers: Headers): HeadersInit {
+function headerInit(headers: Headers): Headers | Record<string, string> {
   const record: Record<string, string> = Object.create(null);
   let repeated = false;
   headers.forEach((value, name) => {
