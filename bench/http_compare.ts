@@ -2,7 +2,10 @@
 /**
  * Requests per second over loopback HTTP: the bare app against the same app
  * under `idempotency()` (MemoryStore), keyless, with a fresh key per request,
- * and replaying one key. Each case runs `wrk -t1 -c32` against its own server
+ * and replaying one key; and the floor of a fresh key: what the platform
+ * costs for the middleware's body reads and rebuilt request and response,
+ * without a hash or a store (`floor` in `_http_server.ts`), sent the fresh
+ * case's requests. Each case runs `wrk -t1 -c32` against its own server
  * process, in rounds that alternate the cases; the report gives the median of
  * the rounds and each case's ratio to the bare app measured in the same run.
  *
@@ -45,13 +48,14 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Idempotency-Key"] = "the-same-key"`,
 };
 
-type Case = "bare" | "keyless" | "fresh" | "replay";
-const cases: Case[] = ["bare", "keyless", "fresh", "replay"];
+type Case = "bare" | "keyless" | "fresh" | "replay" | "floor";
+const cases: Case[] = ["bare", "keyless", "fresh", "replay", "floor"];
 const results: Record<Case, number[]> = {
   bare: [],
   keyless: [],
   fresh: [],
   replay: [],
+  floor: [],
 };
 const dir = await Deno.makeTempDir();
 
@@ -61,7 +65,7 @@ async function measure(which: Case, port: number): Promise<number> {
       "run",
       "--allow-net=127.0.0.1",
       new URL("./_http_server.ts", import.meta.url).pathname,
-      which === "bare" ? "bare" : "guarded",
+      which === "bare" || which === "floor" ? which : "guarded",
       String(port),
     ],
     stdout: "null",
@@ -72,7 +76,11 @@ async function measure(which: Case, port: number): Promise<number> {
     const script = `${dir}/${which}.lua`;
     await Deno.writeTextFile(
       script,
-      which === "bare" ? scripts.keyless : scripts[which],
+      which === "bare"
+        ? scripts.keyless
+        : which === "floor"
+        ? scripts.fresh
+        : scripts[which],
     );
     const url = `http://127.0.0.1:${port}/payments`;
     const warm = ["-t1", "-c32", "-d1s", "-s", script, url];
