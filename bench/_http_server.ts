@@ -1,17 +1,40 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The server side of `bench/http_compare.ts`: one small JSON handler on
- * `Deno.serve`, bare or under the middleware.
+ * `Deno.serve`, bare, under the middleware, or under the floor of what the
+ * middleware must do to a new key (see {@linkcode floor}).
  *
- *     deno run --allow-net=127.0.0.1 bench/_http_server.ts bare|guarded PORT
+ *     deno run --allow-net=127.0.0.1 bench/_http_server.ts bare|guarded|floor PORT
  *
  * @module
  */
 import { idempotency } from "../mod.ts";
+import { readBody, rebuild } from "../src/_request.ts";
+import { storedHeaders } from "../src/_response.ts";
+import { capture } from "../src/capture.ts";
 import { handler } from "./_app.ts";
+
+const NONE = new Set<string>();
+
+/**
+ * What a new key costs the platform, without a hash or a store: the body
+ * read through its stream and bounded, the request rebuilt around it, the
+ * response's body read through its stream and bounded, and the live
+ * response built from the bytes read.
+ */
+async function floor(request: Request): Promise<Response> {
+  const body = await readBody(request, 1_048_576);
+  if (!(body instanceof Uint8Array)) throw new Error("unread body");
+  const response = await handler(rebuild(request, body));
+  const { status, statusText } = response;
+  const { pairs } = storedHeaders(response.headers, NONE);
+  const captured = await capture(response.body!, 1_048_576);
+  if (captured.outcome !== "within") throw new Error("not captured");
+  return new Response(captured.bytes, { status, statusText, headers: pairs });
+}
 
 const [mode = "bare", port = "8711"] = Deno.args;
 Deno.serve(
   { hostname: "127.0.0.1", port: Number(port), onListen() {} },
-  mode === "bare" ? handler : idempotency(handler),
+  mode === "bare" ? handler : mode === "floor" ? floor : idempotency(handler),
 );

@@ -2,9 +2,14 @@
 /**
  * Requests per second over loopback HTTP: the bare app against the same app
  * under `idempotency()` (MemoryStore), keyless, with a fresh key per request,
- * and replaying one key. Each case runs `wrk -t1 -c32` against its own server
+ * and replaying one key; and the floor of a fresh key: what the platform
+ * costs for the middleware's body reads and rebuilt request and response,
+ * without a hash or a store (`floor` in `_http_server.ts`), sent the fresh
+ * case's requests. Each case runs `wrk -t1 -c32` against its own server
  * process, in rounds that alternate the cases; the report gives the median of
- * the rounds and each case's ratio to the bare app measured in the same run.
+ * the rounds and each case's ratio to the bare app measured in the same run,
+ * and (where `/proc` has it) the server's CPU time per request, user and
+ * system: on shared cores the ratios swing with the load, CPU time much less.
  *
  *     deno task bench:http [seconds per case] [rounds]
  *
@@ -45,15 +50,44 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Idempotency-Key"] = "the-same-key"`,
 };
 
-type Case = "bare" | "keyless" | "fresh" | "replay";
-const cases: Case[] = ["bare", "keyless", "fresh", "replay"];
+type Case = "bare" | "keyless" | "fresh" | "replay" | "floor";
+const cases: Case[] = ["bare", "keyless", "fresh", "replay", "floor"];
+/** Each case's server CPU time per request (user + system), where `/proc` has it. */
+const cpu: Record<Case, number[]> = {
+  bare: [],
+  keyless: [],
+  fresh: [],
+  replay: [],
+  floor: [],
+};
 const results: Record<Case, number[]> = {
   bare: [],
   keyless: [],
   fresh: [],
   replay: [],
+  floor: [],
 };
 const dir = await Deno.makeTempDir();
+
+/**
+ * A process's CPU time so far in clock ticks (1/100 s), or NaN without
+ * `/proc`. Read through `cat`: Deno reads another process's `/proc` entry
+ * only with `--allow-all`.
+ */
+async function cpuTicks(pid: number): Promise<number> {
+  try {
+    const out = await new Deno.Command("cat", {
+      args: [`/proc/${pid}/stat`],
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    const stat = new TextDecoder().decode(out.stdout);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[11]) + Number(fields[12]);
+  } catch {
+    return NaN;
+  }
+}
 
 async function measure(which: Case, port: number): Promise<number> {
   const server = new Deno.Command(Deno.execPath(), {
@@ -61,7 +95,7 @@ async function measure(which: Case, port: number): Promise<number> {
       "run",
       "--allow-net=127.0.0.1",
       new URL("./_http_server.ts", import.meta.url).pathname,
-      which === "bare" ? "bare" : "guarded",
+      which === "bare" || which === "floor" ? which : "guarded",
       String(port),
     ],
     stdout: "null",
@@ -72,16 +106,24 @@ async function measure(which: Case, port: number): Promise<number> {
     const script = `${dir}/${which}.lua`;
     await Deno.writeTextFile(
       script,
-      which === "bare" ? scripts.keyless : scripts[which],
+      which === "bare"
+        ? scripts.keyless
+        : which === "floor"
+        ? scripts.fresh
+        : scripts[which],
     );
     const url = `http://127.0.0.1:${port}/payments`;
     const warm = ["-t1", "-c32", "-d1s", "-s", script, url];
     await new Deno.Command("wrk", { args: warm, stdout: "null" }).output();
+    const before = await cpuTicks(server.pid);
     const out = await new Deno.Command("wrk", {
       args: ["-t1", "-c32", `-d${seconds}s`, "-s", script, url],
       stdout: "piped",
     }).output();
+    const after = await cpuTicks(server.pid);
     const text = new TextDecoder().decode(out.stdout);
+    const requests = Number(text.match(/(\d+) requests in/)?.[1]);
+    cpu[which].push((after - before) * 10_000 / requests);
     const rps = Number(text.match(/Requests\/sec:\s+([\d.]+)/)?.[1]);
     const non2xx = Number(
       text.match(/Non-2xx or 3xx responses:\s+(\d+)/)?.[1] ?? 0,
@@ -104,11 +146,24 @@ console.log(
   `wrk -t1 -c32, ${seconds} s per case, median of ${rounds} rounds, MemoryStore\n`,
 );
 console.log(markdownTable(
-  ["case", "requests/s", "× bare", "µs added per request"],
+  [
+    "case",
+    "requests/s",
+    "× bare",
+    "µs added per request",
+    "server CPU µs/request",
+  ],
   cases.map((which) => {
     const rps = median(results[which]);
     const added = which === "bare" ? "" : (1e6 / rps - 1e6 / bare).toFixed(1);
-    return [which, rps.toFixed(0), ratio(rps, bare).toFixed(2), added];
+    const time = median(cpu[which]);
+    return [
+      which,
+      rps.toFixed(0),
+      ratio(rps, bare).toFixed(2),
+      added,
+      Number.isNaN(time) ? "" : time.toFixed(1),
+    ];
   }),
-  ["---", "---:", "---:", "---:"],
+  ["---", "---:", "---:", "---:", "---:"],
 ));

@@ -1,6 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Joining byte chunks: one copy into an exact-size buffer.
+ * Joining byte chunks (one copy into an exact-size buffer), and handing
+ * bytes to `Request` and `Response` at least cost.
  *
  * @module
  */
@@ -34,4 +35,29 @@ export function concatBytes(
     offset += chunk.byteLength;
   }
   return out;
+}
+
+/** Bodies up to this many bytes may be handed to `Response` or `Request` as text (see {@linkcode bodyInit}). */
+const TEXT_BODY_BYTES = 1024;
+
+/**
+ * A body as `new Response()` and `new Request()` take it at least cost, the
+ * same bytes either way: a small ASCII body as text when the headers have a
+ * `Content-Type` (text without one would gain `text/plain;charset=UTF-8`),
+ * else the bytes. Both copy an array into a buffer of their own, and under
+ * `Deno.serve` that buffer was the largest single cost of a replay (a tenth
+ * of its CPU time); text is kept as it is, and ASCII encodes to itself.
+ *
+ * @param bytes The body.
+ * @param typed Whether the headers it goes with hold a `Content-Type`.
+ * @returns The body to construct the response or request with.
+ */
+export function bodyInit(
+  bytes: Uint8Array<ArrayBuffer>,
+  typed: boolean,
+): Uint8Array<ArrayBuffer> | string {
+  const length = bytes.byteLength;
+  if (!typed || length === 0 || length > TEXT_BODY_BYTES) return bytes;
+  for (let i = 0; i < length; i++) if (bytes[i]! >= 0x80) return bytes;
+  return String.fromCharCode.apply(null, bytes as unknown as number[]);
 }

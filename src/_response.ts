@@ -7,6 +7,7 @@
  * @module
  */
 
+import { bodyInit } from "./_bytes.ts";
 import type { CaptureResult } from "./capture.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
@@ -32,21 +33,24 @@ const UNSTORED = new Set([
  *
  * @param headers The handler's response headers.
  * @param unstored The `unstoredHeaders` option, lower case.
- * @returns The pairs to store, and whether any but framing was left out.
+ * @returns The pairs to store, whether any but framing was left out, and
+ * whether the headers hold a `Content-Type` (stored or not).
  */
 export function storedHeaders(
   headers: Headers,
   unstored: ReadonlySet<string>,
-): { pairs: [string, string][]; partial: boolean } {
+): { pairs: [string, string][]; partial: boolean; typed: boolean } {
   const pairs: [string, string][] = [];
   let partial = false;
+  let typed = false;
   for (const pair of headers) {
     const name = pair[0];
     if (UNSTORED.has(name)) continue;
+    if (name === "content-type") typed = true;
     if (unstored.has(name) || CONTROL.test(pair[1])) partial = true;
     else pairs.push(pair);
   }
-  return { pairs, partial };
+  return { pairs, partial, typed };
 }
 
 /**
@@ -73,18 +77,20 @@ export function replay(
 ): Response {
   const omitted = record.body === null;
   const headers: [string, string][] = [];
+  let typed = false;
   for (const pair of record.headers) {
     const name = pair[0];
     if (name === replayHeader || name === OMITTED_NAME) continue;
     if (omitted && name === "content-encoding") continue;
     if (unstored.has(name)) continue;
+    if (name === "content-type") typed = true;
     headers.push(pair);
   }
   headers.push([replayHeader, "true"]);
   if (omitted) headers.push([OMITTED_NAME, record.omitted ?? "too_large"]);
   const body = omitted || NULL_BODY.has(record.status)
     ? null
-    : record.body as Uint8Array<ArrayBuffer>;
+    : bodyInit(record.body as Uint8Array<ArrayBuffer>, typed);
   return new Response(body, { status: record.status, headers });
 }
 

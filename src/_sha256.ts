@@ -10,7 +10,9 @@
  * @module
  */
 
-const K = new Uint32Array([
+// Int32Array throughout: a word past 2^31 read from a Uint32Array is a double
+// to V8, and the rounds run on doubles; as int32 they stay in registers.
+const K = new Int32Array([
   0x428a2f98,
   0x71374491,
   0xb5c0fbcf,
@@ -77,13 +79,11 @@ const K = new Uint32Array([
   0xc67178f2,
 ]);
 
-const HEX: string[] = Array.from(
-  { length: 256 },
-  (_, i) => i.toString(16).padStart(2, "0"),
-);
+/** The char codes of the hex digits. */
+const DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
 
 const encoder = new TextEncoder();
-const IV = [
+const IV = new Int32Array([
   0x6a09e667,
   0xbb67ae85,
   0x3c6ef372,
@@ -92,37 +92,72 @@ const IV = [
   0x9b05688c,
   0x1f83d9ab,
   0x5be0cd19,
-];
+]);
 // One hash at a time: hashing is synchronous, so the state and the scratch
 // buffers are shared by every call instead of allocated for each.
-const H = new Uint32Array(8);
-const W = new Uint32Array(64);
+const H = new Int32Array(8);
+const W = new Int32Array(64);
 const BLOCK = new Uint8Array(64);
+/** The digest's hex digits as char codes, made into one flat string at the end. */
+const OUT: number[] = new Array(64).fill(0);
 let used = 0;
 let length = 0;
 let text = new Uint8Array(256);
 
 /**
- * Hashes the concatenation of `parts` (text as UTF-8) in one synchronous
- * call.
+ * Hashes the concatenation of the parts given (text as UTF-8) in one
+ * synchronous call.
  *
- * @param parts The input, in pieces.
- * @returns The digest as 64 lower-case hex characters.
+ * @param a The first part of the input.
+ * @param b The second part, if any.
+ * @param c The third part, if any.
+ * @param d The fourth part, if any.
+ * @returns The digest as 64 lower-case hex characters, a flat string.
  */
-export function sha256Hex(...parts: (Uint8Array | string)[]): string {
+export function sha256Hex(
+  a: Uint8Array | string,
+  b?: Uint8Array | string,
+  c?: Uint8Array | string,
+  d?: Uint8Array | string,
+): string {
   H.set(IV);
   used = 0;
   length = 0;
-  for (const part of parts) {
-    if (typeof part !== "string") update(part);
-    else if (part.length > 0) {
-      if (text.byteLength < part.length * 3) {
-        text = new Uint8Array(part.length * 3);
-      }
-      update(text.subarray(0, encoder.encodeInto(part, text).written));
+  add(a);
+  if (b !== undefined) add(b);
+  if (c !== undefined) add(c);
+  if (d !== undefined) add(d);
+  return finish();
+}
+
+/**
+ * Adds one part. ASCII text goes into the block a character at a time: the
+ * slot's and the fingerprint's heads are ASCII, and `encodeInto` is a call
+ * into the runtime that costs more than hashing their bytes. Text from the
+ * first other character on goes through the encoder.
+ */
+function add(part: Uint8Array | string): void {
+  if (typeof part !== "string") return update(part);
+  const count = part.length;
+  let i = 0;
+  let at = used;
+  for (; i < count; i++) {
+    const code = part.charCodeAt(i);
+    if (code >= 0x80) break;
+    BLOCK[at++] = code;
+    if (at === 64) {
+      compress(BLOCK, 0);
+      at = 0;
     }
   }
-  return finish();
+  used = at;
+  length += i;
+  if (i === count) return;
+  const rest = i === 0 ? part : part.slice(i);
+  if (text.byteLength < rest.length * 3) {
+    text = new Uint8Array(rest.length * 3);
+  }
+  update(text.subarray(0, encoder.encodeInto(rest, text).written));
 }
 
 function update(bytes: Uint8Array): void {
@@ -167,13 +202,15 @@ function finish(): string {
   BLOCK[62] = low >>> 8;
   BLOCK[63] = low;
   compress(BLOCK, 0);
-  let out = "";
+  // One flat string from the char codes: a store keeps it as it is, where
+  // 32 concatenations left a tree of pieces to flatten.
   for (let i = 0; i < 8; i++) {
     const word = H[i]!;
-    out += HEX[word >>> 24]! + HEX[(word >>> 16) & 0xff]! +
-      HEX[(word >>> 8) & 0xff]! + HEX[word & 0xff]!;
+    for (let j = 0; j < 8; j++) {
+      OUT[i * 8 + j] = DIGITS[(word >>> (28 - 4 * j)) & 15]!;
+    }
   }
-  return out;
+  return String.fromCharCode.apply(null, OUT);
 }
 
 function compress(bytes: Uint8Array, offset: number): void {
@@ -208,12 +245,12 @@ function compress(bytes: Uint8Array, offset: number): void {
     b = a;
     a = (t1 + t2) | 0;
   }
-  H[0] = H[0]! + a;
-  H[1] = H[1]! + b;
-  H[2] = H[2]! + c;
-  H[3] = H[3]! + d;
-  H[4] = H[4]! + e;
-  H[5] = H[5]! + f;
-  H[6] = H[6]! + g;
-  H[7] = H[7]! + k;
+  H[0] = (H[0]! + a) | 0;
+  H[1] = (H[1]! + b) | 0;
+  H[2] = (H[2]! + c) | 0;
+  H[3] = (H[3]! + d) | 0;
+  H[4] = (H[4]! + e) | 0;
+  H[5] = (H[5]! + f) | 0;
+  H[6] = (H[6]! + g) | 0;
+  H[7] = (H[7]! + k) | 0;
 }

@@ -241,6 +241,44 @@ Deno.test("idempotency() gives the handler the original request's signal", async
   assert.equal(signal?.aborted, true);
 });
 
+Deno.test("idempotency() gives the handler the request's headers, repeated ones and redirect mode included", async () => {
+  const seen: Request[] = [];
+  const guarded = idempotency(async (req) => {
+    seen.push(req);
+    await req.arrayBuffer();
+    return new Response("ok");
+  });
+  const headers = new Headers([
+    ["idempotency-key", "hdr-1"],
+    ["x-b", "2"],
+    ["x-a", "1"],
+    ["x-a", "3"],
+    ["__proto__", "p"],
+  ]);
+  const plain = (key: string, extra: [string, string][] = []) =>
+    new Request("http://api.test/payments", {
+      method: "POST",
+      headers: [...headers, ...extra].map(([name, value]) =>
+        name === "idempotency-key" ? [name, key] : [name, value]
+      ),
+      body: "{}",
+      redirect: "manual",
+    });
+  const first = plain("hdr-1");
+  await (await guarded(first)).text();
+  const cookies = plain("hdr-2", [["set-cookie", "a=1"], [
+    "set-cookie",
+    "b=2",
+  ]]);
+  await (await guarded(cookies)).text();
+  assert.deepEqual([...seen[0]!.headers], [...first.headers]);
+  assert.equal(seen[0]!.headers.get("__proto__"), "p");
+  assert.equal(seen[0]!.redirect, "manual");
+  assert.deepEqual(seen[1]!.headers.getSetCookie(), ["a=1", "b=2"]);
+  assert.deepEqual([...seen[1]!.headers], [...cookies.headers]);
+  assert.ok(seen[0] !== first && seen[0] instanceof Request);
+});
+
 Deno.test("idempotency() answers 503 with Retry-After when the store is down, and fails open when asked", async () => {
   const store = new FaultyStore(new MemoryStore());
   store.failing.add("claim");

@@ -99,3 +99,39 @@ Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry repl
   assert.equal(await retry.text(), "run 1");
   assert.equal(runs, 1, "a 2xx was seen: the handler must not run again");
 });
+
+Deno.test("idempotency() hands on small bodies byte for byte, typed or not, ASCII or not, live, replayed and to the handler", async () => {
+  const ascii = new TextEncoder().encode('{"id":"pay_1","note":"plain"}');
+  const wide = new TextEncoder().encode('{"note":"café €"}');
+  const binary = pattern(300, 7);
+  const cases: [string, Uint8Array<ArrayBuffer>, Record<string, string>][] = [
+    ["ascii-typed", ascii, { "content-type": "application/json" }],
+    ["ascii-untyped", ascii, {}],
+    ["wide-typed", wide, { "content-type": "application/json" }],
+    ["binary-typed", binary, { "content-type": "application/octet-stream" }],
+    ["binary-untyped", binary, {}],
+  ];
+  for (const [key, body, headers] of cases) {
+    const seen: { bytes: Uint8Array; type: string | null }[] = [];
+    const guarded = idempotency(async (req) => {
+      seen.push({
+        bytes: new Uint8Array(await req.arrayBuffer()),
+        type: req.headers.get("content-type"),
+      });
+      return new Response(body, { status: 201, headers });
+    });
+    const live = await guarded(post(key, body, { headers }));
+    const replay = await guarded(post(key, body, { headers }));
+    assert.equal(seen.length, 1, key);
+    assert.ok(sameBytes(seen[0]!.bytes, body), `${key}: the handler's bytes`);
+    assert.equal(seen[0]!.type, headers["content-type"] ?? null, key);
+    for (const res of [live, replay]) {
+      assert.equal(
+        res.headers.get("content-type"),
+        headers["content-type"] ?? null,
+        key,
+      );
+      assert.ok(sameBytes(await bytesOf(res), body), `${key}: the bytes`);
+    }
+  }
+});

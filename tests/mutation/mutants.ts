@@ -327,7 +327,7 @@ export const MUTANTS: Mutant[] = [
     id: "rule2-live-body-from-consumed-response",
     file: GUARD,
     text:
-      "return new Response(body, {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
+      "return new Response(bodyInit(body, typed), {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
     replacement: "return response;",
     tests: [T.guardCapture, T.protocol],
     what: "rule 2: the client gets the handler's already-read response",
