@@ -143,10 +143,18 @@ export function commander(client: RedisClientLike): Send {
     typeof c.withTypeMapping === "function"
   ) {
     const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
+    // Strings and Buffers go as they are (a claim's arguments are all
+    // strings): only a plain Uint8Array needs a Buffer over it.
     const map = (args: (string | Uint8Array)[]) => {
-      const out: (string | Buffer)[] = new Array(args.length);
-      for (let i = 0; i < args.length; i++) out[i] = toBuffer(args[i]!);
-      return out;
+      for (let i = 0; i < args.length; i++) {
+        const arg = args[i]!;
+        if (typeof arg !== "string" && !Buffer.isBuffer(arg)) {
+          const out: (string | Uint8Array)[] = args.slice();
+          for (let j = i; j < out.length; j++) out[j] = toBuffer(out[j]!);
+          return out;
+        }
+      }
+      return args;
     };
     if (typeof c.getSlotMaster === "function") {
       // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
