@@ -194,7 +194,8 @@ async function subjects(): Promise<Subject[]> {
   };
   list.push({
     name: "floor: RedisStore's commands, bare (node-redis)",
-    what: "SET NX PX GET + EVALSHA complete; replay SET NX PX GET; nothing else",
+    what:
+      "SET NX PX GET + EVALSHA complete; replay SET NX PX GET; nothing else",
     address: () => clientAddress(nodeSend),
     fresh: floorFresh,
     prime: floorFresh,

@@ -154,7 +154,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-record-omitted",
     file: REDIS_RECORD,
-    text: `response.body === null ? response.omitted : response.body.byteLength`,
+    text:
+      `response.body === null ? response.omitted : response.body.byteLength`,
     replacement: `response.body === null ? 0 : response.body.byteLength`,
     tests: [T.redis],
     what:
