@@ -852,29 +852,32 @@ for (const [label, queue, make] of lateClients) {
 }
 
 Deno.test("RedisStore undoes a timed-out claim by its token when the late reply says acquired, and only then", async () => {
-  // A client whose claims hang until the test answers them; every release is
+  // A client whose native claims hang until the test answers them, and
+  // whose claim scripts do too once `holdScripts` is set; every release is
   // recorded with its token.
   const answers: ((reply: unknown) => void)[] = [];
+  const scriptAnswers: ((reply: unknown) => void)[] = [];
   const sent: string[] = []; // the claims' tokens
   const releases: string[] = []; // the releases' tokens
-  // The claim script (after a native claim found the slot in flight)
-  // answers what `script` says.
-  let script: unknown = [0, "fp", 100];
+  let holdScripts = false;
   let scripts = 0;
   const client: RedisCommander = {
     sendCommand(args) {
       if (args[0] === "SET") {
         sent.push(claimToken(args));
-        return new Promise((resolve) => answers.push(resolve));
+        return holdScripts
+          ? Promise.resolve(new TextEncoder().encode(`idem2f100:${other}`))
+          : new Promise((resolve) => answers.push(resolve));
       }
       if (isRelease(args)) {
         releases.push(String(args[4]));
         return Promise.resolve(1);
       }
       scripts++;
-      return Promise.resolve(script);
+      return new Promise((resolve) => scriptAnswers.push(resolve));
     },
   };
+  const other = "x".repeat(36) + "fp";
   const watched = new RedisStore({ client, timeoutMs: 30 });
 
   // Acquired late (nil): released, fenced by the claim's own token.
@@ -883,8 +886,9 @@ Deno.test("RedisStore undoes a timed-out claim by its token when the late reply 
   await waitFor("the undo", () => releases.length === 1);
   assert.deepEqual(releases, [sent[0]]);
 
-  // Completed late, or in flight (the script then says so): nothing to undo.
-  const other = "x".repeat(36) + "fp";
+  // Completed late, or in flight late: nothing to undo, and no claim script
+  // is sent after the deadline (its takeover of a lapsed lease would end a
+  // live owner's run when undone).
   await assert.rejects(() => watched.claim("s2", opts), StoreError);
   await assert.rejects(() => watched.claim("s3", opts), StoreError);
   answers.shift()!(new TextEncoder().encode(`idem2f100:${other}`));
@@ -896,16 +900,22 @@ Deno.test("RedisStore undoes a timed-out claim by its token when the late reply 
       omitted: "too_large",
     }),
   );
-  await waitFor("the script after the in-flight reply", () => scripts === 1);
-  await new Promise((resolve) => setTimeout(resolve, 0));
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(scripts, 0);
   assert.equal(releases.length, 1);
 
-  // In flight late, and then the script took an expired lease over: undone.
-  script = 2;
+  // The SET answered in time (in flight), the script did not: when it lands
+  // with a takeover, that takeover is undone; when it says in flight, not.
+  holdScripts = true;
   await assert.rejects(() => watched.claim("s4", opts), StoreError);
-  answers.shift()!(new TextEncoder().encode(`idem2f100:${other}`));
+  await assert.rejects(() => watched.claim("s5", opts), StoreError);
+  assert.equal(scripts, 2);
+  scriptAnswers.shift()!(2);
+  scriptAnswers.shift()!([0, "fp", 100]);
   await waitFor("the undo", () => releases.length === 2);
   assert.deepEqual(releases, [sent[0], sent[3]]);
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  assert.equal(releases.length, 2);
 });
 
 Deno.test("RedisStore undoes a claim whose connection broke under it, not one the client refused to send", async () => {

@@ -16,8 +16,9 @@ import { byteView } from "../_record.ts";
  * array of arguments, get its reply.
  *
  * The reply must be what Redis answered, decoded the usual way: a bulk string
- * as a `Uint8Array` (or a `string`, which loses binary bodies: ask your client
- * for bytes), an integer as a `number`, a nil as `null`, an array as an array.
+ * as a `Uint8Array` (or a `string`: then a record whose body is not UTF-8
+ * text reads as in flight until it expires, so ask your client for bytes), an
+ * integer as a `number`, a nil as `null`, an array as an array.
  * An error reply rejects the promise with an `Error` whose message starts with
  * the error code (such as `NOSCRIPT`), optionally after a `-`.
  *

@@ -29,8 +29,11 @@
  *   or run long is unreadable. A body is kept as it is, binary or not; a
  *   body that was not kept leaves the reason (`too_large`, …) in place of
  *   its length.
- * - Everything before the body is UTF-8 text, so a client that answers bulk
- *   strings as text loses nothing but binary bodies.
+ * - Everything before the body is UTF-8 text. A client that answers bulk
+ *   strings as text (a `RedisCommander` not asked for bytes) still
+ *   reads records whose body is UTF-8; one whose body is not then has another
+ *   length than its record says, and reads as unreadable (in flight) until
+ *   it expires: never a mangled replay.
  *
  * The first layout (a hash per slot, version `1` in its `v` field) is only
  * read: a claim that meets one (Redis answers `WRONGTYPE` to the `SET … GET`)

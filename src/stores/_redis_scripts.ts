@@ -107,9 +107,10 @@ local floor = c and tonumber(string.sub(v, 7, c - 1))
 if not floor or #v - c < ${TOKEN_ID_LENGTH} then return unreadable() end
 local left = redis.call('PTTL', key)
 if left < 0 then return unreadable() end
+-- The hint: what is left of the lease, which the key's expiry caps.
 if left > floor then return {0, string.sub(v, c + ${
   TOKEN_ID_LENGTH + 1
-}), left - floor} end
+}), math.min(left - floor, left)} end
 return take(2)
 `;
 

@@ -178,7 +178,8 @@ export interface RedisStoreOptions {
  *   a script can judge, or a value that is not ours) goes on to the claim
  *   script, which answers in flight, takes an expired lease over
  *   (`recovered: true`), or reads the value as unreadable. On a server
- *   without `SET … NX … GET` (Redis before 7.0) every claim is the script.
+ *   without `SET … NX … GET` (Redis 6.x) every claim is the script. Redis
+ *   6.0 is the least it needs (`SET … KEEPTTL`).
  * - `complete`, `release` and `extend` are Lua scripts, fenced by the
  *   claim's token, sent with `EVALSHA`, and again with `EVAL` when Redis
  *   answers `NOSCRIPT` (after a restart or `SCRIPT FLUSH`).
@@ -381,6 +382,7 @@ export class RedisStore implements IdempotencyStore {
       leaseMs,
       native: this.#native,
       result: undefined,
+      abandoned: false,
     };
     const args = claim.native
       ? ["SET", key, record, "NX", "PX", ttl, "GET"]
@@ -562,12 +564,14 @@ export class RedisStore implements IdempotencyStore {
       (reply) => {
         const claim = call.claim!;
         claim.result = decodeNativeClaim(reply, claim.token);
-        return claim.result === undefined ? this.#toScript(call) : reply;
+        if (claim.result !== undefined || claim.abandoned) return reply;
+        return this.#toScript(call);
       },
       (error) => {
         if (isSyntaxError(error)) this.#native = false;
         else if (!isWrongType(error)) throw error;
-        return this.#toScript(call);
+        // The SET wrote nothing; past the deadline, nothing more is sent.
+        return call.claim!.abandoned ? undefined : this.#toScript(call);
       },
     );
   };
@@ -621,6 +625,8 @@ interface ClaimCall {
   native: boolean;
   /** What the native SET's reply said, when it was final. */
   result: ClaimResult | undefined;
+  /** Set when the deadline passed: no further command is sent for it. */
+  abandoned: boolean;
 }
 
 /** `EVALSHA sha 1 key ...argv` for the script of `operation`. */
@@ -666,6 +672,10 @@ function redisHandler(
     },
     expired({ operation, claim }) {
       if (claim !== undefined) {
+        // Its caller is answered: a native SET that comes back late must
+        // not go on to the claim script, whose takeover the undo would then
+        // turn into the end of a live owner's run.
+        claim.abandoned = true;
         orphans.out(claim.slot, claim.token, claim.leaseMs);
       }
       return new StoreError(
@@ -679,11 +689,16 @@ function redisHandler(
     late({ claim, sent }, value, failed) {
       // The caller has its error. A claim that landed after all (or may
       // have) is undone.
-      if (claim !== undefined && sent) {
+      if (claim !== undefined) {
+        // Settled either way, so that no entry waits for a command that
+        // never went out (a script step the client refused after the SET).
         const acquired = claim.native
           ? value === null
           : value === 1 || value === 2;
-        orphans.settled(claim.token, failed ? mayHaveRun(value) : acquired);
+        orphans.settled(
+          claim.token,
+          sent && (failed ? mayHaveRun(value) : acquired),
+        );
       }
     },
   };
