@@ -2,17 +2,18 @@
 /**
  * The server side of `bench/http_compare.ts`: one small JSON handler on
  * `Deno.serve`, bare, under the middleware, or under the floor of what the
- * middleware must do to a new key (see {@linkcode floor}).
+ * middleware must do to a new key (see {@linkcode floor}) or to a replay
+ * (see {@linkcode replayFloor}).
  *
- *     deno run --allow-net=127.0.0.1 bench/_http_server.ts bare|guarded|floor PORT
+ *     deno run --allow-net=127.0.0.1 bench/_http_server.ts bare|guarded|floor|replay-floor PORT
  *
  * @module
  */
 import { idempotency } from "../mod.ts";
 import { readBody, rebuild } from "../src/_request.ts";
-import { storedHeaders } from "../src/_response.ts";
+import { replay, storedHeaders } from "../src/_response.ts";
 import { capture } from "../src/capture.ts";
-import { handler } from "./_app.ts";
+import { handler, record } from "./_app.ts";
 
 const NONE = new Set<string>();
 
@@ -33,8 +34,26 @@ async function floor(request: Request): Promise<Response> {
   return new Response(captured.bytes, { status, statusText, headers: pairs });
 }
 
+/**
+ * What a replay costs the platform, without a hash or a store: the body
+ * read through its stream and bounded (a replay must read it, to compare
+ * its fingerprint), and the replay built from a record in memory as the
+ * middleware builds it.
+ */
+async function replayFloor(request: Request): Promise<Response> {
+  const body = await readBody(request, 1_048_576);
+  if (!(body instanceof Uint8Array)) throw new Error("unread body");
+  return replay(record, "idempotent-replayed", NONE);
+}
+
 const [mode = "bare", port = "8711"] = Deno.args;
 Deno.serve(
   { hostname: "127.0.0.1", port: Number(port), onListen() {} },
-  mode === "bare" ? handler : mode === "floor" ? floor : idempotency(handler),
+  mode === "bare"
+    ? handler
+    : mode === "floor"
+    ? floor
+    : mode === "replay-floor"
+    ? replayFloor
+    : idempotency(handler),
 );

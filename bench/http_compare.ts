@@ -5,6 +5,8 @@
  * and replaying one key; and the floor of a fresh key: what the platform
  * costs for the middleware's body reads and rebuilt request and response,
  * without a hash or a store (`floor` in `_http_server.ts`), sent the fresh
+ * case's requests; and the floor of a replay (`replay-floor`: the body read
+ * and bounded, the replay built from a record in memory), sent the replay
  * case's requests. Each case runs `wrk -t1 -c32` against its own server
  * process, in rounds that alternate the cases; the report gives the median of
  * the rounds and each case's ratio to the bare app measured in the same run,
@@ -50,8 +52,15 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Idempotency-Key"] = "the-same-key"`,
 };
 
-type Case = "bare" | "keyless" | "fresh" | "replay" | "floor";
-const cases: Case[] = ["bare", "keyless", "fresh", "replay", "floor"];
+type Case = "bare" | "keyless" | "fresh" | "replay" | "floor" | "replay-floor";
+const cases: Case[] = [
+  "bare",
+  "keyless",
+  "fresh",
+  "replay",
+  "floor",
+  "replay-floor",
+];
 /** Each case's server CPU time per request (user + system), where `/proc` has it. */
 const cpu: Record<Case, number[]> = {
   bare: [],
@@ -59,6 +68,7 @@ const cpu: Record<Case, number[]> = {
   fresh: [],
   replay: [],
   floor: [],
+  "replay-floor": [],
 };
 const results: Record<Case, number[]> = {
   bare: [],
@@ -66,6 +76,7 @@ const results: Record<Case, number[]> = {
   fresh: [],
   replay: [],
   floor: [],
+  "replay-floor": [],
 };
 const dir = await Deno.makeTempDir();
 
@@ -95,7 +106,9 @@ async function measure(which: Case, port: number): Promise<number> {
       "run",
       "--allow-net=127.0.0.1",
       new URL("./_http_server.ts", import.meta.url).pathname,
-      which === "bare" || which === "floor" ? which : "guarded",
+      which === "bare" || which === "floor" || which === "replay-floor"
+        ? which
+        : "guarded",
       String(port),
     ],
     stdout: "null",
@@ -110,6 +123,8 @@ async function measure(which: Case, port: number): Promise<number> {
         ? scripts.keyless
         : which === "floor"
         ? scripts.fresh
+        : which === "replay-floor"
+        ? scripts.replay
         : scripts[which],
     );
     const url = `http://127.0.0.1:${port}/payments`;
