@@ -61,23 +61,17 @@ const cases: Case[] = [
   "floor",
   "replay-floor",
 ];
+/** An empty list per case. */
+function perCase(): Record<Case, number[]> {
+  return Object.fromEntries(cases.map((c) => [c, []])) as unknown as Record<
+    Case,
+    number[]
+  >;
+}
 /** Each case's server CPU time per request (user + system), where `/proc` has it. */
-const cpu: Record<Case, number[]> = {
-  bare: [],
-  keyless: [],
-  fresh: [],
-  replay: [],
-  floor: [],
-  "replay-floor": [],
-};
-const results: Record<Case, number[]> = {
-  bare: [],
-  keyless: [],
-  fresh: [],
-  replay: [],
-  floor: [],
-  "replay-floor": [],
-};
+const cpu = perCase();
+/** Each case's requests/s, a round at a time. */
+const results = perCase();
 const dir = await Deno.makeTempDir();
 
 /**
