@@ -55,6 +55,13 @@ export interface DeadlineHandler<C> {
    * same deadline, or `undefined` to fail. Optional.
    */
   retry?(context: C, error: unknown): PromiseLike<unknown> | undefined;
+  /**
+   * The work settled in time with `value`: returns more work to wait for,
+   * under the same deadline (its value is what the caller gets), or
+   * `undefined` to settle with `value`. Optional: an operation of two steps
+   * (the second only when the first says so) needs no promise of its own.
+   */
+  next?(context: C, value: unknown): PromiseLike<unknown> | undefined;
   /** The deadline passed first: returns the error the caller gets. */
   expired(context: C): unknown;
   /** The work settled after its deadline had passed (`failed`: it threw). */
@@ -167,12 +174,12 @@ export class Deadlines<C> {
       this.#handler.late(watched.context, value, failed);
       return;
     }
-    if (failed && this.#handler.retry !== undefined) {
-      const again = this.#handler.retry(watched.context, value);
-      if (again !== undefined) {
-        this.#await(watched, again);
-        return;
-      }
+    const more = failed
+      ? this.#handler.retry?.(watched.context, value)
+      : this.#handler.next?.(watched.context, value);
+    if (more !== undefined) {
+      this.#await(watched, more);
+      return;
     }
     if (this.#pending.delete(watched) && this.#pending.size === 0) {
       refTimer(this.#timer!, false);

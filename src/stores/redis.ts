@@ -322,7 +322,7 @@ export class RedisStore implements IdempotencyStore {
     const timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
     this.#deadlines = new Deadlines(
       timeoutMs,
-      redisHandler(this.#orphans, timeoutMs, this.#start),
+      redisHandler(this.#orphans, timeoutMs, this.#start, this.#toScript),
     );
     this.#wait = waiter(options.client, this.#send);
     const subscriber = options.subscriber;
@@ -382,13 +382,12 @@ export class RedisStore implements IdempotencyStore {
       leaseMs,
       native: this.#native,
       result: undefined,
-      abandoned: false,
     };
     const args = claim.native
       ? ["SET", key, record, "NX", "PX", ttl, "GET"]
       : scriptArgs("claim", key, [record, ttl, String(leaseMs)]);
     const call: Call = { operation: "claim", args, claim, sent: true };
-    const reply = await this.#deadlines.withDeadline(this.#claimWork, call);
+    const reply = await this.#deadlines.withDeadline(this.#start, call);
     const result = claim.result ?? decodeClaim(reply, token, leaseMs);
     if (result.state === "acquired" && this.#waitReplicas > 0) {
       try {
@@ -552,36 +551,14 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /**
-   * Sends a claim: the native `SET … NX PX ttl GET`, and when its reply is
-   * not final (a claim in flight, a value not ours, a first-layout hash that
-   * Redis answers `WRONGTYPE` for), the claim script, under the same
-   * deadline. A server that rejects the native form (before Redis 7.0) gets
-   * the script from then on.
+   * Sends a claim whose native SET wrote nothing on to the claim script,
+   * under the same deadline (the handler's `next` or `retry` calls it): the
+   * SET's value is the record the script writes should the slot be free,
+   * with the same key and TTL. A server that rejected the native form
+   * (before Redis 7.0) gets the script from then on.
    */
-  #claimWork = (call: Call): Promise<unknown> => {
-    if (!call.claim!.native) return this.#start(call);
-    return this.#start(call).then(
-      (reply) => {
-        const claim = call.claim!;
-        claim.result = decodeNativeClaim(reply, claim.token);
-        if (claim.result !== undefined || claim.abandoned) return reply;
-        return this.#toScript(call);
-      },
-      (error) => {
-        if (isSyntaxError(error)) this.#native = false;
-        else if (!isWrongType(error)) throw error;
-        // The SET wrote nothing; past the deadline, nothing more is sent.
-        return call.claim!.abandoned ? undefined : this.#toScript(call);
-      },
-    );
-  };
-
-  /**
-   * Sends a claim whose native SET wrote nothing on to the claim script:
-   * the SET's value is the record the script writes should the slot be
-   * free, with the same key and TTL.
-   */
-  #toScript(call: Call): Promise<unknown> {
+  #toScript = (call: Call, refused: boolean): Promise<unknown> => {
+    if (refused) this.#native = false;
     const [, key, record, , , ttl] = call.args as string[];
     const claim = call.claim!;
     claim.native = false;
@@ -591,7 +568,7 @@ export class RedisStore implements IdempotencyStore {
       String(claim.leaseMs),
     ]);
     return this.#start(call);
-  }
+  };
 
   /** Sends a call's command. */
   #start = (call: Call): Promise<unknown> => {
@@ -625,8 +602,6 @@ interface ClaimCall {
   native: boolean;
   /** What the native SET's reply said, when it was final. */
   result: ClaimResult | undefined;
-  /** Set when the deadline passed: no further command is sent for it. */
-  abandoned: boolean;
 }
 
 /** `EVALSHA sha 1 key ...argv` for the script of `operation`. */
@@ -649,12 +624,26 @@ function redisHandler(
   orphans: Orphans,
   timeoutMs: number,
   start: (call: Call) => Promise<unknown>,
+  toScript: (call: Call, refused: boolean) => Promise<unknown>,
 ): DeadlineHandler<Call> {
   return {
     resolved() {
       orphans.kick(); // Redis answers: undo what waits for it
     },
+    next(call, value) {
+      // A native claim's reply: final (nil, a completed record), or the
+      // claim script must look.
+      const claim = call.claim;
+      if (claim === undefined || !claim.native) return undefined;
+      claim.result = decodeNativeClaim(value, claim.token);
+      return claim.result === undefined ? toScript(call, false) : undefined;
+    },
     retry(call, error) {
+      const claim = call.claim;
+      if (claim?.native && (isWrongType(error) || isSyntaxError(error))) {
+        // The SET wrote nothing: a first-layout hash, or a server before 7.0.
+        return toScript(call, isSyntaxError(error));
+      }
       if (call.args[0] !== "EVALSHA" || !isNoScript(error)) return undefined;
       call.args[0] = "EVAL";
       call.args[1] = SCRIPTS[call.operation].source;
@@ -672,10 +661,6 @@ function redisHandler(
     },
     expired({ operation, claim }) {
       if (claim !== undefined) {
-        // Its caller is answered: a native SET that comes back late must
-        // not go on to the claim script, whose takeover the undo would then
-        // turn into the end of a live owner's run.
-        claim.abandoned = true;
         orphans.out(claim.slot, claim.token, claim.leaseMs);
       }
       return new StoreError(
@@ -691,13 +676,18 @@ function redisHandler(
       // have) is undone.
       if (claim !== undefined) {
         // Settled either way, so that no entry waits for a command that
-        // never went out (a script step the client refused after the SET).
+        // never went out. Past the deadline nothing more is sent for it
+        // (`next` and `retry` run only in time): a native SET that comes
+        // back in flight, or refused (WRONGTYPE, a server before 7.0), wrote
+        // nothing.
         const acquired = claim.native
           ? value === null
           : value === 1 || value === 2;
+        const refused = claim.native &&
+          (isWrongType(value) || isSyntaxError(value));
         orphans.settled(
           claim.token,
-          sent && (failed ? mayHaveRun(value) : acquired),
+          sent && !refused && (failed ? mayHaveRun(value) : acquired),
         );
       }
     },
