@@ -236,12 +236,16 @@ export function bytes(value: unknown): Uint8Array | null {
 
 /**
  * Whether a command that failed with `error` may have run on the server: not
- * when the script was unknown (NOSCRIPT) or the client refused to send it
+ * when Redis refused the command itself (NOSCRIPT: the script was unknown;
+ * WRONGTYPE: a `SET … GET` on a key of another type; `ERR syntax error`: a
+ * `SET … NX … GET` before Redis 7.0), nor when the client refused to send it
  * (node-redis offline or closed, ioredis without its offline queue). Any
  * other error (a connection that broke under the command) may hide a run.
  */
 export function mayHaveRun(error: unknown): boolean {
-  if (isNoScript(error)) return false;
+  if (isNoScript(error) || isWrongType(error) || isSyntaxError(error)) {
+    return false;
+  }
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== "string") return true;
   return !(message === "The client is offline" ||

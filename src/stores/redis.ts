@@ -380,12 +380,15 @@ export class RedisStore implements IdempotencyStore {
       slot,
       token,
       leaseMs,
+      key,
+      record,
+      ttl,
       native: this.#native,
       result: undefined,
     };
     const args = claim.native
       ? ["SET", key, record, "NX", "PX", ttl, "GET"]
-      : scriptArgs("claim", key, [record, ttl, String(leaseMs)]);
+      : claimScriptArgs(claim);
     const call: Call = { operation: "claim", args, claim, sent: true };
     const reply = await this.#deadlines.withDeadline(this.#start, call);
     const result = claim.result ?? decodeClaim(reply, token, leaseMs);
@@ -552,21 +555,14 @@ export class RedisStore implements IdempotencyStore {
 
   /**
    * Sends a claim whose native SET wrote nothing on to the claim script,
-   * under the same deadline (the handler's `next` or `retry` calls it): the
-   * SET's value is the record the script writes should the slot be free,
-   * with the same key and TTL. A server that rejected the native form
-   * (before Redis 7.0) gets the script from then on.
+   * under the same deadline (the handler's `next` or `retry` calls it). A
+   * server that rejected the native form (before Redis 7.0) gets the script
+   * from then on.
    */
   #toScript = (call: Call, refused: boolean): Promise<unknown> => {
     if (refused) this.#native = false;
-    const [, key, record, , , ttl] = call.args as string[];
-    const claim = call.claim!;
-    claim.native = false;
-    call.args = scriptArgs("claim", key!, [
-      record!,
-      ttl!,
-      String(claim.leaseMs),
-    ]);
+    call.claim!.native = false;
+    call.args = claimScriptArgs(call.claim!);
     return this.#start(call);
   };
 
@@ -598,6 +594,10 @@ interface ClaimCall {
   slot: string;
   token: string;
   leaseMs: number;
+  /** The key, the in-flight record to write and the TTL: the SET's or the script's. */
+  key: string;
+  record: string;
+  ttl: string;
   /** Whether the command out is the native SET (else the claim script). */
   native: boolean;
   /** What the native SET's reply said, when it was final. */
@@ -617,6 +617,15 @@ function scriptArgs(
   args[3] = key;
   for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
   return args;
+}
+
+/** The claim script's command for `claim`: ARGV record, ttl, lease. */
+function claimScriptArgs(claim: ClaimCall): (string | Uint8Array)[] {
+  return scriptArgs("claim", claim.key, [
+    claim.record,
+    claim.ttl,
+    String(claim.leaseMs),
+  ]);
 }
 
 /** What a RedisStore does as its commands settle, fail or time out. */
@@ -678,16 +687,13 @@ function redisHandler(
         // Settled either way, so that no entry waits for a command that
         // never went out. Past the deadline nothing more is sent for it
         // (`next` and `retry` run only in time): a native SET that comes
-        // back in flight, or refused (WRONGTYPE, a server before 7.0), wrote
-        // nothing.
+        // back in flight wrote nothing.
         const acquired = claim.native
           ? value === null
           : value === 1 || value === 2;
-        const refused = claim.native &&
-          (isWrongType(value) || isSyntaxError(value));
         orphans.settled(
           claim.token,
-          sent && !refused && (failed ? mayHaveRun(value) : acquired),
+          sent && (failed ? mayHaveRun(value) : acquired),
         );
       }
     },
