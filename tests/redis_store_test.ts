@@ -37,6 +37,7 @@ import { deleteRedisKeys, plantRedisPoison, REDIS_POISONS } from "./_redis.ts";
 import { post, untilRunsAgain, warmCountingHandler } from "./_helpers.ts";
 import { Orphans } from "../src/stores/_orphans.ts";
 import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
+import { mayHaveRun } from "../src/stores/_redis_client.ts";
 import { completedRecord } from "../src/stores/_redis_record.ts";
 
 /** The token a native claim (`SET key <record> NX PX ttl GET`) offers. */
@@ -980,4 +981,29 @@ Deno.test("The undo work of a store is bounded: the oldest entries go first", as
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.deepEqual(released, ["t4"]);
   assert.equal(orphans.size, 1); // t2, still out
+});
+
+Deno.test("A command Redis refused, or the client never sent, cannot have run; a broken connection may hide a run", () => {
+  const refused = [
+    "NOSCRIPT No matching script. Please use EVAL.",
+    "-NOSCRIPT No matching script.",
+    "WRONGTYPE Operation against a key holding the wrong kind of value",
+    "ERR syntax error",
+    "The client is offline",
+    "The client is closed",
+    "Stream isn't writeable and enableOfflineQueue options is false",
+  ];
+  for (const message of refused) {
+    assert.equal(mayHaveRun(new Error(message)), false, message);
+  }
+  for (
+    const message of [
+      "Socket closed unexpectedly",
+      "Connection is closed.",
+      "ERR Error running script",
+    ]
+  ) {
+    assert.equal(mayHaveRun(new Error(message)), true, message);
+  }
+  assert.equal(mayHaveRun("not an error"), true);
 });
