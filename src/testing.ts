@@ -485,6 +485,38 @@ export function checkStoreConformance(
         );
 
         await t.step(
+          "many concurrent claims on an expired lease have at most one winner, which recovers it",
+          async () => {
+            // At most: a store of two stores (FailoverStore) may see each
+            // pick another winner and answer every claim in flight; never
+            // two winners.
+            const s = slot();
+            acquired(await store.claim(s, opts("first")));
+            await h.elapse(lease + 100);
+            const results = await Promise.all(
+              Array.from(
+                { length: 20 },
+                (_, i) => store.claim(s, opts(`late-${i}`)),
+              ),
+            );
+            const winners = results.flatMap((r, i) =>
+              r.state === "acquired" ? [i] : []
+            );
+            assert.ok(winners.length <= 1, `winners: ${winners.length}`);
+            for (const [i, r] of results.entries()) {
+              if (i === winners[0]) {
+                assert.equal(r.state === "acquired" && r.recovered, true);
+                continue;
+              }
+              assert.equal(r.state, "in_flight");
+              if (r.state === "in_flight" && winners.length === 1) {
+                assert.equal(r.fingerprint, `late-${winners[0]}`);
+              }
+            }
+          },
+        );
+
+        await t.step(
           "an expired lease is taken over; the stale owner's writes are lost and change nothing",
           async () => {
             const s = slot();
