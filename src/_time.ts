@@ -70,6 +70,9 @@ export interface DeadlineHandler<C> {
 
 class Watched<C> {
   expired = false;
+  /** Neighbours in the pending list, in start order; unset once out of it. */
+  prev: Watched<C> | undefined = undefined;
+  next: Watched<C> | undefined = undefined;
   constructor(
     readonly at: number,
     readonly context: C,
@@ -100,8 +103,13 @@ export class Deadlines<C> {
   readonly #ms: number;
   readonly #handler: DeadlineHandler<C>;
   readonly #clock: Clock;
-  /** In start order, which is deadline order. */
-  #pending = new Set<Watched<C>>();
+  // The operations pending, in start order, which is deadline order: a list
+  // through the entries themselves, each unlinked (both ways) as it leaves.
+  // A Set churned at this rate left its dead tables chained to the live one,
+  // and a dead table promoted to old space kept every later table and the
+  // operations in them alive until the next full GC.
+  #head: Watched<C> | undefined = undefined;
+  #tail: Watched<C> | undefined = undefined;
   #timer: Timer | undefined;
 
   /**
@@ -161,12 +169,31 @@ export class Deadlines<C> {
   }
 
   #watch(watched: Watched<C>): void {
-    this.#pending.add(watched);
+    const tail = this.#tail;
+    this.#tail = watched;
+    if (tail !== undefined) {
+      tail.next = watched;
+      watched.prev = tail;
+      return;
+    }
+    this.#head = watched;
     if (this.#timer === undefined) {
       this.#timer = setTimeout(this.#fire, this.#ms);
-    } else if (this.#pending.size === 1) {
+    } else {
       refTimer(this.#timer, true);
     }
+  }
+
+  /** Takes `watched` out of the pending list: whether it was in it. */
+  #unlink(watched: Watched<C>): boolean {
+    const { prev, next } = watched;
+    if (prev === undefined && this.#head !== watched) return false;
+    if (prev === undefined) this.#head = next;
+    else prev.next = next;
+    if (next === undefined) this.#tail = prev;
+    else next.prev = prev;
+    watched.prev = watched.next = undefined;
+    return true;
   }
 
   #settle(watched: Watched<C>, value: unknown, failed: boolean): void {
@@ -181,7 +208,7 @@ export class Deadlines<C> {
       this.#await(watched, more);
       return;
     }
-    if (this.#pending.delete(watched) && this.#pending.size === 0) {
+    if (this.#unlink(watched) && this.#head === undefined) {
       refTimer(this.#timer!, false);
     }
     if (failed) {
@@ -195,12 +222,16 @@ export class Deadlines<C> {
   #fire = (): void => {
     this.#timer = undefined;
     const now = this.#clock.now();
-    for (const watched of this.#pending) {
+    for (
+      let watched = this.#head;
+      watched !== undefined;
+      watched = this.#head
+    ) {
       if (watched.at > now) {
         this.#timer = setTimeout(this.#fire, watched.at - now);
         return;
       }
-      this.#pending.delete(watched);
+      this.#unlink(watched);
       watched.expired = true;
       watched.reject(this.#handler.expired(watched.context));
     }

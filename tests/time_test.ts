@@ -243,3 +243,75 @@ Deno.test("Deadlines fires a later operation's deadline at its own time, not a t
     time.restore();
   }
 });
+
+Deno.test("Deadlines expires exactly the operations still pending, in start order, whatever order the others settle in", async () => {
+  // The pending list is unlinked anywhere (head, tail, middle, a lone entry)
+  // while more operations start. Against a model: the settled ones resolve,
+  // the rest expire in the order they started, and a settle after that is
+  // late.
+  const fc = (await import("fast-check")).default;
+  // Each step starts an operation ("start", after a gap in ms) or settles
+  // one still pending (its index among those, modulo their number). At most
+  // 30 steps of at most 30 ms: no deadline (1 s) passes before the end.
+  const step = fc.oneof(
+    fc.record({ start: fc.integer({ min: 0, max: 30 }) }),
+    fc.record({ settle: fc.nat() }),
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(step, { minLength: 1, maxLength: 30 }),
+      async (steps) => {
+        const seen = fresh();
+        const time = fakeGlobalTimers();
+        try {
+          const deadlines = new Deadlines(1_000, handler(seen), time.clock);
+          const gates: ReturnType<typeof gate<string>>[] = [];
+          const outcomes: Promise<string>[] = [];
+          const pending: number[] = []; // the model, in start order
+          for (const s of steps) {
+            if ("start" in s) {
+              time.now = time.clock.now() + s.start;
+              const i = gates.length;
+              const g = gate<string>();
+              gates.push(g);
+              pending.push(i);
+              outcomes.push(
+                deadlines.withDeadline(() => g.promise, `op${i}`)
+                  .then((v) => `value ${v}`, (e: Error) => e.message),
+              );
+            } else if (pending.length > 0) {
+              const [i] = pending.splice(s.settle % pending.length, 1);
+              gates[i!]!.resolve(`v${i}`);
+              await gates[i!]!.promise;
+              await Promise.resolve();
+            }
+          }
+          const settled = new Set(
+            [...gates.keys()].filter((i) => !pending.includes(i)),
+          );
+          await time.advanceTo(time.clock.now() + 1_000);
+          assert.deepEqual(seen.expired, pending.map((i) => `op${i}`));
+          assert.deepEqual(
+            await Promise.all(outcomes),
+            [...gates.keys()].map((i) =>
+              settled.has(i) ? `value v${i}` : `expired op${i}`
+            ),
+          );
+          for (const i of pending) gates[i]!.resolve(`late${i}`);
+          await Promise.all(pending.map((i) => gates[i]!.promise));
+          await Promise.resolve();
+          assert.deepEqual(
+            seen.late.map(([context]) => context).sort(),
+            pending.map((i) => `op${i}`).sort(),
+          );
+          // Nothing is left to fire: a further minute expires nothing more.
+          await time.advanceTo(time.clock.now() + 60_000);
+          assert.equal(seen.expired.length, pending.length);
+        } finally {
+          time.restore();
+        }
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
