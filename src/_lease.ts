@@ -37,6 +37,9 @@ export interface Beat {
   capturingSince?: number;
   /** Ends the capture: called by a tick a lease after it began. */
   stopCapture?: () => void;
+  /** Its neighbours in the heartbeat's list while it is in it. */
+  prev: Beat | undefined;
+  next: Beat | undefined;
 }
 
 /** What the heartbeat reports. */
@@ -77,7 +80,12 @@ export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
 
 /** Renews the leases of the claims in progress for one middleware. */
 export class Heartbeat {
-  #beats = new Set<Beat>();
+  // The claims renewed, oldest first: a list through the beats themselves,
+  // each unlinked both ways as it stops. A Set churned once per request
+  // chains its dead hash tables to the live one (see Deadlines in _time.ts).
+  #head: Beat | undefined = undefined;
+  #tail: Beat | undefined = undefined;
+  #size = 0;
   #timer: unknown;
   #store: IdempotencyStore;
   #leaseMs: number;
@@ -106,7 +114,7 @@ export class Heartbeat {
 
   /** How many claims are being renewed. */
   get size(): number {
-    return this.#beats.size;
+    return this.#size;
   }
 
   /** Whether the timer is scheduled. */
@@ -130,8 +138,13 @@ export class Heartbeat {
       renewedAt: this.#clock.now(),
       pending: false,
       stopped: false,
+      prev: this.#tail,
+      next: undefined,
     };
-    this.#beats.add(beat);
+    if (this.#tail === undefined) this.#head = beat;
+    else this.#tail.next = beat;
+    this.#tail = beat;
+    this.#size++;
     if (this.#timer === undefined) this.#schedule();
     return beat;
   }
@@ -156,8 +169,15 @@ export class Heartbeat {
    * @param beat What `start` returned.
    */
   stop(beat: Beat): void {
+    if (beat.stopped) return;
     beat.stopped = true;
-    this.#beats.delete(beat);
+    const { prev, next } = beat;
+    if (prev === undefined) this.#head = next;
+    else prev.next = next;
+    if (next === undefined) this.#tail = prev;
+    else next.prev = prev;
+    beat.prev = beat.next = undefined;
+    this.#size--;
   }
 
   #schedule(): void {
@@ -169,10 +189,16 @@ export class Heartbeat {
 
   #tick(): void {
     this.#timer = undefined;
-    if (this.#beats.size === 0) return;
+    if (this.#head === undefined) return;
     const due = this.#clock.now() - this.#leaseMs / 3;
     const now = this.#clock.now();
-    for (const beat of this.#beats) {
+    let next: Beat | undefined;
+    for (
+      let beat: Beat | undefined = this.#head;
+      beat !== undefined;
+      beat = next
+    ) {
+      next = beat.next; // read first: nothing below may unlink it, but be sure
       if (!beat.pending && beat.renewedAt <= due) this.#renew(beat);
       if (
         beat.stopCapture !== undefined &&

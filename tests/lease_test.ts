@@ -72,3 +72,59 @@ Deno.test("Heartbeat renews a claim every third of its lease for as long as the 
   assert.equal(heartbeat.ticking, false);
   assert.equal(time.pending, 0);
 });
+
+Deno.test("Heartbeat renews exactly the claims not stopped, whatever order they stop in", async () => {
+  // The beats are a list unlinked anywhere as claims stop, some twice; a
+  // model says which are left: those, and only those, are renewed.
+  const fc = (await import("fast-check")).default;
+  const lease = 600;
+  const step = fc.oneof(
+    fc.constant({ start: true as const }),
+    fc.record({ stop: fc.nat(), twice: fc.boolean() }),
+  );
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(step, { minLength: 1, maxLength: 40 }),
+      async (steps) => {
+        const time = new FakeTimers();
+        const renewed: string[] = [];
+        const store: IdempotencyStore = {
+          claim: () => Promise.reject(new Error("unused")),
+          complete: () => Promise.reject(new Error("unused")),
+          release: () => Promise.reject(new Error("unused")),
+          extend: (slot) => {
+            renewed.push(slot);
+            return Promise.resolve("applied");
+          },
+        };
+        const heartbeat = new Heartbeat(store, lease, {
+          lost: () => {},
+          error: () => {},
+        }, time);
+        const beats: ReturnType<Heartbeat["start"]>[] = [];
+        const live: number[] = []; // the model
+        for (const s of steps) {
+          if ("start" in s) {
+            live.push(beats.length);
+            beats.push(heartbeat.start(`s${beats.length}`, "t"));
+          } else if (beats.length > 0) {
+            const i = s.stop % beats.length;
+            heartbeat.stop(beats[i]!);
+            if (s.twice) heartbeat.stop(beats[i]!);
+            const at = live.indexOf(i);
+            if (at >= 0) live.splice(at, 1);
+          }
+          assert.equal(heartbeat.size, live.length);
+        }
+        // Half a lease on: every claim left is due, and is renewed once.
+        await time.advanceTo(time.now() + lease / 2);
+        assert.deepEqual(renewed, live.map((i) => `s${i}`));
+        for (const i of [...live]) heartbeat.stop(beats[i]!);
+        assert.equal(heartbeat.size, 0);
+        await time.advanceTo(time.now() + lease);
+        assert.equal(heartbeat.ticking, false);
+      },
+    ),
+    { numRuns: 200 },
+  );
+});
