@@ -369,30 +369,47 @@ export class RedisStore implements IdempotencyStore {
    * @throws {StoreError} When Redis cannot be reached or does not answer in
    * time.
    */
-  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    assertSlot(slot);
-    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
-    const token = newToken(fingerprint);
-    const key = this.#prefix + slot;
-    const record = inFlightRecord(token, leaseMs, ttlMs);
-    const ttl = String(ttlMs);
-    const claim: ClaimCall = {
-      slot,
-      token,
-      leaseMs,
-      key,
-      record,
-      ttl,
-      native: this.#native,
-      result: undefined,
-    };
-    const args = claim.native
-      ? ["SET", key, record, "NX", "PX", ttl, "GET"]
-      : claimScriptArgs(claim);
-    const call: Call = { operation: "claim", args, claim, sent: true };
-    const reply = await this.#deadlines.withDeadline(this.#start, call);
-    const result = claim.result ?? decodeClaim(reply, token, leaseMs);
-    if (result.state === "acquired" && this.#waitReplicas > 0) {
+  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    let call: Call;
+    try {
+      assertSlot(slot);
+      const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
+      const token = newToken(fingerprint);
+      const key = this.#prefix + slot;
+      const record = inFlightRecord(token, leaseMs, ttlMs);
+      const ttl = String(ttlMs);
+      const claim: ClaimCall = {
+        slot,
+        token,
+        leaseMs,
+        key,
+        record,
+        ttl,
+        native: this.#native,
+        result: undefined,
+      };
+      const args = claim.native
+        ? ["SET", key, record, "NX", "PX", ttl, "GET"]
+        : claimScriptArgs(claim);
+      call = { operation: "claim", args, claim, sent: true };
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    // The handler's `result` decodes the reply: no promise of our own here.
+    const claimed = this.#deadlines.withDeadline(this.#start, call) as Promise<
+      ClaimResult
+    >;
+    return this.#waitReplicas === 0 ? claimed : this.#confirm(claimed, call);
+  }
+
+  /** Waits for a claim that acquired to reach `waitReplicas` replicas. */
+  async #confirm(
+    claimed: Promise<ClaimResult>,
+    call: Call,
+  ): Promise<ClaimResult> {
+    const result = await claimed;
+    if (result.state === "acquired") {
+      const { slot, token, leaseMs } = call.claim!;
       try {
         await this.#replicated("claim", slot);
       } catch (error) {
@@ -638,6 +655,13 @@ function redisHandler(
   return {
     resolved() {
       orphans.kick(); // Redis answers: undo what waits for it
+    },
+    result(call, value) {
+      // A claim answers what it found; every other command its reply.
+      const claim = call.claim;
+      return claim === undefined
+        ? value
+        : claim.result ?? decodeClaim(value, claim.token, claim.leaseMs);
     },
     next(call, value) {
       // A native claim's reply: final (nil, a completed record), or the
