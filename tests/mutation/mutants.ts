@@ -554,4 +554,22 @@ export const MUTANTS: Mutant[] = [
     what:
       "a guarded TRACE is claimed, then the rebuilt request throws: 500, key held",
   },
+  {
+    id: "deadlines-tail-kept",
+    file: "src/_time.ts",
+    text: "if (next === undefined) this.#tail = prev;",
+    replacement: "if (next === undefined) void prev;",
+    tests: [T.time],
+    what:
+      "an operation started after the newest one settled is never watched: a hung store call waits for ever",
+  },
+  {
+    id: "heartbeat-stop-twice",
+    file: "src/_lease.ts",
+    text: "if (beat.stopped) return;\n    beat.stopped = true;",
+    replacement: "beat.stopped = true;",
+    tests: [T.lease],
+    what:
+      "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
+  },
 ];
