@@ -32,7 +32,7 @@
  *   deadline): a fresh key is the native claim `SET … NX PX ttl GET` and the
  *   complete script by `EVALSHA`, a replay the `SET … NX PX ttl GET` that
  *   answers a completed record. What RedisStore could reach if its
- *   JavaScript cost nothing.
+ *   JavaScript cost nothing. The same on ioredis, on a connection of its own.
  *
  * @module
  */
@@ -219,6 +219,39 @@ async function subjects(): Promise<Subject[]> {
     () => io.disconnect(),
     () => clientAddress((a) => io.call(a[0]!, ...a.slice(1))),
   ));
+
+  // The same floor on ioredis, its own connection: what RedisStore on
+  // ioredis could reach if its JavaScript cost nothing.
+  const ioFloor = new Redis(URL_);
+  // The byte-reply methods RedisStore sends through (see _redis_client.ts).
+  const ioBuffer = ioFloor as unknown as Record<
+    "setBuffer" | "evalshaBuffer",
+    (...args: (string | number | Uint8Array)[]) => Promise<unknown>
+  >;
+  const ioFloorClaim = (key: string) =>
+    ioBuffer.setBuffer(key, floorFlight, "NX", "PX", ttl, "GET");
+  const ioFloorFresh = async (key: string) => {
+    const k = `${run}:iofloor:${key}`;
+    await ioFloorClaim(k);
+    const done = await ioBuffer.evalshaBuffer(
+      sha,
+      1,
+      k,
+      floorToken,
+      floorRecord,
+    );
+    if (Number(done) !== 1) throw new Error(`ioredis floor: complete ${done}`);
+  };
+  list.push({
+    name: "floor: RedisStore's commands, bare (ioredis)",
+    what: "the same commands on ioredis; nothing else",
+    address: () =>
+      clientAddress((a) => ioFloor.call(a[0]!, ...a.slice(1)) as never),
+    fresh: ioFloorFresh,
+    prime: ioFloorFresh,
+    replay: (key) => ioFloorClaim(`${run}:iofloor:${key}`),
+    close: () => ioFloor.disconnect(),
+  });
 
   list.push(storeSubject(
     "MemoryStore",
@@ -449,7 +482,9 @@ console.log(markdownTable(
 const ours = rows.find((r) => r.name === "RedisStore (node-redis)");
 const peers = rows.filter((r) => /Powertools|node-idempotency/.test(r.name));
 const get = rows.find((r) => r.name.startsWith("baseline"));
-const floor = rows.find((r) => r.name.startsWith("floor"));
+const floor = rows.find((r) =>
+  r.name.startsWith("floor") && /node-redis/.test(r.name)
+);
 if (ours && get) {
   console.log(
     `\nRedisStore (node-redis) p50 against a bare GET: fresh ${
@@ -462,6 +497,17 @@ if (ours && floor) {
     `RedisStore (node-redis) calls/s against its commands sent bare: fresh ${
       (ours.freshRps / floor.freshRps).toFixed(2)
     }×, replay ${(ours.replayRps / floor.replayRps).toFixed(2)}×`,
+  );
+}
+const oursIo = rows.find((r) => r.name === "RedisStore (ioredis)");
+const floorIo = rows.find((r) =>
+  r.name.startsWith("floor") && /ioredis/.test(r.name)
+);
+if (oursIo && floorIo) {
+  console.log(
+    `RedisStore (ioredis) calls/s against its commands sent bare: fresh ${
+      (oursIo.freshRps / floorIo.freshRps).toFixed(2)
+    }×, replay ${(oursIo.replayRps / floorIo.replayRps).toFixed(2)}×`,
   );
 }
 if (ours && peers.length) {
