@@ -2,7 +2,9 @@
 /**
  * Requests per second over loopback HTTP: the bare app against the same app
  * under `idempotency()` (MemoryStore), keyless, with a fresh key per request,
- * and replaying one key; and the floor of a fresh key: what the platform
+ * and replaying one key; the floor of a keyless request (`keyless-floor`: the
+ * bare app that also reads the method and the key's header, all the middleware
+ * does with it); the floor of a fresh key: what the platform
  * costs for the middleware's body reads and rebuilt request and response,
  * without a hash or a store (`floor` in `_http_server.ts`), sent the fresh
  * case's requests; and the floor of a replay (`replay-floor`: the body read
@@ -52,10 +54,18 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Idempotency-Key"] = "the-same-key"`,
 };
 
-type Case = "bare" | "keyless" | "fresh" | "replay" | "floor" | "replay-floor";
+type Case =
+  | "bare"
+  | "keyless"
+  | "keyless-floor"
+  | "fresh"
+  | "replay"
+  | "floor"
+  | "replay-floor";
 const cases: Case[] = [
   "bare",
   "keyless",
+  "keyless-floor",
   "fresh",
   "replay",
   "floor",
@@ -100,7 +110,8 @@ async function measure(which: Case, port: number): Promise<number> {
       "run",
       "--allow-net=127.0.0.1",
       new URL("./_http_server.ts", import.meta.url).pathname,
-      which === "bare" || which === "floor" || which === "replay-floor"
+      which === "bare" || which === "floor" || which === "replay-floor" ||
+        which === "keyless-floor"
         ? which
         : "guarded",
       String(port),
@@ -113,7 +124,7 @@ async function measure(which: Case, port: number): Promise<number> {
     const script = `${dir}/${which}.lua`;
     await Deno.writeTextFile(
       script,
-      which === "bare"
+      which === "bare" || which === "keyless-floor"
         ? scripts.keyless
         : which === "floor"
         ? scripts.fresh
