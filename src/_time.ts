@@ -46,14 +46,12 @@ export function refTimer(timer: Timer, on: boolean): void {
  * a store, so that an operation allocates nothing for it.
  */
 export interface DeadlineHandler<C> {
-  /** The work settled in time with `value`: called before the caller gets it. */
-  resolved(context: C, value: unknown): void;
   /**
-   * What the caller gets for the work's `value`, when not `value` itself.
-   * Optional: it spares an operation that only reads the value a promise
-   * and a turn of its own.
+   * The work settled in time with `value`: returns what the caller gets
+   * (`value` itself, or what the store reads from it, which spares the store
+   * a promise and a turn of its own).
    */
-  result?(context: C, value: unknown): unknown;
+  resolved(context: C, value: unknown): unknown;
   /** The work failed in time: returns the error the caller gets. */
   failed(context: C, error: unknown): unknown;
   /**
@@ -220,12 +218,8 @@ export class Deadlines<C> {
     if (failed) {
       watched.reject(this.#handler.failed(watched.context, value));
     } else {
-      const handler = this.#handler;
-      handler.resolved(watched.context, value);
       watched.resolve(
-        (handler.result === undefined
-          ? value
-          : handler.result(watched.context, value)) as never,
+        this.#handler.resolved(watched.context, value) as never,
       );
     }
   }

@@ -19,7 +19,10 @@ function handler(
   retry?: (context: string, error: unknown) => PromiseLike<unknown> | undefined,
 ): DeadlineHandler<string> {
   return {
-    resolved: (_context, value) => void seen.resolved.push(value),
+    resolved: (_context, value) => {
+      seen.resolved.push(value);
+      return value;
+    },
     failed: (context, error) => {
       seen.failed.push(error);
       return new Error(`failed ${context}`, { cause: error });

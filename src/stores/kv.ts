@@ -865,8 +865,9 @@ function kvHandler(
   timeoutMs: number,
 ): DeadlineHandler<KvCall> {
   return {
-    resolved() {
+    resolved(_call, value) {
       orphans.kick(); // Deno KV answers: undo what waits for it
+      return value;
     },
     failed({ operation }, error) {
       if (error instanceof StoreError) return error;

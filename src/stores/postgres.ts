@@ -798,8 +798,9 @@ function postgresHandler(
     );
   };
   return {
-    resolved() {
+    resolved(_call, value) {
       orphans.kick(); // PostgreSQL answers: undo what waits for it
+      return value;
     },
     failed({ operation, claim }, cause) {
       if (claim !== undefined && mayHaveCommitted(cause)) {

@@ -395,7 +395,7 @@ export class RedisStore implements IdempotencyStore {
     } catch (error) {
       return Promise.reject(error);
     }
-    // The handler's `result` decodes the reply: no promise of our own here.
+    // The handler's `resolved` decodes the reply: no promise of our own here.
     const claimed = this.#deadlines.withDeadline(this.#start, call) as Promise<
       ClaimResult
     >;
@@ -653,10 +653,8 @@ function redisHandler(
   toScript: (call: Call, refused: boolean) => Promise<unknown>,
 ): DeadlineHandler<Call> {
   return {
-    resolved() {
+    resolved(call, value) {
       orphans.kick(); // Redis answers: undo what waits for it
-    },
-    result(call, value) {
       // A claim answers what it found; every other command its reply.
       const claim = call.claim;
       return claim === undefined
@@ -743,7 +741,7 @@ function waitHandler(
     );
   };
   return {
-    resolved() {},
+    resolved: (_call, value) => value,
     failed: ({ operation }, cause) => error(operation, cause),
     expired: ({ operation }) =>
       error(
