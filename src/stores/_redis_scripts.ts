@@ -164,9 +164,14 @@ export function decodeNativeClaim(
   token: string,
 ): ClaimResult | undefined {
   if (reply === null) return { state: "acquired", token, recovered: false };
-  const value = reply instanceof Uint8Array ? reply : bytes(reply);
+  return completedClaim(reply instanceof Uint8Array ? reply : bytes(reply)) ??
+    undefined;
+}
+
+/** A completed record's bytes as a claim's result; `null` when they do not decode. */
+function completedClaim(value: Uint8Array | null): ClaimResult | null {
   const record = value === null ? null : decodeCompleted(value);
-  return record === null ? undefined : {
+  return record === null ? null : {
     state: "completed",
     fingerprint: record.fingerprint,
     response: record.response,
@@ -202,11 +207,7 @@ export function decodeClaim(
     };
   }
   if (kind === 3) {
-    const value = bytes(a);
-    const record = value === null ? null : decodeCompleted(value);
-    return record === null
-      ? unreadable(Number(b) || leaseMs)
-      : { state: "completed", ...record };
+    return completedClaim(bytes(a)) ?? unreadable(Number(b) || leaseMs);
   }
   if (kind === 1) {
     const fp = text(a);
