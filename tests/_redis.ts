@@ -6,7 +6,12 @@
  */
 import { Buffer } from "node:buffer";
 import { createClient } from "redis";
-import { REDIS_URL } from "./_services.ts";
+import {
+  integrationTest,
+  REDIS_IGNORE,
+  REDIS_URL,
+  uniquePrefix,
+} from "./_services.ts";
 import {
   completedRecord,
   decodeCompleted,
@@ -33,6 +38,36 @@ export async function deleteRedisKeys(
   } finally {
     client.destroy();
   }
+}
+
+/**
+ * A test on the shared Redis (ignored with the reason when it is down): a
+ * node-redis client of its own and a key prefix of its own, the client
+ * closed and the keys deleted afterwards, even on failure. Sanitizers off,
+ * as for every test on a real client (see {@linkcode integrationTest}).
+ *
+ * @param name The test's name.
+ * @param label What the prefix starts with.
+ * @param fn The test, given the client and the prefix.
+ */
+export function redisTest(
+  name: string,
+  label: string,
+  fn: (
+    client: Awaited<ReturnType<ReturnType<typeof createClient>["connect"]>>,
+    prefix: string,
+  ) => Promise<void>,
+): void {
+  integrationTest(name, REDIS_IGNORE, async () => {
+    const prefix = `${uniquePrefix(label)}:`;
+    const client = await createClient({ url: REDIS_URL }).connect();
+    try {
+      await fn(client, prefix);
+    } finally {
+      client.destroy();
+      await deleteRedisKeys(prefix);
+    }
+  });
 }
 
 /** Sends one raw command: node-redis's `sendCommand`, or ioredis's `call`. */

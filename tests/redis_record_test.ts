@@ -12,7 +12,6 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import fc from "fast-check";
-import { createClient } from "redis";
 import {
   completedRecord,
   decodeCompleted,
@@ -22,14 +21,8 @@ import {
 } from "../src/stores/_redis_record.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { OMITTED_REASONS, type StoredResponse } from "../src/store.ts";
-import {
-  REDIS_IGNORE,
-  REDIS_URL,
-  testName,
-  uniquePrefix,
-  waitFor,
-} from "./_services.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import { waitFor } from "./_services.ts";
+import { redisTest } from "./_redis.ts";
 
 const headerName = fc.stringMatching(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,20}$/);
 const headerValue = fc.stringMatching(/^[\t\x20-\x7e\x80-\xff]{0,40}$/);
@@ -160,141 +153,120 @@ Deno.test("A token too short to carry a fingerprint makes no record", () => {
   assert.equal(completedRecord("t", response), null);
 });
 
-const ignore = REDIS_IGNORE;
 const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
 
-Deno.test({
-  name: testName(
-    "RedisStore on Redis: the lease rides on the key's expiry, and extend moves it on the server's clock",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  async fn() {
-    const prefix = `${uniquePrefix("record_lease")}:`;
-    const client = await createClient({ url: REDIS_URL }).connect();
-    try {
-      const store = new RedisStore({ client, prefix });
-      // Leases far longer than any pause of a loaded machine: what is
-      // asserted holds whatever the claims in between take.
-      const first = await store.claim("s", { ...opts, leaseMs: 10_000 });
-      assert.equal(first.state, "acquired");
-      if (first.state !== "acquired") return;
-      const busy = await store.claim("s", opts);
-      assert.equal(busy.state, "in_flight");
-      if (busy.state === "in_flight") {
-        assert.equal(busy.fingerprint, "fp");
-        assert.ok(busy.retryAfterMs >= 1 && busy.retryAfterMs <= 10_000);
-      }
-      const before = await client.pTTL(`${prefix}s`);
-      // Renewed to 40 s: what is left is the new lease, not the old.
-      assert.equal(await store.extend("s", first.token, 40_000), "applied");
-      const renewed = await store.claim("s", opts);
-      assert.equal(renewed.state, "in_flight");
-      if (renewed.state === "in_flight") {
-        assert.ok(renewed.retryAfterMs > 10_000, `${renewed.retryAfterMs}`);
-      }
-      // The deadline never moved.
-      const after = await client.pTTL(`${prefix}s`);
-      assert.ok(after > 0 && after <= before, `${before} ${after}`);
-      // A short lease runs out on the server: taken over, recovered.
-      const short = await store.claim("t", {
-        ...opts,
-        leaseMs: 50,
-        ttlMs: 10_000,
-      });
-      assert.equal(short.state, "acquired");
-      let taken: Awaited<ReturnType<RedisStore["claim"]>> | undefined;
-      await waitFor("the lease to run out", async () => {
-        taken = await store.claim("t", opts);
-        return taken.state === "acquired";
-      });
-      assert.deepEqual({ ...taken, token: "" }, {
-        state: "acquired",
-        token: "",
-        recovered: true,
-      });
-      // The takeover opened a new TTL window (60 s, where the first claim's
-      // was 10 s).
-      assert.ok(await client.pTTL(`${prefix}t`) > 10_000);
-      if (short.state === "acquired") {
-        assert.equal(await store.extend("t", short.token, 1_000), "lost");
-      }
-    } finally {
-      client.destroy();
-      await deleteRedisKeys(prefix);
+redisTest(
+  "RedisStore on Redis: the lease rides on the key's expiry, and extend moves it on the server's clock",
+  "record_lease",
+  async (client, prefix) => {
+    const store = new RedisStore({ client, prefix });
+    // Leases far longer than any pause of a loaded machine: what is
+    // asserted holds whatever the claims in between take.
+    const first = await store.claim("s", { ...opts, leaseMs: 10_000 });
+    assert.equal(first.state, "acquired");
+    if (first.state !== "acquired") return;
+    const busy = await store.claim("s", opts);
+    assert.equal(busy.state, "in_flight");
+    if (busy.state === "in_flight") {
+      assert.equal(busy.fingerprint, "fp");
+      assert.ok(busy.retryAfterMs >= 1 && busy.retryAfterMs <= 10_000);
+    }
+    const before = await client.pTTL(`${prefix}s`);
+    // Renewed to 40 s: what is left is the new lease, not the old.
+    assert.equal(await store.extend("s", first.token, 40_000), "applied");
+    const renewed = await store.claim("s", opts);
+    assert.equal(renewed.state, "in_flight");
+    if (renewed.state === "in_flight") {
+      assert.ok(renewed.retryAfterMs > 10_000, `${renewed.retryAfterMs}`);
+    }
+    // The deadline never moved.
+    const after = await client.pTTL(`${prefix}s`);
+    assert.ok(after > 0 && after <= before, `${before} ${after}`);
+    // A short lease runs out on the server: taken over, recovered.
+    const short = await store.claim("t", {
+      ...opts,
+      leaseMs: 50,
+      ttlMs: 10_000,
+    });
+    assert.equal(short.state, "acquired");
+    let taken: Awaited<ReturnType<RedisStore["claim"]>> | undefined;
+    await waitFor("the lease to run out", async () => {
+      taken = await store.claim("t", opts);
+      return taken.state === "acquired";
+    });
+    assert.deepEqual({ ...taken, token: "" }, {
+      state: "acquired",
+      token: "",
+      recovered: true,
+    });
+    // The takeover opened a new TTL window (60 s, where the first claim's
+    // was 10 s).
+    assert.ok(await client.pTTL(`${prefix}t`) > 10_000);
+    if (short.state === "acquired") {
+      assert.equal(await store.extend("t", short.token, 1_000), "lost");
     }
   },
-});
+);
 
-Deno.test({
-  name: testName(
-    "RedisStore on Redis reads records of the first layout (a hash per slot): replays completed ones, waits for live ones, takes expired ones over",
-    ignore,
-  ),
-  ignore: ignore !== false,
-  async fn() {
-    const prefix = `${uniquePrefix("record_v1")}:`;
-    const client = await createClient({ url: REDIS_URL }).connect();
+redisTest(
+  "RedisStore on Redis reads records of the first layout (a hash per slot): replays completed ones, waits for live ones, takes expired ones over",
+  "record_v1",
+  async (client, prefix) => {
     const at = (ms: number) => String(Date.now() + ms);
     const plant = async (slot: string, fields: Record<string, string>) => {
       await client.hSet(prefix + slot, fields);
       await client.pExpire(prefix + slot, 60_000);
     };
-    try {
-      const store = new RedisStore({ client, prefix });
-      const base = { v: "1", fp: "old", tok: "t" };
-      await plant("done", {
-        ...base,
-        st: "c",
-        dl: at(60_000),
-        status: "201",
-        hdr: '[["content-type","text/plain"]]',
-        body: "made by 0.1",
-      });
-      const replay = await store.claim("done", opts);
-      assert.equal(replay.state, "completed");
-      if (replay.state === "completed") {
-        assert.equal(replay.fingerprint, "old");
-        assert.equal(replay.response.status, 201);
-        assert.equal(
-          new TextDecoder().decode(replay.response.body!),
-          "made by 0.1",
-        );
-      }
-      await plant("live", { ...base, st: "f", lu: at(30_000), dl: at(60_000) });
-      const live = await store.claim("live", opts);
-      assert.equal(live.state, "in_flight");
-      if (live.state === "in_flight") assert.equal(live.fingerprint, "old");
-      // The first layout's owner is an older instance: nothing here writes to it.
-      assert.equal(await store.release("live", "t".repeat(40)), "lost");
-      assert.equal(await client.type(prefix + "live"), "hash");
-      await plant("stale", {
-        ...base,
-        st: "f",
-        lu: at(-1_000),
-        dl: at(60_000),
-      });
-      const stale = await store.claim("stale", opts);
-      assert.equal(stale.state, "acquired");
-      if (stale.state === "acquired") {
-        assert.equal(stale.recovered, true);
-        assert.equal(await client.type(prefix + "stale"), "string");
-        assert.equal(
-          await store.complete("stale", stale.token, {
-            status: 200,
-            headers: [],
-            body: new Uint8Array([1, 2]),
-          }),
-          "applied",
-        );
-        assert.equal((await store.claim("stale", opts)).state, "completed");
-      }
-      await plant("past", { ...base, st: "c", dl: at(-1_000), status: "200" });
-      const past = await store.claim("past", opts);
-      assert.deepEqual(past.state === "acquired" && past.recovered, false);
-    } finally {
-      client.destroy();
-      await deleteRedisKeys(prefix);
+    const store = new RedisStore({ client, prefix });
+    const base = { v: "1", fp: "old", tok: "t" };
+    await plant("done", {
+      ...base,
+      st: "c",
+      dl: at(60_000),
+      status: "201",
+      hdr: '[["content-type","text/plain"]]',
+      body: "made by 0.1",
+    });
+    const replay = await store.claim("done", opts);
+    assert.equal(replay.state, "completed");
+    if (replay.state === "completed") {
+      assert.equal(replay.fingerprint, "old");
+      assert.equal(replay.response.status, 201);
+      assert.equal(
+        new TextDecoder().decode(replay.response.body!),
+        "made by 0.1",
+      );
     }
+    await plant("live", { ...base, st: "f", lu: at(30_000), dl: at(60_000) });
+    const live = await store.claim("live", opts);
+    assert.equal(live.state, "in_flight");
+    if (live.state === "in_flight") assert.equal(live.fingerprint, "old");
+    // The first layout's owner is an older instance: nothing here writes to it.
+    assert.equal(await store.release("live", "t".repeat(40)), "lost");
+    assert.equal(await client.type(prefix + "live"), "hash");
+    await plant("stale", {
+      ...base,
+      st: "f",
+      lu: at(-1_000),
+      dl: at(60_000),
+    });
+    const stale = await store.claim("stale", opts);
+    assert.equal(stale.state, "acquired");
+    if (stale.state === "acquired") {
+      assert.equal(stale.recovered, true);
+      assert.equal(await client.type(prefix + "stale"), "string");
+      assert.equal(
+        await store.complete("stale", stale.token, {
+          status: 200,
+          headers: [],
+          body: new Uint8Array([1, 2]),
+        }),
+        "applied",
+      );
+      assert.equal((await store.claim("stale", opts)).state, "completed");
+    }
+    await plant("past", { ...base, st: "c", dl: at(-1_000), status: "200" });
+    const past = await store.claim("past", opts);
+    assert.deepEqual(past.state === "acquired" && past.recovered, false);
   },
-});
+);
