@@ -49,6 +49,11 @@ function streamOf(frames: readonly Uint8Array[]): ReadableStream<Uint8Array> {
   });
 }
 
+/**
+ * The baseline: one plain copy of every byte into a new array. Not
+ * `concatBytes`, whose single-chunk path copies by the typed-array
+ * constructor: a baseline must not move when capture's copy does.
+ */
 function memcpy(frames: readonly Uint8Array[], total: number): Uint8Array {
   const out = new Uint8Array(total);
   let offset = 0;

@@ -350,6 +350,22 @@ export function checkStoreConformance(
           completedResponse(await store.claim(s, opts(fingerprint))),
           response,
         );
+      /**
+       * `count` claims on `s` at once, the i-th with fingerprint
+       * `${prefix}-${i}`: their results, and the indexes of those acquired.
+       */
+      const claimAll = async (s: string, count: number, prefix: string) => {
+        const results = await Promise.all(
+          Array.from(
+            { length: count },
+            (_, i) => store.claim(s, opts(`${prefix}-${i}`)),
+          ),
+        );
+        const winners = results.flatMap((r, i) =>
+          r.state === "acquired" ? [i] : []
+        );
+        return { results, winners };
+      };
       /** Extending, releasing and completing with `token` are all lost. */
       const assertWritesLost = async (
         s: string,
@@ -365,15 +381,7 @@ export function checkStoreConformance(
           "many concurrent claims on one slot have exactly one winner",
           async () => {
             const s = slot();
-            const results = await Promise.all(
-              Array.from(
-                { length: 50 },
-                (_, i) => store.claim(s, opts(`fp-${i}`)),
-              ),
-            );
-            const winners = results.flatMap((r, i) =>
-              r.state === "acquired" ? [i] : []
-            );
+            const { results, winners } = await claimAll(s, 50, "fp");
             assert.equal(winners.length, 1, `winners: ${winners.length}`);
             const winner = winners[0]!;
             for (const [i, r] of results.entries()) {
@@ -493,15 +501,7 @@ export function checkStoreConformance(
             const s = slot();
             acquired(await store.claim(s, opts("first")));
             await h.elapse(lease + 100);
-            const results = await Promise.all(
-              Array.from(
-                { length: 20 },
-                (_, i) => store.claim(s, opts(`late-${i}`)),
-              ),
-            );
-            const winners = results.flatMap((r, i) =>
-              r.state === "acquired" ? [i] : []
-            );
+            const { results, winners } = await claimAll(s, 20, "late");
             assert.ok(winners.length <= 1, `winners: ${winners.length}`);
             for (const [i, r] of results.entries()) {
               if (i === winners[0]) {
