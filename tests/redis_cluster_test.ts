@@ -49,6 +49,13 @@ import {
 import { AppProcess, ControlServer } from "./faults/_servers.ts";
 
 const ignore = CLUSTER_IGNORE;
+/**
+ * The node timeout of clusters in which no node is killed: long enough that a
+ * node slowed by a loaded machine is never marked failing (which answers
+ * CLUSTERDOWN mid-test); the kill tests keep the short default, so that a
+ * dead master fails over quickly.
+ */
+const CALM_NODE_TIMEOUT_MS = 15_000;
 
 /** A test on private clusters, ignored with the reason when they cannot run. */
 function clusterTest(
@@ -128,7 +135,9 @@ for (const [label, make] of clients) {
     ...(ignore ? { ignore } : {}),
     leaseMs: 300,
     async setup() {
-      const cluster = await startCluster();
+      const cluster = await startCluster({
+        nodeTimeoutMs: CALM_NODE_TIMEOUT_MS,
+      });
       try {
         const { client, close } = await make(cluster);
         const admin = ioCluster(cluster);
@@ -308,7 +317,7 @@ async function verdict(
 clusterTest(
   "RedisStore on a cluster: slots migrate mid-load (MOVED/ASK followed), scripts reload after SCRIPT FLUSH, no key runs twice",
   async (t) => {
-    const cluster = await startCluster();
+    const cluster = await startCluster({ nodeTimeoutMs: CALM_NODE_TIMEOUT_MS });
     const ledgerServer = new LedgerServer();
     const prefix = `${uniquePrefix("cluster_reshard")}:`;
     const apps = new Apps(cluster, ledgerServer, prefix, 0);
@@ -349,6 +358,7 @@ clusterTest(
       const [from, to] = await cluster.pairs();
       const moving = 1500;
       await flushScripts(cluster);
+      await cluster.ready();
       const keys = await loadDuring(
         apps.send,
         ledger,
