@@ -12,7 +12,6 @@ import { bodyInit } from "./_bytes.ts";
 import { Completions } from "./_completion.ts";
 import { commitInTransaction } from "./_transaction.ts";
 import { type Beat, Heartbeat } from "./_lease.ts";
-import type { Config } from "./_options.ts";
 import {
   EMPTY,
   fingerprintOf,
@@ -23,11 +22,11 @@ import {
 } from "./_request.ts";
 import { replay, storedHeaders, streamed } from "./_response.ts";
 import { SettleEstimate, wholeSeconds } from "./_retry_hint.ts";
-import { capture } from "./capture.ts";
+import { capture } from "./_capture.ts";
 import { type Report, reporter } from "./events.ts";
 import { slotOf } from "./fingerprint.ts";
-import type { FetchHandler } from "./idempotency.ts";
 import { parseIdempotencyKey } from "./key.ts";
+import type { Config, FetchHandler } from "./options.ts";
 import { type ProblemDetails, reject } from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
@@ -45,11 +44,11 @@ interface Flight<A extends unknown[]> {
   beat?: Beat;
 }
 
-/** The `rejected` event's status and reason of each problem it reports. */
+/** The `rejected` event's reason for each problem it reports. */
 const REJECTED = {
-  missing: [400, "missing"],
-  malformed: [400, "malformed"],
-  tooLarge: [413, "too_large"],
+  missing: "missing",
+  malformed: "malformed",
+  tooLarge: "too_large",
 } as const;
 
 /** The way through of every guarded request of one middleware instance. */
@@ -284,12 +283,14 @@ export class Guard<A extends unknown[]> {
     kind: K,
     details: ProblemDetails[K],
   ): Response {
-    const [status, reason] = REJECTED[kind];
+    const response = reject(flight.request, kind, details);
+    const status = response.status as 400 | 413;
+    const reason = REJECTED[kind];
     this.#report(
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
     );
-    return reject(flight.request, kind, details);
+    return response;
   }
 
   /**

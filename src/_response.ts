@@ -8,7 +8,7 @@
  */
 
 import { bodyInit } from "./_bytes.ts";
-import type { CaptureResult } from "./capture.ts";
+import type { CaptureResult } from "./_capture.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
 /** The header on a replay whose body was not recorded: its value is the reason. */

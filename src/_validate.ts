@@ -80,6 +80,9 @@ export function optionalFunction<F>(
   return value;
 }
 
+/** RFC 9110 `token`, one character at least: what a header name may be. */
+export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
 /**
  * Returns `value` in lower case if it is an HTTP header name (an RFC 9110
  * token), else throws.
@@ -90,9 +93,7 @@ export function optionalFunction<F>(
  * @throws {TypeError} When it is not a header name.
  */
 export function headerName(name: string, value: unknown): string {
-  if (
-    typeof value !== "string" || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(value)
-  ) {
+  if (typeof value !== "string" || !TOKEN.test(value)) {
     throw new TypeError(
       `'${name}' must be a header name: current value is ${
         JSON.stringify(value)

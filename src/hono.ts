@@ -43,8 +43,8 @@
  * @module
  */
 
-import { DEFAULTS } from "./_options.ts";
-import { idempotency, type IdempotencyOptions } from "./idempotency.ts";
+import { Guard } from "./_guard.ts";
+import { configure, guardedKey, type IdempotencyOptions } from "./options.ts";
 
 /**
  * Options of {@linkcode idempotent}: the core middleware's, unchanged (see
@@ -164,30 +164,24 @@ const PROBLEM_HEADERS = new Set([
 export function idempotent(
   options: IdempotentHonoOptions = {},
 ): IdempotentMiddleware {
-  // Validates the options eagerly, as the core does.
-  const guarded = idempotency(runDownstream, options);
-  // The core's defaults, to tell a guarded request apart.
-  const methods = new Set(
-    (options.methods ?? DEFAULTS.methods).map((m) => m.toUpperCase()),
-  );
-  const header = options.header ?? DEFAULTS.header;
-  const required = options.required ?? DEFAULTS.required;
+  const config = configure(options);
+  const guard = new Guard(runDownstream, config);
 
   return async function idempotent(
     c: HonoContextLike,
     next: HonoNext,
   ): Promise<void> {
     const request = c.req.raw;
-    if (
-      request.bodyUsed && methods.has(request.method.toUpperCase()) &&
-      (required || request.headers.has(header)) && !options.skip?.(request)
-    ) {
+    const value = guardedKey(config, request);
+    if (value !== undefined && request.bodyUsed) {
       throw new TypeError(
         "The request body was read before idempotent(): register body-reading middleware (validators, parsers) after it",
       );
     }
     const downstream: Downstream = { ran: false };
-    const response = await guarded(request, c, next, downstream);
+    const response = value === undefined
+      ? await runDownstream(request, c, next, downstream)
+      : await guard.handle(request, value, [c, next, downstream]);
     if (downstream.ran) {
       // The routes' response, or the same bytes rebuilt after capture: the
       // headers are already merged, so replace `c.res` without merging again.

@@ -9,7 +9,7 @@
  *
  * @example Capture a small body
  * ```ts
- * import { capture } from "./capture.ts";
+ * import { capture } from "./_capture.ts";
  * import assert from "node:assert/strict";
  *
  * const result = await capture(new Response("hello").body!, 1024);
@@ -84,7 +84,7 @@ export type CaptureResult =
  *
  * @example Split a body larger than the cap
  * ```ts
- * import { capture } from "./capture.ts";
+ * import { capture } from "./_capture.ts";
  * import assert from "node:assert/strict";
  *
  * const body = new Response(new Uint8Array([1, 2, 3, 4, 5])).body!;
