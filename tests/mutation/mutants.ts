@@ -259,11 +259,11 @@ export const MUTANTS: Mutant[] = [
     id: "terminal-null-body-released",
     file: GUARD,
     text: `    if (source === null) {
-      return await this.#record(flight, unit, {`,
+      const record = { status, headers, body: EMPTY };`,
     replacement: `    if (source === null) {
       await this.#completions.release(flight.beat!, "not_cacheable");
       return response;
-      return await this.#record(flight, unit, {`,
+      const record = { status, headers, body: EMPTY };`,
     tests: [T.guardCapture, T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
@@ -320,7 +320,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: `this.#report(() => ({ type: "overflow", slot, cap }), started);`,
     replacement:
-      `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(streamed(captured).live, { status, statusText, headers: response.headers });`,
+      `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(captured.live, { status, statusText, headers: response.headers });`,
     tests: [T.guardCapture],
     what: "rule 1: an oversized 2xx is released and runs again on retry",
   },
