@@ -1,10 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The middleware's options: their public types, their defaults (one table,
- * shared with the Hono adapter), {@linkcode configure}, which checks them
- * eagerly and resolves them into the {@linkcode Config} a guard runs on, and
- * {@linkcode guardedKey}, which tells the requests the middleware guards from
- * those it passes through.
+ * The middleware's options (types and defaults), {@linkcode configure},
+ * which checks them into the {@linkcode Config} a guard runs on, and
+ * {@linkcode guardedKey}, which tells a guarded request from one that passes
+ * through.
  *
  * @module
  */
@@ -330,22 +329,19 @@ export function configure(options: IdempotencyOptions): Config {
     }
   }
   const methods = options.methods ?? DEFAULTS.methods;
+  const shown = () => JSON.stringify(methods);
   if (
     !Array.isArray(methods) || methods.length === 0 ||
     !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
   ) {
     throw new TypeError(
-      `'methods' must be a non-empty list of method names: current value is ${
-        JSON.stringify(methods)
-      }`,
+      `'methods' must be a non-empty list of method names: current value is ${shown()}`,
     );
   }
   const forbidden = methods.find((m) => FORBIDDEN_METHODS.has(m.toUpperCase()));
   if (forbidden !== undefined) {
     throw new TypeError(
-      `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${
-        JSON.stringify(methods)
-      }`,
+      `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${shown()}`,
     );
   }
   const ttl = option("ttl", positiveInteger);
@@ -435,15 +431,5 @@ function isSuccess(response: Response): boolean {
 }
 
 /** The standard methods, in the case `Request` normalizes them to. */
-const STANDARD_METHODS = [
-  "CONNECT",
-  "DELETE",
-  "GET",
-  "HEAD",
-  "OPTIONS",
-  "PATCH",
-  "POST",
-  "PUT",
-  "QUERY",
-  "TRACE",
-];
+const STANDARD_METHODS =
+  "CONNECT DELETE GET HEAD OPTIONS PATCH POST PUT QUERY TRACE".split(" ");
