@@ -62,10 +62,6 @@ export class Guard<A extends unknown[]> {
   /** The duplicates waiting for their key's request (`waitForInFlight`), if on. */
   #waiters: Waiters | undefined;
 
-  /**
-   * @param handler The handler to guard.
-   * @param config The middleware's configuration.
-   */
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
@@ -86,14 +82,7 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /**
-   * Answers one guarded request.
-   *
-   * @param request The request, its method guarded.
-   * @param value Its key header's value, `null` when it has none.
-   * @param args The handler's arguments after the request.
-   * @returns The response.
-   */
+  /** Answers a request of a guarded method; `value` is its key header's, or `null`. */
   async handle(
     request: Request,
     value: string | null,
