@@ -3,8 +3,9 @@
 /**
  * Fails on any import cycle among the package's own modules (`mod.ts` and
  * `src/`), type-only imports included: `deno task check` runs it. The graph
- * comes from `deno info --json` on `mod.ts` and every entry point in
- * `deno.json`'s `exports`.
+ * comes from `deno info --json` on `mod.ts`, every entry point in
+ * `deno.json`'s `exports` and every file of `src/` (one that no entry point
+ * imports included).
  *
  * Before it looks at the package it checks itself: it writes two modules
  * that import each other's types into a temporary directory and fails unless
@@ -97,6 +98,20 @@ function cycles(graph: Graph): string[][] {
   return found;
 }
 
+/** Every `.ts` file below `dir`, as paths relative to the root. */
+async function sources(dir: URL, prefix: string): Promise<string[]> {
+  const found: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    if (entry.isDirectory) {
+      const sub = new URL(`${entry.name}/`, dir);
+      found.push(...await sources(sub, `${prefix}${entry.name}/`));
+    } else if (entry.name.endsWith(".ts")) {
+      found.push(`${prefix}${entry.name}`);
+    }
+  }
+  return found;
+}
+
 /** Fails unless a type-only cycle written for the purpose is found. */
 async function selfTest(): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "cycles_" });
@@ -129,6 +144,7 @@ if (import.meta.main) {
   const entries = new Set<string>([
     "./mod.ts",
     ...Object.values(config.exports as Record<string, string>),
+    ...await sources(new URL("src/", root), "./src/"),
   ]);
   const own = (specifier: string) =>
     specifier === new URL("mod.ts", root).href ||
