@@ -267,7 +267,7 @@ export const DEFAULTS = Object.freeze({
 /** The options, checked, with their defaults filled in. */
 export interface Config {
   store: IdempotencyStore;
-  scope: ((request: Request) => string | Promise<string>) | undefined;
+  scope: IdempotencyOptions["scope"];
   /** Lower case. */
   header: string;
   /** Upper case. */
@@ -279,16 +279,14 @@ export interface Config {
   lease: number;
   maxRequestBytes: number;
   maxResponseBytes: number;
-  cacheable: (response: Response) => boolean;
-  fingerprint:
-    | ((request: Request, body: Uint8Array) => string | Promise<string>)
-    | undefined;
+  cacheable: NonNullable<IdempotencyOptions["cacheable"]>;
+  fingerprint: IdempotencyOptions["fingerprint"];
   failOpen: boolean;
   /** Lower case. */
   replayHeader: string;
   /** Lower case. */
   unstoredHeaders: ReadonlySet<string>;
-  onEvent: ((event: IdempotencyEvent) => void) | undefined;
+  onEvent: IdempotencyOptions["onEvent"];
   completionWait: number;
   completionTimeout: number;
   maxPendingCompletions: number;
@@ -297,7 +295,7 @@ export interface Config {
   /** 0: answer 409 at once. */
   waitForInFlight: number;
   maxWaiting: number;
-  skip: ((request: Request) => boolean) | undefined;
+  skip: IdempotencyOptions["skip"];
 }
 
 /**
@@ -418,11 +416,7 @@ export function guardedKey(
   return value === null && !config.required ? undefined : value;
 }
 
-/**
- * Methods the Fetch standard forbids in `new Request()`: a guarded request
- * is rebuilt for its handler after its claim, so one of these would be
- * claimed and then fail (a 500, the key held for a lease).
- */
+/** What `methods` cannot hold: `new Request()` refuses them (see `methods`). */
 const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
 
 /** The default of `cacheable`: a 2xx. */
