@@ -8,7 +8,7 @@
  * @module
  */
 
-import { capture } from "../src/capture.ts";
+import { capture } from "../src/_capture.ts";
 import { concatBytes } from "../src/_bytes.ts";
 
 const MIB = 1 << 20;

@@ -12,7 +12,7 @@
 import { idempotency } from "../mod.ts";
 import { readBody, rebuild } from "../src/_request.ts";
 import { replay, storedHeaders } from "../src/_response.ts";
-import { capture } from "../src/capture.ts";
+import { capture } from "../src/_capture.ts";
 import { handler, record } from "./_app.ts";
 
 const NONE = new Set<string>();

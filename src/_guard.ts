@@ -12,7 +12,6 @@ import { bodyInit } from "./_bytes.ts";
 import { Completions } from "./_completion.ts";
 import { commitInTransaction } from "./_transaction.ts";
 import { type Beat, Heartbeat } from "./_lease.ts";
-import type { Config } from "./_options.ts";
 import {
   EMPTY,
   fingerprintOf,
@@ -21,13 +20,12 @@ import {
   scopeOf,
   type Unread,
 } from "./_request.ts";
-import { replay, storedHeaders, streamed } from "./_response.ts";
+import { recordedBody, replay, storedHeaders } from "./_response.ts";
 import { SettleEstimate, wholeSeconds } from "./_retry_hint.ts";
-import { capture } from "./capture.ts";
 import { type Report, reporter } from "./events.ts";
 import { slotOf } from "./fingerprint.ts";
-import type { FetchHandler } from "./idempotency.ts";
 import { parseIdempotencyKey } from "./key.ts";
+import type { Config, FetchHandler } from "./options.ts";
 import { type ProblemDetails, reject } from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
@@ -45,14 +43,14 @@ interface Flight<A extends unknown[]> {
   beat?: Beat;
 }
 
-/** The `rejected` event's status and reason of each problem it reports. */
+/** The `rejected` event's reason for each problem it reports. */
 const REJECTED = {
-  missing: [400, "missing"],
-  malformed: [400, "malformed"],
-  tooLarge: [413, "too_large"],
+  missing: "missing",
+  malformed: "malformed",
+  tooLarge: "too_large",
 } as const;
 
-/** The way through of every guarded request of one middleware instance. */
+/** One middleware instance's guard: its handler, options, heartbeat, completions and waiters. */
 export class Guard<A extends unknown[]> {
   #handler: FetchHandler<A>;
   #config: Config;
@@ -64,26 +62,18 @@ export class Guard<A extends unknown[]> {
   /** The duplicates waiting for their key's request (`waitForInFlight`), if on. */
   #waiters: Waiters | undefined;
 
-  /**
-   * @param handler The handler to guard.
-   * @param config The middleware's configuration.
-   */
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent);
+    const operation = "extend";
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
-      lost: (beat) =>
-        report(() => ({ type: "lease_lost", slot: beat.slot }), beat.started),
-      error: (beat, error) =>
+      lost: ({ slot, started }) =>
+        report(() => ({ type: "lease_lost", slot }), started),
+      error: ({ slot, started }, error) =>
         report(
-          () => ({
-            type: "store_error",
-            slot: beat.slot,
-            operation: "extend",
-            error,
-          }),
-          beat.started,
+          () => ({ type: "store_error", slot, operation, error }),
+          started,
         ),
     }, config.heartbeatClock);
     this.#completions = new Completions(config, this.#heartbeat, report);
@@ -92,30 +82,17 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /**
-   * Answers one guarded request.
-   *
-   * @param request The request, its method guarded.
-   * @param value Its key header's value, `null` when it has none.
-   * @param args The handler's arguments after the request.
-   * @returns The response.
-   */
+  /** Answers a request of a guarded method; `value` is its key header's, or `null`. */
   async handle(
     request: Request,
     value: string | null,
     args: A,
   ): Promise<Response> {
     const config = this.#config;
-    const flight: Flight<A> = {
-      request,
-      args,
-      started: config.onEvent ? performance.now() : 0,
-      slot: null,
-    };
+    const started = config.onEvent ? performance.now() : 0;
+    const flight: Flight<A> = { request, args, started, slot: null };
     const { header } = config;
-    if (value === null) {
-      return this.#refuse(flight, "missing", { header });
-    }
+    if (value === null) return this.#refuse(flight, "missing", { header });
     const parsed = parseIdempotencyKey(value);
     if (!parsed.ok) {
       const { reason } = parsed;
@@ -155,14 +132,10 @@ export class Guard<A extends unknown[]> {
 
   /** Claims the slot: one store round trip. */
   async #claim(flight: Flight<A>, fingerprint: string): Promise<Claimed> {
-    const config = this.#config;
+    const { store, lease: leaseMs, ttl: ttlMs } = this.#config;
     const slot = flight.slot!;
     try {
-      return await config.store.claim(slot, {
-        fingerprint,
-        leaseMs: config.lease,
-        ttlMs: config.ttl,
-      });
+      return await store.claim(slot, { fingerprint, leaseMs, ttlMs });
     } catch (error) {
       this.#report(
         () => ({ type: "store_error", slot, operation: "claim", error }),
@@ -268,14 +241,12 @@ export class Guard<A extends unknown[]> {
       return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
     }
     const { error } = unread;
-    this.#report(() => ({
-      type: "rejected",
-      slot: null,
-      status: 400,
-      reason: "incomplete",
-      error,
-    }), flight.started);
-    return reject(flight.request, "incomplete", {});
+    const reason = "incomplete";
+    this.#report(
+      () => ({ type: "rejected", slot: null, status: 400, reason, error }),
+      flight.started,
+    );
+    return reject(flight.request, reason, {});
   }
 
   /** A `rejected` event, and its problem answer. */
@@ -284,12 +255,14 @@ export class Guard<A extends unknown[]> {
     kind: K,
     details: ProblemDetails[K],
   ): Response {
-    const [status, reason] = REJECTED[kind];
+    const response = reject(flight.request, kind, details);
+    const status = response.status as 400 | 413;
+    const reason = REJECTED[kind];
     this.#report(
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
     );
-    return reject(flight.request, kind, details);
+    return response;
   }
 
   /**
@@ -313,17 +286,15 @@ export class Guard<A extends unknown[]> {
       let response: Response;
       try {
         response = await this.#handler(request, ...flight.args);
+        if (!(response instanceof Response)) {
+          throw new TypeError(
+            `The handler must return a Response: it returned ${response}`,
+          );
+        }
       } catch (error) {
         await unit?.rollback();
         await this.#completions.release(beat, "thrown");
         throw error;
-      }
-      if (!(response instanceof Response)) {
-        await unit?.rollback();
-        await this.#completions.release(beat, "thrown");
-        throw new TypeError(
-          `The handler must return a Response: it returned ${response}`,
-        );
       }
       if (!this.#cacheable(response)) {
         // Not cacheable: the handler's transaction rolls back with the
@@ -370,31 +341,16 @@ export class Guard<A extends unknown[]> {
     );
     const source = response.body;
     if (source === null) {
-      return await this.#record(flight, unit, {
-        status,
-        headers,
-        body: EMPTY,
-      }) ??
-        response;
+      const record = { status, headers, body: EMPTY };
+      return await this.#record(flight, unit, record) ?? response;
     }
     const cap = this.#config.maxResponseBytes;
-    // A body capture() cannot read (a locked stream) counts as a stream error.
-    const captured = await capture(
-      source,
-      cap,
-      this.#heartbeat.capturing(beat),
-    ).catch((error) => ({
-      outcome: "failed" as const,
-      prefix: EMPTY,
-      error,
-    }));
+    const stop = this.#heartbeat.capturing(beat);
+    const captured = await recordedBody(source, cap, stop);
     if (captured.outcome === "within") {
       const body = captured.bytes;
-      const refused = await this.#record(flight, unit, {
-        status,
-        headers,
-        body,
-      });
+      const record = { status, headers, body };
+      const refused = await this.#record(flight, unit, record);
       if (refused !== null) return refused;
       // The record's header pairs (one pass over the headers, not two)
       // unless the record left some out.
@@ -410,13 +366,9 @@ export class Guard<A extends unknown[]> {
       const { error } = captured;
       this.#report(() => ({ type: "body_error", slot, error }), started);
     }
-    const { omitted, live } = streamed(captured);
-    const refused = await this.#record(flight, unit, {
-      status,
-      headers,
-      body: null,
-      omitted,
-    });
+    const { omitted, live } = captured;
+    const record = { status, headers, body: null, omitted };
+    const refused = await this.#record(flight, unit, record);
     if (refused !== null) {
       live.cancel().catch(() => {});
       return refused;
@@ -453,11 +405,7 @@ export class Guard<A extends unknown[]> {
     return null;
   }
 
-  /**
-   * Waits until no record write is pending in the background.
-   *
-   * @returns A promise that resolves when none is pending.
-   */
+  /** Waits until no record write is pending in the background. */
   drain(): Promise<void> {
     return this.#completions.drain();
   }

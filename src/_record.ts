@@ -5,12 +5,13 @@
  * the answer for a value that fails them, and plain byte views.
  *
  * A store that reads something these checks reject reports the slot as
- * `in_flight` with `fingerprint: null` (DESIGN rule 6: unreadable is in
- * flight).
+ * `in_flight` with `fingerprint: null` (docs/architecture.md, "Rules":
+ * unreadable is in flight).
  *
  * @module
  */
 
+import { TOKEN } from "./_validate.ts";
 import { OMITTED_REASONS } from "./store.ts";
 import type { ClaimResult, OmittedReason, StoredResponse } from "./store.ts";
 
@@ -62,8 +63,6 @@ export function isHeaderList(value: unknown): value is [string, string][] {
   return true;
 }
 
-/** RFC 9110 `token`: what a field name may be (one character at least). */
-const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /**
  * RFC 9110 `field-value` characters: tab, space, visible ASCII and obs-text
  * (U+0080–U+00FF, sent as one Latin-1 byte). No NUL, CR, LF, other control
@@ -82,14 +81,13 @@ const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
  * @returns Whether the pair is valid HTTP.
  */
 export function isHeaderPair(name: string, value: string): boolean {
-  return FIELD_NAME.test(name) && FIELD_VALUE.test(value);
+  return TOKEN.test(name) && FIELD_VALUE.test(value);
 }
 
 /**
  * Tells whether `value` is a list of header pairs that a replay can send:
- * [string, string] pairs (as {@linkcode isHeaderList}) that are valid HTTP
- * (as {@linkcode isHeaderPair}). The check a decoded record goes through,
- * once, before a store hands it out.
+ * a {@linkcode isHeaderList} whose every pair passes {@linkcode isHeaderPair}.
+ * The check a decoded record goes through, once, before a store hands it out.
  *
  * @param value Anything.
  * @returns Whether it is such a list.
@@ -97,16 +95,8 @@ export function isHeaderPair(name: string, value: string): boolean {
 export function isReplayableHeaderList(
   value: unknown,
 ): value is [string, string][] {
-  if (!Array.isArray(value)) return false;
-  for (const pair of value) {
-    if (!Array.isArray(pair) || pair.length !== 2) return false;
-    const name = pair[0], text = pair[1];
-    if (
-      typeof name !== "string" || typeof text !== "string" ||
-      !FIELD_NAME.test(name) || !FIELD_VALUE.test(text)
-    ) return false;
-  }
-  return true;
+  return isHeaderList(value) &&
+    value.every((pair) => isHeaderPair(pair[0], pair[1]));
 }
 
 /**

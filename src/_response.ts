@@ -1,14 +1,15 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Responses out of the middleware: a response's headers as a record keeps
- * them, the replay of a record, and the live body of a captured response
- * (the bytes read, then the rest of the stream or its error).
+ * Responses out of the middleware: a response's headers and body as a
+ * record keeps them (with the live body the client gets when the record
+ * keeps none), and the replay of a record.
  *
  * @module
  */
 
 import { bodyInit } from "./_bytes.ts";
-import type { CaptureResult } from "./capture.ts";
+import { capture } from "./_capture.ts";
+import { EMPTY } from "./_request.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
 /** The header on a replay whose body was not recorded: its value is the reason. */
@@ -94,40 +95,65 @@ export function replay(
   return new Response(body, { status: record.status, headers });
 }
 
-/** What a body capture makes of a response that is not `within` its cap. */
-export interface Streamed {
-  /** Why the record keeps no body. */
-  omitted: OmittedReason;
-  /** The live body: the handler's bytes, or its stream's error after them. */
-  live: ReadableStream<Uint8Array<ArrayBuffer>>;
-}
+/**
+ * A cacheable response's body as its record keeps it: all of it (`within`),
+ * or none, with why and the live body the client gets instead.
+ */
+export type RecordedBody =
+  | { outcome: "within"; bytes: Uint8Array<ArrayBuffer> }
+  | {
+    outcome: "overflow" | "unfinished" | "failed";
+    /** Why the record keeps no body. */
+    omitted: OmittedReason;
+    /** The live body: the handler's bytes, or its stream's error after them. */
+    live: ReadableStream<Uint8Array<ArrayBuffer>>;
+    /** The stream's error, when `failed`. */
+    error?: unknown;
+  };
 
 /**
- * The record's omission reason and the live body of a capture that did not
- * hold the whole body: the prefix, then the rest (too large, too slow), or
- * the prefix, then the same error (failed; an abort counts as cancelled).
+ * Captures a response body up to `cap`. When it does not get all of it, the
+ * record keeps no body, and the client gets the prefix, then the rest (too
+ * large, too slow), or the prefix, then the same error (failed; an abort
+ * counts as cancelled). A body `capture()` cannot read (a locked stream)
+ * counts as a stream error.
  *
- * @param captured What `capture()` returned, other than `within`.
- * @returns The omission reason and the live body.
+ * @param body The response body.
+ * @param cap The most bytes a record keeps.
+ * @param stop Settles when the body has taken too long.
+ * @returns The body as the record keeps it.
  */
-export function streamed(
-  captured: Exclude<CaptureResult, { outcome: "within" }>,
-): Streamed {
+export async function recordedBody(
+  body: ReadableStream<Uint8Array>,
+  cap: number,
+  stop: Promise<unknown>,
+): Promise<RecordedBody> {
+  const captured = await capture(body, cap, stop).catch((error) => ({
+    outcome: "failed" as const,
+    prefix: EMPTY,
+    error,
+  }));
   switch (captured.outcome) {
+    case "within":
+      return captured;
     case "overflow":
       return {
+        outcome: "overflow",
         omitted: "too_large",
         live: concat(captured.prefix, captured.rest),
       };
     case "unfinished":
       return {
+        outcome: "unfinished",
         omitted: "too_slow",
         live: concat(captured.prefix, captured.rest),
       };
     case "failed":
       return {
+        outcome: "failed",
         omitted: isAbort(captured.error) ? "cancelled" : "stream_error",
         live: failAfter(captured.prefix, captured.error),
+        error: captured.error,
       };
   }
 }

@@ -1,19 +1,13 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Option checks shared by the middleware and the stores, with messages that
- * name the option and its value.
+ * Option checks shared by the middleware, the client and the stores. Each
+ * takes the option's name and its value, and returns the value (as noted)
+ * or throws an error whose message names the option and the value.
  *
  * @module
  */
 
-/**
- * Returns `value` if it is a positive safe integer, else throws.
- *
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The value.
- * @throws {RangeError} When it is not a positive safe integer.
- */
+/** A positive safe integer, else a `RangeError`. */
 export function positiveInteger(name: string, value: unknown): number {
   if (!Number.isSafeInteger(value) || (value as number) <= 0) {
     throw new RangeError(
@@ -23,14 +17,7 @@ export function positiveInteger(name: string, value: unknown): number {
   return value as number;
 }
 
-/**
- * Returns `value` if it is a non-negative safe integer, else throws.
- *
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The value.
- * @throws {RangeError} When it is not a non-negative safe integer.
- */
+/** A non-negative safe integer, else a `RangeError`. */
 export function nonNegativeInteger(name: string, value: unknown): number {
   if (!Number.isSafeInteger(value) || (value as number) < 0) {
     throw new RangeError(
@@ -40,14 +27,7 @@ export function nonNegativeInteger(name: string, value: unknown): number {
   return value as number;
 }
 
-/**
- * Returns `value` if it is a boolean, `false` if it is absent, else throws.
- *
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The value, or `false`.
- * @throws {TypeError} When it is neither absent nor a boolean.
- */
+/** A boolean, `false` when absent, else a `TypeError`. */
 export function optionalBoolean(name: string, value: unknown): boolean {
   if (value === undefined) return false;
   if (typeof value !== "boolean") {
@@ -58,15 +38,7 @@ export function optionalBoolean(name: string, value: unknown): boolean {
   return value;
 }
 
-/**
- * Returns `value` if it is a function or absent, else throws.
- *
- * @typeParam F The function's type.
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The value.
- * @throws {TypeError} When it is neither absent nor a function.
- */
+/** A function or `undefined`, else a `TypeError`. */
 export function optionalFunction<F>(
   name: string,
   value: F | undefined,
@@ -80,19 +52,12 @@ export function optionalFunction<F>(
   return value;
 }
 
-/**
- * Returns `value` in lower case if it is an HTTP header name (an RFC 9110
- * token), else throws.
- *
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The header name, lower-cased.
- * @throws {TypeError} When it is not a header name.
- */
+/** RFC 9110 `token`, one character at least: what a header name may be. */
+export const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** A header name ({@linkcode TOKEN}), lower-cased, else a `TypeError`. */
 export function headerName(name: string, value: unknown): string {
-  if (
-    typeof value !== "string" || !/^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/.test(value)
-  ) {
+  if (typeof value !== "string" || !TOKEN.test(value)) {
     throw new TypeError(
       `'${name}' must be a header name: current value is ${
         JSON.stringify(value)
@@ -102,15 +67,7 @@ export function headerName(name: string, value: unknown): string {
   return value.toLowerCase();
 }
 
-/**
- * Returns the set of header names in `value`, lower-cased, if it is a list
- * of them, else throws.
- *
- * @param name The option's name, for the message.
- * @param value The value to check.
- * @returns The names, lower-cased.
- * @throws {TypeError} When it is not a list of header names.
- */
+/** A list of header names, as a set of them lower-cased, else a `TypeError`. */
 export function headerNames(name: string, value: unknown): ReadonlySet<string> {
   if (!Array.isArray(value)) {
     throw new TypeError(

@@ -10,7 +10,7 @@ import { sha256Hex } from "./_sha256.ts";
 /**
  * Bodies from this size on are hashed by `crypto.subtle`: its async hop
  * costs about as much as hashing this many bytes in TypeScript, and it is
- * several times faster per byte beyond (bench/middleware_bench.ts).
+ * faster per byte beyond (`bench/middleware_bench.ts` measures it).
  */
 export const SUBTLE_FROM_BYTES = 8192;
 

@@ -1,56 +1,15 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * {@linkcode idempotent}: the Idempotency-Key middleware as a Hono
- * middleware. A guarded `POST` or `PATCH` that carries an `Idempotency-Key`
- * runs the routes after it at most once per key; a retry gets the first
- * response back, byte for byte, with `Idempotent-Replayed: true`, without
- * reaching them.
- *
- * Register it before any middleware that reads the request body (validators,
- * body parsers): it reads the body first, to fingerprint the request, and
- * hands the routes after it a request that carries the same bytes, so
- * `c.req.json()` works there as usual.
- *
- * @example Guard a route
- * ```ts
- * import { Hono } from "hono";
- * import { idempotent } from "@idempotent/http/hono";
- * import { MemoryStore } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * let charges = 0;
- * const app = new Hono();
- * app.post("/payments", idempotent({ store: new MemoryStore() }), async (c) => {
- *   const { amount } = await c.req.json();
- *   charges++;
- *   return c.json({ charged: amount }, 201);
- * });
- *
- * const pay = () =>
- *   app.request("/payments", {
- *     method: "POST",
- *     headers: { "Idempotency-Key": "order-42" },
- *     body: JSON.stringify({ amount: 100 }),
- *   });
- * const first = await pay();
- * const retry = await pay();
- * assert.equal(charges, 1);
- * assert.equal(retry.status, 201);
- * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
- * assert.deepEqual(await retry.json(), await first.json());
- * ```
+ * middleware.
  *
  * @module
  */
 
-import { DEFAULTS } from "./_options.ts";
-import { idempotency, type IdempotencyOptions } from "./idempotency.ts";
+import { Guard } from "./_guard.ts";
+import { configure, guardedKey, type IdempotencyOptions } from "./options.ts";
 
-/**
- * Options of {@linkcode idempotent}: the core middleware's, unchanged (see
- * {@linkcode IdempotencyOptions}). `scope` receives the request, as in the
- * core.
- */
+/** Options of {@linkcode idempotent}: the core's, {@linkcode IdempotencyOptions}. */
 export type IdempotentHonoOptions = IdempotencyOptions;
 
 /**
@@ -85,9 +44,7 @@ export type IdempotentMiddleware = (
 ) => Promise<void>;
 
 /** Whether the routes after the middleware ran for this request. */
-interface Downstream {
-  ran: boolean;
-}
+type Downstream = { ran: boolean };
 
 /** Headers of a replay or a problem that earlier middleware must not replace. */
 const OWN_HEADERS = new Set(["content-type", "content-length"]);
@@ -115,10 +72,11 @@ const PROBLEM_HEADERS = new Set([
  *
  * - The body is read once, and `c.req.raw` is replaced by a request with the
  *   same URL, method, headers and bytes before `next()`, so the routes after
- *   it read it with `c.req.json()`, `c.req.text()` or `c.req.raw`. It must
- *   be unread when the middleware runs: a guarded request whose body an
- *   earlier middleware consumed is refused with a `TypeError` (Hono answers
- *   500 through `onError`), since its bytes can no longer be fingerprinted.
+ *   it read it with `c.req.json()`, `c.req.text()` or `c.req.raw`. Register
+ *   it before any middleware that reads the body (validators, parsers): a
+ *   guarded request whose body an earlier middleware consumed is refused
+ *   with a `TypeError` (Hono answers 500 through `onError`), since its bytes
+ *   can no longer be fingerprinted.
  * - The response is what the routes after it leave in `c.res`, headers set
  *   before `next()` by earlier middleware included, and it is recorded as
  *   such. The live response keeps its bytes: `c.res` is replaced by one
@@ -139,23 +97,32 @@ const PROBLEM_HEADERS = new Set([
  * ```ts
  * import { Hono } from "hono";
  * import { idempotent } from "@idempotent/http/hono";
+ * import { MemoryStore } from "@idempotent/http";
  * import assert from "node:assert/strict";
  *
  * let created = 0;
  * const app = new Hono();
- * app.use("/api/*", idempotent());
+ * app.use("/api/*", idempotent({ store: new MemoryStore() }));
  * app.get("/api/orders", (c) => c.json({ created }));
- * app.post("/api/orders", (c) => c.json({ id: ++created }, 201));
+ * app.post("/api/orders", async (c) => {
+ *   const { item } = await c.req.json();
+ *   return c.json({ id: ++created, item }, 201);
+ * });
  *
  * const order = () =>
  *   app.request("/api/orders", {
  *     method: "POST",
  *     headers: { "Idempotency-Key": "cart-7" },
+ *     body: JSON.stringify({ item: "tea" }),
  *   });
- * assert.equal((await order()).status, 201);
+ * const first = await order();
+ * assert.equal(first.status, 201);
  * const retry = await order();
+ * assert.equal(retry.status, 201);
  * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
- * assert.deepEqual(await retry.json(), { id: 1 });
+ * const body = await first.json();
+ * assert.deepEqual(body, { id: 1, item: "tea" });
+ * assert.deepEqual(await retry.json(), body);
  * assert.deepEqual(await (await app.request("/api/orders")).json(), {
  *   created: 1,
  * });
@@ -164,30 +131,24 @@ const PROBLEM_HEADERS = new Set([
 export function idempotent(
   options: IdempotentHonoOptions = {},
 ): IdempotentMiddleware {
-  // Validates the options eagerly, as the core does.
-  const guarded = idempotency(runDownstream, options);
-  // The core's defaults, to tell a guarded request apart.
-  const methods = new Set(
-    (options.methods ?? DEFAULTS.methods).map((m) => m.toUpperCase()),
-  );
-  const header = options.header ?? DEFAULTS.header;
-  const required = options.required ?? DEFAULTS.required;
+  const config = configure(options);
+  const guard = new Guard(runDownstream, config);
 
   return async function idempotent(
     c: HonoContextLike,
     next: HonoNext,
   ): Promise<void> {
     const request = c.req.raw;
-    if (
-      request.bodyUsed && methods.has(request.method.toUpperCase()) &&
-      (required || request.headers.has(header)) && !options.skip?.(request)
-    ) {
+    const value = guardedKey(config, request);
+    if (value !== undefined && request.bodyUsed) {
       throw new TypeError(
         "The request body was read before idempotent(): register body-reading middleware (validators, parsers) after it",
       );
     }
     const downstream: Downstream = { ran: false };
-    const response = await guarded(request, c, next, downstream);
+    const response = value === undefined
+      ? await runDownstream(request, c, next, downstream)
+      : await guard.handle(request, value, [c, next, downstream]);
     if (downstream.ran) {
       // The routes' response, or the same bytes rebuilt after capture: the
       // headers are already merged, so replace `c.res` without merging again.

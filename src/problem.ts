@@ -40,19 +40,12 @@ export interface ProblemTypes {
  */
 export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
   {
-    /** 400: the key is required and the request has none. */
     missing: "https://jsr.io/@idempotent/http#problem-key-missing",
-    /** 400: the key is not a valid key. */
     malformed: "https://jsr.io/@idempotent/http#problem-key-malformed",
-    /** 409: a request with this key is still being processed. */
     inFlight: "https://jsr.io/@idempotent/http#problem-key-in-flight",
-    /** 413: the request body is larger than the middleware buffers. */
     tooLarge: "https://jsr.io/@idempotent/http#problem-request-too-large",
-    /** 400: the request body broke off before its end (cut off, bad framing). */
     incomplete: "https://jsr.io/@idempotent/http#problem-request-incomplete",
-    /** 422: the key was used for a different request. */
     reused: "https://jsr.io/@idempotent/http#problem-key-reused",
-    /** 503: the idempotency store cannot be reached. */
     unavailable: "https://jsr.io/@idempotent/http#problem-store-unavailable",
   },
 );

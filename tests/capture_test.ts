@@ -1,8 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { capture } from "../src/capture.ts";
-import type { CaptureResult } from "../src/capture.ts";
+import { capture } from "../src/_capture.ts";
+import type { CaptureResult } from "../src/_capture.ts";
 
 /** A pull-based source over `frames` that counts pulls and records cancels. */
 function source(

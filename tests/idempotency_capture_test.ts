@@ -2,8 +2,8 @@
 /**
  * The middleware's response capture: a cacheable body within the cap is
  * recorded and replayed in full; a larger, failing, locked or cancelled one
- * reaches the client intact and is recorded without its body (the terminal
- * rule and body integrity of DESIGN.md section 2).
+ * reaches the client intact and is recorded without its body (the rules
+ * "terminal rule" and "body integrity" of docs/architecture.md).
  *
  * @module
  */

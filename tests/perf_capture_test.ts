@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { capture } from "../src/capture.ts";
+import { capture } from "../src/_capture.ts";
 
 /** A pull stream over `frames`, each enqueued when asked. */
 function streamOf(frames: readonly Uint8Array[]): ReadableStream<Uint8Array> {

@@ -34,7 +34,7 @@ const REDIS_RECORD = "src/stores/_redis_record.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
-const MIDDLEWARE = "src/idempotency.ts";
+const OPTIONS = "src/options.ts";
 const GUARD = "src/_guard.ts";
 const RESPONSE = "src/_response.ts";
 const REQUEST = "src/_request.ts";
@@ -181,7 +181,7 @@ export const MUTANTS: Mutant[] = [
   // --- capture ---------------------------------------------------------------
   {
     id: "capture-prefix-short",
-    file: "src/capture.ts",
+    file: "src/_capture.ts",
     text: "const head = cap - seen;",
     replacement: "const head = cap - seen - 1;",
     tests: [T.capture],
@@ -189,7 +189,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "capture-drops-crossing-tail",
-    file: "src/capture.ts",
+    file: "src/_capture.ts",
     text: "rest: restOf(current(), frame.subarray(head)),",
     replacement: "rest: restOf(current(), undefined),",
     tests: [T.capture],
@@ -197,7 +197,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "capture-cancel-not-forwarded",
-    file: "src/capture.ts",
+    file: "src/_capture.ts",
     text: "await reader.cancel(reason);",
     replacement: "",
     tests: [T.capture],
@@ -213,7 +213,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "capture-exact-cap-overflows",
-    file: "src/capture.ts",
+    file: "src/_capture.ts",
     text: "if (seen + frame.byteLength > cap) {",
     replacement: "if (seen + frame.byteLength >= cap) {",
     tests: [T.capture],
@@ -259,11 +259,11 @@ export const MUTANTS: Mutant[] = [
     id: "terminal-null-body-released",
     file: GUARD,
     text: `    if (source === null) {
-      return await this.#record(flight, unit, {`,
+      const record = { status, headers, body: EMPTY };`,
     replacement: `    if (source === null) {
       await this.#completions.release(flight.beat!, "not_cacheable");
       return response;
-      return await this.#record(flight, unit, {`,
+      const record = { status, headers, body: EMPTY };`,
     tests: [T.guardCapture, T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
@@ -320,7 +320,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: `this.#report(() => ({ type: "overflow", slot, cap }), started);`,
     replacement:
-      `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(streamed(captured).live, { status, statusText, headers: response.headers });`,
+      `this.#report(() => ({ type: "overflow", slot, cap }), started);\n      await this.#completions.release(beat, "not_cacheable");\n      return new Response(captured.live, { status, statusText, headers: response.headers });`,
     tests: [T.guardCapture],
     what: "rule 1: an oversized 2xx is released and runs again on retry",
   },
@@ -376,9 +376,9 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule8-unguarded-method-guarded",
-    file: MIDDLEWARE,
+    file: OPTIONS,
     text:
-      "passThrough.has(method) ||\n      (!methods.has(method) && !methods.has(method.toUpperCase()))",
+      "unguarded.has(method) ||\n    (!methods.has(method) && !methods.has(method.toUpperCase()))",
     replacement: "false",
     tests: [T.protocol],
     what: "rule 8: a GET with a key is read, hashed and claimed",
@@ -436,7 +436,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "method-case-sensitive",
-    file: MIDDLEWARE,
+    file: OPTIONS,
     text: "&& !methods.has(method.toUpperCase()))",
     replacement: ")",
     tests: [T.hostile],
@@ -445,8 +445,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "record-headers-unchecked",
     file: "src/_record.ts",
-    text: "!FIELD_NAME.test(name) || !FIELD_VALUE.test(text)",
-    replacement: "false",
+    text: "value.every((pair) => isHeaderPair(pair[0], pair[1]))",
+    replacement: "true",
     tests: [T.recordHeaders],
     what: "a stored header that is not valid HTTP makes every replay a 500",
   },
@@ -547,7 +547,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "forbidden-method-guarded",
-    file: "src/_options.ts",
+    file: OPTIONS,
     text: "if (forbidden !== undefined) {",
     replacement: "if (false) {",
     tests: [T.options],

@@ -1,15 +1,13 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Reads a response body up to a size cap: the hot path of the middleware
- * (DESIGN §3). A body that fits is returned as one contiguous copy, made once;
+ * (docs/architecture.md, "The request's way"). A body that fits is returned as one contiguous copy, made once;
  * a body that does not is split into an exact-size prefix and a lazy `rest`
  * stream that hands the tail on without copying it.
  *
- * Internal for now: not exported from `mod.ts`.
- *
  * @example Capture a small body
  * ```ts
- * import { capture } from "./capture.ts";
+ * import { capture } from "./_capture.ts";
  * import assert from "node:assert/strict";
  *
  * const result = await capture(new Response("hello").body!, 1024);
@@ -67,8 +65,8 @@ export type CaptureResult =
  * plain `ArrayBuffer`. Zero-length frames are allowed anywhere.
  *
  * The reader lock is released when the result is `failed`; on `within` the
- * body has ended and stays locked (releasing costs an error object, ~4 µs,
- * for nothing left to read). On `overflow` the reader belongs to `rest`:
+ * body has ended and stays locked (releasing costs an error object for
+ * nothing left to read). On `overflow` the reader belongs to `rest`:
  * reading it to the end leaves the ended source locked (as on `within`),
  * cancelling it cancels the source with the same reason (and releases the
  * lock), and an error of the source errors it (and releases the lock).
@@ -84,7 +82,7 @@ export type CaptureResult =
  *
  * @example Split a body larger than the cap
  * ```ts
- * import { capture } from "./capture.ts";
+ * import { capture } from "./_capture.ts";
  * import assert from "node:assert/strict";
  *
  * const body = new Response(new Uint8Array([1, 2, 3, 4, 5])).body!;
@@ -113,9 +111,8 @@ export async function capture(
   // A stop releases the reader's lock, which rejects the read pending then
   // without taking a frame from the stream (the Streams spec errors pending
   // read requests on release): the next reader gets that frame. So each
-  // frame costs one plain read, and the stop one reaction in all; racing
-  // every read against the stop (Promise.race) cost ~4 µs on a one-frame
-  // body and 1.4–3× on 256 frames, and left one reaction on `stop` per frame.
+  // frame costs one plain read, and the stop one reaction in all, where
+  // racing every read against the stop would leave a reaction per frame.
   let stopped = false;
   let finished = false;
   stop?.then(halt, halt);
@@ -148,10 +145,9 @@ export async function capture(
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (result.done) {
-      // The body has ended: its reader is left as it is. Releasing it makes
-      // a TypeError for the reader's closed promise, ~4 µs on Deno 2.9 (a
-      // tenth of what the middleware adds to a fresh key), and an ended
-      // stream has nothing left to read anyway.
+      // The body has ended: its reader is left as it is (releasing it makes
+      // a TypeError for the reader's closed promise, and an ended stream has
+      // nothing left to read).
       finished = true;
       return { outcome: "within", bytes: whole(frames, seen) };
     }
@@ -182,8 +178,7 @@ export async function capture(
 /**
  * The body as one array: the single frame itself when that is safe (a whole,
  * plain, fixed-length buffer, so nothing more is retained and nothing can
- * shrink under it). Measured on a 1 MiB frame: 6 µs returned as is against
- * 80 µs copied (`bench/capture_bench.ts`).
+ * shrink under it): no copy at all.
  */
 function whole(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
   const only = frames.length === 1 ? frames[0]! : undefined;
@@ -241,7 +236,7 @@ function restOf(
       }
       if (result.done) {
         // The source has ended: as on `within`, its lock stays (releasing
-        // costs an error object, ~4 µs, for nothing left to read).
+        // costs an error object for nothing left to read).
         controller.close();
         return;
       }
