@@ -38,4 +38,7 @@ const client: RedisCommander = {
     redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
 };
 const store = new RedisStore({ client, prefix: "myapp:idem:" });
-Deno.serve(idempotency(handler, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

@@ -25,4 +25,4 @@ const guarded = idempotency(handler, {
   },
 });
 
-Deno.serve(guarded);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, guarded);

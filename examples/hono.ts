@@ -23,4 +23,4 @@ app.post("/api/payments", async (c) => {
   return c.json(await charge(amount), 201);
 });
 
-Deno.serve(app.fetch);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, app.fetch);

@@ -14,4 +14,7 @@ import { Redis } from "ioredis"; // the named export: the default one does not t
 
 const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
 const store = new RedisStore({ client: new Redis(url), prefix: "myapp:idem:" });
-Deno.serve(idempotency(handler, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

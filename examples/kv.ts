@@ -12,4 +12,8 @@ import { idempotency } from "@idempotent/http";
 import { KvStore } from "@idempotent/http/kv";
 
 const kv = await Deno.openKv("./idempotency.db"); // Deno.openKv() on Deno Deploy
-Deno.serve(idempotency(handler, { store: new KvStore({ kv }) }));
+const store = new KvStore({ kv }); // timeoutMs: 10_000 by default
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

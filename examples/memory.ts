@@ -9,8 +9,8 @@
 import { handler } from "./_payments.ts";
 import { idempotency, MemoryStore } from "@idempotent/http";
 
-const store = new MemoryStore({
-  maxEntries: 10_000,
-  maxBytes: 64 * 1024 * 1024,
-});
-Deno.serve(idempotency(handler, { store }));
+const store = new MemoryStore({ maxEntries: 10_000, maxBytes: 64 << 20 });
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

@@ -14,8 +14,8 @@ import { createClient } from "redis"; // node-redis 5
 
 const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
 const client = await createClient({ url }).connect();
+const store = new RedisStore({ client, prefix: "myapp:idem:" });
 Deno.serve(
-  idempotency(handler, {
-    store: new RedisStore({ client, prefix: "myapp:idem:" }),
-  }),
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
 );

@@ -21,4 +21,4 @@ const guarded = idempotency(handler, {
   skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
 });
 
-Deno.serve(guarded);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, guarded);

@@ -14,7 +14,7 @@ import { drainCompletions, idempotency, MemoryStore } from "@idempotent/http";
 const store = new MemoryStore();
 
 const handler = idempotency(app, { store });
-const server = Deno.serve(handler);
+const server = Deno.serve({ hostname: "127.0.0.1", port: 8000 }, handler);
 Deno.addSignalListener("SIGTERM", async () => {
   await server.shutdown();
   await drainCompletions(handler); // resolves at once when none is pending
