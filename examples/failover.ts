@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's FailoverStore snippet as a whole server, on port 8000: Redis
- * at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
+ * The README's FailoverStore snippet as a whole server, on 127.0.0.1:8000:
+ * Redis at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
  *
  *     deno run --allow-net --allow-env examples/failover.ts
  *

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore on ioredis, as a whole server on port 8000, against the Redis
+ * RedisStore on ioredis, as a whole server on 127.0.0.1:8000, against the Redis
  * at `REDIS_URL` (ioredis reads the environment: `--allow-env`):
  *
  *     deno run --allow-net --allow-env examples/ioredis.ts

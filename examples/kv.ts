@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's KvStore snippet as a whole server, on port 8000, with its
+ * The README's KvStore snippet as a whole server, on 127.0.0.1:8000, with its
  * records in `./idempotency.db`:
  *
  *     deno run --allow-net --allow-read --allow-write --unstable-kv examples/kv.ts

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's MemoryStore snippet as a whole server, on port 8000:
+ * The README's MemoryStore snippet as a whole server, on 127.0.0.1:8000:
  *
  *     deno run --allow-net examples/memory.ts
  *

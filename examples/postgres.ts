@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's PostgresStore snippet as a whole server, on port 8000,
+ * The README's PostgresStore snippet as a whole server, on 127.0.0.1:8000,
  * against the database at `DATABASE_URL`, with the sweeper:
  *
  *     deno run --allow-net --allow-env examples/postgres.ts

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The README's "Exactly once with PostgreSQL" snippet as a whole server, on
- * port 8000, against the database at `DATABASE_URL`: each order's row and
+ * 127.0.0.1:8000, against the database at `DATABASE_URL`: each order's row and
  * its idempotency record commit in one transaction, or neither does.
  *
  *     deno run --allow-net --allow-env examples/postgres_txn.ts

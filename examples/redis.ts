@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's RedisStore snippet (node-redis) as a whole server, on port
- * 8000, against the Redis at `REDIS_URL`:
+ * The README's RedisStore snippet (node-redis) as a whole server, on
+ * 127.0.0.1:8000, against the Redis at `REDIS_URL`:
  *
  *     deno run --allow-net --allow-env examples/redis.ts
  *

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's shutdown snippet as a whole server, on port 8000: on SIGTERM
+ * The README's "Shutdown" as a whole server, on 127.0.0.1:8000: on SIGTERM
  * it stops taking requests, flushes the writes still retried in the
  * background, and exits.
  *
