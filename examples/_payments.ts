@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The payments handler the store examples share: the README's Quick start
- * handler, in a file of its own. `charge` stands in for a payment provider:
- * the side effect that must not happen twice.
+ * The payments handler the store examples share. `charge` stands in for a
+ * payment provider: the side effect that must not happen twice.
  *
  * @module
  */

@@ -1,8 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The client of the README's "The client: retrying safely": a payment whose
- * first response is lost on its way back (after the handler ran) is sent
- * again with the same key, and the retry gets the replay:
+ * `@idempotent/http/client`, the retrying `fetch`: a payment whose first
+ * response is lost on its way back (after the handler ran) is sent again
+ * with the same key, and the retry gets the replay:
  *
  *     deno run --allow-net=127.0.0.1 examples/client.ts
  *

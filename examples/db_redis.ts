@@ -1,6 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's `@db/redis` adapter, as a whole server on port 8000.
+ * RedisStore on `@db/redis` through a three-line adapter, as a whole server on
+ * 127.0.0.1:8000.
  *
  * `@db/redis` is on JSR, which this project's CI cannot reach, so `redis`
  * here is a stand-in with its `sendCommand(command, args, options)` shape,
@@ -38,4 +39,7 @@ const client: RedisCommander = {
     redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
 };
 const store = new RedisStore({ client, prefix: "myapp:idem:" });
-Deno.serve(idempotency(handler, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

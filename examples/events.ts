@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's `onEvent` snippet as a whole server on port 8000: a warning
- * for store errors and a counter per event type (a stand-in `logger` and
+ * `onEvent`, as a whole server on 127.0.0.1:8000: a warning for store
+ * errors and a counter per event type (a stand-in `logger` and
  * `metrics`).
  *
  *     deno run --allow-net examples/events.ts
@@ -25,4 +25,4 @@ const guarded = idempotency(handler, {
   },
 });
 
-Deno.serve(guarded);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, guarded);

@@ -1,9 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's FailoverStore snippet as a whole server, on port 8000: Redis
- * at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
+ * The README's FailoverStore snippet as a whole server, on 127.0.0.1:8000:
+ * Redis at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
  *
- *     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test deno run --allow-net --allow-env examples/failover.ts
+ *     deno run --allow-net --allow-env examples/failover.ts
  *
  * @module
  */
@@ -21,11 +21,16 @@ const redis = createClient({
 });
 redis.on("error", () => {}); // reconnects on its own; claims fall back meanwhile
 await redis.connect();
-const sql = postgres(Deno.env.get("DATABASE_URL")!);
+const url = Deno.env.get("DATABASE_URL") ??
+  "postgres://postgres@127.0.0.1/test";
+const sql = postgres(url);
 
 const store = new FailoverStore({
   primary: new RedisStore({ client: redis, timeoutMs: 250 }),
   fallback: new PostgresStore({ sql }),
 });
 await store.migrate(); // creates the PostgreSQL table: without it, new keys get 503
-Deno.serve(idempotency(handler, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

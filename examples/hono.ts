@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's Hono snippet as a whole server: `POST /api/payments` on port
- * 8000.
+ * The Hono middleware (`@idempotent/http/hono`) as a whole server:
+ * `POST /api/payments` on 127.0.0.1:8000. Register it before any middleware
+ * that reads the body.
  *
  *     deno run --allow-net examples/hono.ts
  *
@@ -9,12 +10,10 @@
  */
 import { charge } from "./_payments.ts";
 import { MemoryStore } from "@idempotent/http";
+import { idempotent } from "@idempotent/http/hono";
+import { Hono } from "hono";
 
 const store = new MemoryStore(); // or any other store
-
-// The README's snippet, from here on.
-import { Hono } from "hono";
-import { idempotent } from "@idempotent/http/hono";
 
 const app = new Hono();
 app.use("/api/*", idempotent({ store })); // GET and keyless requests pass straight through
@@ -23,4 +22,4 @@ app.post("/api/payments", async (c) => {
   return c.json(await charge(amount), 201);
 });
 
-Deno.serve(app.fetch);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, app.fetch);

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore on ioredis, as a whole server on port 8000, against the Redis
+ * RedisStore on ioredis, as a whole server on 127.0.0.1:8000, against the Redis
  * at `REDIS_URL` (ioredis reads the environment: `--allow-env`):
  *
  *     deno run --allow-net --allow-env examples/ioredis.ts
@@ -14,4 +14,7 @@ import { Redis } from "ioredis"; // the named export: the default one does not t
 
 const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
 const store = new RedisStore({ client: new Redis(url), prefix: "myapp:idem:" });
-Deno.serve(idempotency(handler, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's KvStore snippet as a whole server, on port 8000, with its
+ * The README's KvStore snippet as a whole server, on 127.0.0.1:8000, with its
  * records in `./idempotency.db`:
  *
  *     deno run --allow-net --allow-read --allow-write --unstable-kv examples/kv.ts
@@ -12,4 +12,8 @@ import { idempotency } from "@idempotent/http";
 import { KvStore } from "@idempotent/http/kv";
 
 const kv = await Deno.openKv("./idempotency.db"); // Deno.openKv() on Deno Deploy
-Deno.serve(idempotency(handler, { store: new KvStore({ kv }) }));
+const store = new KvStore({ kv }); // timeoutMs: 10_000 by default
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

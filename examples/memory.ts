@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's MemoryStore snippet as a whole server, on port 8000:
+ * The README's MemoryStore snippet as a whole server, on 127.0.0.1:8000:
  *
  *     deno run --allow-net examples/memory.ts
  *
@@ -9,8 +9,8 @@
 import { handler } from "./_payments.ts";
 import { idempotency, MemoryStore } from "@idempotent/http";
 
-const store = new MemoryStore({
-  maxEntries: 10_000,
-  maxBytes: 64 * 1024 * 1024,
-});
-Deno.serve(idempotency(handler, { store }));
+const store = new MemoryStore({ maxEntries: 10_000, maxBytes: 64 << 20 });
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
+);

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's "Your own store" snippet: the conformance suite run against
- * a store of your own (here one that keeps its records in a MemoryStore).
+ * The conformance suite run against a store of your own (here one that
+ * keeps its records in a MemoryStore).
  *
  *     deno test examples/my_store_test.ts
  *

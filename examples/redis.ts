@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's RedisStore snippet (node-redis) as a whole server, on port
- * 8000, against the Redis at `REDIS_URL`:
+ * The README's RedisStore snippet (node-redis) as a whole server, on
+ * 127.0.0.1:8000, against the Redis at `REDIS_URL`:
  *
  *     deno run --allow-net --allow-env examples/redis.ts
  *
@@ -14,8 +14,8 @@ import { createClient } from "redis"; // node-redis 5
 
 const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
 const client = await createClient({ url }).connect();
+const store = new RedisStore({ client, prefix: "myapp:idem:" });
 Deno.serve(
-  idempotency(handler, {
-    store: new RedisStore({ client, prefix: "myapp:idem:" }),
-  }),
+  { hostname: "127.0.0.1", port: 8000 },
+  idempotency(handler, { store }),
 );

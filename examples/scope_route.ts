@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's keys-per-route snippet as a whole server on port 8000: the
+ * Keys per route, as a whole server on 127.0.0.1:8000: the
  * same key on `/payments` and on `/refunds` names two operations, as with
  * the peers that key by route, instead of a 422.
  *
@@ -21,4 +21,4 @@ const guarded = idempotency(handler, {
   skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
 });
 
-Deno.serve(guarded);
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, guarded);

@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's shutdown snippet as a whole server, on port 8000: on SIGTERM
+ * The README's "Shutdown" as a whole server, on 127.0.0.1:8000: on SIGTERM
  * it stops taking requests, flushes the writes still retried in the
  * background, and exits.
  *
@@ -14,7 +14,7 @@ import { drainCompletions, idempotency, MemoryStore } from "@idempotent/http";
 const store = new MemoryStore();
 
 const handler = idempotency(app, { store });
-const server = Deno.serve(handler);
+const server = Deno.serve({ hostname: "127.0.0.1", port: 8000 }, handler);
 Deno.addSignalListener("SIGTERM", async () => {
   await server.shutdown();
   await drainCompletions(handler); // resolves at once when none is pending

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Produces the problem answers the README shows, and checks them against
- * the README's text (the JSON below is the README's, verbatim):
+ * Produces two of the problem answers of the README's "Status codes", and
+ * checks them, body and all:
  *
  *     deno run examples/status_codes.ts
  *

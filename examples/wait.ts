@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The README's "Waiting instead of 409" snippet as a whole program: a retry
+ * `waitForInFlight` (waiting instead of 409) as a whole program: a retry
  * sent while the first request still runs waits for it and gets its
  * response, instead of a 409; then it stops.
  *

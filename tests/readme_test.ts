@@ -16,33 +16,34 @@
  *   them to the package) together with the npm packages this project pins,
  *   and every such file is type-checked with `deno check` (with the examples
  *   that fragments come from).
- * - `<!-- readme-test: serve [PATH] -->`: a shell block holding one command
- *   that starts a server on port 8000 (a `deno run` of a `file` block or of
- *   an example; `VAR=value` before it is passed as environment, with
- *   `DATABASE_URL` and `REDIS_URL` set to the test's services). It runs in
+ * - `<!-- readme-test: serve [PATH] -->`: a shell block of commands, each
+ *   of which starts a server on port 8000 (a `deno run` of a `file` block or
+ *   of an example; `VAR=value` before it is passed as environment, with
+ *   `DATABASE_URL` and `REDIS_URL` set to the test's services). Each runs in
  *   the scratch project (where `examples/` is this checkout's), with
  *   `DENO_SERVE_ADDRESS` moving its `Deno.serve` to a free port, and stays
- *   up until the next `serve` block. Unless a `client` block follows, the
- *   test then POSTs PATH (default `/payments`) twice with one fresh key and
- *   expects a 2xx, then the same status and body with
+ *   up until the next server starts. Unless a `client` block talks to it,
+ *   the test then POSTs PATH (default `/payments`) twice with one fresh key
+ *   and expects a 2xx, then the same status and body with
  *   `idempotent-replayed: true`.
  * - `<!-- readme-test: client -->`: a shell block of `curl` commands against
- *   the last server (`localhost:8000` is pointed at it). The `# ` lines after
- *   a command are what it prints: each must equal a line of its output, in
- *   order (other output lines may come between); `…` matches anything.
- * - `<!-- readme-test: exits -->`: a shell block of commands, run in the
- *   scratch project, each of which must exit 0; `# ` lines after a command
- *   are matched against its output as for `client`.
+ *   the last server (`localhost:8000` and `127.0.0.1:8000` are pointed at
+ *   it). The `# ` lines after a command are what it prints: each must equal
+ *   a line of its output, in order (other output lines may come between);
+ *   `…` matches anything.
+ * - `<!-- readme-test: exits -->`: a shell block of `deno` commands (`deno
+ *   task NAME` included), run in the scratch project, each of which must
+ *   exit 0; `# ` lines after a command are matched against its output as for
+ *   `client`.
  * - `<!-- readme-test: fragment FILE -->`: the block occurs verbatim in FILE
  *   (a path in this checkout, normally under `examples/`), line by line,
  *   indentation aside; its first line may be the end of a line of FILE and
  *   its last line the start of one. FILE itself must be run by a `serve` or
- *   `exits` block of the README, or by the test file named after it
- *   (`fragment FILE TEST`, for examples that run on another runtime).
- * - `<!-- readme-test: tasks -->`: a shell block of `deno task NAME` lines
- *   (each task must exist in deno.json; `deno task demo` is run and must say
- *   every payment ran once) and `docker compose` lines (docker-compose.yml
- *   must exist).
+ *   `exits` block of the README.
+ *
+ * Every `deno task NAME` that README.md or CONTRIBUTING.md names, in a block
+ * or in the text, must be a task of deno.json, and a `docker compose` there
+ * needs docker-compose.yml.
  *
  * Ignored, with the reason in its name, when Redis or PostgreSQL is
  * unreachable (a failure with `IDEMPOTENCY_REQUIRE_SERVICES=1`, as in CI).
@@ -66,6 +67,7 @@ import { freePort } from "./_helpers.ts";
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
 const README = new URL("README.md", ROOT);
+const CONTRIBUTING = new URL("CONTRIBUTING.md", ROOT);
 const MARKER = /^<!--\s*readme-test:\s*(.*?)\s*-->$/;
 const FENCE = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)?.*$/;
 
@@ -245,6 +247,8 @@ const decoder = new TextDecoder();
 /** A server a `serve` block started. */
 interface Server {
   block: Block;
+  /** The command that started it. */
+  command: string;
   port: number;
   child: Deno.ChildProcess;
   output: Promise<Deno.CommandOutput>;
@@ -267,6 +271,7 @@ class Runner {
       name: string;
       exports: Record<string, string>;
       imports: Record<string, string>;
+      tasks: Record<string, string>;
     };
     const imports: Record<string, string> = { ...config.imports };
     // The package's entry points, by the same relative paths: the scratch
@@ -277,7 +282,7 @@ class Runner {
     }
     await Deno.writeTextFile(
       `${this.scratch}/deno.json`,
-      JSON.stringify({ imports, lock: false }, null, 2),
+      JSON.stringify({ imports, tasks: config.tasks, lock: false }, null, 2),
     );
     for (const dir of ["mod.ts", "src", "examples", "tests"]) {
       await Deno.symlink(`${ROOT_PATH}/${dir}`, `${this.scratch}/${dir}`);
@@ -346,14 +351,19 @@ class Runner {
   }
 
   async serve(block: Block): Promise<void> {
-    await this.stop();
     const commands = commandsOf(block);
-    assert.equal(
-      commands.length,
-      1,
-      `README.md:${block.line}: a 'serve' block holds exactly one command`,
+    assert.ok(
+      commands.length > 0,
+      `README.md:${block.line}: a 'serve' block holds at least one command`,
     );
-    const { env, args } = this.#argv(block, commands[0]!.words);
+    for (const command of commands) {
+      await this.stop();
+      await this.#start(block, command.words);
+    }
+  }
+
+  async #start(block: Block, words: string[]): Promise<void> {
+    const { env, args } = this.#argv(block, words);
     const port = freePort();
     const child = new Deno.Command(Deno.execPath(), {
       args,
@@ -370,6 +380,7 @@ class Runner {
     }).spawn();
     const server: Server = {
       block,
+      command: words.join(" "),
       port,
       child,
       output: child.output(),
@@ -384,7 +395,7 @@ class Runner {
         const out = await server.output;
         this.server = null;
         throw new Error(
-          `README.md:${block.line}: the server exited (${out.code}) before listening:\n${
+          `README.md:${block.line}: '${server.command}' exited (${out.code}) before listening:\n${
             decoder.decode(out.stderr)
           }`,
         );
@@ -395,7 +406,9 @@ class Runner {
         return;
       } catch {
         if (attempt > 1200) {
-          throw new Error(`README.md:${block.line}: the server never listened`);
+          throw new Error(
+            `README.md:${block.line}: '${server.command}' never listened`,
+          );
         }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
@@ -420,15 +433,16 @@ class Runner {
     const firstBody = await first.text();
     assert.ok(
       first.ok,
-      `README.md:${server.block.line}: POST ${path} answered ${first.status}: ${firstBody}`,
+      `README.md:${server.block.line}: '${server.command}': POST ${path} answered ${first.status}: ${firstBody}`,
     );
     const retry = await send();
-    assert.equal(retry.status, first.status);
-    assert.equal(await retry.text(), firstBody);
+    const where = `README.md:${server.block.line}: '${server.command}'`;
+    assert.equal(retry.status, first.status, where);
+    assert.equal(await retry.text(), firstBody, where);
     assert.equal(
       retry.headers.get("idempotent-replayed"),
       "true",
-      `README.md:${server.block.line}: the retry was not replayed`,
+      `${where}: the retry was not replayed`,
     );
   }
 
@@ -447,7 +461,7 @@ class Runner {
       );
       const args: string[] = words.slice(1).map((w: string) =>
         w.replace(
-          /^(https?:\/\/)?localhost:8000/,
+          /^(https?:\/\/)?(localhost|127\.0\.0\.1):8000/,
           `http://127.0.0.1:${server.port}`,
         )
       );
@@ -487,40 +501,6 @@ class Runner {
     }
   }
 
-  async tasks(block: Block): Promise<void> {
-    const config = JSON.parse(
-      await Deno.readTextFile(new URL("deno.json", ROOT)),
-    ) as { tasks: Record<string, string> };
-    for (const { words } of commandsOf(block)) {
-      if (words[0] === "docker" && words[1] === "compose") {
-        await Deno.stat(new URL("docker-compose.yml", ROOT));
-        continue;
-      }
-      assert.ok(
-        words[0] === "deno" && words[1] === "task" && words[2] !== undefined,
-        `README.md:${block.line}: a 'tasks' block holds 'deno task NAME' and 'docker compose' lines: ${
-          words.join(" ")
-        }`,
-      );
-      const name = words[2];
-      assert.ok(
-        name in config.tasks,
-        `README.md:${block.line}: deno.json has no task '${name}'`,
-      );
-      if (name !== "demo") continue;
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["task", "--quiet", "demo"],
-        cwd: ROOT_PATH,
-        env: { NO_COLOR: "1" },
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      const text = decoder.decode(out.stdout);
-      assert.equal(out.code, 0, `deno task demo failed:\n${text}`);
-      assert.match(text, /Every payment ran exactly once\./);
-    }
-  }
-
   async fragment(block: Block): Promise<void> {
     const file = block.marker?.[1];
     assert.ok(
@@ -532,17 +512,6 @@ class Runner {
       containsFragment(text, block.text),
       `README.md:${block.line}: this block does not occur verbatim in ${file}`,
     );
-    // `fragment FILE TEST`: FILE is run by another test file, not by a README
-    // command (a runtime other than Deno, say); TEST must name FILE.
-    const test = block.marker?.[2];
-    if (test !== undefined) {
-      const source = await Deno.readTextFile(new URL(test, ROOT));
-      assert.ok(
-        source.includes(file),
-        `README.md:${block.line}: ${test} does not run ${file}`,
-      );
-      this.ran.add(file);
-    }
   }
 
   async stop(): Promise<void> {
@@ -599,7 +568,6 @@ const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
   serve: (runner, block) => runner.serve(block),
   client: (runner, block) => runner.client(block),
   exits: (runner, block) => runner.exits(block),
-  tasks: (runner, block) => runner.tasks(block),
   fragment: (runner, block) => runner.fragment(block),
 };
 
@@ -655,6 +623,21 @@ Deno.test({
       await runner.tearDown();
     }
   },
+});
+
+Deno.test("README.md and CONTRIBUTING.md name only tasks deno.json has", async () => {
+  const config = JSON.parse(
+    await Deno.readTextFile(new URL("deno.json", ROOT)),
+  ) as { tasks: Record<string, string> };
+  for (const doc of [README, CONTRIBUTING]) {
+    const text = await Deno.readTextFile(doc);
+    const named = [...text.matchAll(/deno task ([\w:-]+)/g)].map((m) => m[1]!);
+    const missing = named.filter((name) => !(name in config.tasks));
+    assert.deepEqual(missing, [], `${doc.pathname}: tasks deno.json lacks`);
+    if (text.includes("docker compose")) {
+      await Deno.stat(new URL("docker-compose.yml", ROOT));
+    }
+  }
 });
 
 Deno.test("fencedBlocks() reads markers, and containsFragment() matches fragments", () => {
