@@ -477,7 +477,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "postgres-epipe-is-sqlstate",
-    file: "src/stores/postgres.ts",
+    file: POSTGRES_SQL,
     text:
       `if (typeof severity === "string" && typeof code === "string") {\n    return severity !== "ERROR";`,
     replacement:
