@@ -27,7 +27,7 @@ export interface Mutant {
   what: string;
 }
 
-const KV = "src/stores/kv.ts";
+const KV_SLOTS = "src/stores/_kv_slots.ts";
 const MEMORY = "src/stores/memory.ts";
 const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
@@ -70,9 +70,9 @@ export const MUTANTS: Mutant[] = [
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
-    file: KV,
-    text: "if (now < record.leaseUntil) {",
-    replacement: "if (now <= record.leaseUntil) {",
+    file: KV_SLOTS,
+    text: "if (live !== null && now < live.leaseUntil) {",
+    replacement: "if (live !== null && now <= live.leaseUntil) {",
     tests: [T.kv],
     what: "a KV claim is still owned at the exact end of its lease",
   },
@@ -128,7 +128,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-fence-token",
-    file: KV,
+    file: KV_SLOTS,
     text: `record.state !== "in_flight" || record.token !== token ||`,
     replacement: `record.state !== "in_flight" ||`,
     tests: [T.kv],
@@ -335,7 +335,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule3-kv-claim-unchecked",
-    file: KV,
+    file: KV_SLOTS,
     text: ".check(entry)\n        .set(key, fresh,",
     replacement: ".set(key, fresh,",
     tests: [T.kv],
