@@ -59,7 +59,7 @@ import {
   parseRecord,
   READ_WINDOW,
 } from "./_kv_chunks.ts";
-import { type DeadlineHandler, Deadlines } from "../_time.ts";
+import { StoreCalls } from "./_store_call.ts";
 
 import {
   applyMutations,
@@ -197,7 +197,7 @@ export class KvStore implements IdempotencyStore {
   #prefix: Deno.KvKey;
   #clock: () => number;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
-  #deadlines: Deadlines<KvCall>;
+  #calls: StoreCalls;
   #units = new WeakMap<Request, KvUnit>();
 
   /**
@@ -232,10 +232,18 @@ export class KvStore implements IdempotencyStore {
     this.#kv = kv;
     this.#prefix = [...prefix];
     this.#clock = clock;
-    this.#deadlines = new Deadlines(
-      timeoutMs,
-      kvHandler(this.#orphans, timeoutMs),
-    );
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed: (operation, error) =>
+        error instanceof StoreError ? error : new StoreError(
+          `Deno KV failed to ${operation}: ${error}`,
+          { operation, cause: error },
+        ),
+      timedOut: (operation) =>
+        new StoreError(
+          `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
+          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+        ),
+    });
   }
 
   /**
@@ -266,12 +274,13 @@ export class KvStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const checked = claimOptions(options);
-    return await this.#deadlines.withDeadline(run, {
-      operation: "claim",
+    // A claim that acquires the slot after its caller got an error is
+    // undone, fenced by the token it acquired under.
+    return await this.#calls.run("claim", () => this.#claim(slot, checked), {
       slot,
       leaseMs: checked.leaseMs,
-      run: () => this.#claim(slot, checked),
-    }) as ClaimResult;
+      acquired: (found) => found.state === "acquired" ? found.token : undefined,
+    });
   }
 
   /**
@@ -312,9 +321,8 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    return await this.#guard(
+    return await this.#calls.run(
       "complete",
-      slot,
       () => this.#complete(slot, token, response),
     );
   }
@@ -346,9 +354,8 @@ export class KvStore implements IdempotencyStore {
    */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#guard(
+    return await this.#calls.run(
       "release",
-      slot,
       () => this.#release(slot, token),
     );
   }
@@ -385,9 +392,8 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    return await this.#guard(
+    return await this.#calls.run(
       "extend",
-      slot,
       () => this.#extend(slot, token, leaseMs),
     );
   }
@@ -513,27 +519,13 @@ export class KvStore implements IdempotencyStore {
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
     const unit = new KvUnit((record, mutations) => {
       assertStoredResponse(record);
-      return this.#guard(
+      return this.#calls.run(
         "complete",
-        slot,
         () => this.#complete(slot, token, record, mutations),
       );
     });
     this.#units.set(request, unit);
     return unit;
-  }
-
-  #guard(
-    operation: StoreOperation,
-    slot: string,
-    write: () => Promise<WriteOutcome>,
-  ): Promise<WriteOutcome> {
-    return this.#deadlines.withDeadline(run, {
-      operation,
-      slot,
-      leaseMs: 0,
-      run: write,
-    }) as Promise<WriteOutcome>;
   }
 
   #recordKey(slot: string): Deno.KvKey {
@@ -844,53 +836,6 @@ async function unlocked<T>(call: () => Promise<T>): Promise<T> {
       await new Promise((resolve) => setTimeout(resolve, ms));
     }
   }
-}
-
-/** One operation under way. */
-interface KvCall {
-  operation: StoreOperation;
-  slot: string;
-  /** The claim's lease (0 for writes). */
-  leaseMs: number;
-  run(): Promise<ClaimResult | WriteOutcome>;
-}
-
-function run(call: KvCall): Promise<ClaimResult | WriteOutcome> {
-  return call.run();
-}
-
-/** What a KvStore does as its operations settle, fail or time out. */
-function kvHandler(
-  orphans: Orphans,
-  timeoutMs: number,
-): DeadlineHandler<KvCall> {
-  return {
-    resolved(_call, value) {
-      orphans.kick(); // Deno KV answers: undo what waits for it
-      return value;
-    },
-    failed({ operation }, error) {
-      if (error instanceof StoreError) return error;
-      return new StoreError(`Deno KV failed to ${operation}: ${error}`, {
-        operation,
-        cause: error,
-      });
-    },
-    expired({ operation }) {
-      return new StoreError(
-        `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
-        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-      );
-    },
-    late({ operation, slot, leaseMs }, value, failed) {
-      // The caller has its error: a claim that acquired the slot after all
-      // is undone, fenced by its token.
-      const result = value as ClaimResult;
-      if (operation === "claim" && !failed && result.state === "acquired") {
-        orphans.unknown(slot, result.token, leaseMs);
-      }
-    },
-  };
 }
 
 function contended(operation: StoreOperation, slot: string): StoreError {
