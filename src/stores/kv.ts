@@ -12,7 +12,6 @@ import type {
   ClaimResult,
   IdempotencyStore,
   StoredResponse,
-  StoreOperation,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
@@ -22,7 +21,7 @@ import { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
 import { kvSettings, type KvStoreOptions } from "./_kv_options.ts";
 import { type KvMutations, KvUnit } from "./_kv_unit.ts";
-import { type DeadlineHandler, Deadlines } from "../_time.ts";
+import { StoreCalls } from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export { KvMutations } from "./_kv_unit.ts";
@@ -114,7 +113,7 @@ export type { KvStoreOptions } from "./_kv_options.ts";
 export class KvStore implements IdempotencyStore {
   #slots: KvSlots;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
-  #deadlines: Deadlines<KvCall>;
+  #calls: StoreCalls;
   #units = new WeakMap<Request, KvUnit>();
 
   /**
@@ -126,10 +125,18 @@ export class KvStore implements IdempotencyStore {
   constructor(options: KvStoreOptions) {
     const { kv, prefix, clock, timeoutMs } = kvSettings(options);
     this.#slots = new KvSlots(kv, prefix, clock);
-    this.#deadlines = new Deadlines(
-      timeoutMs,
-      kvHandler(this.#orphans, timeoutMs),
-    );
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed: (operation, error) =>
+        error instanceof StoreError ? error : new StoreError(
+          `Deno KV failed to ${operation}: ${error}`,
+          { operation, cause: error },
+        ),
+      timedOut: (operation) =>
+        new StoreError(
+          `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
+          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+        ),
+    });
   }
 
   /**
@@ -160,12 +167,14 @@ export class KvStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const checked = claimOptions(options);
-    return await this.#deadlines.withDeadline(run, {
-      operation: "claim",
+    // A claim that acquires the slot after its caller got an error is
+    // undone, fenced by the token it acquired under.
+    const claim = () => this.#slots.claim(slot, checked);
+    return await this.#calls.run("claim", claim, {
       slot,
       leaseMs: checked.leaseMs,
-      run: () => this.#claim(slot, checked),
-    }) as ClaimResult;
+      acquired: (found) => found.state === "acquired" ? found.token : undefined,
+    });
   }
 
   /**
@@ -206,9 +215,8 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    return await this.#guard(
+    return await this.#calls.run(
       "complete",
-      slot,
       () => this.#slots.complete(slot, token, response),
     );
   }
@@ -240,9 +248,8 @@ export class KvStore implements IdempotencyStore {
    */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#guard(
+    return await this.#calls.run(
       "release",
-      slot,
       () => this.#slots.release(slot, token),
     );
   }
@@ -279,9 +286,8 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    return await this.#guard(
+    return await this.#calls.run(
       "extend",
-      slot,
       () => this.#slots.extend(slot, token, leaseMs),
     );
   }
@@ -378,77 +384,12 @@ export class KvStore implements IdempotencyStore {
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
     const unit = new KvUnit((record, mutations) => {
       assertStoredResponse(record);
-      return this.#guard(
+      return this.#calls.run(
         "complete",
-        slot,
         () => this.#slots.complete(slot, token, record, mutations),
       );
     });
     this.#units.set(request, unit);
     return unit;
   }
-
-  #guard(
-    operation: StoreOperation,
-    slot: string,
-    write: () => Promise<WriteOutcome>,
-  ): Promise<WriteOutcome> {
-    return this.#deadlines.withDeadline(run, {
-      operation,
-      slot,
-      leaseMs: 0,
-      run: write,
-    }) as Promise<WriteOutcome>;
-  }
-
-  #claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    return this.#slots.claim(slot, options);
-  }
-}
-
-/** One operation under way. */
-interface KvCall {
-  operation: StoreOperation;
-  slot: string;
-  /** The claim's lease (0 for writes). */
-  leaseMs: number;
-  run(): Promise<ClaimResult | WriteOutcome>;
-}
-
-function run(call: KvCall): Promise<ClaimResult | WriteOutcome> {
-  return call.run();
-}
-
-/** What a KvStore does as its operations settle, fail or time out. */
-function kvHandler(
-  orphans: Orphans,
-  timeoutMs: number,
-): DeadlineHandler<KvCall> {
-  return {
-    resolved(_call, value) {
-      orphans.kick(); // Deno KV answers: undo what waits for it
-      return value;
-    },
-    failed({ operation }, error) {
-      if (error instanceof StoreError) return error;
-      return new StoreError(`Deno KV failed to ${operation}: ${error}`, {
-        operation,
-        cause: error,
-      });
-    },
-    expired({ operation }) {
-      return new StoreError(
-        `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
-        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-      );
-    },
-    late({ operation, slot, leaseMs }, value, failed) {
-      // The caller has its error: a claim that acquired the slot after all
-      // is undone, fenced by its token.
-      const result = value as ClaimResult;
-      if (operation === "claim" && !failed && result.state === "acquired") {
-        orphans.unknown(slot, result.token, leaseMs);
-      }
-    },
-  };
 }

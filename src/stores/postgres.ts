@@ -24,7 +24,6 @@ import {
   completeParams,
   decodeClaim,
   mayHaveCommitted,
-  type PostgresQuery,
   type PostgresRow,
   type PostgresSql,
   type Statements,
@@ -40,7 +39,7 @@ import {
   PostgresTransactions,
   type TransactionalHandler,
 } from "./_postgres_transaction.ts";
-import { type DeadlineHandler, Deadlines } from "../_time.ts";
+import { StoreCalls } from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export type {
@@ -152,7 +151,7 @@ export class PostgresStore implements IdempotencyStore {
   #name: string;
   #statements: Statements;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
-  #deadlines: Deadlines<Statement>;
+  #calls: StoreCalls;
   #transactions: PostgresTransactions;
 
   /**
@@ -170,10 +169,16 @@ export class PostgresStore implements IdempotencyStore {
     this.#sql = settings.sql;
     this.#table = settings.table;
     this.#name = settings.name;
-    this.#deadlines = new Deadlines(
-      timeoutMs,
-      postgresHandler(this.#orphans, timeoutMs),
-    );
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed: failure,
+      // No `query.cancel()`: a cancel request names a connection, not a
+      // statement, and postgres.js pipelines statements on a connection, so
+      // it can stop another slot's statement and, as seen under a table
+      // lock, hand one statement another's reply. The statement is left to
+      // finish; a claim among them is undone when it commits late.
+      timedOut: (operation) =>
+        failure(operation, new Error(`No answer within ${timeoutMs} ms`)),
+    });
     this.#statements = statements(this.#table);
     this.#transactions = new PostgresTransactions({
       ...settings.transaction,
@@ -414,74 +419,26 @@ export class PostgresStore implements IdempotencyStore {
     parameters: (string | number | Uint8Array | null)[],
     claim?: { slot: string; token: string; leaseMs: number },
   ): Promise<PostgresRow[] & { count: number }> {
-    return this.#deadlines.withDeadline(
-      this.#start,
-      { operation, text, parameters, claim },
+    return this.#calls.run(
+      operation,
+      () => this.#sql.unsafe(text, parameters, { prepare: this.#prepare }),
+      claim && {
+        ...claim,
+        acquired: (rows) =>
+          rows[0]?.token === claim.token ? claim.token : undefined,
+        mayHaveRun: mayHaveCommitted,
+      },
     );
   }
-
-  /** Sends a statement. */
-  #start = (call: Statement): PostgresQuery =>
-    this.#sql.unsafe(call.text, call.parameters, { prepare: this.#prepare });
 }
 
-/** One statement under way. */
-interface Statement {
-  operation: StoreOperation;
-  text: string;
-  parameters: (string | number | Uint8Array | null)[];
-  /** Set on claims, which may commit after a failure and must be undone. */
-  claim: { slot: string; token: string; leaseMs: number } | undefined;
-}
-
-/** What a PostgresStore does as its statements settle, fail or time out. */
-function postgresHandler(
-  orphans: Orphans,
-  timeoutMs: number,
-): DeadlineHandler<Statement> {
-  const failure = (operation: StoreOperation, cause: unknown) => {
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    return new StoreError(
-      `PostgreSQL ${operation} failed${
-        operation === "claim" ? "" : " (outcome unknown)"
-      }: ${reason}`,
-      { operation, cause },
-    );
-  };
-  return {
-    resolved(_call, value) {
-      orphans.kick(); // PostgreSQL answers: undo what waits for it
-      return value;
-    },
-    failed({ operation, claim }, cause) {
-      if (claim !== undefined && mayHaveCommitted(cause)) {
-        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      return failure(operation, cause);
-    },
-    expired({ operation, claim }) {
-      // Watch what the statement does after all (see late()).
-      if (claim !== undefined) {
-        orphans.out(claim.slot, claim.token, claim.leaseMs);
-      }
-      // No `query.cancel()`: a cancel request names a connection, not a
-      // statement, and postgres.js pipelines statements on a connection,
-      // so it can stop another slot's statement and, as seen under a
-      // table lock, hand one statement another's reply. The statement
-      // is left to finish; a claim among them is undone in late().
-      return failure(
-        operation,
-        new Error(`No answer within ${timeoutMs} ms`),
-      );
-    },
-    late({ claim }, value, failed) {
-      if (claim === undefined) return;
-      orphans.settled(
-        claim.token,
-        failed
-          ? mayHaveCommitted(value)
-          : (value as PostgresRow[])[0]?.token === claim.token,
-      );
-    },
-  };
+/** A statement's failure as a {@linkcode StoreError}. */
+function failure(operation: StoreOperation, cause: unknown): StoreError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new StoreError(
+    `PostgreSQL ${operation} failed${
+      operation === "claim" ? "" : " (outcome unknown)"
+    }: ${reason}`,
+    { operation, cause },
+  );
 }

@@ -31,6 +31,7 @@ const KV_SLOTS = "src/stores/_kv_slots.ts";
 const MEMORY = "src/stores/memory.ts";
 const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
+const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
@@ -412,16 +413,18 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "redis-orphan-timeout-kept",
-    file: "src/stores/redis.ts",
-    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
   },
   {
     id: "postgres-orphan-timeout-kept",
-    file: "src/stores/postgres.ts",
-    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
@@ -496,7 +499,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "wait-replicas-claim-kept",
     file: "src/stores/redis.ts",
-    text: "this.#orphans.unknown(slot, token, leaseMs);\n        throw error;",
+    text: "this.#orphans.undo(slot, token, leaseMs);\n        throw error;",
     replacement: "throw error;",
     tests: [T.waitReplicas],
     what: "a claim too few replicas acknowledged holds the slot a lease",
@@ -512,8 +515,8 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "deadlines-rearm-late",
-    file: "src/_time.ts",
-    text: "this.#timer = setTimeout(this.#fire, watched.at - now);",
+    file: STORE_CALL,
+    text: "this.#timer = setTimeout(this.#fire, call.at - now);",
     replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
     tests: [T.time],
     what: "a deadline after the first fires up to a whole timeout late",
@@ -556,7 +559,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "deadlines-tail-kept",
-    file: "src/_time.ts",
+    file: "src/_async.ts",
     text: "if (next === undefined) this.#tail = prev;",
     replacement: "if (next === undefined) void prev;",
     tests: [T.time],
