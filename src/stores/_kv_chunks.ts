@@ -19,10 +19,8 @@ import {
 } from "../_record.ts";
 import { concatBytes } from "../_bytes.ts";
 
-/** The most bytes one Deno KV value may hold. */
-const MAX_VALUE_BYTES = 65_536;
-/** Bytes of one body chunk: one full value. */
-const CHUNK_BYTES = MAX_VALUE_BYTES;
+/** Bytes of one body chunk: the most one Deno KV value may hold. */
+const CHUNK_BYTES = 65_536;
 /** The record's serialized size, estimated, up to which the body is kept inline. */
 const INLINE_BUDGET = 60 * 1024;
 /** Mutation bytes per chunk commit, under Deno KV's 819,200. */
@@ -178,26 +176,15 @@ export function parseRecord(value: unknown): KvRecord | null {
   return r as unknown as ChunkedRecord;
 }
 
-/** A completed record, and the chunk values to write before it (none inline). */
-interface Completion {
-  record: InlineRecord | ChunkedRecord;
-  parts: Uint8Array[];
-}
-
 /**
  * Lays out the completed record of `owned` with `response`: inline when it
- * fits in one value, else chunked under `set` (the parts to write first).
- *
- * @param owned The in-flight record the completing token owns.
- * @param response The response.
- * @param set A fresh name for the chunk set.
- * @returns The record and its chunks.
+ * fits in one value, else chunked under a fresh chunk set, with the chunk
+ * values (`parts`) to write before it.
  */
 export function completion(
   owned: InFlightRecord,
   response: StoredResponse,
-  set: () => string,
-): Completion {
+): { record: InlineRecord | ChunkedRecord; parts: Uint8Array[] } {
   const base = {
     v: RECORD_VERSION,
     state: "completed" as const,
@@ -225,7 +212,7 @@ export function completion(
   return {
     record: {
       ...base,
-      set: set(),
+      set: crypto.randomUUID().slice(0, 8),
       chunks: parts.length,
       headersLength: headerBytes.byteLength,
       bodyLength: response.body === null ? null : response.body.byteLength,
@@ -235,13 +222,9 @@ export function completion(
 }
 
 /**
- * Reads a chunked record's response from its chunk values, in order, or
- * returns `null` when they are torn (missing, surplus or damaged bytes).
- *
- * @param record The record.
- * @param values Its chunk values, as read.
- * @param length Their total length.
- * @returns The response, or `null`.
+ * Reads a chunked record's response from its chunk `values` (in order, of
+ * total `length`), or returns `null` when they are torn (missing, surplus or
+ * damaged bytes).
  */
 export function assemble(
   record: ChunkedRecord,
@@ -266,13 +249,7 @@ export function assemble(
   return toStoredResponse(record.status, headers, body, record.omitted);
 }
 
-/**
- * Groups chunk writes into commits under Deno KV's mutation limit.
- *
- * @param keys The chunk keys.
- * @param parts Their values.
- * @returns Each commit's indices into `keys` and `parts`.
- */
+/** Groups chunk writes into commits under Deno KV's mutation limit: indices. */
 export function commitGroups(
   keys: readonly Deno.KvKey[],
   parts: readonly Uint8Array[],

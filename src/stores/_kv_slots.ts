@@ -113,11 +113,7 @@ export class KvSlots {
     let [entry, found] = await this.#read(slot);
     let owned = owns(found, token, this.#clock());
     if (owned === null) return "lost";
-    const { record: completed, parts } = completion(
-      owned,
-      response,
-      () => crypto.randomUUID().slice(0, 8),
-    );
+    const { record: completed, parts } = completion(owned, response);
     let written: Deno.KvKey[] = [];
     if ("set" in completed) {
       const set = completed.set;
