@@ -115,8 +115,8 @@ export interface PostgresSettings {
   /** The table as the statements quote it. */
   table: string;
   timeoutMs: number;
-  /** What follows `BEGIN` in a request's transaction, and its timeout. */
-  transaction: { begin: string; statementTimeoutMs: number };
+  /** What a request's transaction needs: `sql`, what follows `BEGIN`, its timeout. */
+  transaction: { sql: PostgresSql; begin: string; statementTimeoutMs: number };
 }
 
 /**
@@ -164,6 +164,10 @@ export function postgresSettings(
     name,
     table,
     timeoutMs,
-    transaction: { begin: `isolation level ${isolation}`, statementTimeoutMs },
+    transaction: {
+      sql: options.sql,
+      begin: `isolation level ${isolation}`,
+      statementTimeoutMs,
+    },
   };
 }

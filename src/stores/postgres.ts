@@ -39,7 +39,7 @@ import {
   PostgresTransactions,
   type TransactionalHandler,
 } from "./_postgres_transaction.ts";
-import { StoreCalls } from "./_store_call.ts";
+import { StoreCalls, type Undo } from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export type {
@@ -55,6 +55,11 @@ export type {
   PostgresTransactionOptions,
 } from "./_postgres_options.ts";
 export type { TransactionalHandler } from "./_postgres_transaction.ts";
+
+/** A statement's rows, with the number of rows it changed. */
+type Rows = PostgresRow[] & { count: number };
+/** A statement's parameter. */
+type Parameter = string | number | Uint8Array | null;
 
 /** How many times a claim statement runs when it keeps meeting concurrent claims. */
 const CLAIM_ATTEMPTS = 4;
@@ -74,10 +79,9 @@ const CLAIM_ATTEMPTS = 4;
  * not the statement (see `timeoutMs`), so a claim that timed out, or that a
  * server-side `statement_timeout` cancelled too late, may still commit. When
  * it does, or fails with an unknown outcome (a broken connection), the store
- * sends a `release` fenced by the claim's token, retried with a backoff and
- * at once when the database answers anything, until it answers or the lease
- * has run out. A statement the server refused or cancelled (an SQLSTATE such
- * as 57014) rolled back whole. A claim whose outcome never comes back, or one
+ * sends a `release` fenced by the claim's token until the database answers
+ * or the lease has run out; one the server refused (an SQLSTATE such as
+ * 57014) rolled back whole. A claim whose outcome never comes back, or one
  * past 10,000 pending undos, lives at most one lease.
  *
  * **Exactly once for the handler's own rows (opt-in).** A handler can run its
@@ -164,27 +168,23 @@ export class PostgresStore implements IdempotencyStore {
    * @throws {RangeError} When `timeoutMs` is not a positive number.
    */
   constructor(options: PostgresStoreOptions) {
-    const settings = postgresSettings(options);
-    const timeoutMs = settings.timeoutMs;
-    this.#sql = settings.sql;
-    this.#table = settings.table;
-    this.#name = settings.name;
+    const { sql, table, name, timeoutMs, transaction } = postgresSettings(
+      options,
+    );
+    this.#sql = sql;
+    this.#table = table;
+    this.#name = name;
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
       failed: failure,
-      // No `query.cancel()`: a cancel request names a connection, not a
-      // statement, and postgres.js pipelines statements on a connection, so
-      // it can stop another slot's statement and, as seen under a table
-      // lock, hand one statement another's reply. The statement is left to
-      // finish; a claim among them is undone when it commits late.
+      // No `query.cancel()`: a cancel request names a connection, and
+      // postgres.js pipelines statements on one, so it could stop another
+      // slot's statement. A late claim is undone once it commits instead.
       timedOut: (operation) =>
         failure(operation, new Error(`No answer within ${timeoutMs} ms`)),
     });
-    this.#statements = statements(this.#table);
-    this.#transactions = new PostgresTransactions({
-      ...settings.transaction,
-      sql: this.#sql,
-      complete: this.#statements.complete,
-    });
+    this.#statements = statements(table);
+    const { complete } = this.#statements;
+    this.#transactions = new PostgresTransactions({ ...transaction, complete });
   }
 
   /** The table, quoted as it appears in the store's SQL. */
@@ -223,14 +223,11 @@ export class PostgresStore implements IdempotencyStore {
         `'batchSize' must be a positive integer: current value is ${batchSize}`,
       );
     }
-    const prepare = { prepare: this.#prepare };
+    const text = this.#statements.sweep;
+    const prepare = this.#prepare;
     let total = 0;
     while (true) {
-      const { count } = await this.#sql.unsafe(
-        this.#statements.sweep,
-        [batchSize],
-        prepare,
-      );
+      const { count } = await this.#sql.unsafe(text, [batchSize], { prepare });
       total += count;
       if (count < batchSize) return total;
     }
@@ -252,13 +249,21 @@ export class PostgresStore implements IdempotencyStore {
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
     const params = [slot, fingerprint, token, leaseMs, ttlMs];
-    const text = this.#statements.claim;
+    // A claim statement that timed out may commit anyway, and one whose
+    // connection broke may have committed: either is undone by a release
+    // fenced by the token (see Orphans).
+    const undo: Undo<Rows> = {
+      slot,
+      token,
+      leaseMs,
+      acquired: (rows) => rows[0]?.token === token ? token : undefined,
+      mayHaveRun: mayHaveCommitted,
+    };
     // Almost always one statement. A row committed by another claim after
     // this statement's snapshot shows as no row, or as the free row read
     // while the upsert found it taken: look again, a few times at most.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const claim = { slot, token, leaseMs };
-      const row = (await this.#run("claim", text, params, claim))[0];
+      const row = (await this.#run("claim", params, undo))[0];
       if (row === undefined || row.free === true) continue;
       return decodeClaim(row, token);
     }
@@ -399,35 +404,23 @@ export class PostgresStore implements IdempotencyStore {
   /** Runs a write fenced by the claim's token: one row changed, or none. */
   async #fenced(
     operation: "complete" | "release" | "extend",
-    parameters: (string | number | Uint8Array | null)[],
+    parameters: Parameter[],
   ): Promise<WriteOutcome> {
-    const text = this.#statements[operation];
-    const rows = await this.#run(operation, text, parameters);
+    const rows = await this.#run(operation, parameters);
     return rows.count === 1 ? "applied" : "lost";
   }
 
-  /**
-   * Runs one statement under the timeout, turning every failure into a
-   * {@linkcode StoreError}. A claim passes its token: a claim statement that
-   * timed out may commit anyway, and one whose connection broke may have
-   * committed, so either is undone by a release fenced by that token (see
-   * {@linkcode Orphans}).
-   */
+  /** Runs the statement of `operation` under the timeout (see StoreCalls). */
   #run(
-    operation: StoreOperation,
-    text: string,
-    parameters: (string | number | Uint8Array | null)[],
-    claim?: { slot: string; token: string; leaseMs: number },
-  ): Promise<PostgresRow[] & { count: number }> {
+    operation: "claim" | "complete" | "release" | "extend",
+    parameters: Parameter[],
+    undo?: Undo<Rows>,
+  ): Promise<Rows> {
+    const text = this.#statements[operation];
     return this.#calls.run(
       operation,
       () => this.#sql.unsafe(text, parameters, { prepare: this.#prepare }),
-      claim && {
-        ...claim,
-        acquired: (rows) =>
-          rows[0]?.token === claim.token ? claim.token : undefined,
-        mayHaveRun: mayHaveCommitted,
-      },
+      undo,
     );
   }
 }
