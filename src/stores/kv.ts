@@ -56,10 +56,9 @@ export type { KvStoreOptions } from "./_kv_options.ts";
  *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
  * - **Failures** of Deno KV (a closed database, a network error on Deploy,
  *   too much contention, no answer within `timeoutMs`) throw
- *   {@linkcode StoreError} with the cause; a claim that lands after its
- *   deadline is released again. A local file that another handle holds
- *   locked ("database is locked") is waited for briefly first, so several
- *   processes may share one file.
+ *   {@linkcode StoreError} with the cause. A local file that another handle
+ *   holds locked ("database is locked") is waited for briefly first, so
+ *   several processes may share one file.
  *
  * **The handler's own writes, exactly once (opt-in).** A guarded handler
  * may collect Deno KV checks and mutations with
