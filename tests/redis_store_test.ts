@@ -982,11 +982,14 @@ Deno.test("The undo work of a store is bounded: the oldest entries go first", as
     released.push(token);
     return Promise.resolve("applied");
   }, 3);
-  for (let i = 0; i < 5; i++) orphans.out("s", `t${i}`, 1000);
+  const watched = Array.from(
+    { length: 5 },
+    (_, i) => orphans.watch("s", `t${i}`, 1000),
+  );
   assert.equal(orphans.size, 3);
-  orphans.settled("t0", true); // dropped: nothing happens
-  orphans.settled("t4", true);
-  orphans.settled("t3", false);
+  orphans.cameBack(watched[0]!, "t0"); // dropped: nothing happens
+  orphans.cameBack(watched[4]!, "t4");
+  orphans.cameBack(watched[3]!, undefined);
   await new Promise((resolve) => setTimeout(resolve, 0));
   assert.deepEqual(released, ["t4"]);
   assert.equal(orphans.size, 1); // t2, still out

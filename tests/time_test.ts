@@ -1,54 +1,87 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Deadlines (src/_time.ts): the one timeout mechanism of every store, one
- * timer per store whatever the number of operations in flight.
+ * StoreCalls (src/stores/_store_call.ts): the one timeout mechanism of every
+ * store, one timer per store whatever the number of calls in flight.
  */
 import assert from "node:assert/strict";
-import { type DeadlineHandler, Deadlines } from "../src/_time.ts";
+import { StoreCalls, type Undo } from "../src/stores/_store_call.ts";
+import { Orphans } from "../src/stores/_orphans.ts";
+import { StoreError, type StoreOperation } from "../src/store.ts";
 
 interface Seen {
-  resolved: unknown[];
+  /** Each time the service answered in time (Orphans told). */
+  answered: number;
   failed: unknown[];
   expired: string[];
+  /** What came back after the deadline: [slot, value, failed]. */
   late: [string, unknown, boolean][];
+  /** Each late call handed back to Orphans, by slot. */
+  cameBack: string[];
   retried: string[];
 }
 
-function handler(
-  seen: Seen,
-  retry?: (context: string, error: unknown) => PromiseLike<unknown> | undefined,
-): DeadlineHandler<string> {
-  return {
-    resolved: (_context, value) => {
-      seen.resolved.push(value);
-      return value;
-    },
-    failed: (context, error) => {
-      seen.failed.push(error);
-      return new Error(`failed ${context}`, { cause: error });
-    },
-    expired: (context) => {
-      seen.expired.push(context);
-      return new Error(`expired ${context}`);
-    },
-    late: (context, value, failed) =>
-      void seen.late.push([context, value, failed]),
-    ...(retry === undefined ? {} : {
-      retry: (context: string, error: unknown) => {
-        seen.retried.push(context);
-        return retry(context, error);
-      },
-    }),
-  };
-}
-
 const fresh = (): Seen => ({
-  resolved: [],
+  answered: 0,
   failed: [],
   expired: [],
   late: [],
+  cameBack: [],
   retried: [],
 });
+
+/** StoreCalls whose errors, Orphans and late values report to `seen`. */
+function calls(
+  seen: Seen,
+  ms: number,
+  clock?: { now(): number },
+): StoreCalls {
+  const orphans = new (class extends Orphans {
+    override serviceAnswered() {
+      seen.answered++;
+    }
+    override cameBack(
+      orphan: Parameters<Orphans["cameBack"]>[0],
+      token: string | undefined,
+    ) {
+      seen.cameBack.push(orphan.slot);
+      super.cameBack(orphan, token);
+    }
+  })(() => Promise.resolve("lost"));
+  return new StoreCalls(ms, orphans, {
+    failed: (operation: StoreOperation, error) => {
+      seen.failed.push(error);
+      return new StoreError(`failed ${operation}`, { operation, cause: error });
+    },
+    timedOut: (operation) => {
+      seen.expired.push(operation);
+      return new StoreError(`expired ${operation}`, { operation });
+    },
+  }, clock);
+}
+
+/**
+ * A claim's undo that records the late value: `context` goes as the
+ * operation (what the errors name) and as the slot (what Orphans sees).
+ */
+function undo<T>(seen: Seen, context: string): Undo<T> {
+  return {
+    slot: context,
+    leaseMs: 1_000,
+    token: `token-${context}`,
+    acquired: (value) => void seen.late.push([context, value, false]),
+    mayHaveRun: (error) => (seen.late.push([context, error, true]), false),
+  };
+}
+
+/** Runs `work` as `context`, named as the operation its errors give. */
+function run<T>(
+  store: StoreCalls,
+  seen: Seen,
+  work: () => PromiseLike<T>,
+  context: string,
+): Promise<T> {
+  return store.run(context as StoreOperation, work, undo(seen, context));
+}
 
 /** Counts the timers set until `restore()`. */
 function countTimers() {
@@ -77,34 +110,34 @@ function gate<T>() {
   return { promise, resolve, reject };
 }
 
-Deno.test("Deadlines.withDeadline() answers what the work answers in time", async () => {
+Deno.test("StoreCalls.run() answers what the work answers in time", async () => {
   const seen = fresh();
-  const deadlines = new Deadlines(60_000, handler(seen));
+  const store = calls(seen, 60_000);
   assert.equal(
-    await deadlines.withDeadline((c) => Promise.resolve(`${c}!`), "a"),
+    await run(store, seen, () => Promise.resolve(`a!`), "a"),
     "a!",
   );
   await assert.rejects(
-    deadlines.withDeadline(() => Promise.reject(new Error("boom")), "b"),
+    run(store, seen, () => Promise.reject(new Error("boom")), "b"),
     /failed b/,
   );
   await assert.rejects(
-    deadlines.withDeadline(() => {
+    run(store, seen, () => {
       throw new Error("at once");
     }, "c"),
     /failed c/,
   );
-  assert.deepEqual(seen.resolved, ["a!"]);
+  assert.equal(seen.answered, 1);
   assert.equal(seen.failed.length, 2);
   assert.deepEqual(seen.expired, []);
 });
 
-Deno.test("Deadlines.withDeadline() stops waiting at the deadline and hands the late outcome to the handler", async () => {
+Deno.test("StoreCalls.run() stops waiting at the deadline and hands the late outcome to the undo", async () => {
   const seen = fresh();
-  const deadlines = new Deadlines(20, handler(seen));
+  const store = calls(seen, 20);
   const work = gate<string>();
   await assert.rejects(
-    deadlines.withDeadline(() => work.promise, "hung"),
+    run(store, seen, () => work.promise, "hung"),
     /expired hung/,
   );
   assert.deepEqual(seen.expired, ["hung"]);
@@ -112,69 +145,79 @@ Deno.test("Deadlines.withDeadline() stops waiting at the deadline and hands the 
   await work.promise;
   await Promise.resolve();
   assert.deepEqual(seen.late, [["hung", "landed", false]]);
-  assert.deepEqual(seen.resolved, []);
+  assert.equal(seen.answered, 0);
 });
 
-Deno.test("Deadlines serves any number of pending operations with one timer", async () => {
+Deno.test("StoreCalls serves any number of pending calls with one timer", async () => {
   const seen = fresh();
-  const deadlines = new Deadlines(20, handler(seen));
+  const store = calls(seen, 20);
   const timers = countTimers();
   try {
     const work = gate<string>();
-    const calls = Array.from(
+    const pending = Array.from(
       { length: 100 },
-      (_, i) => deadlines.withDeadline(() => work.promise, `op${i}`),
+      (_, i) => run(store, seen, () => work.promise, `op${i}`),
     );
     // Each one fails by its deadline, however many are pending.
-    const results = await Promise.allSettled(calls);
+    const results = await Promise.allSettled(pending);
     assert.ok(results.every((r) => r.status === "rejected"));
     assert.equal(seen.expired.length, 100);
     // One timer armed for the first; at most a re-arm per firing after it.
-    assert.ok(timers.count < 10, `${timers.count} timers for 100 operations`);
+    assert.ok(timers.count < 10, `${timers.count} timers for 100 calls`);
   } finally {
     timers.restore();
   }
 });
 
-Deno.test("Deadlines retries in time with the handler's new work, never after the deadline", async () => {
+/** Work of two steps: the second when the first fails with "again". */
+function twoSteps(seen: Seen, context: string, first: () => Promise<string>) {
+  return (call: { throwIfExpired(): void }) =>
+    first().catch((error: Error) => {
+      if (error.message !== "again") throw error;
+      call.throwIfExpired();
+      seen.retried.push(context);
+      return "second";
+    });
+}
+
+Deno.test("StoreCalls runs a work's next step in time, never after the deadline", async () => {
   const seen = fresh();
-  const deadlines = new Deadlines(
-    60_000,
-    handler(
-      seen,
-      (_c, error) =>
-        (error as Error).message === "again"
-          ? Promise.resolve("second")
-          : undefined,
-    ),
-  );
+  const store = calls(seen, 60_000);
   assert.equal(
-    await deadlines.withDeadline(() => Promise.reject(new Error("again")), "r"),
+    await store.run(
+      "claim",
+      twoSteps(seen, "r", () => Promise.reject(new Error("again"))),
+    ),
     "second",
   );
   assert.deepEqual(seen.retried, ["r"]);
 
   const late = fresh();
-  const short = new Deadlines(
-    20,
-    handler(late, () => Promise.resolve("never")),
-  );
+  const short = calls(late, 20);
   const work = gate<string>();
-  await assert.rejects(short.withDeadline(() => work.promise, "x"), /expired/);
+  await assert.rejects(
+    short.run(
+      "claim",
+      twoSteps(late, "x", () => work.promise),
+      undo(late, "x"),
+    ),
+    /expired/,
+  );
   work.reject(new Error("again"));
   await work.promise.catch(() => {});
   await Promise.resolve();
+  await Promise.resolve();
   assert.deepEqual(late.retried, []);
-  assert.equal(late.late.length, 1);
+  assert.equal(late.cameBack.length, 1);
 });
 
-Deno.test("Deadlines with Infinity waits as long as the work takes, with no timer", async () => {
+Deno.test("StoreCalls with Infinity waits as long as the work takes, with no timer", async () => {
   const seen = fresh();
-  const deadlines = new Deadlines(Infinity, handler(seen));
+  const store = calls(seen, Infinity);
   const timers = countTimers();
   try {
     const work = gate<number>();
-    const pending = deadlines.withDeadline(() => work.promise, "slow");
+    const pending = run(store, seen, () => work.promise, "slow");
     work.resolve(7);
     assert.equal(await pending, 7);
     assert.equal(timers.count, 0);
@@ -226,15 +269,15 @@ function fakeGlobalTimers() {
   };
 }
 
-Deno.test("Deadlines fires a later operation's deadline at its own time, not a timeout after the earlier one's", async () => {
+Deno.test("StoreCalls fires a later call's deadline at its own time, not a timeout after the earlier one's", async () => {
   const seen = fresh();
   const time = fakeGlobalTimers();
   try {
-    const deadlines = new Deadlines(1_000, handler(seen), time.clock);
-    const first = deadlines.withDeadline(() => gate<string>().promise, "a")
+    const store = calls(seen, 1_000, time.clock);
+    const first = run(store, seen, () => gate<string>().promise, "a")
       .catch(() => "expired");
     time.now = 600;
-    const second = deadlines.withDeadline(() => gate<string>().promise, "b")
+    const second = run(store, seen, () => gate<string>().promise, "b")
       .catch(() => "expired");
     await time.advanceTo(1_000);
     assert.equal(await first, "expired");
@@ -247,7 +290,7 @@ Deno.test("Deadlines fires a later operation's deadline at its own time, not a t
   }
 });
 
-Deno.test("Deadlines expires exactly the operations still pending, in start order, whatever order the others settle in", async () => {
+Deno.test("StoreCalls expires exactly the calls still pending, in start order, whatever order the others settle in", async () => {
   // The pending list is unlinked anywhere (head, tail, middle, a lone entry)
   // while more operations start. Against a model: the settled ones resolve,
   // the rest expire in the order they started, and a settle after that is
@@ -267,7 +310,7 @@ Deno.test("Deadlines expires exactly the operations still pending, in start orde
         const seen = fresh();
         const time = fakeGlobalTimers();
         try {
-          const deadlines = new Deadlines(1_000, handler(seen), time.clock);
+          const store = calls(seen, 1_000, time.clock);
           const gates: ReturnType<typeof gate<string>>[] = [];
           const outcomes: Promise<string>[] = [];
           const pending: number[] = []; // the model, in start order
@@ -279,7 +322,7 @@ Deno.test("Deadlines expires exactly the operations still pending, in start orde
               gates.push(g);
               pending.push(i);
               outcomes.push(
-                deadlines.withDeadline(() => g.promise, `op${i}`)
+                run(store, seen, () => g.promise, `op${i}`)
                   .then((v) => `value ${v}`, (e: Error) => e.message),
               );
             } else if (pending.length > 0) {

@@ -1,10 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * KvStore's record layout: a record as a Deno KV value, and a large
- * completed record's header list and body split across chunk values (one
- * value is at most 64 KiB, one commit at most 800 KB of mutations), with the
- * checks that read a damaged or foreign value as unreadable. No Deno KV calls
- * here: `kv.ts` reads and commits what these describe.
+ * KvStore's record layout: a record as a Deno KV value, a large completed
+ * record split across chunk values, and the checks that read a damaged or
+ * foreign value as unreadable. No Deno KV calls here.
  *
  * @module
  */
@@ -21,14 +19,12 @@ import {
 } from "../_record.ts";
 import { concatBytes } from "../_bytes.ts";
 
-/** The most bytes one Deno KV value may hold. */
-export const MAX_VALUE_BYTES = 65_536;
-/** Bytes of one body chunk: one full value. */
-export const CHUNK_BYTES = MAX_VALUE_BYTES;
+/** Bytes of one body chunk: the most one Deno KV value may hold. */
+const CHUNK_BYTES = 65_536;
 /** The record's serialized size, estimated, up to which the body is kept inline. */
-export const INLINE_BUDGET = 60 * 1024;
+const INLINE_BUDGET = 60 * 1024;
 /** Mutation bytes per chunk commit, under Deno KV's 819,200. */
-export const COMMIT_BUDGET = 780_000;
+const COMMIT_BUDGET = 780_000;
 /** Keys per `getMany` (Deno KV's limit is 10). */
 export const GET_MANY = 10;
 /** Chunk keys read at once: 8 `getMany` calls, 5 MiB of body. */
@@ -37,7 +33,7 @@ export const READ_WINDOW = 8 * GET_MANY;
 export const CHUNK_SLACK_MS = 60_000;
 
 /** What every record holds. */
-export interface RecordBase {
+interface RecordBase {
   v: number;
   fp: string;
   token: string;
@@ -73,10 +69,11 @@ export interface ChunkedRecord extends RecordBase {
   omitted?: string;
 }
 
+/** A record as KvStore writes it. */
 export type KvRecord = InFlightRecord | InlineRecord | ChunkedRecord;
 
 /** A copy of `bytes` that owns its buffer: a view would serialize it whole. */
-export function tight(bytes: Uint8Array): Uint8Array {
+function tight(bytes: Uint8Array): Uint8Array {
   return bytes.byteOffset === 0 &&
       bytes.byteLength === bytes.buffer.byteLength &&
       bytes.buffer instanceof ArrayBuffer
@@ -89,7 +86,7 @@ export function tight(bytes: Uint8Array): Uint8Array {
  * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
  * copy only for the value that straddles both.
  */
-export function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
+function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
   const split = head.byteLength;
   const total = split + (body?.byteLength ?? 0);
   const parts: Uint8Array[] = [];
@@ -115,7 +112,7 @@ function stringSize(text: string): number {
 }
 
 /** An upper bound of the serialized size of a completed inline record. */
-export function inlineSize(
+function inlineSize(
   owned: InFlightRecord,
   response: StoredResponse,
 ): number {
@@ -127,7 +124,7 @@ export function inlineSize(
 }
 
 /** An upper bound of a key's encoded size. */
-export function keySize(key: Deno.KvKey): number {
+function keySize(key: Deno.KvKey): number {
   let size = 0;
   for (const part of key) {
     size += typeof part === "string" ? 3 * part.length + 2 : 32;
@@ -179,26 +176,15 @@ export function parseRecord(value: unknown): KvRecord | null {
   return r as unknown as ChunkedRecord;
 }
 
-/** A completed record, and the chunk values to write before it (none inline). */
-export interface Completion {
-  record: InlineRecord | ChunkedRecord;
-  parts: Uint8Array[];
-}
-
 /**
  * Lays out the completed record of `owned` with `response`: inline when it
- * fits in one value, else chunked under `set` (the parts to write first).
- *
- * @param owned The in-flight record the completing token owns.
- * @param response The response.
- * @param set A fresh name for the chunk set.
- * @returns The record and its chunks.
+ * fits in one value, else chunked under a fresh chunk set, with the chunk
+ * values (`parts`) to write before it.
  */
 export function completion(
   owned: InFlightRecord,
   response: StoredResponse,
-  set: () => string,
-): Completion {
+): { record: InlineRecord | ChunkedRecord; parts: Uint8Array[] } {
   const base = {
     v: RECORD_VERSION,
     state: "completed" as const,
@@ -226,7 +212,7 @@ export function completion(
   return {
     record: {
       ...base,
-      set: set(),
+      set: crypto.randomUUID().slice(0, 8),
       chunks: parts.length,
       headersLength: headerBytes.byteLength,
       bodyLength: response.body === null ? null : response.body.byteLength,
@@ -236,13 +222,9 @@ export function completion(
 }
 
 /**
- * Reads a chunked record's response from its chunk values, in order, or
- * returns `null` when they are torn (missing, surplus or damaged bytes).
- *
- * @param record The record.
- * @param values Its chunk values, as read.
- * @param length Their total length.
- * @returns The response, or `null`.
+ * Reads a chunked record's response from its chunk `values` (in order, of
+ * total `length`), or returns `null` when they are torn (missing, surplus or
+ * damaged bytes).
  */
 export function assemble(
   record: ChunkedRecord,
@@ -267,13 +249,7 @@ export function assemble(
   return toStoredResponse(record.status, headers, body, record.omitted);
 }
 
-/**
- * Groups chunk writes into commits under Deno KV's mutation limit.
- *
- * @param keys The chunk keys.
- * @param parts Their values.
- * @returns Each commit's indices into `keys` and `parts`.
- */
+/** Groups chunk writes into commits under Deno KV's mutation limit: indices. */
 export function commitGroups(
   keys: readonly Deno.KvKey[],
   parts: readonly Uint8Array[],

@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * KvStore's unit of work: the handler's own Deno KV checks and mutations,
- * collected while it runs and committed in the one atomic commit that
- * completes the record (or never, when the request is rolled back).
+ * committed with the record.
  *
  * @module
  */
@@ -109,21 +108,19 @@ export function hasChecks(mutations: KvMutations): boolean {
   return COLLECTED.get(mutations)!.checks.length > 0;
 }
 
+/** The store's fenced completion of a record, with the handler's mutations. */
+type Complete = (
+  record: StoredResponse,
+  mutations: KvMutations,
+) => Promise<WriteOutcome>;
+
 /** One claimed request's unit of work on a KvStore. */
 export class KvUnit implements UnitOfWork {
   #mutations: KvMutations | undefined;
-  #complete: (
-    record: StoredResponse,
-    mutations: KvMutations,
-  ) => Promise<WriteOutcome>;
+  #complete: Complete;
 
   /** @param complete The store's fenced completion, with the mutations. */
-  constructor(
-    complete: (
-      record: StoredResponse,
-      mutations: KvMutations,
-    ) => Promise<WriteOutcome>,
-  ) {
+  constructor(complete: Complete) {
     this.#complete = complete;
   }
 

@@ -1,70 +1,62 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Undo work for claims that failed but may still land (rule 10: a failed
- * operation leaves nothing behind). Private to the stores.
- *
- * A claim that timed out (or failed with an unknown outcome) has been
- * answered with an error, so the middleware answered 503 and nobody will
- * ever complete or release it. Its command may still run: a client queued it
- * while offline and sends it on reconnect, a hung server already holds it, a
- * cancelled SQL statement committed anyway. The store generated the claim's
- * token, so it can undo the claim with a release fenced by that token: the
- * release deletes the slot only if that very claim holds it, and is a no-op
- * (`lost`) otherwise.
- *
- * An entry is `out` while the claim's own command has not come back: the
- * release must not overtake it (sent later on the same connection it lands
- * after the claim; sent on another connection it could land first and find
- * nothing). When the command comes back acquired, or with an outcome that is
- * unknown (the connection broke under it), the entry is `ready` and the
- * release is sent; when it comes back as anything else (in flight,
- * completed, a server error, never sent), the entry is forgotten. A ready
- * entry is kept until a release answers (`applied` or `lost`), or until one
- * lease after it became ready: by then the orphan's lease has run out and a
- * new claim takes the slot over anyway. When the connection broke under the
- * claim, the release can only go on a new connection: should the old one's
- * claim still wait, unread, at a hung server (a client that gave up its
- * socket on a timer of its own), the release may arrive first and find
- * nothing, and that claim lives one lease.
- *
- * Releases go one at a time, oldest first; a pass stops at the first release
- * that throws (the store is still unreachable) and is retried after a backoff
- * (100 ms doubling to 5 s), or at once when `kick()` reports that the store
- * answered something. The number of entries is bounded (`max`, oldest
- * dropped first): a dropped entry's claim, if it lands, lives at most one
- * lease.
+ * {@linkcode Orphans}: the undo of claims that failed but may still land
+ * (docs/architecture.md, "Rules": nothing left behind). Private to the stores.
  *
  * @module
  */
 
-import { refTimer, type Timer } from "../_time.ts";
+import { backoff, type Linked, List, refTimer, type Timer } from "../_async.ts";
 import type { WriteOutcome } from "../store.ts";
 
-interface Entry {
-  slot: string;
-  leaseMs: number;
-  /** When the orphan's lease has surely ended (set once the command is back). */
+/** A claim whose caller got an error: see {@linkcode Orphans}. */
+export interface Orphan extends Linked<Orphan> {
+  readonly slot: string;
+  readonly leaseMs: number;
+  /** The claim's token: unknown until its command came back, for some stores. */
+  token: string | undefined;
+  /** When the orphan's lease has surely ended (set once it is ready). */
   until: number;
 }
 
-const MIN_BACKOFF_MS = 100;
-const MAX_BACKOFF_MS = 5_000;
+/** The waits between passes that failed: 100 ms to 5 s, growing. */
+const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
 
-/** The pending undo work of one store. */
+/**
+ * The pending undo work of one store. A claim answered with an error (the
+ * middleware answered 503, so nobody will complete or release it) may still
+ * run: a client queued it offline, a hung server holds it, a cancelled
+ * statement commits anyway. The store made its token, so it undoes such a
+ * claim with a release fenced by that token, a no-op unless that very claim
+ * holds the slot. An orphan goes through two states:
+ *
+ * - **watched** ({@linkcode Orphans.watch}): the claim's command is still
+ *   out. The release must not overtake it (sent later on the same connection
+ *   it lands after the claim). When the command comes back,
+ *   {@linkcode Orphans.cameBack} makes it ready if it acquired the slot or
+ *   its outcome is unknown, and forgets it otherwise.
+ * - **ready** ({@linkcode Orphans.undo} when the command is back already):
+ *   its release is sent, one at a time, oldest first. A pass stops at the
+ *   first release that throws and is retried after a backoff, or at once
+ *   when {@linkcode Orphans.serviceAnswered} says the service answered. It
+ *   is kept until a release answers, or for one lease: by then the orphan's
+ *   lease ran out and a new claim takes the slot over anyway.
+ *
+ * At most `max` orphans are kept (the oldest dropped first, ready ones
+ * before watched ones): a dropped orphan that lands lives at most one lease.
+ */
 export class Orphans {
   #release: (slot: string, token: string) => Promise<WriteOutcome>;
   #max: number;
-  // By token, oldest first: claims whose command is still out, and claims
-  // that (may have) landed and wait for their release.
-  #out = new Map<string, Entry>();
-  #ready = new Map<string, Entry>();
+  #watched = new List<Orphan>();
+  #ready = new List<Orphan>();
   #running = false;
   #timer: Timer | undefined;
-  #backoff = MIN_BACKOFF_MS;
+  #attempt = 0;
 
   /**
    * @param release The store's fenced release.
-   * @param max The most entries kept.
+   * @param max The most orphans kept.
    */
   constructor(
     release: (slot: string, token: string) => Promise<WriteOutcome>,
@@ -74,39 +66,62 @@ export class Orphans {
     this.#max = max;
   }
 
-  /** How many claims are being watched or undone. */
+  /** How many orphans are watched or ready. */
   get size(): number {
-    return this.#out.size + this.#ready.size;
-  }
-
-  /** A claim whose caller got an error while its command is still out. */
-  out(slot: string, token: string, leaseMs: number): void {
-    this.#makeRoom();
-    this.#out.set(token, { slot, leaseMs, until: Infinity });
+    return this.#watched.size + this.#ready.size;
   }
 
   /**
-   * The command of an `out` claim came back: `landed` when it acquired the
-   * slot or its outcome is unknown, else `false`.
+   * A claim whose caller got an error while its command is still out.
+   *
+   * @param slot The claimed slot.
+   * @param token The claim's token, if the store knows it yet.
+   * @param leaseMs The claim's lease.
+   * @returns The orphan, for {@linkcode Orphans.cameBack}.
    */
-  settled(token: string, landed: boolean): void {
-    const entry = this.#out.get(token);
-    if (entry === undefined) return;
-    this.#out.delete(token);
-    if (!landed) return;
-    entry.until = Date.now() + entry.leaseMs;
-    this.#ready.set(token, entry);
-    this.kick();
+  watch(slot: string, token: string | undefined, leaseMs: number): Orphan {
+    this.#makeRoom();
+    const orphan: Orphan = {
+      slot,
+      leaseMs,
+      token,
+      until: Infinity,
+      prev: undefined,
+      next: undefined,
+    };
+    this.#watched.push(orphan);
+    return orphan;
   }
 
-  /** A claim that failed with an unknown outcome, its command back already. */
-  unknown(slot: string, token: string, leaseMs: number): void {
-    this.out(slot, token, leaseMs);
-    this.settled(token, true);
+  /**
+   * A watched claim's command came back.
+   *
+   * @param orphan What {@linkcode Orphans.watch} returned.
+   * @param token The token the claim (may have) acquired the slot under, or
+   * `undefined` when it surely did not.
+   */
+  cameBack(orphan: Orphan, token: string | undefined): void {
+    if (!this.#watched.remove(orphan) || token === undefined) return;
+    orphan.token = token;
+    orphan.until = Date.now() + orphan.leaseMs;
+    this.#ready.push(orphan);
+    this.serviceAnswered();
   }
 
-  /** The store answered something: retry waiting releases now. */
-  kick(): void {
+  /**
+   * A claim that failed with an unknown outcome, its command back already:
+   * releases it.
+   *
+   * @param slot The claimed slot.
+   * @param token The claim's token.
+   * @param leaseMs The claim's lease.
+   */
+  undo(slot: string, token: string, leaseMs: number): void {
+    this.cameBack(this.watch(slot, token, leaseMs), token);
+  }
+
+  /** The store's service answered something: sends waiting releases now. */
+  serviceAnswered(): void {
     if (this.#ready.size === 0 || this.#running) return;
     if (this.#timer !== undefined) {
       clearTimeout(this.#timer);
@@ -120,35 +135,32 @@ export class Orphans {
 
   #makeRoom(): void {
     while (this.size >= this.#max) {
-      const from = this.#ready.size > 0 ? this.#ready : this.#out;
-      from.delete(from.keys().next().value!);
+      const from = this.#ready.size > 0 ? this.#ready : this.#watched;
+      from.remove(from.head!);
     }
   }
 
   async #pass(): Promise<void> {
-    while (this.#ready.size > 0) {
-      const [token, entry] = this.#ready.entries().next().value!;
-      if (entry.until > Date.now()) {
+    for (let orphan = this.#ready.head; orphan; orphan = this.#ready.head) {
+      if (orphan.until > Date.now()) {
         try {
-          await this.#release(entry.slot, token);
+          await this.#release(orphan.slot, orphan.token!);
         } catch {
-          // Still unreachable: try again later, from this entry on.
-          this.#retry();
+          // Still unreachable: try again later, from this orphan on.
+          this.#retryLater();
           return;
         }
       }
-      this.#ready.delete(token);
+      this.#ready.remove(orphan);
     }
-    this.#backoff = MIN_BACKOFF_MS;
+    this.#attempt = 0;
   }
 
-  #retry(): void {
-    const delay = this.#backoff;
-    this.#backoff = Math.min(MAX_BACKOFF_MS, this.#backoff * 2);
+  #retryLater(): void {
     const timer = setTimeout(() => {
       this.#timer = undefined;
-      this.kick();
-    }, delay);
+      this.serviceAnswered();
+    }, backoff(++this.#attempt, RETRY));
     // Never keep a process alive for this: an orphan that is not undone
     // lives one lease at most.
     refTimer(timer, false);

@@ -1,16 +1,17 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * PostgresStore's protocol: table names and their quoting, the migration,
- * the statement of each operation, and the reading of a claim's row. No
- * transport here: `postgres.ts` runs these through postgres.js.
+ * PostgresStore's SQL: the part of postgres.js it uses, the statement of
+ * each operation, the reading of a claim's row and of a driver's error.
  *
  * @module
  */
 
-import type { ClaimResult } from "../store.ts";
+import type { TransactionSql } from "postgres";
+import type { ClaimResult, StoredResponse } from "../store.ts";
 import {
   byteView,
   decodeHeaders,
+  encodeHeaders,
   RECORD_VERSION,
   toStoredResponse,
   unreadable,
@@ -19,143 +20,60 @@ import {
 /** A row as postgres.js returns it. */
 export type PostgresRow = Record<string, unknown>;
 
-/** The table name when none is given. */
-export const DEFAULT_TABLE = "idempotency_keys";
+/**
+ * A statement in flight, as postgres.js returns it from `sql.unsafe()`: a
+ * promise of the rows, with the number of rows affected, that can be
+ * cancelled.
+ */
+export interface PostgresQuery
+  extends PromiseLike<PostgresRow[] & { count: number }> {
+  /**
+   * Asks the server to cancel the statement. Not called by the store (see
+   * {@linkcode PostgresStoreOptions.timeoutMs}); kept so that a postgres.js
+   * query is still described whole.
+   */
+  cancel?(): unknown;
+}
 
-const MAX_TABLE_BYTES = 48;
-const MAX_SCHEMA_BYTES = 63;
+/**
+ * The part of a postgres.js `sql` instance the store uses: a `postgres(url)`
+ * result fits, and so does a transaction-free wrapper around one.
+ */
+export interface PostgresSql {
+  /**
+   * Runs one statement with `$1`-style parameters.
+   *
+   * @param query The SQL text.
+   * @param parameters The values of `$1`, `$2`, ….
+   * @param options Whether to use a named prepared statement.
+   * @returns The statement in flight.
+   */
+  unsafe(
+    query: string,
+    parameters?: (string | number | boolean | null | Uint8Array)[],
+    options?: { prepare?: boolean },
+  ): PostgresQuery;
+  /**
+   * The instance's parsed options; the store follows its `prepare`, and a
+   * transaction needs a pool (`max`) of at least two connections.
+   */
+  options?: { prepare?: boolean; max?: number };
+  /**
+   * Runs `fn` in a transaction on one connection of the pool: postgres.js's
+   * `sql.begin`. Needed only by {@linkcode PostgresStore.transaction}.
+   *
+   * @param options What follows `BEGIN` (the isolation level).
+   * @param fn The transaction's work; it commits when `fn` resolves.
+   * @returns What `fn` resolved to, once committed.
+   */
+  begin?(
+    options: string,
+    fn: (tx: TransactionSql) => Promise<unknown>,
+  ): Promise<unknown>;
+}
 
 /** The time of the statement, on the database's clock (stable within it). */
 const NOW = "statement_timestamp()";
-
-/**
- * Validates a table name and returns its quoted parts.
- *
- * @param name The table, optionally `schema.table`.
- * @returns The quoted name and the bare table part.
- */
-export function parseTable(
-  name: string,
-): { quoted: string; table: string; schema: string | null } {
-  if (typeof name !== "string") {
-    throw new TypeError(
-      `'table' must be a string: current value is ${String(name)}`,
-    );
-  }
-  const parts = name.split(".");
-  const encoder = new TextEncoder();
-  if (
-    parts.length > 2 || parts.some((part) => part.length === 0) ||
-    name.includes("\0")
-  ) {
-    throw new TypeError(
-      `'table' must be "table" or "schema.table" with non-empty parts and no NUL: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  const table = parts.at(-1)!;
-  if (encoder.encode(table).byteLength > MAX_TABLE_BYTES) {
-    throw new TypeError(
-      `'table' must name a table of at most ${MAX_TABLE_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  if (
-    parts.length === 2 &&
-    encoder.encode(parts[0]!).byteLength > MAX_SCHEMA_BYTES
-  ) {
-    throw new TypeError(
-      `'table' must name a schema of at most ${MAX_SCHEMA_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
-  }
-  return {
-    quoted: parts.map(quoteIdentifier).join("."),
-    table,
-    schema: parts.length === 2 ? parts[0]! : null,
-  };
-}
-
-function quoteIdentifier(part: string): string {
-  return `"${part.replaceAll('"', '""')}"`;
-}
-
-function quoteLiteral(text: string): string {
-  return `'${text.replaceAll("'", "''")}'`;
-}
-
-/**
- * Creates `schema` when it is absent. Not `CREATE SCHEMA IF NOT EXISTS`:
- * PostgreSQL checks the database's CREATE privilege before it looks for the
- * schema, so that statement fails for a role that may use an existing schema
- * but not create one. The DO body is a plain string literal (no dollar
- * quoting a name could close).
- */
-function createSchema(schema: string): string {
-  const body = `BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ${
-    quoteLiteral(schema)
-  }) THEN
-    CREATE SCHEMA ${quoteIdentifier(schema)};
-  END IF;
-END`;
-  return `DO ${quoteLiteral(body)};\n`;
-}
-
-/**
- * The SQL that creates the store's schema (when the table names one), table
- * and index if they are absent: what {@linkcode PostgresStore.migrate} runs,
- * for teams that run their own migrations. The statements take a
- * transaction-scoped advisory lock first, so concurrent runs queue instead
- * of racing, and silence the "already exists, skipping" notices; run them in
- * one transaction (one simple-protocol query, as `psql -c` sends, is one).
- * The schema is created only when it is missing, so a role without the
- * database's CREATE privilege can still migrate into an existing schema.
- *
- * @param table The table, optionally `schema.table`.
- * @returns The statements, separated by semicolons.
- * @throws {TypeError} When the table name is invalid.
- *
- * @example The migration of a schema-qualified table
- * ```ts
- * import { postgresMigration } from "@idempotent/http/postgres";
- * import assert from "node:assert/strict";
- *
- * const text = postgresMigration("app.idempotency_keys");
- * assert.ok(text.includes('CREATE TABLE IF NOT EXISTS "app"."idempotency_keys"'));
- * ```
- */
-export function postgresMigration(table: string = DEFAULT_TABLE): string {
-  const { quoted, table: bare, schema } = parseTable(table);
-  const index = quoteIdentifier(`${bare}_expires_at_idx`);
-  return `SET LOCAL client_min_messages = warning;
-SELECT pg_advisory_xact_lock(hashtextextended('@idempotent/http migrate', 0));
-${
-    schema === null
-      ? ""
-      : createSchema(schema)
-  }CREATE TABLE IF NOT EXISTS ${quoted} (
-  slot text PRIMARY KEY,
-  version smallint NOT NULL,
-  state text NOT NULL,
-  fingerprint text,
-  token text,
-  takeovers integer NOT NULL DEFAULT 0,
-  lease_until timestamptz,
-  expires_at timestamptz,
-  status integer,
-  headers jsonb,
-  body bytea,
-  omitted text,
-  created_at timestamptz NOT NULL DEFAULT statement_timestamp(),
-  completed_at timestamptz
-);
-CREATE INDEX IF NOT EXISTS ${index} ON ${quoted} (expires_at);
-`;
-}
 
 /** The statements of one table, built once per store. */
 export interface Statements {
@@ -166,12 +84,7 @@ export interface Statements {
   sweep: string;
 }
 
-/**
- * Builds the statements of one table.
- *
- * @param t The table, quoted.
- * @returns Its statements.
- */
+/** The statements of the table `t` (quoted). */
 export function statements(t: string): Statements {
   // A row is free when its TTL ran out (whatever it holds: the sweeper would
   // delete it), or when it is a readable claim of ours whose lease ran out
@@ -243,13 +156,7 @@ WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
   };
 }
 
-/**
- * Reads the row a claim returned.
- *
- * @param row The returned row.
- * @param token The token the claim offered.
- * @returns What the claim found.
- */
+/** Reads the row that a claim offering `token` returned. */
 export function decodeClaim(
   row: PostgresRow | undefined,
   token: string,
@@ -288,4 +195,51 @@ export function decodeClaim(
     }
   }
   return unreadable(retry);
+}
+
+/** The parameters of the `complete` statement of `token`'s `response`. */
+export function completeParams(
+  slot: string,
+  token: string,
+  response: StoredResponse,
+): (string | number | Uint8Array | null)[] {
+  return [
+    slot,
+    String(token),
+    response.status,
+    encodeHeaders(response.headers),
+    response.body,
+    response.body === null ? response.omitted! : null,
+  ];
+}
+
+/**
+ * Whether a statement that failed with `error` may have committed: not when
+ * the server refused it (an error response of severity `ERROR`, such as
+ * 57014 for a statement it cancelled: a single statement rolls back whole),
+ * nor when no connection could be opened to send it; any other failure may
+ * hide a commit. That includes a socket error such as `EPIPE` or
+ * `ECONNRESET`: postgres.js pipelines statements on a connection and rejects
+ * every one in flight with the socket's error, also one that the server
+ * had already committed. The error's shape, not its code, tells a server
+ * error (postgres.js gives it a `severity`): `EPIPE` has the shape of a
+ * SQLSTATE too. A `FATAL` one (the backend was terminated) may have come
+ * after the commit.
+ */
+export function mayHaveCommitted(error: unknown): boolean {
+  const { code, severity } = (error ?? {}) as {
+    code?: unknown;
+    severity?: unknown;
+  };
+  if (typeof severity === "string" && typeof code === "string") {
+    return severity !== "ERROR";
+  }
+  return ![
+    "ECONNREFUSED",
+    "ENOTFOUND",
+    "EHOSTUNREACH",
+    "CONNECT_TIMEOUT",
+    "CONNECTION_ENDED",
+  ]
+    .includes(code as string);
 }

@@ -97,8 +97,15 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
 /** The commands the store sends, by the name it sends them. */
 const IOREDIS_COMMANDS = ["SET", "EVALSHA", "EVAL", "PUBLISH", "WAIT"];
 
-/** Sends one command, given as its name and arguments, and resolves with the reply. */
+/**
+ * Sends one command, given as its name and arguments, and resolves with the
+ * reply. Never throws: a command the client refused at once rejects with an
+ * error that {@linkcode mayHaveRun} knows never ran.
+ */
 export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
+
+/** The errors of commands a client refused at once, before sending them. */
+const refused = new WeakSet<object>();
 
 /**
  * Turns whatever client was passed into one `send` function.
@@ -108,6 +115,21 @@ export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
  * @throws {TypeError} When `client` is none of these.
  */
 export function commander(client: RedisClientLike): Send {
+  const send = clientSend(client);
+  return (args) => {
+    try {
+      return send(args);
+    } catch (thrown) {
+      const error = Object(thrown) === thrown
+        ? thrown as object
+        : new Error(`${thrown}`);
+      refused.add(error);
+      return Promise.reject(error);
+    }
+  };
+}
+
+function clientSend(client: RedisClientLike): Send {
   if (client === null || typeof client !== "object") {
     throw new TypeError(
       `'client' must be a node-redis client, an ioredis client or a RedisCommander: current value is ${client}`,
@@ -239,10 +261,12 @@ export function bytes(value: unknown): Uint8Array | null {
  * when Redis refused the command itself (NOSCRIPT: the script was unknown;
  * WRONGTYPE: a `SET … GET` on a key of another type; `ERR syntax error`: a
  * `SET … NX … GET` before Redis 7.0), nor when the client refused to send it
- * (node-redis offline or closed, ioredis without its offline queue). Any
+ * (node-redis offline or closed, ioredis without its offline queue, a
+ * client that threw instead of answering). Any
  * other error (a connection that broke under the command) may hide a run.
  */
 export function mayHaveRun(error: unknown): boolean {
+  if (Object(error) === error && refused.has(error as object)) return false;
   if (isNoScript(error) || isWrongType(error) || isSyntaxError(error)) {
     return false;
   }

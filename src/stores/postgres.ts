@@ -1,12 +1,114 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A durable, auditable {@linkcode IdempotencyStore} in PostgreSQL, on
- * [postgres.js](https://github.com/porsager/postgres): the record lives beside
- * the application's own data, one row per slot.
+ * {@linkcode PostgresStore}: idempotency records in PostgreSQL, on
+ * postgres.js, beside the application's own data.
  *
- * Every operation is one SQL statement (one round trip, its own implicit
- * transaction), timed by the database's clock. The store never holds a
- * connection while the handler runs, so it works on a pool of one.
+ * @module
+ */
+
+import type { TransactionSql } from "postgres";
+import { StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  StoreOperation,
+  UnitOfWork,
+  WriteOutcome,
+} from "../store.ts";
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
+import { assertStoredResponse } from "../_record.ts";
+import { Orphans } from "./_orphans.ts";
+import {
+  completeParams,
+  decodeClaim,
+  mayHaveCommitted,
+  type PostgresRow,
+  type PostgresSql,
+  type Statements,
+  statements,
+} from "./_postgres_sql.ts";
+import { migrate } from "./_postgres_migration.ts";
+import {
+  postgresSettings,
+  type PostgresStoreOptions,
+  type PostgresSweepOptions,
+} from "./_postgres_options.ts";
+import {
+  PostgresTransactions,
+  type TransactionalHandler,
+} from "./_postgres_transaction.ts";
+import { StoreCalls, type Undo } from "./_store_call.ts";
+
+export * from "./_contract.ts";
+export type {
+  PostgresQuery,
+  PostgresRow,
+  PostgresSql,
+} from "./_postgres_sql.ts";
+export { DEFAULT_TABLE, postgresMigration } from "./_postgres_migration.ts";
+export type {
+  PostgresIsolation,
+  PostgresStoreOptions,
+  PostgresSweepOptions,
+  PostgresTransactionOptions,
+} from "./_postgres_options.ts";
+export type { TransactionalHandler } from "./_postgres_transaction.ts";
+
+/** A statement's rows, with the number of rows it changed. */
+type Rows = PostgresRow[] & { count: number };
+/** A statement's parameter. */
+type Parameter = string | number | Uint8Array | null;
+
+/** How many times a claim statement runs when it keeps meeting concurrent claims. */
+const CLAIM_ATTEMPTS = 4;
+
+/**
+ * An {@linkcode IdempotencyStore} in a PostgreSQL table, through
+ * [postgres.js](https://github.com/porsager/postgres): one row per slot,
+ * beside the application's own data. Each operation is one statement (one
+ * round trip, its own implicit transaction) timed by the database's clock;
+ * no connection is held while the handler runs, so a pool of one works.
+ * `claim` reserves a free slot or reads what holds it (a replay or a conflict
+ * writes nothing and takes no row lock); `complete`, `release` and `extend`
+ * are fenced by the claim's token. Expired rows never block;
+ * {@linkcode PostgresStore.sweep} deletes them.
+ *
+ * **A claim that failed leaves nothing behind.** A timeout stops the waiting,
+ * not the statement (see `timeoutMs`), so a claim that timed out, or that a
+ * server-side `statement_timeout` cancelled too late, may still commit. When
+ * it does, or fails with an unknown outcome (a broken connection), the store
+ * sends a `release` fenced by the claim's token until the database answers
+ * or the lease has run out; one the server refused (an SQLSTATE such as
+ * 57014) rolled back whole. A claim whose outcome never comes back, or one
+ * past 10,000 pending undos, lives at most one lease.
+ *
+ * **Exactly once for the handler's own rows (opt-in).** A handler can run its
+ * SQL in a transaction that commits together with the record:
+ * `idempotency(store.transactional((req, tx) => …), { store })`, or
+ * `await store.transaction(request)` in any guarded handler (in Hono,
+ * `c.req.raw`). The claim stays outside, committed at once, so duplicates get
+ * 409 while the handler runs, and the lease is renewed on other connections
+ * of the pool until the record's write.
+ *
+ * - 2xx: the body is captured as usual, then the record is written in the
+ *   transaction, fenced by the token, and it commits. No row changed (the
+ *   claim was taken over): roll back, 409, `completed` with outcome `lost`.
+ * - A throw, or a response that is not cacheable: roll back, release. The
+ *   writes of a 4xx do not commit, so the retry it invites starts clean.
+ * - The transaction fails (a serialization failure, a lost connection, at
+ *   any statement or at COMMIT): a fenced `release` tells what happened:
+ *   `applied`, nothing committed (503, the retry runs once); `lost`, it
+ *   committed or was taken over (409, the retry replays); no answer, 503.
+ * - A FailoverStore opens no unit, so `transaction()` rejects there
+ *   (`TypeError`): a Redis record cannot commit with rows.
+ * - Once postgres.js 3.4.9 rejected `begin` because its connection closed,
+ *   anything sent on it throws out of a timer, uncaught: the store sends
+ *   nothing more on it, and a handler should not either. Should the
+ *   connection close while the record's write or COMMIT is under way, the
+ *   process may end on that error; the transaction committed whole or not
+ *   at all, as after any crash.
  *
  * @example Guard a handler with records in PostgreSQL
  * ```ts ignore
@@ -29,259 +131,6 @@
  * console.log(res.status); // 201, and a retry replays it
  * ```
  *
- * @module
- */
-
-import type { TransactionSql } from "postgres";
-import { StoreError } from "../store.ts";
-import type {
-  ClaimOptions,
-  ClaimResult,
-  IdempotencyStore,
-  StoredResponse,
-  StoreOperation,
-  UnitOfWork,
-  WriteOutcome,
-} from "../store.ts";
-import { assertSlot, claimOptions, durationMs } from "../store.ts";
-import { assertStoredResponse, encodeHeaders } from "../_record.ts";
-import { Orphans } from "./_orphans.ts";
-import {
-  decodeClaim,
-  DEFAULT_TABLE,
-  parseTable,
-  postgresMigration,
-  type PostgresRow,
-  type Statements,
-  statements,
-} from "./_postgres_sql.ts";
-import { type DeadlineHandler, Deadlines } from "../_time.ts";
-
-export * from "./_contract.ts";
-export {
-  DEFAULT_TABLE,
-  postgresMigration,
-  type PostgresRow,
-} from "./_postgres_sql.ts";
-
-/**
- * A statement in flight, as postgres.js returns it from `sql.unsafe()`: a
- * promise of the rows, with the number of rows affected, that can be
- * cancelled.
- */
-export interface PostgresQuery
-  extends PromiseLike<PostgresRow[] & { count: number }> {
-  /**
-   * Asks the server to cancel the statement. Not called by the store (see
-   * {@linkcode PostgresStoreOptions.timeoutMs}); kept so that a postgres.js
-   * query is still described whole.
-   */
-  cancel?(): unknown;
-}
-
-/**
- * The part of a postgres.js `sql` instance the store uses: a `postgres(url)`
- * result fits, and so does a transaction-free wrapper around one.
- */
-export interface PostgresSql {
-  /**
-   * Runs one statement with `$1`-style parameters.
-   *
-   * @param query The SQL text.
-   * @param parameters The values of `$1`, `$2`, ….
-   * @param options Whether to use a named prepared statement.
-   * @returns The statement in flight.
-   */
-  unsafe(
-    query: string,
-    parameters?: (string | number | boolean | null | Uint8Array)[],
-    options?: { prepare?: boolean },
-  ): PostgresQuery;
-  /**
-   * The instance's parsed options; the store follows its `prepare`, and a
-   * transaction needs a pool (`max`) of at least two connections.
-   */
-  options?: { prepare?: boolean; max?: number };
-  /**
-   * Runs `fn` in a transaction on one connection of the pool: postgres.js's
-   * `sql.begin`. Needed only by {@linkcode PostgresStore.transaction}.
-   *
-   * @param options What follows `BEGIN` (the isolation level).
-   * @param fn The transaction's work; it commits when `fn` resolves.
-   * @returns What `fn` resolved to, once committed.
-   */
-  begin?(
-    options: string,
-    fn: (tx: TransactionSql) => Promise<unknown>,
-  ): Promise<unknown>;
-}
-
-/** The isolation level of a request's transaction. */
-export type PostgresIsolation =
-  | "read committed"
-  | "repeatable read"
-  | "serializable";
-
-/** How {@linkcode PostgresStore.transaction} opens a request's transaction. */
-export interface PostgresTransactionOptions {
-  /**
-   * The isolation level. Under `repeatable read` and `serializable` a lease
-   * renewal committed while the transaction is open (the first comes about
-   * a third of a lease after the claim) makes the fenced record write fail
-   * with a serialization failure: the middleware then rolls back, frees the
-   * slot and answers 503, and the retry runs once. Keep such handlers well
-   * under a third of the lease, or use a longer lease.
-   *
-   * @default {"read committed"}
-   */
-  isolation?: PostgresIsolation;
-  /**
-   * `SET LOCAL statement_timeout` for every statement of the transaction,
-   * the record's write included, in milliseconds; `0` keeps the server's.
-   * It bounds how long a handler stuck on a lock keeps its claim renewed.
-   *
-   * @default {10000}
-   */
-  statementTimeoutMs?: number;
-}
-
-/** Options of the {@linkcode PostgresStore} constructor. */
-export interface PostgresStoreOptions {
-  /** A postgres.js instance, `postgres(url)`; the store never ends it. */
-  sql: PostgresSql;
-  /**
-   * The table, optionally schema-qualified (`"app.idempotency_keys"`). A dot
-   * separates the schema from the table; each part is quoted, so any other
-   * character is kept as written. The table part is at most 48 bytes (its
-   * index is named after it). {@linkcode PostgresStore.migrate} creates the
-   * schema when it is missing.
-   *
-   * @default {"idempotency_keys"}
-   */
-  table?: string;
-  /**
-   * How long one operation may take, in milliseconds, waiting for a pooled
-   * connection included. Past it the operation throws a
-   * {@linkcode StoreError} (for a write, the outcome is unknown) and the
-   * statement is left to finish on its connection: the store never sends a
-   * cancel request, which names a connection rather than a statement and so
-   * can hit another request's statement pipelined on it. To make the server
-   * stop waiting too (on a lock, say), give the postgres.js client a
-   * server-side bound: `postgres(url, { connection: { lock_timeout: 2000 } })`
-   * or `statement_timeout`. `Infinity` waits for as long as the driver does.
-   *
-   * @default {2000}
-   */
-  timeoutMs?: number;
-  /**
-   * How a handler's transaction is opened (see
-   * {@linkcode PostgresStore.transaction}).
-   *
-   * @default {{ isolation: "read committed", statementTimeoutMs: 10000 }}
-   */
-  transaction?: PostgresTransactionOptions;
-}
-
-/** A handler that runs its SQL in the request's transaction. */
-export type TransactionalHandler<A extends unknown[]> = (
-  request: Request,
-  tx: TransactionSql,
-  ...args: A
-) => Response | Promise<Response>;
-
-/** How many times a claim statement runs when it keeps meeting concurrent claims. */
-const CLAIM_ATTEMPTS = 4;
-
-/** Options of {@linkcode PostgresStore.sweep}. */
-export interface PostgresSweepOptions {
-  /**
-   * How many expired rows one `DELETE` removes; the sweep repeats until a
-   * batch removes fewer.
-   *
-   * @default {1000}
-   */
-  batchSize?: number;
-}
-
-/**
- * Keeps idempotency records in a PostgreSQL table through postgres.js.
- *
- * One row per slot. `claim` is a single `INSERT … ON CONFLICT … DO UPDATE …
- * RETURNING` that reserves a free slot or reads what holds it (a replay or a
- * conflict writes nothing and takes no row lock; in the rare race where
- * another claim commits between the statement's snapshot and its upsert, the
- * statement runs again); `complete`,
- * `release` and `extend` are single statements fenced by the claim's token.
- * Time is the database's (`statement_timestamp()`), never the app's. Expired
- * rows never block; {@linkcode PostgresStore.sweep} deletes them.
- *
- * **A claim that failed leaves nothing behind.** The timeout stops waiting
- * for the statement but does not cancel it (a cancel request names a
- * connection, and postgres.js pipelines statements on one: see
- * `timeoutMs`), so a claim that timed out may still commit; so may one
- * cancelled by a server-side `statement_timeout` that arrives too late (a
- * test reproduces this). The store made the claim's token, so it
- * watches a claim that timed out: if its statement commits after all, or
- * fails with an unknown outcome (the connection broke under it), the store
- * sends a `release` fenced by that token, retried with a backoff and at once
- * when the database answers anything, until it answers or the orphan's lease
- * has run out. A statement the server refused or cancelled (an SQLSTATE,
- * such as 57014) rolled back whole and needs nothing. A claim whose outcome
- * never comes back lives at most one lease, as does one past the bound of
- * 10,000 pending undos per store. The undo emits nothing.
- *
- * **After lost connections, postgres.js 3.4.9 may stay unusable.** When its
- * backends are terminated under load (a failover, `pg_terminate_backend`),
- * a connection whose socket died with a write still queued sends nothing
- * again until a connect times out (`connect_timeout`, 30 s by default,
- * several times over), and the wait before a reconnect grows with every
- * connection lost, up to 20 s (`backoff`). The store answers each statement
- * within `timeoutMs` meanwhile (503s, nothing runs twice), but to recover in
- * about a second give the client a short `connect_timeout` and a bounded
- * `backoff`: `postgres(url, { connect_timeout: 1, backoff: () => 0.1 })`
- * (the fault suite's setting).
- *
- * **Exactly once for the handler's own rows (opt-in).** A handler can run
- * its SQL in a transaction that commits together with the record:
- * `idempotency(store.transactional((req, tx) => …), { store })`, or
- * `await store.transaction(request)` from inside any guarded handler (a
- * Hono route: `c.req.raw`). The design:
- *
- * - The core knows no driver: a store may offer the optional
- *   {@linkcode IdempotencyStore.unitOfWork} capability; the middleware asks
- *   for a unit per claimed request and, if the handler opened it, commits
- *   the record through it instead of `complete`. This store remembers the
- *   request (a `WeakMap`), so the handler finds its transaction by it.
- * - The claim stays outside, one statement committed at once, so
- *   duplicates see it (409) while the handler runs; the lease is renewed
- *   on other connections of the pool, and stops just before the record's
- *   write. The transaction is `sql.begin` at `transaction.isolation`, with
- *   `SET LOCAL statement_timeout` first.
- * - 2xx: the body is captured as usual (a body over `maxResponseBytes`, a
- *   stream error or a body too slow is recorded without it), then the
- *   `complete` statement runs in the transaction, fenced by the token, and
- *   the transaction commits. No row changed (the claim was taken over after
- *   its lease ran out): roll back, 409, `completed` with outcome `lost`.
- *   The rows of a fenced-out owner never commit.
- * - A throw, or a response that is not cacheable: roll back, release. The
- *   writes of a 4xx do not commit, so the retry it invites starts clean.
- * - The transaction fails (a serialization failure, a lost connection, at
- *   any statement or at COMMIT): a `release` fenced by the token, outside
- *   it, tells what happened, since it deletes only a claim still in
- *   flight: `applied` means nothing committed (503, the retry runs once),
- *   `lost` that it committed or was taken over (409, the retry replays);
- *   no answer, 503, and the lease runs out if nothing committed.
- * - A pool of one would starve the renewals: `transaction()` refuses it
- *   (`RangeError`). A FailoverStore opens no unit, so `transaction()`
- *   rejects there (`TypeError`): a Redis record cannot commit with rows.
- * - postgres.js 3.4.9 rejects `begin` as soon as its connection closes and
- *   then throws out of a timer (uncaught) on anything sent on it, COMMIT and
- *   ROLLBACK included: the store sends nothing more on such a transaction,
- *   and a handler should not either. A connection that closes while the
- *   record's write or COMMIT is on its way can still meet that race (the
- *   process ends on the uncaught error): as after any crash, the
- *   transaction committed whole or not at all, and a retry replays or runs.
- *
  * @example Claim, complete and replay (needs a database)
  * ```ts ignore
  * import { PostgresStore } from "@idempotent/http/postgres";
@@ -299,19 +148,6 @@ export interface PostgresSweepOptions {
  * assert.equal((await store.claim("slot-1", options)).state, "completed");
  * await sql.end();
  * ```
- *
- * @example Table names are validated when the store is made
- * ```ts
- * import { PostgresStore } from "@idempotent/http/postgres";
- * import postgres from "postgres";
- * import assert from "node:assert/strict";
- *
- * const sql = postgres("postgres://postgres@127.0.0.1:5432/test"); // connects lazily
- * assert.throws(() => new PostgresStore({ sql, table: "a.b.c" }), TypeError);
- * const store = new PostgresStore({ sql, table: 'app."odd" name' });
- * assert.equal(store.table, '"app"."""odd"" name"');
- * await sql.end();
- * ```
  */
 export class PostgresStore implements IdempotencyStore {
   #sql: PostgresSql;
@@ -319,10 +155,8 @@ export class PostgresStore implements IdempotencyStore {
   #name: string;
   #statements: Statements;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
-  #deadlines: Deadlines<Statement>;
-  #units = new WeakMap<Request, PostgresUnit>();
-  #begin: string;
-  #statementTimeoutMs: number;
+  #calls: StoreCalls;
+  #transactions: PostgresTransactions;
 
   /**
    * Makes a store on a postgres.js instance. It connects nothing: run
@@ -334,44 +168,23 @@ export class PostgresStore implements IdempotencyStore {
    * @throws {RangeError} When `timeoutMs` is not a positive number.
    */
   constructor(options: PostgresStoreOptions) {
-    if (typeof options?.sql?.unsafe !== "function") {
-      throw new TypeError(
-        "'sql' must be a postgres.js instance: current value has no unsafe()",
-      );
-    }
-    const name = options.table ?? DEFAULT_TABLE;
-    const timeoutMs = options.timeoutMs ?? 2000;
-    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-      throw new RangeError(
-        `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
-      );
-    }
-    this.#sql = options.sql;
-    this.#table = parseTable(name).quoted;
-    this.#name = name;
-    this.#deadlines = new Deadlines(
-      timeoutMs,
-      postgresHandler(this.#orphans, timeoutMs),
+    const { sql, table, name, timeoutMs, transaction } = postgresSettings(
+      options,
     );
-    this.#statements = statements(this.#table);
-    const { isolation = "read committed", statementTimeoutMs = 10_000 } =
-      options.transaction ?? {};
-    if (
-      !["read committed", "repeatable read", "serializable"].includes(isolation)
-    ) {
-      throw new TypeError(
-        `'transaction.isolation' must be "read committed", "repeatable read" or "serializable": current value is ${
-          JSON.stringify(isolation)
-        }`,
-      );
-    }
-    if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 0) {
-      throw new RangeError(
-        `'transaction.statementTimeoutMs' must be a non-negative integer: current value is ${statementTimeoutMs}`,
-      );
-    }
-    this.#begin = `isolation level ${isolation}`;
-    this.#statementTimeoutMs = statementTimeoutMs;
+    this.#sql = sql;
+    this.#table = table;
+    this.#name = name;
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed: failure,
+      // No `query.cancel()`: a cancel request names a connection, and
+      // postgres.js pipelines statements on one, so it could stop another
+      // slot's statement. A late claim is undone once it commits instead.
+      timedOut: (operation) =>
+        failure(operation, new Error(`No answer within ${timeoutMs} ms`)),
+    });
+    this.#statements = statements(table);
+    const { complete } = this.#statements;
+    this.#transactions = new PostgresTransactions({ ...transaction, complete });
   }
 
   /** The table, quoted as it appears in the store's SQL. */
@@ -388,18 +201,7 @@ export class PostgresStore implements IdempotencyStore {
    * @throws {Error} The driver's error when the database refuses (no privilege to create a missing schema or the table).
    */
   async migrate(): Promise<void> {
-    // No parameters: postgres.js sends one simple-protocol query, which the
-    // server runs as one implicit transaction, so the advisory lock is held
-    // until both CREATEs commit.
-    const text = postgresMigration(this.#name);
-    try {
-      await this.#sql.unsafe(text);
-    } catch (error) {
-      // Belt and braces: a catalog race the lock did not cover (say, a
-      // migration run by other means) leaves the objects in place.
-      if (!isDuplicate(error)) throw error;
-      await this.#sql.unsafe(text);
-    }
+    await migrate(this.#sql, this.#name);
   }
 
   /**
@@ -421,13 +223,13 @@ export class PostgresStore implements IdempotencyStore {
         `'batchSize' must be a positive integer: current value is ${batchSize}`,
       );
     }
+    const text = this.#statements.sweep;
+    const prepare = this.#prepare;
     let total = 0;
     while (true) {
-      const result = await this.#sql.unsafe(this.#statements.sweep, [
-        batchSize,
-      ], { prepare: this.#prepare });
-      total += result.count;
-      if (result.count < batchSize) return total;
+      const { count } = await this.#sql.unsafe(text, [batchSize], { prepare });
+      total += count;
+      if (count < batchSize) return total;
     }
   }
 
@@ -444,25 +246,24 @@ export class PostgresStore implements IdempotencyStore {
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
-    options = claimOptions(options);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
-    const params = [
+    const params = [slot, fingerprint, token, leaseMs, ttlMs];
+    // A claim statement that timed out may commit anyway, and one whose
+    // connection broke may have committed: either is undone by a release
+    // fenced by the token (see Orphans).
+    const undo: Undo<Rows> = {
       slot,
-      options.fingerprint,
       token,
-      options.leaseMs,
-      options.ttlMs,
-    ];
+      leaseMs,
+      acquired: (rows) => rows[0]?.token === token ? token : undefined,
+      mayHaveRun: mayHaveCommitted,
+    };
     // Almost always one statement. A row committed by another claim after
     // this statement's snapshot shows as no row, or as the free row read
     // while the upsert found it taken: look again, a few times at most.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const rows = await this.#run("claim", this.#statements.claim, params, {
-        slot,
-        token,
-        leaseMs: options.leaseMs,
-      });
-      const row = rows[0];
+      const row = (await this.#run("claim", params, undo))[0];
       if (row === undefined || row.free === true) continue;
       return decodeClaim(row, token);
     }
@@ -488,15 +289,8 @@ export class PostgresStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    const rows = await this.#run("complete", this.#statements.complete, [
-      slot,
-      String(token),
-      response.status,
-      encodeHeaders(response.headers),
-      response.body,
-      response.body === null ? response.omitted! : null,
-    ]);
-    return rows.count === 1 ? "applied" : "lost";
+    const params = completeParams(slot, token, response);
+    return await this.#fenced("complete", params);
   }
 
   /**
@@ -511,11 +305,7 @@ export class PostgresStore implements IdempotencyStore {
    */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    const rows = await this.#run("release", this.#statements.release, [
-      slot,
-      String(token),
-    ]);
-    return rows.count === 1 ? "applied" : "lost";
+    return await this.#fenced("release", [slot, String(token)]);
   }
 
   /**
@@ -537,12 +327,7 @@ export class PostgresStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    const rows = await this.#run("extend", this.#statements.extend, [
-      slot,
-      String(token),
-      leaseMs,
-    ]);
-    return rows.count === 1 ? "applied" : "lost";
+    return await this.#fenced("extend", [slot, String(token), leaseMs]);
   }
 
   /**
@@ -571,15 +356,7 @@ export class PostgresStore implements IdempotencyStore {
    * ```
    */
   transaction(request: Request): Promise<TransactionSql> {
-    const unit = this.#units.get(request);
-    if (unit === undefined) {
-      return Promise.reject(
-        new TypeError(
-          "No transaction for this request: only a request this PostgresStore's middleware claimed has one (pass the request the handler received; a FailoverStore does not open one)",
-        ),
-      );
-    }
-    return unit.open();
+    return this.#transactions.transaction(request);
   }
 
   /**
@@ -602,13 +379,7 @@ export class PostgresStore implements IdempotencyStore {
   transactional<A extends unknown[]>(
     handler: TransactionalHandler<A>,
   ): (request: Request, ...args: A) => Promise<Response> {
-    if (typeof handler !== "function") {
-      throw new TypeError(
-        `'handler' must be a function: current value is ${handler}`,
-      );
-    }
-    return async (request, ...args) =>
-      await handler(request, await this.transaction(request), ...args);
+    return this.#transactions.transactional(handler);
   }
 
   /**
@@ -623,252 +394,44 @@ export class PostgresStore implements IdempotencyStore {
    * {@linkcode PostgresStore.transaction}.
    */
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
-    const unit = new PostgresUnit({
-      sql: this.#sql,
-      begin: this.#begin,
-      statementTimeoutMs: this.#statementTimeoutMs,
-      complete: this.#statements.complete,
-      prepare: this.#prepare,
-      slot,
-      token,
-    });
-    this.#units.set(request, unit);
-    return unit;
+    return this.#transactions.unitOfWork(request, slot, token);
   }
 
   get #prepare(): boolean {
     return this.#sql.options?.prepare ?? true;
   }
 
-  /**
-   * Runs one statement under the timeout, turning every failure into a
-   * {@linkcode StoreError}. A claim passes its token: a claim statement that
-   * timed out may commit anyway (the cancel is a request that can come too
-   * late), and one whose connection broke may have committed, so either is
-   * undone by a release fenced by that token (see {@linkcode Orphans}).
-   */
+  /** Runs a write fenced by the claim's token: one row changed, or none. */
+  async #fenced(
+    operation: "complete" | "release" | "extend",
+    parameters: Parameter[],
+  ): Promise<WriteOutcome> {
+    const rows = await this.#run(operation, parameters);
+    return rows.count === 1 ? "applied" : "lost";
+  }
+
+  /** Runs the statement of `operation` under the timeout (see StoreCalls). */
   #run(
-    operation: StoreOperation,
-    text: string,
-    parameters: (string | number | Uint8Array | null)[],
-    claim?: { slot: string; token: string; leaseMs: number },
-  ): Promise<PostgresRow[] & { count: number }> {
-    return this.#deadlines.withDeadline(
-      this.#start,
-      { operation, text, parameters, claim },
+    operation: "claim" | "complete" | "release" | "extend",
+    parameters: Parameter[],
+    undo?: Undo<Rows>,
+  ): Promise<Rows> {
+    const text = this.#statements[operation];
+    return this.#calls.run(
+      operation,
+      () => this.#sql.unsafe(text, parameters, { prepare: this.#prepare }),
+      undo,
     );
   }
-
-  /** Sends a statement. */
-  #start = (call: Statement): PostgresQuery =>
-    this.#sql.unsafe(call.text, call.parameters, { prepare: this.#prepare });
 }
 
-/** Thrown inside a transaction to roll it back. */
-const ROLLBACK = Symbol("rollback");
-/** Thrown inside a transaction whose fenced record write found the claim lost. */
-const LOST = Symbol("lost");
-
-/**
- * One claimed request's transaction: opened by the handler, held open until
- * the middleware commits it with the record or rolls it back.
- */
-interface UnitSetup {
-  sql: PostgresSql;
-  begin: string;
-  statementTimeoutMs: number;
-  complete: string;
-  prepare: boolean;
-  slot: string;
-  token: string;
-}
-
-class PostgresUnit implements UnitOfWork {
-  #setup: UnitSetup;
-  #tx: Promise<TransactionSql> | undefined;
-  /** The `sql.begin` under way: resolves once committed. */
-  #done: Promise<unknown> | undefined;
-  /** Hands the transaction the middleware's decision: a record, or roll back. */
-  #decide: (record: StoredResponse | null) => void = () => {};
-
-  constructor(setup: UnitSetup) {
-    this.#setup = setup;
-  }
-
-  get opened(): boolean {
-    return this.#tx !== undefined;
-  }
-
-  open(): Promise<TransactionSql> {
-    if (this.#tx !== undefined) return this.#tx;
-    const { sql, begin, statementTimeoutMs, complete, prepare, slot, token } =
-      this.#setup;
-    if (typeof sql.begin !== "function") {
-      return Promise.reject(
-        new TypeError(
-          "'sql' must be a postgres.js instance: it has no begin()",
-        ),
-      );
-    }
-    const max = sql.options?.max;
-    if (max !== undefined && max < 2) {
-      return Promise.reject(
-        new RangeError(
-          `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): 'max' is ${max}`,
-        ),
-      );
-    }
-    const decision = new Promise<StoredResponse | null>((resolve) => {
-      this.#decide = resolve;
-    });
-    let ended = false;
-    this.#tx = new Promise<TransactionSql>((resolve, reject) => {
-      this.#done = sql.begin!(begin, async (tx) => {
-        if (statementTimeoutMs > 0) {
-          await tx.unsafe(
-            `SET LOCAL statement_timeout = ${statementTimeoutMs}`,
-          );
-        }
-        resolve(tx);
-        const record = await decision;
-        // postgres.js 3.4.9 rejects `begin` as soon as the connection
-        // closes, and then whatever it sends on that connection (a
-        // statement, or the COMMIT or ROLLBACK that ends this callback)
-        // throws out of a timer, uncaught. So once it closed, this callback
-        // never ends: it holds nothing but itself.
-        if (ended) await new Promise<never>(() => {});
-        if (record === null) throw ROLLBACK;
-        const rows = await tx.unsafe(complete, [
-          slot,
-          token,
-          record.status,
-          encodeHeaders(record.headers),
-          record.body,
-          record.body === null ? record.omitted! : null,
-        ], { prepare });
-        if (rows.count !== 1) throw LOST;
-      });
-      this.#done.catch((error) => {
-        ended = true;
-        reject(error);
-      });
-    });
-    return this.#tx;
-  }
-
-  async commit(record: StoredResponse): Promise<"committed" | "lost"> {
-    assertStoredResponse(record);
-    this.#decide(record);
-    try {
-      await this.#done;
-      return "committed";
-    } catch (error) {
-      if (error === LOST) return "lost";
-      throw error;
-    }
-  }
-
-  async rollback(): Promise<void> {
-    this.#decide(null);
-    await this.#done?.catch(() => {});
-  }
-}
-
-/** One statement under way. */
-interface Statement {
-  operation: StoreOperation;
-  text: string;
-  parameters: (string | number | Uint8Array | null)[];
-  /** Set on claims, which may commit after a failure and must be undone. */
-  claim: { slot: string; token: string; leaseMs: number } | undefined;
-}
-
-/** What a PostgresStore does as its statements settle, fail or time out. */
-function postgresHandler(
-  orphans: Orphans,
-  timeoutMs: number,
-): DeadlineHandler<Statement> {
-  const failure = (operation: StoreOperation, cause: unknown) => {
-    const reason = cause instanceof Error ? cause.message : String(cause);
-    return new StoreError(
-      `PostgreSQL ${operation} failed${
-        operation === "claim" ? "" : " (outcome unknown)"
-      }: ${reason}`,
-      { operation, cause },
-    );
-  };
-  return {
-    resolved(_call, value) {
-      orphans.kick(); // PostgreSQL answers: undo what waits for it
-      return value;
-    },
-    failed({ operation, claim }, cause) {
-      if (claim !== undefined && mayHaveCommitted(cause)) {
-        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      return failure(operation, cause);
-    },
-    expired({ operation, claim }) {
-      // Watch what the statement does after all (see late()).
-      if (claim !== undefined) {
-        orphans.out(claim.slot, claim.token, claim.leaseMs);
-      }
-      // No `query.cancel()`: a cancel request names a connection, not a
-      // statement, and postgres.js pipelines statements on a connection,
-      // so it can stop another slot's statement and, as seen under a
-      // table lock, hand one statement another's reply. The statement
-      // is left to finish; a claim among them is undone in late().
-      return failure(
-        operation,
-        new Error(`No answer within ${timeoutMs} ms`),
-      );
-    },
-    late({ claim }, value, failed) {
-      if (claim === undefined) return;
-      orphans.settled(
-        claim.token,
-        failed
-          ? mayHaveCommitted(value)
-          : (value as PostgresRow[])[0]?.token === claim.token,
-      );
-    },
-  };
-}
-
-/**
- * Whether a statement that failed with `error` may have committed: not when
- * the server refused it (an error response of severity `ERROR`, such as
- * 57014 for a statement it cancelled: a single statement rolls back whole),
- * nor when no connection could be opened to send it; any other failure may
- * hide a commit. That includes a socket error such as `EPIPE` or
- * `ECONNRESET`: postgres.js pipelines statements on a connection and rejects
- * every one in flight with the socket's error, also one that the server
- * had already committed. The error's shape, not its code, tells a server
- * error (postgres.js gives it a `severity`): `EPIPE` has the shape of a
- * SQLSTATE too. A `FATAL` one (the backend was terminated) may have come
- * after the commit.
- */
-function mayHaveCommitted(error: unknown): boolean {
-  const { code, severity } = (error ?? {}) as {
-    code?: unknown;
-    severity?: unknown;
-  };
-  if (typeof severity === "string" && typeof code === "string") {
-    return severity !== "ERROR";
-  }
-  return ![
-    "ECONNREFUSED",
-    "ENOTFOUND",
-    "EHOSTUNREACH",
-    "CONNECT_TIMEOUT",
-    "CONNECTION_ENDED",
-  ]
-    .includes(code as string);
-}
-
-/** Whether a migration failed only because an object already exists. */
-function isDuplicate(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  // unique_violation on the catalog, duplicate_table, duplicate_object
-  return code === "23505" || code === "42P07" || code === "42710";
+/** A statement's failure as a {@linkcode StoreError}. */
+function failure(operation: StoreOperation, cause: unknown): StoreError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new StoreError(
+    `PostgreSQL ${operation} failed${
+      operation === "claim" ? "" : " (outcome unknown)"
+    }: ${reason}`,
+    { operation, cause },
+  );
 }

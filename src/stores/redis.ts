@@ -60,6 +60,7 @@ import {
   type Wait,
   waiter,
 } from "./_redis_client.ts";
+import { type StoreCall, StoreCalls } from "./_store_call.ts";
 import { decodeClaim, decodeNativeClaim, SCRIPTS } from "./_redis_scripts.ts";
 import {
   COMPLETED,
@@ -68,7 +69,6 @@ import {
   inFlightRecord,
   newToken,
 } from "./_redis_record.ts";
-import { type DeadlineHandler, Deadlines } from "../_time.ts";
 
 /**
  * A Redis connection in subscriber mode: what
@@ -296,9 +296,9 @@ export class RedisStore implements IdempotencyStore {
   #prefix: string;
   #waitReplicas: number;
   #waitTimeoutMs: number;
-  #waits: Deadlines<WaitCall>;
+  #waits: StoreCalls;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
-  #deadlines: Deadlines<Call>;
+  #calls: StoreCalls;
   /** Whether the server takes `SET … NX … GET` (Redis 7.0 and later). */
   #native = true;
 
@@ -320,10 +320,18 @@ export class RedisStore implements IdempotencyStore {
     }
     this.#prefix = prefix;
     const timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
-    this.#deadlines = new Deadlines(
-      timeoutMs,
-      redisHandler(this.#orphans, timeoutMs, this.#start, this.#toScript),
-    );
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed: (operation, cause) =>
+        new StoreError(`Redis ${operation} failed: ${message(cause)}`, {
+          operation,
+          cause,
+        }),
+      timedOut: (operation) =>
+        new StoreError(
+          `Redis ${operation} did not answer within ${timeoutMs} ms`,
+          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+        ),
+    });
     this.#wait = waiter(options.client, this.#send);
     const subscriber = options.subscriber;
     if (subscriber !== undefined) {
@@ -348,9 +356,25 @@ export class RedisStore implements IdempotencyStore {
     );
     // WAIT blocks up to waitTimeoutMs on the server; a hung connection gets
     // timeoutMs more.
-    this.#waits = new Deadlines(
+    const wait = `WAIT ${this.#waitReplicas}`;
+    const waitFailed = (operation: StoreOperation, cause: unknown) =>
+      new StoreError(`Redis ${operation} failed: ${wait}: ${message(cause)}`, {
+        operation,
+        cause,
+      });
+    this.#waits = new StoreCalls(
       this.#waitTimeoutMs + timeoutMs,
-      waitHandler(this.#waitReplicas, this.#waitTimeoutMs),
+      this.#orphans,
+      {
+        failed: waitFailed,
+        timedOut: (operation) =>
+          waitFailed(
+            operation,
+            new Error(
+              `WAIT did not answer within ${this.#waitTimeoutMs} ms and more`,
+            ),
+          ),
+      },
     );
   }
 
@@ -369,52 +393,51 @@ export class RedisStore implements IdempotencyStore {
    * @throws {StoreError} When Redis cannot be reached or does not answer in
    * time.
    */
-  claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    let call: Call;
-    try {
-      assertSlot(slot);
-      const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
-      const token = newToken(fingerprint);
-      const key = this.#prefix + slot;
-      const record = inFlightRecord(token, leaseMs, ttlMs);
-      const ttl = String(ttlMs);
-      const claim: ClaimCall = {
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    assertSlot(slot);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
+    const token = newToken(fingerprint);
+    const key = this.#prefix + slot;
+    const record = inFlightRecord(token, leaseMs, ttlMs);
+    const ttl = String(ttlMs);
+    const result = await this.#calls.run(
+      "claim",
+      async (call) => {
+        if (this.#native) {
+          try {
+            const reply = await this.#send(
+              ["SET", key, record, "NX", "PX", ttl, "GET"],
+            );
+            // Nil (acquired) or a completed record is final; anything
+            // else only the claim script can judge.
+            const found = decodeNativeClaim(reply, token);
+            if (found !== undefined) return found;
+          } catch (error) {
+            // The SET wrote nothing: a first-layout hash (WRONGTYPE), or a
+            // server before 7.0, which gets the script from then on.
+            if (isSyntaxError(error)) this.#native = false;
+            else if (!isWrongType(error)) throw error;
+          }
+          call.throwIfExpired();
+        }
+        const argv = [record, ttl, String(leaseMs)];
+        const reply = await this.#script(call, "claim", key, argv);
+        return decodeClaim(reply, token, leaseMs);
+      },
+      {
         slot,
         token,
         leaseMs,
-        key,
-        record,
-        ttl,
-        native: this.#native,
-        result: undefined,
-      };
-      const args = claim.native
-        ? ["SET", key, record, "NX", "PX", ttl, "GET"]
-        : claimScriptArgs(claim);
-      call = { operation: "claim", args, claim, sent: true };
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    // The handler's `resolved` decodes the reply: no promise of our own here.
-    const claimed = this.#deadlines.withDeadline(this.#start, call) as Promise<
-      ClaimResult
-    >;
-    return this.#waitReplicas === 0 ? claimed : this.#confirm(claimed, call);
-  }
-
-  /** Waits for a claim that acquired to reach `waitReplicas` replicas. */
-  async #confirm(
-    claimed: Promise<ClaimResult>,
-    call: Call,
-  ): Promise<ClaimResult> {
-    const result = await claimed;
-    if (result.state === "acquired") {
-      const { slot, token, leaseMs } = call.claim!;
+        acquired: (found) => found.state === "acquired" ? token : undefined,
+        mayHaveRun,
+      },
+    );
+    if (result.state === "acquired" && this.#waitReplicas > 0) {
       try {
         await this.#replicated("claim", slot);
       } catch (error) {
         // The claim holds the slot on the master: undo it by its token.
-        this.#orphans.unknown(slot, token, leaseMs);
+        this.#orphans.undo(slot, token, leaseMs);
         throw error;
       }
     }
@@ -537,15 +560,12 @@ export class RedisStore implements IdempotencyStore {
    * connection hang).
    */
   async #replicated(operation: StoreOperation, slot: string): Promise<void> {
-    const call: WaitCall = { operation, key: this.#prefix + slot };
-    const count = await this.#waits.withDeadline(
-      (c) =>
-        this.#wait(
-          c.key,
-          String(this.#waitReplicas),
-          String(this.#waitTimeoutMs),
-        ),
-      call,
+    const key = this.#prefix + slot;
+    const replicas = String(this.#waitReplicas);
+    const timeout = String(this.#waitTimeoutMs);
+    const count = await this.#waits.run(
+      operation,
+      () => this.#wait(key, replicas, timeout),
     );
     if (Number(count) < this.#waitReplicas) {
       throw new StoreError(
@@ -555,199 +575,41 @@ export class RedisStore implements IdempotencyStore {
     }
   }
 
-  /**
-   * Runs one script on the slot's key: EVALSHA, then EVAL on NOSCRIPT, under
-   * the store's deadline. A claim passes its token, so that a claim that
-   * fails but may still land is undone (see {@linkcode Orphans}).
-   */
+  /** Runs the script of a fenced write on the slot's key, within the deadline. */
   #eval(
     operation: StoreOperation,
     slot: string,
     argv: (string | Uint8Array)[],
   ): Promise<unknown> {
-    const args = scriptArgs(operation, this.#prefix + slot, argv);
-    const call: Call = { operation, args, claim: undefined, sent: true };
-    return this.#deadlines.withDeadline(this.#start, call);
+    const key = this.#prefix + slot;
+    return this.#calls.run(
+      operation,
+      (call) => this.#script(call, operation, key, argv),
+    );
   }
 
   /**
-   * Sends a claim whose native SET wrote nothing on to the claim script,
-   * under the same deadline (the handler's `next` or `retry` calls it). A
-   * server that rejected the native form (before Redis 7.0) gets the script
-   * from then on.
+   * Sends the script of `operation` by `EVALSHA`, and by `EVAL` when Redis
+   * does not know it (after a restart or `SCRIPT FLUSH`).
    */
-  #toScript = (call: Call, refused: boolean): Promise<unknown> => {
-    if (refused) this.#native = false;
-    call.claim!.native = false;
-    call.args = claimScriptArgs(call.claim!);
-    return this.#start(call);
-  };
-
-  /** Sends a call's command. */
-  #start = (call: Call): Promise<unknown> => {
+  async #script(
+    call: StoreCall,
+    operation: StoreOperation,
+    key: string,
+    argv: (string | Uint8Array)[],
+  ): Promise<unknown> {
+    const { sha, source } = SCRIPTS[operation];
     try {
-      return this.#send(call.args);
+      return await this.#send(["EVALSHA", sha, "1", key, ...argv]);
     } catch (error) {
-      // Thrown before anything was sent: nothing can land.
-      call.sent = false;
-      return Promise.reject(error);
+      if (!isNoScript(error)) throw error;
+      call.throwIfExpired();
+      return await this.#send(["EVAL", source, "1", key, ...argv]);
     }
-  };
+  }
 }
 
-/** One command under way. */
-interface Call {
-  operation: StoreOperation;
-  /** The command: SET (a native claim), EVALSHA, or EVAL once the script was not found. */
-  args: (string | Uint8Array)[];
-  /** Set on claims, which may land after a failure and must be undone. */
-  claim: ClaimCall | undefined;
-  /** `false` when the client threw before sending anything. */
-  sent: boolean;
-}
-
-/** What a claim's call needs to be undone. */
-interface ClaimCall {
-  slot: string;
-  token: string;
-  leaseMs: number;
-  /** The key, the in-flight record to write and the TTL: the SET's or the script's. */
-  key: string;
-  record: string;
-  ttl: string;
-  /** Whether the command out is the native SET (else the claim script). */
-  native: boolean;
-  /** What the native SET's reply said, when it was final. */
-  result: ClaimResult | undefined;
-}
-
-/** `EVALSHA sha 1 key ...argv` for the script of `operation`. */
-function scriptArgs(
-  operation: StoreOperation,
-  key: string,
-  argv: (string | Uint8Array)[],
-): (string | Uint8Array)[] {
-  const args: (string | Uint8Array)[] = new Array(4 + argv.length);
-  args[0] = "EVALSHA";
-  args[1] = SCRIPTS[operation].sha;
-  args[2] = "1";
-  args[3] = key;
-  for (let i = 0; i < argv.length; i++) args[4 + i] = argv[i]!;
-  return args;
-}
-
-/** The claim script's command for `claim`: ARGV record, ttl, lease. */
-function claimScriptArgs(claim: ClaimCall): (string | Uint8Array)[] {
-  return scriptArgs("claim", claim.key, [
-    claim.record,
-    claim.ttl,
-    String(claim.leaseMs),
-  ]);
-}
-
-/** What a RedisStore does as its commands settle, fail or time out. */
-function redisHandler(
-  orphans: Orphans,
-  timeoutMs: number,
-  start: (call: Call) => Promise<unknown>,
-  toScript: (call: Call, refused: boolean) => Promise<unknown>,
-): DeadlineHandler<Call> {
-  return {
-    resolved(call, value) {
-      orphans.kick(); // Redis answers: undo what waits for it
-      // A claim answers what it found; every other command its reply.
-      const claim = call.claim;
-      return claim === undefined
-        ? value
-        : claim.result ?? decodeClaim(value, claim.token, claim.leaseMs);
-    },
-    next(call, value) {
-      // A native claim's reply: final (nil, a completed record), or the
-      // claim script must look.
-      const claim = call.claim;
-      if (claim === undefined || !claim.native) return undefined;
-      claim.result = decodeNativeClaim(value, claim.token);
-      return claim.result === undefined ? toScript(call, false) : undefined;
-    },
-    retry(call, error) {
-      const claim = call.claim;
-      if (claim?.native && (isWrongType(error) || isSyntaxError(error))) {
-        // The SET wrote nothing: a first-layout hash, or a server before 7.0.
-        return toScript(call, isSyntaxError(error));
-      }
-      if (call.args[0] !== "EVALSHA" || !isNoScript(error)) return undefined;
-      call.args[0] = "EVAL";
-      call.args[1] = SCRIPTS[call.operation].source;
-      return start(call);
-    },
-    failed({ operation, claim, sent }, error) {
-      if (claim !== undefined && sent && mayHaveRun(error)) {
-        orphans.unknown(claim.slot, claim.token, claim.leaseMs);
-      }
-      const message = (error as { message?: unknown } | null)?.message;
-      return new StoreError(
-        `Redis ${operation} failed: ${message ?? error}`,
-        { operation, cause: error },
-      );
-    },
-    expired({ operation, claim }) {
-      if (claim !== undefined) {
-        orphans.out(claim.slot, claim.token, claim.leaseMs);
-      }
-      return new StoreError(
-        `Redis ${operation} did not answer within ${timeoutMs} ms`,
-        {
-          operation,
-          cause: new Error(`Timed out after ${timeoutMs} ms`),
-        },
-      );
-    },
-    late({ claim, sent }, value, failed) {
-      // The caller has its error. A claim that landed after all (or may
-      // have) is undone.
-      if (claim !== undefined) {
-        // Settled either way, so that no entry waits for a command that
-        // never went out. Past the deadline nothing more is sent for it
-        // (`next` and `retry` run only in time): a native SET that comes
-        // back in flight wrote nothing.
-        const acquired = claim.native
-          ? value === null
-          : value === 1 || value === 2;
-        orphans.settled(
-          claim.token,
-          sent && (failed ? mayHaveRun(value) : acquired),
-        );
-      }
-    },
-  };
-}
-
-/** A `WAIT` under way, after a write to `key`. */
-interface WaitCall {
-  operation: StoreOperation;
-  key: string;
-}
-
-/** What a RedisStore does as its `WAIT`s settle, fail or time out. */
-function waitHandler(
-  replicas: number,
-  waitTimeoutMs: number,
-): DeadlineHandler<WaitCall> {
-  const error = (operation: StoreOperation, cause: unknown) => {
-    const message = (cause as { message?: unknown } | null)?.message;
-    return new StoreError(
-      `Redis ${operation} failed: WAIT ${replicas}: ${message ?? cause}`,
-      { operation, cause },
-    );
-  };
-  return {
-    resolved: (_call, value) => value,
-    failed: ({ operation }, cause) => error(operation, cause),
-    expired: ({ operation }) =>
-      error(
-        operation,
-        new Error(`WAIT did not answer within ${waitTimeoutMs} ms and more`),
-      ),
-    late() {},
-  };
+/** An error's message, or the error itself when it has none. */
+function message(error: unknown): unknown {
+  return (error as { message?: unknown } | null)?.message ?? error;
 }

@@ -27,10 +27,11 @@ export interface Mutant {
   what: string;
 }
 
-const KV = "src/stores/kv.ts";
+const KV_SLOTS = "src/stores/_kv_slots.ts";
 const MEMORY = "src/stores/memory.ts";
 const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
+const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
@@ -70,9 +71,9 @@ export const MUTANTS: Mutant[] = [
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
-    file: KV,
-    text: "if (now < record.leaseUntil) {",
-    replacement: "if (now <= record.leaseUntil) {",
+    file: KV_SLOTS,
+    text: "if (live !== null && now < live.leaseUntil) {",
+    replacement: "if (live !== null && now <= live.leaseUntil) {",
     tests: [T.kv],
     what: "a KV claim is still owned at the exact end of its lease",
   },
@@ -128,7 +129,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-fence-token",
-    file: KV,
+    file: KV_SLOTS,
     text: `record.state !== "in_flight" || record.token !== token ||`,
     replacement: `record.state !== "in_flight" ||`,
     tests: [T.kv],
@@ -335,7 +336,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule3-kv-claim-unchecked",
-    file: KV,
+    file: KV_SLOTS,
     text: ".check(entry)\n        .set(key, fresh,",
     replacement: ".set(key, fresh,",
     tests: [T.kv],
@@ -412,16 +413,18 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "redis-orphan-timeout-kept",
-    file: "src/stores/redis.ts",
-    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
   },
   {
     id: "postgres-orphan-timeout-kept",
-    file: "src/stores/postgres.ts",
-    text: "orphans.out(claim.slot, claim.token, claim.leaseMs);",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
@@ -477,7 +480,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "postgres-epipe-is-sqlstate",
-    file: "src/stores/postgres.ts",
+    file: POSTGRES_SQL,
     text:
       `if (typeof severity === "string" && typeof code === "string") {\n    return severity !== "ERROR";`,
     replacement:
@@ -496,7 +499,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "wait-replicas-claim-kept",
     file: "src/stores/redis.ts",
-    text: "this.#orphans.unknown(slot, token, leaseMs);\n        throw error;",
+    text: "this.#orphans.undo(slot, token, leaseMs);\n        throw error;",
     replacement: "throw error;",
     tests: [T.waitReplicas],
     what: "a claim too few replicas acknowledged holds the slot a lease",
@@ -512,8 +515,8 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "deadlines-rearm-late",
-    file: "src/_time.ts",
-    text: "this.#timer = setTimeout(this.#fire, watched.at - now);",
+    file: STORE_CALL,
+    text: "this.#timer = setTimeout(this.#fire, call.at - now);",
     replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
     tests: [T.time],
     what: "a deadline after the first fires up to a whole timeout late",
@@ -556,7 +559,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "deadlines-tail-kept",
-    file: "src/_time.ts",
+    file: "src/_async.ts",
     text: "if (next === undefined) this.#tail = prev;",
     replacement: "if (next === undefined) void prev;",
     tests: [T.time],

@@ -1,0 +1,285 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * KvStore's operations on Deno KV, each a read-decide-commit loop on one
+ * slot's record, checked on the versionstamp it read.
+ *
+ * @module
+ */
+
+import { StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  StoredResponse,
+  StoreOperation,
+  WriteOutcome,
+} from "../store.ts";
+import { RECORD_VERSION, unreadable } from "../_record.ts";
+import {
+  CHUNK_SLACK_MS,
+  completion,
+  type InFlightRecord,
+  type KvRecord,
+  parseRecord,
+} from "./_kv_chunks.ts";
+import { DELETE_BATCH, KvBodies } from "./_kv_bodies.ts";
+import { applyMutations, hasChecks, type KvMutations } from "./_kv_unit.ts";
+import { unlocked } from "./_kv_unlocked.ts";
+
+/** Read-decide-commit attempts before a contended operation gives up. */
+const MAX_ATTEMPTS = 16;
+
+/** What a read of a slot found. */
+type Found =
+  | { kind: "absent" }
+  | { kind: "unreadable" }
+  | { kind: "record"; record: KvRecord };
+
+/**
+ * The slots of one KvStore, records at `[...prefix, "rec", slot]`: the
+ * store's operations without their deadline.
+ */
+export class KvSlots {
+  #kv: Deno.Kv;
+  #prefix: Deno.KvKey;
+  #clock: () => number;
+  #bodies: KvBodies;
+
+  /**
+   * @param kv The database.
+   * @param prefix The store's key prefix.
+   * @param clock The clock leases and deadlines are measured with.
+   */
+  constructor(kv: Deno.Kv, prefix: Deno.KvKey, clock: () => number) {
+    this.#kv = kv;
+    this.#prefix = prefix;
+    this.#clock = clock;
+    this.#bodies = new KvBodies(kv, prefix);
+  }
+
+  /** See `KvStore.claim`. */
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    const key = this.#recordKey(slot);
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [entry, found] = await this.#read(slot);
+      const now = this.#clock();
+      if (found.kind === "unreadable") return unreadable(options.leaseMs);
+      const previous = found.kind === "record" ? found.record : null;
+      const live = previous !== null && now < previous.deadline
+        ? previous
+        : null;
+      if (live?.state === "completed") {
+        const response = await this.#bodies.response(slot, live);
+        if (response !== null) {
+          return { state: "completed", fingerprint: live.fp, response };
+        }
+        // Chunks missing: torn, unless the record changed meanwhile.
+        const again = await unlocked(() => this.#kv.get(key));
+        if (again.versionstamp !== entry.versionstamp) continue;
+        return unreadable(options.leaseMs);
+      }
+      if (live !== null && now < live.leaseUntil) {
+        const until = Math.min(live.leaseUntil, live.deadline);
+        const retryAfterMs = Math.max(1, Math.ceil(until - now));
+        return { state: "in_flight", fingerprint: live.fp, retryAfterMs };
+      }
+      const token = crypto.randomUUID();
+      const fresh: InFlightRecord = {
+        v: RECORD_VERSION,
+        state: "in_flight",
+        fp: options.fingerprint,
+        token,
+        leaseUntil: now + options.leaseMs,
+        deadline: now + options.ttlMs,
+      };
+      const op = this.#kv.atomic()
+        .check(entry)
+        .set(key, fresh, { expireIn: expireIn(fresh.deadline, now) });
+      const result = await unlocked(() => op.commit());
+      if (!result.ok) continue;
+      if (previous !== null) await this.#bodies.drop(slot, previous);
+      return { state: "acquired", token, recovered: live !== null };
+    }
+    throw contended("claim", slot);
+  }
+
+  /** See `KvStore.complete`; `mutations` commit with the record. */
+  async complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+    mutations?: KvMutations,
+  ): Promise<WriteOutcome> {
+    let [entry, found] = await this.#read(slot);
+    let owned = owns(found, token, this.#clock());
+    if (owned === null) return "lost";
+    const { record: completed, parts } = completion(owned, response);
+    let written: Deno.KvKey[] = [];
+    if ("set" in completed) {
+      const set = completed.set;
+      written = parts.map((_, i) => this.#bodies.key(slot, token, set, i));
+      const expiry = expireIn(owned.deadline, this.#clock()) + CHUNK_SLACK_MS;
+      try {
+        await this.#bodies.write(written, parts, expiry);
+      } catch (error) {
+        await this.#bodies.delete(written);
+        throw error;
+      }
+    }
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      if (await this.#replace(slot, entry, completed, undefined, mutations)) {
+        return "applied";
+      }
+      const read = entry.versionstamp;
+      [entry, found] = await this.#read(slot);
+      if (
+        mutations !== undefined && hasChecks(mutations) &&
+        entry.versionstamp === read
+      ) {
+        // The record did not move: a check of the handler's failed.
+        await this.#bodies.delete(written);
+        throw new Error(
+          "A check of the handler's mutations failed: nothing was committed",
+        );
+      }
+      owned = owns(found, token, this.#clock());
+      if (owned === null) {
+        await this.#bodies.delete(written);
+        return "lost";
+      }
+      // Still ours (a concurrent extend moved the versionstamp): keep its lease.
+      completed.leaseUntil = owned.leaseUntil;
+    }
+    await this.#bodies.delete(written);
+    throw contended("complete", slot);
+  }
+
+  /** See `KvStore.release`. */
+  async release(slot: string, token: string): Promise<WriteOutcome> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [[entry, found], chunks] = await Promise.all([
+        this.#read(slot),
+        this.#bodies.written(slot, token),
+      ]);
+      if (owns(found, token, this.#clock()) === null) return "lost";
+      // The token's chunks go in the same commit when they fit, after it if not.
+      const inCommit = chunks.slice(0, DELETE_BATCH - 1);
+      const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
+      for (const key of inCommit) op.delete(key);
+      const result = await unlocked(() => op.commit());
+      if (!result.ok) continue;
+      await this.#bodies.delete(chunks.slice(inCommit.length));
+      return "applied";
+    }
+    throw contended("release", slot);
+  }
+
+  /** See `KvStore.extend`. */
+  async extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [entry, found] = await this.#read(slot);
+      const now = this.#clock();
+      const owned = owns(found, token, now);
+      if (owned === null) return "lost";
+      const renewed: InFlightRecord = { ...owned, leaseUntil: now + leaseMs };
+      if (await this.#replace(slot, entry, renewed, now)) return "applied";
+    }
+    throw contended("extend", slot);
+  }
+
+  /** See `KvStore.waitForChange`. */
+  async watch(slot: string, signal: AbortSignal): Promise<void> {
+    if (signal.aborted) return;
+    const reader = this.#kv.watch([this.#recordKey(slot)]).getReader();
+    const stop = () => void reader.cancel().catch(() => {});
+    signal.addEventListener("abort", stop, { once: true });
+    try {
+      const first = await reader.read();
+      const entry = first.value?.[0];
+      if (first.done || entry === undefined || entry.versionstamp === null) {
+        return;
+      }
+      const record = parseRecord(entry.value);
+      const now = this.#clock();
+      // An unreadable value stays in flight until it changes.
+      if (
+        record !== null && (record.state !== "in_flight" ||
+          now >= record.leaseUntil || now >= record.deadline)
+      ) {
+        return;
+      }
+      for (;;) {
+        const next = await reader.read();
+        if (next.done || next.value[0]?.versionstamp !== entry.versionstamp) {
+          return;
+        }
+      }
+    } finally {
+      signal.removeEventListener("abort", stop);
+      stop();
+    }
+  }
+
+  /**
+   * Replaces the slot's record, if it is still the `entry` read, keeping the
+   * record's deadline as its expiry. Returns whether it was replaced.
+   */
+  async #replace(
+    slot: string,
+    entry: Deno.KvEntryMaybe<unknown>,
+    record: KvRecord,
+    now: number = this.#clock(),
+    mutations?: KvMutations,
+  ): Promise<boolean> {
+    const op = this.#kv.atomic()
+      .check(entry)
+      .set(this.#recordKey(slot), record, {
+        expireIn: expireIn(record.deadline, now),
+      });
+    if (mutations !== undefined) applyMutations(mutations, op);
+    return (await unlocked(() => op.commit())).ok;
+  }
+
+  #recordKey(slot: string): Deno.KvKey {
+    return [...this.#prefix, "rec", slot];
+  }
+
+  async #read(slot: string): Promise<[Deno.KvEntryMaybe<unknown>, Found]> {
+    const entry = await unlocked(() => this.#kv.get(this.#recordKey(slot)));
+    if (entry.versionstamp === null) return [entry, { kind: "absent" }];
+    const record = parseRecord(entry.value);
+    return [
+      entry,
+      record === null ? { kind: "unreadable" } : { kind: "record", record },
+    ];
+  }
+}
+
+function contended(operation: StoreOperation, slot: string): StoreError {
+  return new StoreError(
+    `Deno KV stayed contended on slot ${
+      JSON.stringify(slot)
+    } after ${MAX_ATTEMPTS} attempts`,
+    { operation },
+  );
+}
+
+/** The in-flight record `token` owns at `now`, or `null` when it owns none. */
+function owns(found: Found, token: string, now: number): InFlightRecord | null {
+  if (found.kind !== "record") return null;
+  const record = found.record;
+  if (
+    record.state !== "in_flight" || record.token !== token ||
+    now >= record.deadline
+  ) return null;
+  return record;
+}
+
+/** `expireIn` for a record whose deadline is `deadline`: at least 1 ms. */
+function expireIn(deadline: number, now: number): number {
+  return Math.max(1, Math.ceil(deadline - now));
+}
