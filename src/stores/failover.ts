@@ -34,7 +34,9 @@ export type FailoverRole = "primary" | "fallback";
  *   alone; `error` is the primary's.
  * - `recovered`: the fallback held the completed record that answers the
  *   claim; `copied` says whether it was copied into the primary.
- * - `fallback_unavailable`: the primary missed and the fallback threw.
+ * - `fallback_unavailable`: the primary missed and the fallback threw: the
+ *   claim went to the primary alone, or was refused as the fallback had
+ *   never answered.
  * - `write_failed`: one store threw on a write that went to both, or on a
  *   best-effort copy or release; the other store's answer stands.
  * - `diverged`: a write that went to both was applied by one and lost by
@@ -140,7 +142,8 @@ async function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  * primary miss, so that a primary outage neither stops the service nor, once
  * the primary is back (possibly empty), lets a retry run a handler twice.
  * When one store is enough, use it alone: this one costs a round trip to
- * each for every fresh key. It never connects or closes its stores.
+ * each for every fresh key. It never connects or closes its stores
+ * (`examples/failover.ts` wires Redis first, PostgreSQL as the fallback).
  *
  * **Claims.**
  * 1. The primary claims. If it throws, the fallback claims alone (event

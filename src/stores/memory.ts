@@ -28,11 +28,10 @@ export interface MemoryStoreOptions {
   clock?: () => number;
 }
 
-/** Characters of a slot, and of a fingerprint, that the per-record overhead covers. */
+/** Characters of a slot, and of a fingerprint, that the overhead covers. */
 const KEY_CHARS = 64;
-/** A character past U+00FF: the string then takes two bytes a character. */
+/** A character that makes a string take two bytes a character. */
 const WIDE = /[\u0100-\uffff]/;
-
 /** Tokens are unique in the process: a counter, shorter than a UUID. */
 let lastToken = 0;
 
@@ -66,31 +65,27 @@ class Done {
 
 /**
  * Keeps idempotency records in this process's memory: the default store,
- * right for one instance and for tests (records go with the process and
- * other instances do not see them: see `KvStore`, `RedisStore`,
- * `PostgresStore`).
+ * right for one instance and for tests (records go with the process, and
+ * other instances do not see them).
  *
  * Memory is bounded, after GC, by `maxBytes + maxEntries ×`
  * {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} ("bounded memory" in
- * `docs/architecture.md`; `tests/memory_bound_test.ts` measures it): the
- * overhead is a record's entry, body array, places in map and heap, token,
- * and slot and fingerprint up to 64 characters. A record counts against
- * `maxBytes` its body, its header list as JSON, and its slot's and
- * fingerprint's characters past 64 (two bytes a character in a string with
- * one past U+00FF). The store keeps its own copy of both; a replay's body
- * is that copy: do not change it. Under byte pressure the
+ * `docs/architecture.md`). A record counts against `maxBytes` its body, its
+ * header list as JSON, and its slot's and fingerprint's characters past 64
+ * (twice that in a string with a character past U+00FF); the overhead is
+ * the rest. The store keeps its own copy of both lists and bodies, and a
+ * replay's body is that copy: do not change it. Under byte pressure the
  * completed records nearest their expiry lose their bodies first (a retry
  * gets status and headers, `too_large`, never a second run), then are
- * forgotten; a record larger than `maxBytes` is kept without its body. A
- * completion is never refused, so one whose header list does not fit
- * beside the live claims passes `maxBytes`.
+ * forgotten. A completion is never refused: one whose header list does not
+ * fit beside the live claims passes `maxBytes`.
  *
- * A new claim past `maxEntries` forgets a claim whose lease ran out, else
- * the completed record nearest its expiry (its key then runs again: size
+ * Past `maxEntries`, a new claim forgets a claim whose lease ran out, else
+ * the completed record nearest its expiry (a retry of it runs again: size
  * `maxEntries` for your keyed requests over a `ttl`). A live claim is never
- * evicted: when all records are live claims, a claim is refused with a
- * {@linkcode StoreError} (the middleware answers 503). Expired records never
- * block and are dropped as they are met.
+ * evicted: when all records are, a claim is refused with a
+ * {@linkcode StoreError} (503). Expired records never block and are
+ * dropped as they are met.
  *
  * @example Claim, complete, replay
  * ```ts
@@ -267,19 +262,17 @@ export class MemoryStore implements IdempotencyStore {
   #makeRoom(now: number): void {
     if (this.#entries.size < this.#maxEntries) return;
     const claim = this.#claims.peek();
-    const a = this.#withBody.peek(), b = this.#bodiless.peek();
-    const record =
-      b === undefined || (a !== undefined && a.deadline <= b.deadline) ? a : b;
-    const victim = claim !== undefined && liveUntil(claim) <= now
-      ? claim // its lease or its TTL ran out
-      : record;
-    if (victim === undefined) {
+    if (claim !== undefined && liveUntil(claim) <= now) {
+      return this.#drop(claim); // its lease or its TTL ran out
+    }
+    const record = sooner(this.#withBody.peek(), this.#bodiless.peek());
+    if (record === undefined) {
       throw new StoreError(
         `MemoryStore is full: all ${this.#entries.size} records are live claims (maxEntries is ${this.#maxEntries})`,
         { operation: "claim" },
       );
     }
-    this.#drop(victim);
+    this.#drop(record);
   }
 
   /** Makes `size` more bytes fit, if dropping bodies and records can. */
@@ -307,6 +300,13 @@ export class MemoryStore implements IdempotencyStore {
 /** A claim stops being live at the end of its lease, or of its TTL if sooner. */
 function liveUntil(claim: Claim): number {
   return Math.min(claim.leaseUntil, claim.deadline);
+}
+
+/** Of two records, the one that expires first. */
+function sooner(a: Done | undefined, b: Done | undefined): Done | undefined {
+  return a === undefined || (b !== undefined && b.deadline < a.deadline)
+    ? b
+    : a;
 }
 
 /** What a slot or fingerprint counts against `maxBytes`. */
