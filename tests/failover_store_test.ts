@@ -571,15 +571,20 @@ Deno.test("FailoverStore asks the fallback when the primary answers in flight: a
   const retry = await store.claim("s", opts("fp"));
   assert.equal(retry.state, "completed");
   assert.deepEqual(events.map((e) => e.type), ["recovered"]);
-  // A real in-flight claim stays in flight, and the look-up leaves no
-  // fallback claim behind.
-  const other = await store.claim("t", opts("fp"));
-  token(other);
+});
+
+Deno.test("FailoverStore keeps a real in-flight claim in flight, and its fallback look-up leaves no claim behind", async () => {
+  const { primary, fallback, store } = memoryPair();
+  token(await store.claim("t", opts("fp")));
   assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
   token(await primary.inner.claim("u", opts("fp"))); // held by the primary alone
   assert.equal((await store.claim("u", opts("fp"))).state, "in_flight");
   assert.equal((await fallback.inner.claim("u", opts("fp"))).state, "acquired");
-  // An unreachable fallback leaves the primary's answer.
+});
+
+Deno.test("FailoverStore leaves the primary's in flight when the fallback is unreachable", async () => {
+  const { fallback, store } = memoryPair();
+  token(await store.claim("t", opts("fp")));
   fallback.down = true;
   assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
 });
