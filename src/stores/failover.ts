@@ -389,21 +389,16 @@ export class FailoverStore implements IdempotencyStore {
   async #claimFallback(
     slot: string,
     options: ClaimOptions,
-    primaryError: unknown,
+    error: unknown,
   ): Promise<ClaimResult> {
     let result: ClaimResult;
     try {
       result = await this.#fallback.claim(slot, options);
       this.#fallbackAnswered = true;
     } catch (fallbackError) {
-      throw bothFailed("claim", "claim", primaryError, fallbackError);
+      throw bothFailed("claim", "claim", error, fallbackError);
     }
-    this.#emit({
-      type: "fallback",
-      operation: "claim",
-      slot,
-      error: primaryError,
-    });
+    this.#emit({ type: "fallback", operation: "claim", slot, error });
     if (result.state !== "acquired") return result;
     const { recovered } = result;
     return { state: "acquired", token: `f:${result.token}`, recovered };
