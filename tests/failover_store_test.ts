@@ -517,6 +517,47 @@ Deno.test("FailoverStore through the middleware: the fallback mirror survives a 
   assert.equal(runs, 1);
 });
 
+Deno.test("FailoverStore on two MemoryStores runs a key once through the middleware and replays it", async () => {
+  let runs = 0;
+  const store = new FailoverStore({
+    primary: new MemoryStore(),
+    fallback: new MemoryStore(),
+  });
+  const handler = idempotency(() => {
+    runs++;
+    return new Response("charged", { status: 201 });
+  }, { store });
+  assert.equal((await handler(post("c-1"))).status, 201);
+  const retry = await handler(post("c-1"));
+  assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
+  assert.equal(runs, 1);
+});
+
+Deno.test("FailoverStore.migrate() resolves on stores without migrate(), and claims go on", async () => {
+  const store = new FailoverStore({
+    primary: new MemoryStore(),
+    fallback: new MemoryStore(),
+  });
+  await store.migrate();
+  assert.equal((await store.claim("slot-1", opts("f"))).state, "acquired");
+});
+
+Deno.test("FailoverStore refuses a claim, loudly, while its fallback has never answered", async () => {
+  const missingTable: IdempotencyStore = {
+    claim: () =>
+      Promise.reject(new Error('relation "idempotency_keys" does not exist')),
+    complete: () => Promise.resolve("lost"),
+    release: () => Promise.resolve("lost"),
+    extend: () => Promise.resolve("lost"),
+  };
+  const store = new FailoverStore({
+    primary: new MemoryStore(),
+    fallback: missingTable,
+  });
+  // A 503 through the middleware, not a silent success.
+  await assert.rejects(store.claim("slot-1", opts("f")), StoreError);
+});
+
 Deno.test("FailoverStore asks the fallback when the primary answers in flight: an orphan there does not hide a completed run", async () => {
   const { primary, fallback, events, store } = memoryPair();
   // The run went through the fallback while the primary was down...
@@ -530,15 +571,20 @@ Deno.test("FailoverStore asks the fallback when the primary answers in flight: a
   const retry = await store.claim("s", opts("fp"));
   assert.equal(retry.state, "completed");
   assert.deepEqual(events.map((e) => e.type), ["recovered"]);
-  // A real in-flight claim stays in flight, and the look-up leaves no
-  // fallback claim behind.
-  const other = await store.claim("t", opts("fp"));
-  token(other);
+});
+
+Deno.test("FailoverStore keeps a real in-flight claim in flight, and its fallback look-up leaves no claim behind", async () => {
+  const { primary, fallback, store } = memoryPair();
+  token(await store.claim("t", opts("fp")));
   assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
   token(await primary.inner.claim("u", opts("fp"))); // held by the primary alone
   assert.equal((await store.claim("u", opts("fp"))).state, "in_flight");
   assert.equal((await fallback.inner.claim("u", opts("fp"))).state, "acquired");
-  // An unreachable fallback leaves the primary's answer.
+});
+
+Deno.test("FailoverStore leaves the primary's in flight when the fallback is unreachable", async () => {
+  const { fallback, store } = memoryPair();
+  token(await store.claim("t", opts("fp")));
   fallback.down = true;
   assert.equal((await store.claim("t", opts("fp"))).state, "in_flight");
 });

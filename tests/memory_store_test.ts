@@ -145,7 +145,7 @@ Deno.test("MemoryStore replays every byte value of a small body", async () => {
   }
 });
 
-Deno.test("MemoryStore counts a header list once, however many records share it", async () => {
+Deno.test("MemoryStore counts each record's header list and keeps a frozen copy of its own", async () => {
   const store = new MemoryStore();
   const headers = (): [string, string][] => [
     ["content-type", "application/json"],
@@ -162,8 +162,13 @@ Deno.test("MemoryStore counts a header list once, however many records share it"
   };
   await put("a", headers());
   const one = store.bytes;
+  assert.equal(
+    one,
+    4 + JSON.stringify(headers()).length,
+    "a record counts its body and its header list as JSON",
+  );
   await put("b", headers());
-  assert.equal(store.bytes - one, 4, "only the second body is counted");
+  assert.equal(store.bytes, 2 * one, "the second record counts the same");
   const given = headers();
   await put("c", given);
   given[0]![1] = "text/plain"; // the caller's list is not the record's

@@ -432,10 +432,11 @@ export const MUTANTS: Mutant[] = [
   {
     id: "memory-dropped-body-referenced",
     file: MEMORY,
-    text: "this.#bodies.remove(done);\n    done.body = OMITTED.too_large;",
-    replacement: "done.body = OMITTED.too_large;",
+    text: "this.#withBody.remove(done);\n    this.#bodiless.push(done);",
+    replacement: "this.#bodiless.push(done);",
     tests: [T.memoryBound],
-    what: "a body dropped under maxBytes stays referenced by the body heap",
+    what:
+      "a record whose body was dropped under maxBytes stays in the heap of records with a body",
   },
   {
     id: "method-case-sensitive",
