@@ -21,10 +21,10 @@ import {
   type IdempotencyEvent,
   type IdempotencyOptions,
 } from "../mod.ts";
-import { HEARTBEAT_CLOCK } from "../src/_lease.ts";
+import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import type { StoreOperation } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { deferred, FakeTimers, FaultyStore, post } from "./_helpers.ts";
+import { deferred, FakeClock, FaultyStore, post } from "./_helpers.ts";
 import { until } from "./_wait.ts";
 
 const LEASE = 600;
@@ -63,7 +63,7 @@ const CASES: Case[] = [
 for (const c of CASES) {
   Deno.test(`idempotency() renews nothing once a request settled, and the heartbeat's timer stops: ${c.name}`, async () => {
     const store = new FaultyStore(new MemoryStore({ clock: () => 0 }));
-    const time = new FakeTimers();
+    const time = new FakeClock();
     const events: IdempotencyEvent[] = [];
     const onEvent = (event: IdempotencyEvent) => {
       events.push(event);

@@ -94,7 +94,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "lease-renewal-late",
-    file: "src/_lease.ts",
+    file: "src/_heartbeat.ts",
     text: "this.#leaseMs / 3;",
     replacement: "this.#leaseMs * 1.5;",
     tests: [T.lease, T.guardLease],
@@ -565,9 +565,9 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "heartbeat-stop-twice",
-    file: "src/_lease.ts",
-    text: "if (beat.stopped) return;\n    beat.stopped = true;",
-    replacement: "beat.stopped = true;",
+    file: "src/_async.ts",
+    text: "if (prev === undefined && this.head !== entry) return false;",
+    replacement: "",
     tests: [T.lease],
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
