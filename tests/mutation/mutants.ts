@@ -102,7 +102,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "retry-after-floor",
-    file: "src/_retry_hint.ts",
+    file: "src/_settle_estimate.ts",
     text: "Math.ceil(ms / 1000)",
     replacement: "Math.floor(ms / 1000)",
     tests: [T.edges, T.protocol],
