@@ -405,8 +405,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-retry-once",
     file: "src/_completion.ts",
-    text: "failed + config.completionTimeout,\n        Infinity,",
-    replacement: "failed + config.completionTimeout,\n        1,",
+    text: "retrying(failed + config.completionTimeout, Infinity)",
+    replacement: "retrying(failed + config.completionTimeout, 1)",
     tests: [T.completion],
     what: "a completion that failed once is not retried: a retry runs again",
   },
@@ -522,17 +522,16 @@ export const MUTANTS: Mutant[] = [
     id: "completion-beat-kept",
     file: "src/_completion.ts",
     text:
-      "this.#heartbeat.stop(beat);\n    this.#completed(beat, record, outcome, 1, INLINE);",
-    replacement: "this.#completed(beat, record, outcome, 1, INLINE);",
+      "this.#heartbeat.stop(beat);\n    reportCompleted(this.#report, beat, record, outcome);",
+    replacement: "reportCompleted(this.#report, beat, record, outcome);",
     tests: [T.settle],
     what: "a completed request's claim is renewed for ever",
   },
   {
     id: "completion-retry-beat-kept",
     file: "src/_completion.ts",
-    text:
-      ".then(({ outcome, attempts }) => {\n        this.#heartbeat.stop(beat);",
-    replacement: ".then(({ outcome, attempts }) => {",
+    text: "(outcome) => {\n          this.#heartbeat.stop(beat);",
+    replacement: "(outcome) => {",
     tests: [T.settle],
     what: "a claim whose completion was retried is renewed for ever",
   },
@@ -540,8 +539,8 @@ export const MUTANTS: Mutant[] = [
     id: "release-beat-kept",
     file: "src/_completion.ts",
     text:
-      `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {\n    this.#heartbeat.stop(beat);`,
-    replacement: `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {`,
+      `reason: "thrown" | "not_cacheable"): Promise<void> {\n    this.#heartbeat.stop(beat);`,
+    replacement: `reason: "thrown" | "not_cacheable"): Promise<void> {`,
     tests: [T.settle],
     what: "a released claim is renewed for ever: the key answers 409 for ever",
   },
