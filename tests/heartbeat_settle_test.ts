@@ -3,8 +3,8 @@
  * A heartbeat never outlives its request: once a request has settled
  * (completed, its completion retried inline or in the background, released,
  * its release retried), its claim is renewed no more, and the heartbeat's
- * shared timer stops at its next tick. Test sanitizers do not check this by
- * themselves (NOTES.md), so it is asserted here, on fake time.
+ * shared timer stops at its next tick. Deno's test sanitizers do not flag a
+ * timer that outlives its test, so it is asserted here, on fake time.
  *
  * The heartbeat's timer does stay armed until that next tick (at most a
  * sixth of a lease): one timer per middleware, stopped lazily, so that a
