@@ -8,15 +8,15 @@ import type { Report, WriteResult } from "./events.ts";
 import type { StoredResponse, WriteOutcome } from "./store.ts";
 
 /**
- * A write that threw, being retried: whether the response went out without
- * it (it runs in the background), how many attempts were made, and until
- * when (by `performance.now()`) and how many it may make.
+ * A write that threw, being retried until `giveUpAt` (by `performance.now()`)
+ * with at most `maxAttempts` in all.
  */
-interface Retry {
-  background: boolean;
-  attempts: number;
-  readonly giveUpAt: number;
-  readonly maxAttempts: number;
+class Retry {
+  /** Whether the response went out without it: it runs in the background. */
+  background = false;
+  /** How many attempts were made. */
+  attempts = 1;
+  constructor(readonly giveUpAt: number, readonly maxAttempts: number) {}
 }
 
 /** The first retry's delay ceiling; each one after doubles it. */
@@ -68,7 +68,7 @@ export class Completions {
     } catch (error) {
       reportStoreError(this.#report, beat, "complete", error);
       const failed = performance.now();
-      const retry = retrying(failed + config.completionTimeout, Infinity);
+      const retry = new Retry(failed + config.completionTimeout, Infinity);
       const task = this.#retry("complete", beat, write, retry).then(
         (outcome) => {
           this.#heartbeat.stop(beat);
@@ -109,7 +109,7 @@ export class Completions {
       return;
     }
     const giveUpAt = performance.now() + this.#config.lease;
-    const retry = retrying(giveUpAt, RELEASE_ATTEMPTS);
+    const retry = new Retry(giveUpAt, RELEASE_ATTEMPTS);
     retry.background = true; // the response does not wait for it
     const task = this.#retry("release", beat, write, retry);
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));
@@ -198,22 +198,11 @@ export class Completions {
   }
 }
 
-/** A write that threw once, to retry until `giveUpAt` and `maxAttempts` in all. */
-function retrying(giveUpAt: number, maxAttempts: number): Retry {
-  return { background: false, attempts: 1, giveUpAt, maxAttempts };
-}
-
-/** What `promise` resolves to, or `undefined` once `ms` pass first. */
-async function within<T>(
-  promise: Promise<T>,
-  ms: number,
-): Promise<T | undefined> {
+/** What `p` resolves to, or `undefined` once `ms` pass first. */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   const end = new AbortController();
   try {
-    return await Promise.race([
-      promise,
-      delay(ms, end.signal).then(() => undefined),
-    ]);
+    return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
   } finally {
     end.abort();
   }

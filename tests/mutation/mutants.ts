@@ -405,8 +405,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-retry-once",
     file: "src/_completion.ts",
-    text: "retrying(failed + config.completionTimeout, Infinity)",
-    replacement: "retrying(failed + config.completionTimeout, 1)",
+    text: "new Retry(failed + config.completionTimeout, Infinity)",
+    replacement: "new Retry(failed + config.completionTimeout, 1)",
     tests: [T.completion],
     what: "a completion that failed once is not retried: a retry runs again",
   },
