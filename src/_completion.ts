@@ -217,7 +217,7 @@ export function reportCompleted(
   { slot, started }: Beat,
   record: StoredResponse,
   outcome: WriteResult,
-  retry?: Retry,
+  retry?: { readonly attempts: number; readonly background: boolean },
 ): void {
   const attempts = retry?.attempts ?? 1;
   const background = retry?.background ?? false;
