@@ -1,26 +1,24 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The fenced writes that settle a claimed slot, `complete` and `release`,
- * and what happens when one throws: retries with jittered exponential
- * backoff, inline for a while, then in the background, with at most
- * `maxPendingCompletions` in the background at once (backpressure) and a
- * way to wait for them all ({@linkcode Completions.drain}).
- *
- * @module
- */
+/** Settling a claimed slot, and the events that say how it went. @module */
 
-import type { Beat, Heartbeat } from "./_lease.ts";
+import { backoff, delay } from "./_async.ts";
+import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./_options.ts";
 import type { Report, WriteResult } from "./events.ts";
 import type { StoredResponse, WriteOutcome } from "./store.ts";
 
-/** Whether a write being retried has been moved to the background. */
-interface Job {
-  background: boolean;
+/**
+ * A write that threw, being retried until `giveUpAt` (by `performance.now()`)
+ * with at most `maxAttempts` in all.
+ */
+class Retry {
+  /** Whether the response went out without it: it runs in the background. */
+  background = false;
+  /** How many attempts were made. */
+  attempts = 1;
+  constructor(readonly giveUpAt: number, readonly maxAttempts: number) {}
 }
 
-/** A write that ended at its first attempt, before the response was sent. */
-const INLINE: Readonly<Job> = { background: false };
 /** The first retry's delay ceiling; each one after doubles it. */
 const FIRST_BACKOFF_MS = 20;
 /** The longest delay between retries (a quarter lease when that is shorter). */
@@ -28,7 +26,12 @@ const MAX_BACKOFF_MS = 2_000;
 /** How many times a failed release is tried in all. */
 const RELEASE_ATTEMPTS = 4;
 
-/** The settling writes of one middleware instance, and those still pending. */
+/**
+ * The settling writes of one middleware instance. A write that throws is
+ * retried with jittered exponential backoff, inline for a while, then in the
+ * background, with at most `maxPendingCompletions` in the background at once
+ * (backpressure) and a way to wait for them all ({@linkcode drain}).
+ */
 export class Completions {
   #config: Config;
   #heartbeat: Heartbeat;
@@ -38,13 +41,7 @@ export class Completions {
   /** Resolved when a background write ends, for requests held by backpressure. */
   #room: { promise: Promise<void>; resolve: () => void } | undefined;
 
-  /**
-   * @param config The middleware's configuration: its store, lease and
-   * completion bounds.
-   * @param heartbeat Renews the claims; a claim's beat is stopped once its
-   * write has an outcome.
-   * @param report Where events go.
-   */
+  /** A claim's beat is stopped in `heartbeat` once its write has an outcome. */
   constructor(config: Config, heartbeat: Heartbeat, report: Report) {
     this.#config = config;
     this.#heartbeat = heartbeat;
@@ -63,53 +60,26 @@ export class Completions {
    * @param record What to store.
    */
   async complete(beat: Beat, record: StoredResponse): Promise<void> {
-    const { slot, token, started } = beat;
-    const write = () => this.#config.store.complete(slot, token, record);
+    const config = this.#config;
+    const write = () => config.store.complete(beat.slot, beat.token, record);
     let outcome: WriteOutcome;
     try {
       outcome = await write();
     } catch (error) {
-      this.#report(
-        () => ({ type: "store_error", slot, operation: "complete", error }),
-        started,
-      );
-      const config = this.#config;
+      reportStoreError(this.#report, beat, "complete", error);
       const failed = performance.now();
-      const job = { background: false };
-      const task = this.#retry(
-        "complete",
-        beat,
-        write,
-        job,
-        failed + config.completionTimeout,
-        Infinity,
-      ).then(({ outcome, attempts }) => {
-        this.#heartbeat.stop(beat);
-        this.#completed(beat, record, outcome, attempts, job);
-      });
-      await this.#wait(task, job, failed + config.completionWait);
+      const retry = new Retry(failed + config.completionTimeout, Infinity);
+      const task = this.#retry("complete", beat, write, retry).then(
+        (outcome) => {
+          this.#heartbeat.stop(beat);
+          reportCompleted(this.#report, beat, record, outcome, retry);
+        },
+      );
+      await this.#wait(task, retry, failed + config.completionWait);
       return;
     }
     this.#heartbeat.stop(beat);
-    this.#completed(beat, record, outcome, 1, INLINE);
-  }
-
-  #completed(
-    { slot, started }: Beat,
-    record: StoredResponse,
-    outcome: WriteResult,
-    attempts: number,
-    job: Readonly<Job>,
-  ): void {
-    this.#report(() => ({
-      type: "completed",
-      slot,
-      stored: record.body === null ? record.omitted! : "full",
-      bytes: record.body?.byteLength ?? 0,
-      outcome,
-      attempts,
-      background: job.background,
-    }), started);
+    reportCompleted(this.#report, beat, record, outcome);
   }
 
   /**
@@ -123,126 +93,84 @@ export class Completions {
    * @param beat The claim: its slot, token and request's start.
    * @param reason Why the slot is freed, for the event.
    */
-  async release(
-    beat: Beat,
-    reason: "thrown" | "not_cacheable",
-  ): Promise<void> {
+  async release(beat: Beat, reason: "thrown" | "not_cacheable"): Promise<void> {
     this.#heartbeat.stop(beat);
-    const { slot, token, started } = beat;
-    const write = () => this.#config.store.release(slot, token);
+    const write = () => this.#config.store.release(beat.slot, beat.token);
     const released = (outcome: WriteResult, attempts: number) =>
-      this.#report(
-        () => ({ type: "released", slot, reason, outcome, attempts }),
-        started,
-      );
+      reportReleased(this.#report, beat, reason, outcome, attempts);
     try {
       released(await write(), 1);
       return;
     } catch (error) {
-      this.#report(
-        () => ({ type: "store_error", slot, operation: "release", error }),
-        started,
-      );
+      reportStoreError(this.#report, beat, "release", error);
     }
     if (this.#pending.size >= this.#config.maxPendingCompletions) {
       released("unknown", 1);
       return;
     }
-    const job = { background: true };
-    this.#background(
-      this.#retry(
-        "release",
-        beat,
-        write,
-        job,
-        performance.now() + this.#config.lease,
-        RELEASE_ATTEMPTS,
-      ).then(({ outcome, attempts }) => released(outcome, attempts)),
-    );
+    const giveUpAt = performance.now() + this.#config.lease;
+    const retry = new Retry(giveUpAt, RELEASE_ATTEMPTS);
+    retry.background = true; // the response does not wait for it
+    const task = this.#retry("release", beat, write, retry);
+    this.#background(task.then((outcome) => released(outcome, retry.attempts)));
   }
 
   /**
-   * Retries a fenced write that threw, with jittered exponential backoff,
-   * until it answers, `maxAttempts` were made, or `giveUpAt` (by
-   * `performance.now()`) has passed; an attempt still unanswered then is
-   * abandoned. Never rejects.
+   * Retries a write that threw until it answers or `retry` is used up; an
+   * attempt still unanswered at `giveUpAt` is abandoned. Never rejects.
    */
   async #retry(
     operation: "complete" | "release",
-    { slot, started }: Beat,
+    beat: Beat,
     write: () => Promise<WriteOutcome>,
-    job: Job,
-    giveUpAt: number,
-    maxAttempts: number,
-  ): Promise<{ outcome: WriteResult; attempts: number }> {
-    let attempts = 1;
-    const cap = Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4));
+    retry: Retry,
+  ): Promise<WriteResult> {
+    const { slot, started } = beat;
+    const first = FIRST_BACKOFF_MS;
+    const max = Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4));
     for (;;) {
-      const left = giveUpAt - performance.now();
-      if (left <= 0 || attempts >= maxAttempts) {
-        return { outcome: "unknown", attempts };
-      }
-      const ceiling = Math.min(cap, FIRST_BACKOFF_MS * 2 ** (attempts - 1));
-      const delayMs = Math.ceil(
-        Math.min(left, ceiling / 2 + Math.random() * ceiling / 2),
-      );
-      attempts++;
-      const attempt = attempts;
+      const left = retry.giveUpAt - performance.now();
+      if (left <= 0 || retry.attempts >= retry.maxAttempts) return "unknown";
+      const wait = backoff(retry.attempts, { first, max, jitter: "equal" });
+      const delayMs = Math.ceil(Math.min(left, wait));
+      const attempt = ++retry.attempts;
+      const { background } = retry;
       this.#report(() => ({
         type: "write_retry",
         slot,
         operation,
         attempt,
         delayMs,
-        background: job.background,
+        background,
       }), started);
-      await timer(delayMs).promise;
+      await delay(delayMs);
       try {
-        const deadline = timer(Math.max(0, giveUpAt - performance.now()));
-        try {
-          const pending = write();
-          // An attempt abandoned at the deadline may still fail: not unhandled.
-          pending.catch(() => {});
-          const outcome = await Promise.race([pending, deadline.promise]);
-          if (outcome !== undefined) return { outcome, attempts };
-        } finally {
-          deadline.cancel();
-        }
-        return { outcome: "unknown", attempts };
+        const ms = Math.max(0, retry.giveUpAt - performance.now());
+        return await within(write(), ms) ?? "unknown";
       } catch (error) {
-        this.#report(
-          () => ({ type: "store_error", slot, operation, error }),
-          started,
-        );
+        reportStoreError(this.#report, beat, operation, error);
       }
     }
   }
 
   /**
-   * Holds the response while `task` runs, until `until` (by
-   * `performance.now()`); then moves the task to the background if fewer
-   * than `maxPendingCompletions` are there, else keeps waiting until one
-   * ends or the task does (backpressure).
+   * Holds the response while `task` runs, until `until`; then moves it to
+   * the background if there is room, else waits for room or for the task
+   * (backpressure).
    */
-  async #wait(task: Promise<void>, job: Job, until: number): Promise<void> {
+  async #wait(task: Promise<void>, retry: Retry, until: number): Promise<void> {
     let done = false;
     const finished = task.then(() => {
       done = true;
     });
     const left = until - performance.now();
-    if (left > 0) {
-      const pause = timer(left);
-      await Promise.race([finished, pause.promise]);
-      pause.cancel();
-    }
-    while (!done) {
-      if (this.#pending.size < this.#config.maxPendingCompletions) {
-        job.background = true;
-        this.#background(task);
-        return;
-      }
+    if (left > 0) await within(finished, left);
+    while (!done && this.#pending.size >= this.#config.maxPendingCompletions) {
       await Promise.race([finished, this.#roomFreed()]);
     }
+    if (done) return;
+    retry.background = true;
+    this.#background(task);
   }
 
   #background(task: Promise<void>): void {
@@ -256,32 +184,74 @@ export class Completions {
   }
 
   #roomFreed(): Promise<void> {
-    this.#room ??= deferred();
+    if (this.#room === undefined) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => resolve = r);
+      this.#room = { promise, resolve };
+    }
     return this.#room.promise;
   }
 
-  /**
-   * Waits until no write is pending in the background, those started
-   * meanwhile included.
-   *
-   * @returns A promise that resolves when none is pending.
-   */
+  /** Waits until no write is pending in the background, later ones included. */
   async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.all(this.#pending);
   }
 }
 
-/** A promise resolved after `ms`, and a way to cancel its timer. */
-function timer(ms: number): { promise: Promise<void>; cancel(): void } {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const promise = new Promise<void>((resolve) => {
-    id = setTimeout(resolve, ms);
-  });
-  return { promise, cancel: () => clearTimeout(id) };
+/** What `p` resolves to, or `undefined` once `ms` pass first. */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  const end = new AbortController();
+  try {
+    return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
+  } finally {
+    end.abort();
+  }
 }
 
-function deferred(): { promise: Promise<void>; resolve: () => void } {
-  let resolve!: () => void;
-  const promise = new Promise<void>((r) => resolve = r);
-  return { promise, resolve };
+/**
+ * Reports that `record` was written for `beat`'s claim (`completed`): at the
+ * first attempt, before the response went out, unless `retry` says otherwise.
+ */
+export function reportCompleted(
+  report: Report,
+  { slot, started }: Beat,
+  record: StoredResponse,
+  outcome: WriteResult,
+  retry?: { readonly attempts: number; readonly background: boolean },
+): void {
+  const attempts = retry?.attempts ?? 1;
+  const background = retry?.background ?? false;
+  report(() => ({
+    type: "completed",
+    slot,
+    stored: record.body === null ? record.omitted! : "full",
+    bytes: record.body?.byteLength ?? 0,
+    outcome,
+    attempts,
+    background,
+  }), started);
+}
+
+/** Reports that `beat`'s slot was freed (`released`). */
+export function reportReleased(
+  report: Report,
+  { slot, started }: Beat,
+  reason: "thrown" | "not_cacheable",
+  outcome: WriteResult,
+  attempts = 1,
+): void {
+  report(
+    () => ({ type: "released", slot, reason, outcome, attempts }),
+    started,
+  );
+}
+
+/** Reports that a settling write of `beat`'s claim threw (`store_error`). */
+export function reportStoreError(
+  report: Report,
+  { slot, started }: Beat,
+  operation: "complete" | "release",
+  error: unknown,
+): void {
+  report(() => ({ type: "store_error", slot, operation, error }), started);
 }

@@ -1,21 +1,21 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * Settling a claim inside the handler's own transaction, for a store with
- * the {@linkcode IdempotencyStore.unitOfWork} capability (PostgresStore):
- * the record is written, fenced by the claim's token, in the transaction
- * that holds the handler's writes, and both commit or neither does.
- *
- * @module
- */
+/** Settling a claim in the handler's own transaction. @module */
 
-import type { Beat, Heartbeat } from "./_lease.ts";
+import {
+  reportCompleted,
+  reportReleased,
+  reportStoreError,
+} from "./_completion.ts";
+import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Report, WriteResult } from "./events.ts";
 import { reject } from "./problem.ts";
 import type { IdempotencyStore, StoredResponse, UnitOfWork } from "./store.ts";
 
 /**
- * Commits the record with the handler's writes. Returns `null` when both
- * committed (the live response goes out), else the answer that replaces it:
+ * Commits the record, fenced by the claim's token, in the unit of work that
+ * holds the handler's writes ({@linkcode IdempotencyStore.unitOfWork}):
+ * both commit or neither does. Returns `null` when both committed (the live
+ * response goes out), else the answer that replaces it:
  *
  * - the fenced write found the claim lost (a takeover after an expired
  *   lease): everything rolled back; 409, the new owner's answer will replay;
@@ -29,8 +29,6 @@ import type { IdempotencyStore, StoredResponse, UnitOfWork } from "./store.ts";
  * @param unit The request's opened unit of work.
  * @param beat The claim; its renewals stop before the record is written.
  * @param record What to store.
- * @param context The store, the heartbeat, the reporter and the request.
- * @returns `null`, or the problem answer.
  */
 export async function commitInTransaction(
   unit: UnitOfWork,
@@ -44,53 +42,28 @@ export async function commitInTransaction(
   },
 ): Promise<Response | null> {
   const { store, heartbeat, report, request } = context;
-  const { slot, token, started } = beat;
   // A renewal would wait on the row lock the fenced write takes, and under
   // REPEATABLE READ or SERIALIZABLE one committed meanwhile fails the write.
   heartbeat.stop(beat);
-  const completed = (outcome: WriteResult) =>
-    report(() => ({
-      type: "completed",
-      slot,
-      stored: record.body === null ? record.omitted! : "full",
-      bytes: record.body?.byteLength ?? 0,
-      outcome,
-      attempts: 1,
-      background: false,
-    }), started);
   try {
-    const outcome = await unit.commit(record);
-    if (outcome === "committed") {
-      completed("applied");
+    if (await unit.commit(record) === "committed") {
+      reportCompleted(report, beat, record, "applied");
       return null;
     }
-    completed("lost");
+    reportCompleted(report, beat, record, "lost");
     return reject(request, "inFlight", { retryAfter: 1 });
   } catch (error) {
-    report(
-      () => ({ type: "store_error", slot, operation: "complete", error }),
-      started,
-    );
+    reportStoreError(report, beat, "complete", error);
   }
-  let released: WriteResult;
+  let released: WriteResult = "unknown";
   try {
-    released = await store.release(slot, token);
+    released = await store.release(beat.slot, beat.token);
   } catch (error) {
-    report(
-      () => ({ type: "store_error", slot, operation: "release", error }),
-      started,
-    );
-    released = "unknown";
+    reportStoreError(report, beat, "release", error);
   }
-  report(() => ({
-    type: "released",
-    slot,
-    reason: "thrown",
-    outcome: released,
-    attempts: 1,
-  }), started);
+  reportReleased(report, beat, "thrown", released);
   if (released === "lost") {
-    completed("unknown");
+    reportCompleted(report, beat, record, "unknown");
     return reject(request, "inFlight", { retryAfter: 1 });
   }
   return reject(request, "unavailable", {});

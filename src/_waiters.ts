@@ -1,116 +1,81 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Waiting for the request that holds a key instead of answering 409
- * (`waitForInFlight`): {@linkcode Waiters} keeps, per slot, the requests of
- * this middleware instance that run the handler and the duplicates waiting
- * for them; {@linkcode waitForOwner} is the wait of one duplicate.
+ * (`waitForInFlight`), for at most that long, and at most `maxWaiting`
+ * duplicates at once per middleware instance (past that, 409 at once).
  *
- * - **The owner runs here.** The duplicate parks on the slot's waiter list
- *   and touches no store until the owner settles (completes or releases):
- *   the settle wakes every waiter of the slot, and each claims once more,
- *   which finds the completed record (a replay) or, after a release, lets
- *   exactly one of them acquire the slot (the store's claim is atomic) while
- *   the others park again on the new owner.
- * - **The owner runs elsewhere** (another process or instance on the same
- *   store). The duplicate polls the store with jittered exponential backoff:
- *   one claim per step, the first after about 10 ms, doubling up to
- *   {@linkcode MAX_POLL_MS}. A sleeping waiter holds no store connection.
- *   When the store has `waitForChange()` (Deno KV), a step ends early when the
- *   slot's record changes, and the steps start ten times longer and grow up
- *   to {@linkcode MAX_WATCHED_POLL_MS} (a safety net), or end just after the
+ * - **The owner runs here** ({@linkcode Waiters} knows the slots this
+ *   instance holds). The duplicate parks and touches no store until the
+ *   owner settles; the settle wakes every waiter of the slot, and each claims
+ *   once more, which finds the completed record (a replay) or, after a
+ *   release, lets exactly one of them acquire the slot (the store's claim is
+ *   atomic) while the others park again on the new owner.
+ * - **The owner runs elsewhere.** The duplicate polls the store, one claim
+ *   per step, with jittered exponential backoff ({@linkcode POLL}), holding
+ *   no store connection in between. When the store has `waitForChange()`
+ *   (Deno KV), a step also ends when the slot's record changes, and the
+ *   steps are longer ({@linkcode WATCHED_POLL}), or end just after the
  *   holder's lease would run out (a watch cannot see a lease expire).
- *
- * A wait ends at the owner's settle, at the deadline (`waitForInFlight`
- * from the first claim: then the 409 as without waiting), or when the
- * request's `signal` aborts (its client left). At most `maxWaiting`
- * duplicates wait at once per middleware instance; past that a duplicate is
- * answered 409 at once.
  *
  * @module
  */
 
+import { backoff, delay, type DelayEnd } from "./_async.ts";
 import type { Report } from "./events.ts";
 import type { ClaimResult } from "./store.ts";
 
 /** A claim, or the store's failure to answer it (the guard's `Claimed`). */
 export type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
 
-/** The first polling step's delay ceiling, in milliseconds; each step doubles it. */
-export const FIRST_POLL_MS = 10;
-/** The longest delay between two polls of one waiter, in milliseconds. */
-export const MAX_POLL_MS = 250;
+/** A polling waiter's steps: the first about 10 ms, doubling up to 250 ms. */
+const POLL = { first: 10, max: 250, jitter: "equal" } as const;
 /**
- * The longest delay between two claims of a waiter that watches its slot
- * (the store has `waitForChange()`): a safety net for a change the watch missed.
+ * The steps of a waiter that watches its slot: ten times longer, up to 1 s,
+ * a safety net for a change the watch missed.
  */
-export const MAX_WATCHED_POLL_MS = 1_000;
+const WATCHED_POLL = { first: 100, max: 1_000, jitter: "equal" } as const;
 
-/** How a parked or sleeping waiter's step ended. */
-type Step = "woken" | "elapsed" | "gone";
-
-/** One parked waiter: resolved by its owner's settle. */
-type Wake = (step: Step) => void;
+/** How a waiter's step ended; `aborted`: the request's signal (its client left). */
+type Step = DelayEnd | "woken";
 
 /** The local owners of one slot and the duplicates parked on them. */
 interface SlotState {
   /** How many requests of this instance hold a claim on the slot (a takeover makes two). */
   owners: number;
-  /** The parked waiters, each woken once. */
-  parked: Set<Wake>;
+  /** Wakes each parked waiter, once. */
+  parked: Set<() => void>;
 }
 
 /** The waiters of one middleware instance. */
 export class Waiters {
-  readonly #waitMs: number;
-  readonly #max: number;
   #slots = new Map<string, SlotState>();
   #waiting = 0;
 
-  /**
-   * @param waitMs How long a duplicate waits, at most, in milliseconds.
-   * @param max How many duplicates may wait at once.
-   */
-  constructor(waitMs: number, max: number) {
-    this.#waitMs = waitMs;
-    this.#max = max;
-  }
+  /** A duplicate waits `waitMs` at most; `max` of them may wait at once. */
+  constructor(readonly waitMs: number, readonly max: number) {}
 
   /** How many duplicates are waiting now. */
   get waiting(): number {
     return this.#waiting;
   }
 
-  /** How long a duplicate waits, at most, in milliseconds. */
-  get waitMs(): number {
-    return this.#waitMs;
-  }
-
-  /**
-   * A request of this instance acquired `slot`: duplicates park on it.
-   *
-   * @param slot The slot.
-   */
+  /** A request of this instance acquired `slot`: duplicates park on it. */
   owned(slot: string): void {
     const state = this.#slots.get(slot);
-    if (state === undefined) {
-      this.#slots.set(slot, { owners: 1, parked: new Set() });
-    } else {
-      state.owners++;
-    }
+    if (state !== undefined) state.owners++;
+    else this.#slots.set(slot, { owners: 1, parked: new Set() });
   }
 
   /**
    * A request of this instance settled `slot` (its record written or the
    * slot released, or the write given to the background): once no owner of
    * this instance is left, every waiter parked on it wakes.
-   *
-   * @param slot The slot.
    */
   settled(slot: string): void {
     const state = this.#slots.get(slot);
     if (state === undefined || --state.owners > 0) return;
     this.#slots.delete(slot);
-    for (const wake of state.parked) wake("woken");
+    for (const wake of state.parked) wake();
   }
 
   /** Whether a request of this instance holds `slot`. */
@@ -120,7 +85,7 @@ export class Waiters {
 
   /** Takes a waiting place; `false` when `maxWaiting` are taken. */
   enter(): boolean {
-    if (this.#waiting >= this.#max) return false;
+    if (this.#waiting >= this.max) return false;
     this.#waiting++;
     return true;
   }
@@ -130,44 +95,41 @@ export class Waiters {
     this.#waiting--;
   }
 
-  /**
-   * Parks until the slot's local owners settle, `ms` pass, or `signal`
-   * aborts. O(1) to park and to leave.
-   */
-  park(slot: string, ms: number, signal: AbortSignal | null): Promise<Step> {
-    const state = this.#slots.get(slot);
-    if (state === undefined) return Promise.resolve("woken");
-    return pause(ms, signal, (wake) => {
-      state.parked.add(wake);
-      return () => state.parked.delete(wake);
-    });
+  /** Parks until the slot's local owners settle, `ms` pass, or `signal` aborts. */
+  async park(
+    slot: string,
+    ms: number,
+    signal: AbortSignal | null,
+  ): Promise<Step> {
+    const parked = this.#slots.get(slot)?.parked;
+    if (parked === undefined) return "woken";
+    let wake!: () => void;
+    const woken = new Promise<Step>((resolve) => wake = () => resolve("woken"));
+    parked.add(wake);
+    try {
+      return await pause(ms, signal, () => woken);
+    } finally {
+      parked.delete(wake);
+    }
   }
 }
 
-/**
- * Waits `ms`, or until `signal` aborts, or until `enlist`'s wake is called.
- * One timer and at most one abort listener, both removed at the end.
- */
-function pause(
+/** {@linkcode delay}, or until `wake`'s promise, given a signal that stops it. */
+async function pause(
   ms: number,
   signal: AbortSignal | null,
-  enlist?: (wake: Wake) => () => void,
+  wake: (ended: AbortSignal) => Promise<Step>,
 ): Promise<Step> {
-  return new Promise<Step>((resolve) => {
-    let done = false;
-    const end = (step: Step) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", gone);
-      delist?.();
-      resolve(step);
-    };
-    const gone = () => end("gone");
-    const timer = setTimeout(end, ms, "elapsed");
-    signal?.addEventListener("abort", gone, { once: true });
-    const delist = enlist?.(end);
-  });
+  const end = new AbortController();
+  const aborted = () => end.abort();
+  signal?.addEventListener("abort", aborted, { once: true });
+  try {
+    const elapsed = delay(ms, end.signal); // first, so that an abort wins
+    return await Promise.race([elapsed, wake(end.signal)]);
+  } finally {
+    signal?.removeEventListener("abort", aborted);
+    end.abort();
+  }
 }
 
 /** What one duplicate's wait needs from its guard. */
@@ -186,16 +148,12 @@ export interface WaitContext {
 }
 
 /**
- * Waits for the request that holds the slot, as the module doc says, and
- * returns the claim that ends the wait: `completed` (replay it),
- * `acquired` (run the handler; the slot is already marked owned), `in_flight` (the wait timed out, the client
- * left, or no waiting place was free: answer 409; `retryAfterMs` counts from
- * now) or `unreachable` (503).
- *
- * @param waiters The instance's waiters.
- * @param context The duplicate.
- * @param first What the first claim found: in flight, same fingerprint.
- * @returns The last claim.
+ * Waits for the request that holds the slot, after `first` found it in
+ * flight with the same fingerprint, and returns the claim that ends the
+ * wait: `completed` (replay it), `acquired` (run the handler; the slot is
+ * already marked owned), `in_flight` (the wait timed out, the client left,
+ * or no waiting place was free: answer 409; `retryAfterMs` counts from now)
+ * or `unreachable` (503).
  */
 export async function waitForOwner(
   waiters: Waiters,
@@ -214,6 +172,8 @@ export async function waitForOwner(
   let step = 0;
   let last: ClaimResult & { state: "in_flight" } = first;
   let lastAt = begun;
+  /** The rest of the holder's lease, as the last claim found it. */
+  const leaseLeft = () => last.retryAfterMs - (performance.now() - lastAt);
   const signal = context.signal();
   let via: "owner" | "poll" = waiters.isOwned(slot) ? "owner" : "poll";
   /** Whether the store's waitForChange() is used (until it throws). */
@@ -227,13 +187,7 @@ export async function waitForOwner(
       () => ({ type: "wait_ended", slot, reason, waitedMs, reads }),
       started,
     );
-    return {
-      ...last,
-      retryAfterMs: Math.max(
-        1,
-        last.retryAfterMs - (performance.now() - lastAt),
-      ),
-    };
+    return { ...last, retryAfterMs: Math.max(1, leaseLeft()) };
   };
   try {
     for (;;) {
@@ -249,40 +203,24 @@ export async function waitForOwner(
       } else {
         via = "poll";
         const watch = watching ? context.watch : undefined;
-        const ceiling = watch
-          ? Math.min(MAX_WATCHED_POLL_MS, 10 * FIRST_POLL_MS * 2 ** step++)
-          : Math.min(MAX_POLL_MS, FIRST_POLL_MS * 2 ** step++);
-        let delay = Math.min(left, ceiling / 2 + Math.random() * ceiling / 2);
+        const ms = Math.min(left, backoff(++step, watch ? WATCHED_POLL : POLL));
         if (watch === undefined) {
-          outcome = await pause(Math.ceil(delay), signal);
+          outcome = await delay(Math.ceil(ms), signal);
         } else {
           // Also look again just after the holder's lease would run out.
-          delay = Math.min(
-            delay,
-            last.retryAfterMs - (performance.now() - lastAt) + 1,
-          );
-          const stop = new AbortController();
-          const changed = watch(stop.signal).then(
-            () => "woken" as const,
-            () => {
-              watching = false;
-              return "elapsed" as const;
-            },
-          );
+          const until = Math.max(1, Math.ceil(Math.min(ms, leaseLeft() + 1)));
           const stepped = performance.now();
-          outcome = await pause(
-            Math.max(1, Math.ceil(delay)),
-            signal,
-            (wake) => {
-              changed.then(wake);
-              return () => stop.abort();
-            },
-          );
+          const changed = (stop: AbortSignal) =>
+            watch(stop).then(() => "woken" as const, () => {
+              watching = false; // it threw: polling only from now on
+              return "elapsed" as const;
+            });
+          outcome = await pause(until, signal, changed);
           quick = outcome === "woken" &&
-            performance.now() - stepped < FIRST_POLL_MS;
+            performance.now() - stepped < POLL.first;
         }
       }
-      if (outcome === "gone") return ended("gone");
+      if (outcome === "aborted") return ended("gone");
       const claim = await context.claim();
       reads++;
       if (claim.state === "unreachable") {
@@ -293,19 +231,12 @@ export async function waitForOwner(
         // Owned before any other woken waiter looks, so that they park on it.
         if (claim.state === "acquired") waiters.owned(slot);
         const waitedMs = performance.now() - begun;
-        const how = via;
-        report(
-          () => ({ type: "woken", slot, via: how, waitedMs, reads }),
-          started,
-        );
+        report(() => ({ type: "woken", slot, via, waitedMs, reads }), started);
         return claim;
       }
-      if (
-        claim.fingerprint !== null && claim.fingerprint !== context.fingerprint
-      ) {
-        // A new owner with another request: the guard answers 422.
-        return claim;
-      }
+      // A new owner with another request: the guard answers 422.
+      const theirs = claim.fingerprint;
+      if (theirs !== null && theirs !== context.fingerprint) return claim;
       // A watch that wakes at once and finds nothing changed is not
       // trusted again: polling only, so that it cannot spin.
       if (quick) watching = false;

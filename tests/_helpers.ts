@@ -11,7 +11,7 @@ import type {
 } from "../src/store.ts";
 import { StoreError } from "../src/store.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
-import type { HeartbeatClock } from "../src/_lease.ts";
+import type { Clock } from "../src/_async.ts";
 import assert from "node:assert/strict";
 import { idempotency } from "../mod.ts";
 
@@ -205,27 +205,6 @@ export function serveLocal(
 }
 
 /**
- * A clock that the test moves by hand, for stores and leases that take one.
- *
- * @param start The first reading, in ms.
- * @returns The clock and how to move it (a promise, as the conformance
- * suite's `elapse` and `advanceClock` want).
- */
-export function fakeTime(start = 1_000_000): {
-  clock: () => number;
-  advance: (ms: number) => Promise<void>;
-} {
-  let now = start;
-  return {
-    clock: () => now,
-    advance(ms) {
-      now += ms;
-      return Promise.resolve();
-    },
-  };
-}
-
-/**
  * A loopback port nobody listens on at the time of asking.
  *
  * @returns The port.
@@ -358,12 +337,12 @@ export function recorder(): {
 
 /**
  * Time that moves only when the test moves it, with timers that fire in
- * order: the heartbeat's clock in lease tests (see `HEARTBEAT_CLOCK`).
+ * order: the heartbeat's clock in lease tests (see `HEARTBEAT_CLOCK`), and a
+ * store's (`clock: () => time.now()`, `elapse: (ms) => time.advance(ms)`).
  */
-export class FakeTimers implements HeartbeatClock {
+export class FakeClock implements Clock {
   #now: number;
-  #next = 0;
-  #timers = new Map<number, { at: number; fn: () => void }>();
+  #timers = new Set<{ at: number; fn: () => void }>();
 
   constructor(start = 1_000_000) {
     this.#now = start;
@@ -373,10 +352,10 @@ export class FakeTimers implements HeartbeatClock {
     return this.#now;
   }
 
-  setTimeout(fn: () => void, ms: number): number {
-    const id = ++this.#next;
-    this.#timers.set(id, { at: this.#now + ms, fn });
-    return id;
+  setTimeout(fn: () => void, ms: number): () => void {
+    const timer = { at: this.#now + ms, fn };
+    this.#timers.add(timer);
+    return () => this.#timers.delete(timer);
   }
 
   /** Timers not yet fired. */
@@ -394,22 +373,22 @@ export class FakeTimers implements HeartbeatClock {
     settle: () => Promise<void> = () => sleep(0),
   ): Promise<void> {
     for (;;) {
-      let first: [number, { at: number; fn: () => void }] | undefined;
-      for (const entry of this.#timers) {
-        if (entry[1].at <= target && (!first || entry[1].at < first[1].at)) {
-          first = entry;
+      let first: { at: number; fn: () => void } | undefined;
+      for (const timer of this.#timers) {
+        if (timer.at <= target && (!first || timer.at < first.at)) {
+          first = timer;
         }
       }
       if (first === undefined) break;
-      this.#timers.delete(first[0]);
-      this.#now = first[1].at;
-      first[1].fn();
+      this.#timers.delete(first);
+      this.#now = first.at;
+      first.fn();
       await settle();
     }
     this.#now = target;
   }
 
-  /** {@linkcode FakeTimers.advanceTo} `ms` from now. */
+  /** {@linkcode FakeClock.advanceTo} `ms` from now. */
   advance(ms: number, settle?: () => Promise<void>): Promise<void> {
     return this.advanceTo(this.#now + ms, settle);
   }

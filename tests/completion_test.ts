@@ -314,7 +314,7 @@ Deno.test("idempotency() holds a response past maxPendingCompletions until a bac
 Deno.test("idempotency() renews the lease while a completion is pending, and stops at its outcome", async () => {
   // A real-time heartbeat: with a lease of 60 ms a claim is renewed every
   // 20–30 ms. Claims on one middleware share one timer: once a second claim
-  // has been renewed twice, any beat still in the set was due as well.
+  // has been renewed twice, any beat still in the list was due as well.
   const t = setup({ completionWait: 0, lease: 60 });
   const slot = slotOf("", "beat");
   let down = true;

@@ -48,7 +48,7 @@ import {
   redisRecordState,
 } from "./_redis.ts";
 import {
-  fakeTime,
+  FakeClock,
   freePort,
   post,
   sleep,
@@ -243,7 +243,9 @@ function integration(name: string, fn: () => Promise<void>): void {
 storeConformance({
   name: "FailoverStore (MemoryStore, MemoryStore)",
   setup() {
-    const { clock, advance } = fakeTime();
+    const time = new FakeClock();
+    const clock = () => time.now();
+    const advance = (ms: number) => time.advance(ms);
     return Promise.resolve({
       store: new FailoverStore({
         primary: new MemoryStore({ clock }),

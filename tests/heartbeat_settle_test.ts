@@ -3,8 +3,8 @@
  * A heartbeat never outlives its request: once a request has settled
  * (completed, its completion retried inline or in the background, released,
  * its release retried), its claim is renewed no more, and the heartbeat's
- * shared timer stops at its next tick. Test sanitizers do not check this by
- * themselves (NOTES.md), so it is asserted here, on fake time.
+ * shared timer stops at its next tick. Deno's test sanitizers do not flag a
+ * timer that outlives its test, so it is asserted here, on fake time.
  *
  * The heartbeat's timer does stay armed until that next tick (at most a
  * sixth of a lease): one timer per middleware, stopped lazily, so that a
@@ -21,10 +21,10 @@ import {
   type IdempotencyEvent,
   type IdempotencyOptions,
 } from "../mod.ts";
-import { HEARTBEAT_CLOCK } from "../src/_lease.ts";
+import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import type { StoreOperation } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { deferred, FakeTimers, FaultyStore, post } from "./_helpers.ts";
+import { deferred, FakeClock, FaultyStore, post } from "./_helpers.ts";
 import { until } from "./_wait.ts";
 
 const LEASE = 600;
@@ -63,7 +63,7 @@ const CASES: Case[] = [
 for (const c of CASES) {
   Deno.test(`idempotency() renews nothing once a request settled, and the heartbeat's timer stops: ${c.name}`, async () => {
     const store = new FaultyStore(new MemoryStore({ clock: () => 0 }));
-    const time = new FakeTimers();
+    const time = new FakeClock();
     const events: IdempotencyEvent[] = [];
     const onEvent = (event: IdempotencyEvent) => {
       events.push(event);

@@ -15,12 +15,12 @@ import {
   idempotency,
   type IdempotencyOptions,
 } from "../mod.ts";
-import { HEARTBEAT_CLOCK } from "../src/_lease.ts";
+import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
 import {
   deferred,
-  FakeTimers,
+  FakeClock,
   FaultyStore,
   post,
   recorder,
@@ -31,7 +31,7 @@ import { counting } from "./_idempotency.ts";
 
 /** The options, with the heartbeat on `time`. */
 function onFakeTime(
-  time: FakeTimers,
+  time: FakeClock,
   options: IdempotencyOptions,
 ): IdempotencyOptions {
   return { ...options, [HEARTBEAT_CLOCK]: time } as IdempotencyOptions;
@@ -47,7 +47,7 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
     if (n === 1) await gate.promise;
     return new Response(`answer ${n}`);
   });
-  const time = new FakeTimers();
+  const time = new FakeClock();
   const guarded = idempotency(
     handler,
     onFakeTime(time, { store, lease: 150, onEvent: log.onEvent }),
@@ -94,7 +94,7 @@ Deno.test("idempotency() renews the lease while a slow handler runs", async () =
     await gate.promise;
     return new Response("slow");
   });
-  const time = new FakeTimers();
+  const time = new FakeClock();
   const guarded = idempotency(handler, onFakeTime(time, { store, lease: 150 }));
   const first = guarded(post("slow"));
   await until(() => state.runs === 1, "the handler's start");
@@ -121,7 +121,7 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
   const inner = new MemoryStore({ clock: () => now });
   const gate = deferred();
   const log = recorder();
-  const time = new FakeTimers();
+  const time = new FakeClock();
   const guarded = idempotency(async () => {
     await gate.promise;
     return new Response("x");
@@ -164,7 +164,7 @@ Deno.test("idempotency() streams a 2xx body that does not end within a lease and
     )
   );
   const log = recorder();
-  const time = new FakeTimers();
+  const time = new FakeClock();
   const guarded = idempotency(
     handler,
     onFakeTime(time, { lease: 150, onEvent: log.onEvent }),

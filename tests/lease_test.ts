@@ -8,15 +8,15 @@
  */
 
 import assert from "node:assert/strict";
-import { Heartbeat } from "../src/_lease.ts";
+import { Heartbeat } from "../src/_heartbeat.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore } from "../src/store.ts";
-import { FakeTimers } from "./_helpers.ts";
+import { FakeClock } from "./_helpers.ts";
 
 Deno.test("Heartbeat renews a claim every third of its lease for as long as the handler runs", async () => {
   const lease = 150;
   const handlerMs = 700;
-  const time = new FakeTimers();
+  const time = new FakeClock();
   const inner = new MemoryStore({ clock: () => time.now() });
   const extends_: number[] = [];
   const inFlight: Promise<unknown>[] = [];
@@ -86,7 +86,7 @@ Deno.test("Heartbeat renews exactly the claims not stopped, whatever order they 
     fc.asyncProperty(
       fc.array(step, { minLength: 1, maxLength: 40 }),
       async (steps) => {
-        const time = new FakeTimers();
+        const time = new FakeClock();
         const renewed: string[] = [];
         const store: IdempotencyStore = {
           claim: () => Promise.reject(new Error("unused")),

@@ -5,13 +5,15 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import { StoreError } from "../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../src/store.ts";
 import { storeConformance } from "../src/testing.ts";
-import { fakeTime } from "./_helpers.ts";
+import { FakeClock } from "./_helpers.ts";
 
 storeConformance({
   name: "MemoryStore",
   setup() {
-    const { clock, advance } = fakeTime();
+    const time = new FakeClock();
+    const clock = () => time.now();
     const store = new MemoryStore({ maxEntries: 100_000, clock });
+    const advance = (ms: number) => time.advance(ms);
     return Promise.resolve({ store, elapse: advance, advanceClock: advance });
   },
 });

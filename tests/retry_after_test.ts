@@ -10,7 +10,7 @@
 import assert from "node:assert/strict";
 import { idempotency } from "../src/idempotency.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { SettleEstimate } from "../src/_retry_hint.ts";
+import { SettleEstimate } from "../src/_settle_estimate.ts";
 import { post } from "./_helpers.ts";
 
 Deno.test("SettleEstimate with nothing observed answers the rest of the lease, rounded up", () => {

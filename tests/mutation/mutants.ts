@@ -95,7 +95,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "lease-renewal-late",
-    file: "src/_lease.ts",
+    file: "src/_heartbeat.ts",
     text: "this.#leaseMs / 3;",
     replacement: "this.#leaseMs * 1.5;",
     tests: [T.lease, T.guardLease],
@@ -103,7 +103,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "retry-after-floor",
-    file: "src/_retry_hint.ts",
+    file: "src/_settle_estimate.ts",
     text: "Math.ceil(ms / 1000)",
     replacement: "Math.floor(ms / 1000)",
     tests: [T.edges, T.protocol],
@@ -406,8 +406,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-retry-once",
     file: "src/_completion.ts",
-    text: "failed + config.completionTimeout,\n        Infinity,",
-    replacement: "failed + config.completionTimeout,\n        1,",
+    text: "new Retry(failed + config.completionTimeout, Infinity)",
+    replacement: "new Retry(failed + config.completionTimeout, 1)",
     tests: [T.completion],
     what: "a completion that failed once is not retried: a retry runs again",
   },
@@ -526,17 +526,16 @@ export const MUTANTS: Mutant[] = [
     id: "completion-beat-kept",
     file: "src/_completion.ts",
     text:
-      "this.#heartbeat.stop(beat);\n    this.#completed(beat, record, outcome, 1, INLINE);",
-    replacement: "this.#completed(beat, record, outcome, 1, INLINE);",
+      "this.#heartbeat.stop(beat);\n    reportCompleted(this.#report, beat, record, outcome);",
+    replacement: "reportCompleted(this.#report, beat, record, outcome);",
     tests: [T.settle],
     what: "a completed request's claim is renewed for ever",
   },
   {
     id: "completion-retry-beat-kept",
     file: "src/_completion.ts",
-    text:
-      ".then(({ outcome, attempts }) => {\n        this.#heartbeat.stop(beat);",
-    replacement: ".then(({ outcome, attempts }) => {",
+    text: "(outcome) => {\n          this.#heartbeat.stop(beat);",
+    replacement: "(outcome) => {",
     tests: [T.settle],
     what: "a claim whose completion was retried is renewed for ever",
   },
@@ -544,8 +543,8 @@ export const MUTANTS: Mutant[] = [
     id: "release-beat-kept",
     file: "src/_completion.ts",
     text:
-      `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {\n    this.#heartbeat.stop(beat);`,
-    replacement: `reason: "thrown" | "not_cacheable",\n  ): Promise<void> {`,
+      `reason: "thrown" | "not_cacheable"): Promise<void> {\n    this.#heartbeat.stop(beat);`,
+    replacement: `reason: "thrown" | "not_cacheable"): Promise<void> {`,
     tests: [T.settle],
     what: "a released claim is renewed for ever: the key answers 409 for ever",
   },
@@ -569,9 +568,9 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "heartbeat-stop-twice",
-    file: "src/_lease.ts",
-    text: "if (beat.stopped) return;\n    beat.stopped = true;",
-    replacement: "beat.stopped = true;",
+    file: "src/_async.ts",
+    text: "if (prev === undefined && this.head !== entry) return false;",
+    replacement: "",
     tests: [T.lease],
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",

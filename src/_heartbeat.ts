@@ -1,0 +1,170 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Lease renewal while handlers run, with one timer per middleware: every
+ * claim in progress joins a list, and the timer ticks every sixth of the
+ * lease while the list is not empty, renewing the claims last renewed a
+ * third of a lease ago or more. So a claim is renewed between a third and a
+ * half of a lease after its last renewal, and a handler that answers within
+ * a third of its lease costs no timer and no store call. The timer stops at
+ * the first tick that finds the list empty, and never keeps the process
+ * alive.
+ *
+ * @module
+ */
+
+import { type Clock, type Linked, List, SYSTEM_CLOCK } from "./_async.ts";
+import type { IdempotencyStore } from "./store.ts";
+
+/** One claim being renewed, an entry of the heartbeat's list. */
+export interface Beat extends Linked<Beat> {
+  /** The claim's slot. */
+  readonly slot: string;
+  /** The claim's token. */
+  readonly token: string;
+  /** When it was claimed or last renewed, on the heartbeat's clock. */
+  renewedAt: number;
+  /** When the middleware began on its request, by `performance.now()` (0 when no one listens). */
+  readonly started: number;
+  /** Whether a renewal is under way. */
+  pending: boolean;
+  /** Whether it left the list (settled, or lost). */
+  stopped: boolean;
+  /** When the response body's capture began, on the heartbeat's clock, if it has. */
+  capturingSince?: number;
+  /** Ends the capture: called by a tick a lease after it began. */
+  stopCapture?: () => void;
+}
+
+/** What the heartbeat reports. */
+export interface HeartbeatReport {
+  /** A renewal found that the claim is no longer this request's. */
+  lost(beat: Beat): void;
+  /** A renewal threw: the store may be unreachable. */
+  error(beat: Beat, error: unknown): void;
+}
+
+/**
+ * The options key under which a test hands the middleware its heartbeat's
+ * {@linkcode Clock}. Internal: not in the options type, nor exported.
+ */
+export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
+
+/** Renews the leases of the claims in progress for one middleware. */
+export class Heartbeat {
+  /** The claims renewed, oldest first. */
+  #beats = new List<Beat>();
+  #ticking = false;
+  #store: IdempotencyStore;
+  #leaseMs: number;
+  #report: HeartbeatReport;
+  #clock: Clock;
+
+  /**
+   * An idle heartbeat: it renews claims in `store` for `leaseMs` each time,
+   * tells `report` of losses and errors, and runs on `clock`.
+   */
+  constructor(
+    store: IdempotencyStore,
+    leaseMs: number,
+    report: HeartbeatReport,
+    clock: Clock = SYSTEM_CLOCK,
+  ) {
+    this.#store = store;
+    this.#leaseMs = leaseMs;
+    this.#report = report;
+    this.#clock = clock;
+  }
+
+  /** How many claims are being renewed. */
+  get size(): number {
+    return this.#beats.size;
+  }
+
+  /** Whether the timer is scheduled. */
+  get ticking(): boolean {
+    return this.#ticking;
+  }
+
+  /** Starts renewing a claim; the beat returned goes to {@linkcode stop}. */
+  start(slot: string, token: string, started = 0): Beat {
+    const beat: Beat = {
+      slot,
+      token,
+      started,
+      renewedAt: this.#clock.now(),
+      pending: false,
+      stopped: false,
+      prev: undefined,
+      next: undefined,
+    };
+    this.#beats.push(beat);
+    if (!this.#ticking) this.#schedule();
+    return beat;
+  }
+
+  /**
+   * Marks the start of a response body's capture, and returns a promise that
+   * settles once the capture has lasted a whole lease (checked at each tick):
+   * a body that slow is streamed on and recorded without its body, so that
+   * the claim can never be renewed for ever by a body that does not end.
+   */
+  capturing(beat: Beat): Promise<void> {
+    beat.capturingSince = this.#clock.now();
+    return new Promise<void>((resolve) => beat.stopCapture = resolve);
+  }
+
+  /** Stops renewing a claim; stopping it again does nothing. */
+  stop(beat: Beat): void {
+    beat.stopped = true;
+    this.#beats.remove(beat);
+  }
+
+  #schedule(): void {
+    this.#ticking = true;
+    this.#clock.setTimeout(
+      () => this.#tick(),
+      Math.max(1, Math.floor(this.#leaseMs / 6)),
+    );
+  }
+
+  #tick(): void {
+    this.#ticking = false;
+    if (this.#beats.size === 0) return;
+    const due = this.#clock.now() - this.#leaseMs / 3;
+    const now = this.#clock.now();
+    let next: Beat | undefined;
+    for (let beat = this.#beats.head; beat !== undefined; beat = next) {
+      next = beat.next; // read first: nothing below may unlink it, but be sure
+      if (!beat.pending && beat.renewedAt <= due) this.#renew(beat);
+      if (
+        beat.stopCapture !== undefined &&
+        now - beat.capturingSince! >= this.#leaseMs
+      ) {
+        beat.stopCapture();
+        delete beat.stopCapture;
+      }
+    }
+    this.#schedule();
+  }
+
+  #renew(beat: Beat): void {
+    beat.pending = true;
+    const asked = this.#clock.now();
+    this.#store.extend(beat.slot, beat.token, this.#leaseMs).then(
+      (outcome) => {
+        beat.pending = false;
+        if (beat.stopped) return;
+        if (outcome === "applied") {
+          beat.renewedAt = asked;
+        } else {
+          this.stop(beat);
+          this.#report.lost(beat);
+        }
+      },
+      (error) => {
+        beat.pending = false;
+        if (!beat.stopped) this.#report.error(beat, error);
+      },
+    );
+  }
+}
