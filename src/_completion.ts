@@ -3,7 +3,7 @@
 
 import { backoff, delay } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
-import type { Config } from "./_options.ts";
+import type { Config } from "./options.ts";
 import type { Report, WriteResult } from "./events.ts";
 import type { StoredResponse, WriteOutcome } from "./store.ts";
 

@@ -11,7 +11,7 @@
 import { bodyInit } from "./_bytes.ts";
 import { Completions } from "./_completion.ts";
 import { commitInTransaction } from "./_transaction.ts";
-import { type Beat, Heartbeat } from "./_lease.ts";
+import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
   EMPTY,
   fingerprintOf,
@@ -21,7 +21,7 @@ import {
   type Unread,
 } from "./_request.ts";
 import { recordedBody, replay, storedHeaders } from "./_response.ts";
-import { SettleEstimate, wholeSeconds } from "./_retry_hint.ts";
+import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";

@@ -8,7 +8,8 @@
  * @module
  */
 
-import { HEARTBEAT_CLOCK, type HeartbeatClock } from "./_lease.ts";
+import type { Clock } from "./_async.ts";
+import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
 import {
   headerName,
   headerNames,
@@ -291,7 +292,7 @@ export interface Config {
   completionTimeout: number;
   maxPendingCompletions: number;
   /** The heartbeat's time: the system's unless a test set `[HEARTBEAT_CLOCK]`. */
-  heartbeatClock: HeartbeatClock | undefined;
+  heartbeatClock: Clock | undefined;
   /** 0: answer 409 at once. */
   waitForInFlight: number;
   maxWaiting: number;
@@ -377,7 +378,7 @@ export function configure(options: IdempotencyOptions): Config {
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
-    heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: HeartbeatClock })[
+    heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: Clock })[
       HEARTBEAT_CLOCK
     ],
     waitForInFlight: option("waitForInFlight", nonNegativeInteger),
