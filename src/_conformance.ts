@@ -93,7 +93,7 @@ export type ConformanceStep = (
 /**
  * How {@linkcode checkStoreConformance} runs the suite against one store.
  *
- * @example Run one case alone, with a longer lease
+ * @example Run one case alone
  * ```ts
  * import { checkStoreConformance } from "@idempotent/http/testing";
  * import type { ConformanceCheck } from "@idempotent/http/testing";
