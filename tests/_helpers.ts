@@ -9,7 +9,6 @@ import type {
   StoreOperation,
   WriteOutcome,
 } from "../src/store.ts";
-import { StoreError } from "../src/store.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import type { Clock } from "../src/_async.ts";
 import assert from "node:assert/strict";
@@ -287,37 +286,6 @@ export abstract class StoreWrapper implements IdempotencyStore {
       slot,
       () => this.inner.extend(slot, token, leaseMs),
     );
-  }
-}
-
-/**
- * Puts faults in front of a real store: an operation set to fail throws a
- * StoreError before reaching the store (so it surely did not happen), or,
- * with `after`, after the store applied it (so the outcome was unknown to
- * the caller but real). Counts every call.
- */
-export class FaultyStore extends StoreWrapper {
-  readonly calls: Record<StoreOperation, number> = callCounts();
-  readonly failing = new Set<StoreOperation>();
-  readonly failingAfter = new Set<StoreOperation>();
-
-  protected override async around<T>(
-    operation: StoreOperation,
-    _slot: string,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    this.calls[operation]++;
-    if (this.failing.has(operation)) {
-      throw new StoreError(`injected ${operation} failure`, {
-        operation,
-        cause: new Error("ECONNREFUSED"),
-      });
-    }
-    const result = await run();
-    if (this.failingAfter.has(operation)) {
-      throw new StoreError(`injected ${operation} timeout`, { operation });
-    }
-    return result;
   }
 }
 

@@ -24,7 +24,8 @@ import {
 import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import type { StoreOperation } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { deferred, FakeClock, FaultyStore, post } from "./_helpers.ts";
+import { deferred, FakeClock, post } from "./_helpers.ts";
+import { FaultyStore } from "./faults/_faulty_store.ts";
 import { until } from "./_wait.ts";
 
 const LEASE = 600;

@@ -19,13 +19,13 @@ import {
 } from "../mod.ts";
 import {
   deferred,
-  FaultyStore,
   frames,
   type LocalServer,
   post,
   recorder,
   serveLocal,
 } from "./_helpers.ts";
+import { FaultyStore } from "./faults/_faulty_store.ts";
 
 const encoder = new TextEncoder();
 

@@ -14,13 +14,13 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import {
   bytesOf,
   deferred,
-  FaultyStore,
   frames,
   pattern,
   post,
   recorder,
   sameBytes,
 } from "./_helpers.ts";
+import { FaultyStore } from "./faults/_faulty_store.ts";
 import { CAP, counting } from "./_idempotency.ts";
 
 Deno.test("idempotency() streams an oversized 2xx intact and records it without a body", async () => {

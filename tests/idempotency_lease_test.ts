@@ -18,14 +18,8 @@ import {
 import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
-import {
-  deferred,
-  FakeClock,
-  FaultyStore,
-  post,
-  recorder,
-  sleep,
-} from "./_helpers.ts";
+import { deferred, FakeClock, post, recorder, sleep } from "./_helpers.ts";
+import { FaultyStore } from "./faults/_faulty_store.ts";
 import { until } from "./_wait.ts";
 import { counting } from "./_idempotency.ts";
 

@@ -12,13 +12,13 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import {
   bytesOf,
   deferred,
-  FaultyStore,
   frames,
   pattern,
   post,
   recorder,
   sameBytes,
 } from "./_helpers.ts";
+import { FaultyStore } from "./faults/_faulty_store.ts";
 import { counting } from "./_idempotency.ts";
 
 Deno.test("idempotency() answers 422 when a key is reused with another body, path or query", async () => {

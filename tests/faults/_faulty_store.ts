@@ -19,7 +19,9 @@
  *
  * Each rule fires on every `every`-th matching call, `times` times (once by
  * default; `Infinity` for always), so "fails once", "fails n times" and
- * "fails every third call" are all one rule.
+ * "fails every third call" are all one rule. For a fault a test switches on
+ * and off as it goes, {@linkcode FaultyStore.failing} holds the operations
+ * that `throw` on every call while they are in it.
  *
  * @module
  */
@@ -54,12 +56,17 @@ interface LiveRule {
 /** The key of the counts of injected faults: `operation:kind`. */
 export type FaultCounts = Record<string, number>;
 
-/** A store that fails chosen operations of a real store, as a plan says. */
+/**
+ * A store that fails chosen operations of a real store, as a plan says, and
+ * counts every call.
+ */
 export class FaultyStore extends StoreWrapper {
   /** Calls per operation, faulty or not. */
   readonly calls: Record<StoreOperation, number> = callCounts();
   /** Faults injected, by `operation:kind`. */
   readonly injected: FaultCounts = {};
+  /** Operations that `throw` on every call while they are in this set. */
+  readonly failing: Set<StoreOperation> = new Set();
   #rules: LiveRule[] = [];
   #hung: (() => void)[] = [];
   #waiters: { operation: StoreOperation | "hang"; resolve: () => void }[] = [];
@@ -130,16 +137,21 @@ export class FaultyStore extends StoreWrapper {
   }
 
   #fault(operation: StoreOperation): FaultKind | undefined {
+    if (this.failing.has(operation)) return this.#count(operation, "throw");
     for (const live of this.#rules) {
       if (live.rule.operation !== operation || live.left <= 0) continue;
       live.seen++;
       if (live.seen % (live.rule.every ?? 1) !== 0) continue;
       live.left--;
-      const key = `${operation}:${live.rule.kind}`;
-      this.injected[key] = (this.injected[key] ?? 0) + 1;
-      return live.rule.kind;
+      return this.#count(operation, live.rule.kind);
     }
     return undefined;
+  }
+
+  #count(operation: StoreOperation, kind: FaultKind): FaultKind {
+    const key = `${operation}:${kind}`;
+    this.injected[key] = (this.injected[key] ?? 0) + 1;
+    return kind;
   }
 
   protected override async around<T>(
