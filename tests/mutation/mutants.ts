@@ -503,10 +503,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-new-key-per-attempt",
-    file: "src/client.ts",
-    text: "const request = new Request(input, attemptInit);",
+    file: "src/_client_attempt.ts",
+    text: "const request = new Request(operation.input, operation.init);",
     replacement:
-      "if (attempts > 0 && key !== null) {\n        headers.set(config.header, config.generateKey());\n        attemptInit.headers = headers;\n      }\n      const request = new Request(input, attemptInit);",
+      "if (operation.attempts > 0 && operation.key !== null) {\n    operation.headers.set(config.header, config.generateKey());\n  }\n  const request = new Request(operation.input, operation.init);",
     tests: [T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },

@@ -1,0 +1,294 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The client's options, what its `onRetry` is told, and
+ * {@linkcode configure}, which checks the options once and fills in their
+ * defaults.
+ *
+ * @module
+ */
+
+import { delay } from "./_async.ts";
+import {
+  headerName,
+  nonNegativeInteger,
+  optionalFunction,
+  positiveInteger,
+} from "./_validate.ts";
+
+/**
+ * The options of `createIdempotentFetch()`. Every number is in
+ * milliseconds, except `maxAttempts` and `maxBodyBytes`.
+ *
+ * @example Fewer, quicker retries, with a log line for each
+ * ```ts
+ * import { createIdempotentFetch, type IdempotentFetchOptions } from "@idempotent/http/client";
+ * import assert from "node:assert/strict";
+ *
+ * const waits: number[] = [];
+ * const options: IdempotentFetchOptions = {
+ *   maxAttempts: 3,
+ *   baseDelay: 100,
+ *   maxDelay: 1_000,
+ *   timeout: 10_000,
+ *   onRetry: (retry) => waits.push(retry.delay),
+ *   fetch: () => Promise.resolve(new Response(null, { status: 503 })),
+ *   sleep: () => Promise.resolve(),
+ *   random: () => 1,
+ * };
+ * const result = await createIdempotentFetch(options)("http://api.test/orders", { method: "POST" });
+ * assert.equal(result.attempts, 3);
+ * assert.equal(result.stopped?.reason, "attempts");
+ * assert.deepEqual(waits, [100, 200]);
+ * ```
+ */
+export interface IdempotentFetchOptions {
+  /**
+   * The `fetch` to send each attempt with. It is called with one `Request`,
+   * so a fetch handler (a guarded one, in tests) fits too.
+   *
+   * @default globalThis.fetch
+   */
+  fetch?: (request: Request) => Response | Promise<Response>;
+  /**
+   * The request header that carries the key.
+   *
+   * @default {"Idempotency-Key"}
+   */
+  header?: string;
+  /**
+   * The response header that marks a replay (its value `true`).
+   *
+   * @default {"Idempotent-Replayed"}
+   */
+  replayHeader?: string;
+  /**
+   * The methods that get a key (and so are retried), in any case.
+   *
+   * @default {["POST", "PATCH"]}
+   */
+  methods?: readonly string[];
+  /**
+   * The most attempts per operation, the first included (1: never retry).
+   *
+   * @default {5}
+   */
+  maxAttempts?: number;
+  /**
+   * The backoff before the first retry, doubled for each next one, before
+   * jitter.
+   *
+   * @default {500}
+   */
+  baseDelay?: number;
+  /**
+   * The cap of the backoff, before jitter.
+   *
+   * @default {10000}
+   */
+  maxDelay?: number;
+  /**
+   * The longest `Retry-After` honoured. A server that asks for a longer wait
+   * gets its answer handed to the caller, with `stopped.reason`
+   * `"retry_after"`.
+   *
+   * @default {60000}
+   */
+  maxRetryAfter?: number;
+  /**
+   * The time allowed for the whole operation: every attempt and every wait.
+   * A wait that would end past it is not begun; an attempt still running at
+   * it is aborted.
+   *
+   * @default {60000}
+   */
+  timeout?: number;
+  /**
+   * The 5xx statuses retried besides 503 (409, 429 and 503 always are).
+   *
+   * @default {[500, 502, 504]}
+   */
+  retryStatuses?: readonly number[];
+  /**
+   * The largest stream body (or `Request` body) buffered so it can be sent
+   * again. A larger one is refused with an `IdempotentFetchError`
+   * (`reason: "body_too_large"`) before anything is sent.
+   *
+   * @default {1048576}
+   */
+  maxBodyBytes?: number;
+  /**
+   * Makes a key for a call that brings none.
+   *
+   * @default {() => crypto.randomUUID()}
+   */
+  generateKey?: () => string;
+  /** Called before each wait, with what failed and how long the wait is. */
+  onRetry?: (retry: RetryInfo) => void;
+  /**
+   * Waits `ms` milliseconds (tests inject one that does not). It need not
+   * watch `signal`: an abort stops the wait anyway.
+   *
+   * @default setTimeout
+   */
+  sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
+  /**
+   * A number in [0, 1) for the jitter.
+   *
+   * @default Math.random
+   */
+  random?: () => number;
+  /**
+   * The time in milliseconds since the epoch, for `Retry-After` dates and
+   * the `timeout` checks before each wait (an attempt in flight is bounded
+   * by a real timer).
+   *
+   * @default Date.now
+   */
+  clock?: () => number;
+}
+
+/**
+ * What {@linkcode IdempotentFetchOptions.onRetry} is told before a wait.
+ *
+ * @example Log each retry
+ * ```ts
+ * import { createIdempotentFetch, type RetryInfo } from "@idempotent/http/client";
+ * import assert from "node:assert/strict";
+ *
+ * const retries: RetryInfo[] = [];
+ * const send = createIdempotentFetch({
+ *   maxAttempts: 2,
+ *   fetch: () => Promise.reject(new TypeError("connection reset")),
+ *   onRetry: (retry) => retries.push(retry),
+ *   sleep: () => Promise.resolve(),
+ *   random: () => 0.5,
+ * });
+ * await send("http://api.test/orders", { method: "POST", idempotencyKey: "k-1" })
+ *   .catch(() => {});
+ * assert.equal(retries.length, 1);
+ * const [retry] = retries;
+ * assert.equal(retry?.attempt, 1);
+ * assert.equal(retry?.key, "k-1");
+ * assert.equal(retry?.delay, 250); // full jitter: 0.5 × 500
+ * assert.equal(retry?.status, null); // a network error
+ * ```
+ */
+export interface RetryInfo {
+  /** The attempt that failed, from 1. */
+  attempt: number;
+  /** The key the retry carries (null for an unkeyed idempotent method). */
+  key: string | null;
+  /** How long the wait before the retry is, in milliseconds. */
+  delay: number;
+  /** The status that is retried, or null after a network error. */
+  status: number | null;
+  /** The server's `Retry-After`, in milliseconds, or null. */
+  retryAfter: number | null;
+  /** The network error that is retried, or undefined. */
+  error?: unknown;
+}
+
+/** The client's options, checked, with their defaults filled in. */
+export interface ClientConfig {
+  fetch: (request: Request) => Response | Promise<Response>;
+  /** In the caller's case: messages quote it. */
+  header: string;
+  replayHeader: string;
+  /** Upper case. */
+  methods: ReadonlySet<string>;
+  maxAttempts: number;
+  baseDelay: number;
+  maxDelay: number;
+  maxRetryAfter: number;
+  timeout: number;
+  retryStatuses: ReadonlySet<number>;
+  maxBodyBytes: number;
+  generateKey: () => string;
+  onRetry: ((retry: RetryInfo) => void) | undefined;
+  sleep: (ms: number, signal: AbortSignal) => Promise<void>;
+  random: () => number;
+  clock: () => number;
+}
+
+/**
+ * Checks the options and fills in their defaults: a `TypeError` for an
+ * option of the wrong type, a `RangeError` for a number out of range.
+ */
+export function configure(options: IdempotentFetchOptions): ClientConfig {
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(
+      `'options' must be an object: current value is ${options}`,
+    );
+  }
+  const methods = options.methods ?? ["POST", "PATCH"];
+  if (
+    !Array.isArray(methods) ||
+    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
+  ) {
+    throw new TypeError(
+      `'methods' must be a list of method names: current value is ${
+        JSON.stringify(methods)
+      }`,
+    );
+  }
+  const retryStatuses = options.retryStatuses ?? [500, 502, 504];
+  if (
+    !Array.isArray(retryStatuses) ||
+    !retryStatuses.every((s) => Number.isInteger(s) && s >= 500 && s <= 599)
+  ) {
+    throw new RangeError(
+      `'retryStatuses' must be a list of 5xx statuses: current value is ${
+        JSON.stringify(retryStatuses)
+      }`,
+    );
+  }
+  const send = optionalFunction("fetch", options.fetch) ??
+    ((request: Request) => fetch(request));
+  const header = options.header ?? "Idempotency-Key";
+  const replayHeader = options.replayHeader ?? "Idempotent-Replayed";
+  headerName("header", header);
+  headerName("replayHeader", replayHeader);
+  return {
+    // Called unbound: a browser's fetch throws when called on another object.
+    fetch: (request) => send(request),
+    header,
+    replayHeader,
+    methods: new Set(methods.map((m) => m.toUpperCase())),
+    maxAttempts: positiveInteger("maxAttempts", options.maxAttempts ?? 5),
+    baseDelay: nonNegativeInteger("baseDelay", options.baseDelay ?? 500),
+    maxDelay: nonNegativeInteger("maxDelay", options.maxDelay ?? 10_000),
+    maxRetryAfter: nonNegativeInteger(
+      "maxRetryAfter",
+      options.maxRetryAfter ?? 60_000,
+    ),
+    timeout: positiveInteger("timeout", options.timeout ?? 60_000),
+    retryStatuses: new Set(retryStatuses),
+    maxBodyBytes: nonNegativeInteger(
+      "maxBodyBytes",
+      options.maxBodyBytes ?? 1_048_576,
+    ),
+    generateKey: optionalFunction("generateKey", options.generateKey) ??
+      uuidV4,
+    onRetry: optionalFunction("onRetry", options.onRetry),
+    sleep: optionalFunction("sleep", options.sleep) ?? sleep,
+    random: optionalFunction("random", options.random) ?? Math.random,
+    clock: optionalFunction("clock", options.clock) ?? Date.now,
+  };
+}
+
+/** The default `sleep`: a timer that an abort ends early. */
+async function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  await delay(ms, signal);
+}
+
+function uuidV4(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  // Browsers offer randomUUID only in secure contexts: the same v4 by hand.
+  const b = crypto.getRandomValues(new Uint8Array(16));
+  b[6] = (b[6]! & 0x0f) | 0x40;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${
+    h.slice(16, 20)
+  }-${h.slice(20)}`;
+}
