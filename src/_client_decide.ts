@@ -62,8 +62,17 @@ export async function decide(
   operation: Operation,
   outcome: Outcome,
 ): Promise<Decision> {
-  if ("error" in outcome) return failed(config, operation, outcome.error);
-  const { response } = outcome;
+  return "error" in outcome
+    ? failed(config, operation, outcome.error)
+    : await answered(config, operation, outcome.response);
+}
+
+/** What follows a response: the result, or a retry and its wait. */
+async function answered(
+  config: ClientConfig,
+  operation: Operation,
+  response: Response,
+): Promise<Decision> {
   const { attempts, key, method, retried } = operation;
   const status = response.status;
   const result = (stopped: IdempotentFetchResult["stopped"]) => ({
@@ -116,7 +125,7 @@ export async function decide(
   return { retry: { attempt: attempts, key, delay, status, retryAfter } };
 }
 
-/** What follows a network error: a retry, or the error that ends the operation. */
+/** What follows a network error: a retry, or the operation's end. */
 function failed(
   config: ClientConfig,
   operation: Operation,
