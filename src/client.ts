@@ -89,8 +89,10 @@ export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
 export type { IdempotentFetchResult, IdempotentRequestInit };
 
 /**
- * A configured retrying `fetch`: `fetch`'s arguments, a result that says
- * how the answer came.
+ * A configured retrying `fetch`. It takes `fetch`'s arguments (plus
+ * `idempotencyKey`) and resolves to an {@linkcode IdempotentFetchResult}
+ * whenever a response came, error statuses included (as `fetch` does); it
+ * rejects with an {@linkcode IdempotentFetchError} when none did.
  *
  * @example Take any configured client
  * ```ts
@@ -116,13 +118,8 @@ export type IdempotentFetch = (
  * until it gets an answer worth handing back. Make one per API you call, as
  * you would configure an SDK client once.
  *
- * The returned function takes `fetch`'s arguments (plus `idempotencyKey`)
- * and resolves to an {@linkcode IdempotentFetchResult} whenever a response
- * came, error statuses included (as `fetch` does); it rejects with an
- * {@linkcode IdempotentFetchError} when none did.
- *
  * @param options How to retry.
- * @returns The retrying `fetch`.
+ * @returns The retrying `fetch` ({@linkcode IdempotentFetch}).
  * @throws {TypeError} When an option has the wrong type.
  * @throws {RangeError} When a number option is out of range.
  *
@@ -173,10 +170,8 @@ export function createIdempotentFetch(
  *
  * @param input What `fetch` takes: a URL or a `Request`.
  * @param init What `fetch` takes, plus `idempotencyKey`.
- * @returns The last response, the key, the number of attempts, whether it
- *   is a replay, and why it was not retried when it is an error.
- * @throws {IdempotentFetchError} When no response came (network errors to
- *   the last attempt, `timeout`, an abort, a stream body too large).
+ * @returns The last response and how it came.
+ * @throws {IdempotentFetchError} When no response came.
  *
  * @example A POST against a guarded server
  * ```ts
