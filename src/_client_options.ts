@@ -1,11 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The client's options, what its `onRetry` is told, and
- * {@linkcode configure}, which checks the options once and fills in their
- * defaults.
- *
- * @module
- */
+/** The client's options, and their check ({@linkcode configure}). @module */
 
 import { delay } from "./_async.ts";
 import {
@@ -18,161 +12,73 @@ import {
 /**
  * The options of `createIdempotentFetch()`. Every number is in
  * milliseconds, except `maxAttempts` and `maxBodyBytes`.
- *
- * @example Fewer, quicker retries, with a log line for each
- * ```ts
- * import { createIdempotentFetch, type IdempotentFetchOptions } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * const waits: number[] = [];
- * const options: IdempotentFetchOptions = {
- *   maxAttempts: 3,
- *   baseDelay: 100,
- *   maxDelay: 1_000,
- *   timeout: 10_000,
- *   onRetry: (retry) => waits.push(retry.delay),
- *   fetch: () => Promise.resolve(new Response(null, { status: 503 })),
- *   sleep: () => Promise.resolve(),
- *   random: () => 1,
- * };
- * const result = await createIdempotentFetch(options)("http://api.test/orders", { method: "POST" });
- * assert.equal(result.attempts, 3);
- * assert.equal(result.stopped?.reason, "attempts");
- * assert.deepEqual(waits, [100, 200]);
- * ```
  */
 export interface IdempotentFetchOptions {
   /**
-   * The `fetch` to send each attempt with. It is called with one `Request`,
-   * so a fetch handler (a guarded one, in tests) fits too.
-   *
+   * The `fetch` each attempt is sent with, called with one `Request` (so a
+   * fetch handler fits too).
    * @default globalThis.fetch
    */
   fetch?: (request: Request) => Response | Promise<Response>;
-  /**
-   * The request header that carries the key.
-   *
-   * @default {"Idempotency-Key"}
-   */
+  /** The request header that carries the key.
+   * @default {"Idempotency-Key"} */
   header?: string;
-  /**
-   * The response header that marks a replay (its value `true`).
-   *
-   * @default {"Idempotent-Replayed"}
-   */
+  /** The response header that marks a replay (its value `true`).
+   * @default {"Idempotent-Replayed"} */
   replayHeader?: string;
-  /**
-   * The methods that get a key (and so are retried), in any case.
-   *
-   * @default {["POST", "PATCH"]}
-   */
+  /** The methods that get a key (and so are retried), in any case.
+   * @default {["POST", "PATCH"]} */
   methods?: readonly string[];
-  /**
-   * The most attempts per operation, the first included (1: never retry).
-   *
-   * @default {5}
-   */
+  /** The most attempts per operation, the first included (1: never retry).
+   * @default {5} */
   maxAttempts?: number;
-  /**
-   * The backoff before the first retry, doubled for each next one, before
-   * jitter.
-   *
-   * @default {500}
-   */
+  /** The backoff before the first retry, doubled for each next one.
+   * @default {500} */
   baseDelay?: number;
-  /**
-   * The cap of the backoff, before jitter.
-   *
-   * @default {10000}
-   */
+  /** The cap of the backoff.
+   * @default {10000} */
   maxDelay?: number;
   /**
-   * The longest `Retry-After` honoured. A server that asks for a longer wait
-   * gets its answer handed to the caller, with `stopped.reason`
-   * `"retry_after"`.
-   *
+   * The longest `Retry-After` honoured; a longer one hands the answer back,
+   * with `stopped.reason` `"retry_after"`.
    * @default {60000}
    */
   maxRetryAfter?: number;
   /**
-   * The time allowed for the whole operation: every attempt and every wait.
-   * A wait that would end past it is not begun; an attempt still running at
-   * it is aborted.
-   *
+   * The time for the whole operation, every attempt and wait: a wait that
+   * would end past it is not begun, an attempt still running is aborted.
    * @default {60000}
    */
   timeout?: number;
-  /**
-   * The 5xx statuses retried besides 503 (409, 429 and 503 always are).
-   *
-   * @default {[500, 502, 504]}
-   */
+  /** The 5xx statuses retried besides 503 (409, 429 and 503 always are).
+   * @default {[500, 502, 504]} */
   retryStatuses?: readonly number[];
   /**
-   * The largest stream body (or `Request` body) buffered so it can be sent
-   * again. A larger one is refused with an `IdempotentFetchError`
-   * (`reason: "body_too_large"`) before anything is sent.
-   *
+   * The largest stream (or `Request`) body buffered to be sent again; a
+   * larger one is refused (`"body_too_large"`) before anything is sent.
    * @default {1048576}
    */
   maxBodyBytes?: number;
-  /**
-   * Makes a key for a call that brings none.
-   *
-   * @default {() => crypto.randomUUID()}
-   */
+  /** Makes a key for a call that brings none.
+   * @default {() => crypto.randomUUID()} */
   generateKey?: () => string;
   /** Called before each wait, with what failed and how long the wait is. */
   onRetry?: (retry: RetryInfo) => void;
-  /**
-   * Waits `ms` milliseconds (tests inject one that does not). It need not
-   * watch `signal`: an abort stops the wait anyway.
-   *
-   * @default setTimeout
-   */
+  /** Waits `ms`; it need not watch `signal`, an abort ends the wait anyway.
+   * @default setTimeout */
   sleep?: (ms: number, signal: AbortSignal) => Promise<void>;
-  /**
-   * A number in [0, 1) for the jitter.
-   *
-   * @default Math.random
-   */
+  /** A number in [0, 1) for the jitter.
+   * @default Math.random */
   random?: () => number;
   /**
-   * The time in milliseconds since the epoch, for `Retry-After` dates and
-   * the `timeout` checks before each wait (an attempt in flight is bounded
-   * by a real timer).
-   *
+   * Milliseconds since the epoch, for `Retry-After` dates and the `timeout`
+   * check before each wait (an attempt in flight has a real timer).
    * @default Date.now
    */
   clock?: () => number;
 }
 
-/**
- * What {@linkcode IdempotentFetchOptions.onRetry} is told before a wait.
- *
- * @example Log each retry
- * ```ts
- * import { createIdempotentFetch, type RetryInfo } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * const retries: RetryInfo[] = [];
- * const send = createIdempotentFetch({
- *   maxAttempts: 2,
- *   fetch: () => Promise.reject(new TypeError("connection reset")),
- *   onRetry: (retry) => retries.push(retry),
- *   sleep: () => Promise.resolve(),
- *   random: () => 0.5,
- * });
- * await send("http://api.test/orders", { method: "POST", idempotencyKey: "k-1" })
- *   .catch(() => {});
- * assert.equal(retries.length, 1);
- * const [retry] = retries;
- * assert.equal(retry?.attempt, 1);
- * assert.equal(retry?.key, "k-1");
- * assert.equal(retry?.delay, 250); // full jitter: 0.5 × 500
- * assert.equal(retry?.status, null); // a network error
- * ```
- */
+/** What {@linkcode IdempotentFetchOptions.onRetry} is told before a wait. */
 export interface RetryInfo {
   /** The attempt that failed, from 1. */
   attempt: number;
@@ -188,32 +94,22 @@ export interface RetryInfo {
   error?: unknown;
 }
 
-/** The client's options, checked, with their defaults filled in. */
-export interface ClientConfig {
-  fetch: (request: Request) => Response | Promise<Response>;
-  /** In the caller's case: messages quote it. */
-  header: string;
-  replayHeader: string;
-  /** Upper case. */
-  methods: ReadonlySet<string>;
-  maxAttempts: number;
-  baseDelay: number;
-  maxDelay: number;
-  maxRetryAfter: number;
-  timeout: number;
-  retryStatuses: ReadonlySet<number>;
-  maxBodyBytes: number;
-  generateKey: () => string;
-  onRetry: ((retry: RetryInfo) => void) | undefined;
-  sleep: (ms: number, signal: AbortSignal) => Promise<void>;
-  random: () => number;
-  clock: () => number;
-}
+/** The options checked, with their defaults; `methods` in upper case. */
+export type ClientConfig =
+  & Required<
+    Omit<
+      IdempotentFetchOptions,
+      "fetch" | "methods" | "retryStatuses" | "onRetry"
+    >
+  >
+  & {
+    fetch: (request: Request) => Promise<Response>;
+    methods: ReadonlySet<string>;
+    retryStatuses: ReadonlySet<number>;
+    onRetry: ((retry: RetryInfo) => void) | undefined;
+  };
 
-/**
- * Checks the options and fills in their defaults: a `TypeError` for an
- * option of the wrong type, a `RangeError` for a number out of range.
- */
+/** Checks the options (`TypeError`, or `RangeError` for a number). */
 export function configure(options: IdempotentFetchOptions): ClientConfig {
   if (options === null || typeof options !== "object") {
     throw new TypeError(
@@ -246,11 +142,12 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     ((request: Request) => fetch(request));
   const header = options.header ?? "Idempotency-Key";
   const replayHeader = options.replayHeader ?? "Idempotent-Replayed";
-  headerName("header", header);
+  headerName("header", header); // kept in the caller's case: messages quote it
   headerName("replayHeader", replayHeader);
   return {
-    // Called unbound: a browser's fetch throws when called on another object.
-    fetch: (request) => send(request),
+    // Unbound (a browser's fetch throws when called on another object), and a
+    // throw or a plain value becomes a promise.
+    fetch: async (request) => await send(request),
     header,
     replayHeader,
     methods: new Set(methods.map((m) => m.toUpperCase())),
@@ -270,15 +167,11 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     generateKey: optionalFunction("generateKey", options.generateKey) ??
       uuidV4,
     onRetry: optionalFunction("onRetry", options.onRetry),
-    sleep: optionalFunction("sleep", options.sleep) ?? sleep,
+    sleep: optionalFunction("sleep", options.sleep) ??
+      (async (ms, signal) => void await delay(ms, signal)),
     random: optionalFunction("random", options.random) ?? Math.random,
     clock: optionalFunction("clock", options.clock) ?? Date.now,
   };
-}
-
-/** The default `sleep`: a timer that an abort ends early. */
-async function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  await delay(ms, signal);
 }
 
 function uuidV4(): string {

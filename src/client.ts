@@ -1,42 +1,86 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A `fetch` that is safe to retry: each logical operation gets one
- * `Idempotency-Key`, and every retry of it is sent with that same key, so a
- * server guarded by `idempotency()` (or Stripe, or any server that follows
- * the IETF draft) runs it once and answers the retries with a replay.
+ * A `fetch` that is safe to retry: each operation gets one `Idempotency-Key`
+ * and every retry carries that same key, so a server guarded by
+ * `idempotency()` (or any that follows the IETF draft, Stripe's included)
+ * runs it once and answers the retries with a replay.
  *
- * - **One key per operation.** A random UUID v4 (`crypto.randomUUID()`),
- *   made once per call and sent with every attempt; or the caller's own
- *   (`idempotencyKey`, or an `Idempotency-Key` header already on the
- *   request). v4 rather than v7: the server hashes the key into its slot, so
- *   v7's time order buys no index locality there, while v4's 122 random bits
- *   keep a key unguessable (a guessed key is a read of someone's response
- *   under a global scope) and tell nothing about when it was made.
- * - **What is retried.** A network error (any rejection of `fetch` that is
- *   not an abort: the request may or may not have run, which is exactly what
- *   the key settles), 409 (the first attempt is still running), 429, 503,
- *   and the 5xx of `retryStatuses` (500, 502, 504 by default). `Retry-After`
- *   is honoured (seconds or an HTTP-date), up to `maxRetryAfter`; otherwise
- *   the wait is capped exponential backoff with full jitter (a random wait
- *   between 0 and `min(maxDelay, baseDelay × 2^(n−1))`). At most
- *   `maxAttempts` attempts, within `timeout` for the whole operation, and
- *   the caller's `signal` stops both the wait and the attempt in flight.
- * - **What is not.** 422 (the key was used for another request) or any
- *   other 4xx: the same request gets the same answer, and another key could
- *   run the operation twice, so the key is never changed. The result's
- *   `stopped` says why.
- * - **Methods.** `POST` and `PATCH` (the `methods` option) get a key. The
- *   methods HTTP defines as idempotent (`GET`, `HEAD`, `OPTIONS`, `TRACE`,
- *   `PUT`, `DELETE`) are retried without one. Any other method without a
- *   key is sent once: sending it again could run it twice.
- * - **Bodies.** A string, `ArrayBuffer`, typed array, `Blob` or
- *   `URLSearchParams` is sent again as it is. A `FormData` is serialized
- *   once (its multipart boundary is random, and a new boundary would make
- *   the retry a different request: 422). A stream (or a `Request`'s body) is
- *   read once, up to `maxBodyBytes`, and refused past it.
+ * - **The key** is the caller's (`idempotencyKey`, or the request's header),
+ *   else a random UUID v4 for a method in `methods` (`POST`, `PATCH`): v4
+ *   because the server hashes the key, so v7's time order buys nothing, and
+ *   122 random bits keep it unguessable. It is never changed: another key
+ *   could run the operation twice.
+ * - **Retried**: a network error (the request may or may not have run, which
+ *   the key settles), 409 (the first attempt still runs), 429, 503 and
+ *   `retryStatuses`, after the server's `Retry-After` (up to
+ *   `maxRetryAfter`) or capped exponential backoff with full jitter; at most
+ *   `maxAttempts` attempts within `timeout`, stopped by the caller's
+ *   `signal`. The methods RFC 9110 calls idempotent are retried without a
+ *   key; any other method without one is sent once.
+ * - **Not retried**: 422 (the key was used for another request) and any other
+ *   4xx: the same request gets the same answer. `stopped` says why.
+ * - **Bodies**: a stream (or a `Request`'s body) is read once, up to
+ *   `maxBodyBytes`; a `FormData` is serialized once (a new multipart boundary
+ *   would make the retry another request); any other body is sent as given.
  *
- * Web platform only: it runs on Deno, Node 20, Bun, Cloudflare Workers and
- * in browsers.
+ * Web platform only: Deno, Node 20, Bun, Cloudflare Workers and browsers.
+ *
+ * @module
+ */
+
+import { backoff } from "./_async.ts";
+import {
+  type ClientConfig,
+  configure,
+  type IdempotentFetchOptions,
+  type RetryInfo,
+} from "./_client_options.ts";
+import {
+  type IdempotentRequestInit,
+  Operation,
+  resendable,
+  type StopReason,
+} from "./_client_operation.ts";
+
+export {
+  IdempotentFetchError,
+  type IdempotentRequestInit,
+  type StopReason,
+} from "./_client_operation.ts";
+export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
+
+/**
+ * A configured retrying `fetch`: it resolves whenever a response came, error
+ * statuses included, and rejects with an `IdempotentFetchError` when none
+ * did.
+ */
+export type IdempotentFetch = (
+  input: RequestInfo | URL,
+  init?: IdempotentRequestInit,
+) => Promise<IdempotentFetchResult>;
+
+/** What an `IdempotentFetch` call resolves to. */
+export interface IdempotentFetchResult {
+  /** The last response, its body unread. */
+  response: Response;
+  /** The key every attempt carried, or null when the request had none. */
+  key: string | null;
+  /** How many attempts were sent, this one included. */
+  attempts: number;
+  /** Whether the response is a replay (`Idempotent-Replayed: true`). */
+  replayed: boolean;
+  /** Why an error (status 400 or more) was not retried; null for a success. */
+  stopped: { reason: StopReason; message: string } | null;
+}
+
+/**
+ * Makes a `fetch` whose calls are safe to retry. The options are checked
+ * once, here: make one per API you call, as you would an SDK client.
+ *
+ * @param options How to retry.
+ * @returns The retrying `fetch`.
+ * @throws {TypeError} When an option has the wrong type.
+ * @throws {RangeError} When a number option is out of range.
  *
  * @example Retry a payment whose first response was lost
  * ```ts
@@ -71,90 +115,6 @@
  * assert.equal(runs, 1);
  * await server.shutdown();
  * ```
- *
- * @module
- */
-
-import { attempt, pause } from "./_client_attempt.ts";
-import { decide, type IdempotentFetchResult } from "./_client_decide.ts";
-import {
-  type ClientConfig,
-  configure,
-  type IdempotentFetchOptions,
-} from "./_client_options.ts";
-import { type IdempotentRequestInit, prepare } from "./_client_prepare.ts";
-
-export { IdempotentFetchError, type StopReason } from "./_client_error.ts";
-export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
-export type { IdempotentFetchResult, IdempotentRequestInit };
-
-/**
- * A configured retrying `fetch`. It takes `fetch`'s arguments (plus
- * `idempotencyKey`) and resolves to an {@linkcode IdempotentFetchResult}
- * whenever a response came, error statuses included (as `fetch` does); it
- * rejects with an {@linkcode IdempotentFetchError} when none did.
- *
- * @example Take any configured client
- * ```ts
- * import { createIdempotentFetch, type IdempotentFetch } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * async function createOrder(send: IdempotentFetch): Promise<number> {
- *   const { response } = await send("http://api.test/orders", { method: "POST", body: "{}" });
- *   return response.status;
- * }
- * const send = createIdempotentFetch({ fetch: () => new Response(null, { status: 201 }) });
- * assert.equal(await createOrder(send), 201);
- * ```
- */
-export type IdempotentFetch = (
-  input: RequestInfo | URL,
-  init?: IdempotentRequestInit,
-) => Promise<IdempotentFetchResult>;
-
-/**
- * Makes a `fetch` whose calls are safe to retry: the options are checked
- * once, here, and the function it returns sends each operation with one key
- * until it gets an answer worth handing back. Make one per API you call, as
- * you would configure an SDK client once.
- *
- * @param options How to retry.
- * @returns The retrying `fetch` ({@linkcode IdempotentFetch}).
- * @throws {TypeError} When an option has the wrong type.
- * @throws {RangeError} When a number option is out of range.
- *
- * @example Wait out a 409 while the first attempt runs
- * ```ts
- * import { idempotency } from "@idempotent/http";
- * import { createIdempotentFetch } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * let finish = () => {};
- * const finished = new Promise<void>((resolve) => finish = resolve);
- * const handler = idempotency(async () => {
- *   await finished;
- *   return Response.json({ id: "pay_1" }, { status: 201 });
- * });
- * const first = handler(new Request("http://api.test/payments", {
- *   method: "POST",
- *   headers: { "Idempotency-Key": "k-1" },
- *   body: "{}",
- * }));
- * const send = createIdempotentFetch({
- *   fetch: handler, // in process, no network
- *   sleep: async () => { // the first one settles meanwhile
- *     finish();
- *     await first;
- *   },
- * });
- * const result = await send("http://api.test/payments", {
- *   method: "POST",
- *   body: "{}",
- *   idempotencyKey: "k-1",
- * });
- * assert.equal(result.attempts, 2); // 409, then the replay
- * assert.equal(result.replayed, true);
- * ```
  */
 export function createIdempotentFetch(
   options: IdempotentFetchOptions = {},
@@ -165,15 +125,14 @@ export function createIdempotentFetch(
 
 /**
  * Sends one operation with the default options: a fresh UUID key for a
- * `POST` or `PATCH`, up to 5 attempts within 60 s. Use
- * {@linkcode createIdempotentFetch} to change them.
+ * `POST` or `PATCH`, up to 5 attempts within 60 s.
  *
  * @param input What `fetch` takes: a URL or a `Request`.
  * @param init What `fetch` takes, plus `idempotencyKey`.
  * @returns The last response and how it came.
  * @throws {IdempotentFetchError} When no response came.
  *
- * @example A POST against a guarded server
+ * @example A POST, then the same operation again by its key: a replay
  * ```ts
  * import { idempotency } from "@idempotent/http";
  * import { idempotentFetch } from "@idempotent/http/client";
@@ -186,7 +145,6 @@ export function createIdempotentFetch(
  * const url = `http://127.0.0.1:${server.addr.port}/orders`;
  * const first = await idempotentFetch(url, { method: "POST", body: "{}" });
  * assert.equal(await first.response.text(), "created");
- * // The same operation again, by its key: a replay, nothing runs twice.
  * const again = await idempotentFetch(url, {
  *   method: "POST",
  *   body: "{}",
@@ -207,22 +165,178 @@ export function idempotentFetch(
 
 let defaultConfig: ClientConfig | undefined;
 
-/** One operation: prepared once, then attempts until an outcome is decided. */
 async function run(
   config: ClientConfig,
   input: RequestInfo | URL,
   init: IdempotentRequestInit | undefined,
 ): Promise<IdempotentFetchResult> {
-  const operation = await prepare(config, input, init);
+  const op = new Operation(config, input, init);
   try {
+    if (op.signal.aborted) throw op.stopped();
+    if (op.unbuffered) {
+      op.init.body = await resendable(config, op, op.unbuffered);
+    }
     for (;;) {
-      const outcome = await attempt(config, operation);
-      const decision = await decide(config, operation, outcome);
-      if ("result" in decision) return decision.result;
-      config.onRetry?.(decision.retry);
-      await pause(config, operation, decision.retry.delay);
+      // Made before the attempt counts: a bad URL or header is the caller's
+      // error, thrown as `fetch` throws it.
+      const request = new Request(op.input, op.init);
+      op.attempts++;
+      const next = await config.fetch(request).then(
+        (response) => answered(config, op, response),
+        (error) => failed(config, op, error),
+      );
+      if ("response" in next) return next;
+      config.onRetry?.(next);
+      await pause(config, op, next.delay);
     }
   } finally {
-    operation.end();
+    op.end();
   }
+}
+
+/** Waits through `sleep`, which need not watch the signal: an abort ends it. */
+async function pause(config: ClientConfig, op: Operation, ms: number) {
+  const { signal } = op;
+  let abort = () => {};
+  const aborted = new Promise<void>((resolve) => abort = resolve);
+  signal.addEventListener("abort", abort, { once: true });
+  try {
+    if (!signal.aborted) {
+      await Promise.race([config.sleep(ms, signal).then(), aborted]);
+    }
+  } catch (error) {
+    if (!signal.aborted) throw error;
+  } finally {
+    signal.removeEventListener("abort", abort);
+  }
+  if (signal.aborted) throw op.stopped();
+}
+
+/** Retried whatever `retryStatuses` says. */
+const ALWAYS_RETRIED: ReadonlySet<number> = new Set([409, 429, 503]);
+
+/** After a response: the result to hand back, or the retry to make. */
+async function answered(
+  config: ClientConfig,
+  op: Operation,
+  response: Response,
+): Promise<IdempotentFetchResult | RetryInfo> {
+  const { attempts, key, method, retried } = op;
+  const status = response.status;
+  const result = (stopped: IdempotentFetchResult["stopped"]) => ({
+    response,
+    key,
+    attempts,
+    replayed: response.headers.get(config.replayHeader) === "true",
+    stopped,
+  });
+  if (status < 400) return result(null);
+  if (
+    !retried ||
+    !(ALWAYS_RETRIED.has(status) || config.retryStatuses.has(status))
+  ) {
+    return result({
+      reason: "not_retryable",
+      message: !retried
+        ? `Not retried: ${method} without an idempotency key could run twice`
+        : status === 422
+        ? "Not retried: 422 means the key was used for another request (or the request is invalid); the same request gets the same answer, and a new key could run the operation twice"
+        : status < 500
+        ? `Not retried: ${status} is a client error; the same request gets the same answer`
+        : `Not retried: ${status} is not in 'retryStatuses'`,
+    });
+  }
+  if (attempts >= config.maxAttempts) {
+    return result({
+      reason: "attempts",
+      message:
+        `Gave up after ${attempts} attempts: the last answer was ${status}`,
+    });
+  }
+  const retryAfter = retryAfterMs(
+    response.headers.get("retry-after"),
+    config.clock(),
+  );
+  if (retryAfter !== null && retryAfter > config.maxRetryAfter) {
+    return result({
+      reason: "retry_after",
+      message:
+        `Gave up after ${attempts} attempt(s): ${status} asked to wait ${retryAfter} ms, more than 'maxRetryAfter' (${config.maxRetryAfter} ms)`,
+    });
+  }
+  const delay = Math.max(retryAfter ?? 0, jittered(config, attempts));
+  if (config.clock() + delay >= op.deadlineAt) {
+    return result({
+      reason: "deadline",
+      message:
+        `Gave up after ${attempts} attempt(s): the last answer was ${status}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
+    });
+  }
+  await response.body?.cancel().catch(() => {}); // frees the connection
+  return { attempt: attempts, key, delay, status, retryAfter };
+}
+
+/** After a network error: the retry to make, or the error that ends it all. */
+function failed(
+  config: ClientConfig,
+  op: Operation,
+  error: unknown,
+): RetryInfo {
+  const { attempts, key, method, retried } = op;
+  if (op.signal.aborted) throw op.stopped();
+  if (!retried) {
+    throw op.fail(
+      "not_retryable",
+      `Not retried: ${method} without an idempotency key could run twice (${
+        describe(error)
+      })`,
+      error,
+    );
+  }
+  if (attempts >= config.maxAttempts) {
+    throw op.fail(
+      "attempts",
+      `Gave up after ${attempts} attempts: ${describe(error)}`,
+      error,
+    );
+  }
+  const delay = jittered(config, attempts);
+  if (config.clock() + delay >= op.deadlineAt) {
+    throw op.fail(
+      "deadline",
+      `Gave up after ${attempts} attempt(s): the next one would start after the 'timeout' of ${config.timeout} ms (${
+        describe(error)
+      })`,
+      error,
+    );
+  }
+  return {
+    attempt: attempts,
+    key,
+    delay,
+    status: null,
+    retryAfter: null,
+    error,
+  };
+}
+
+function jittered(config: ClientConfig, attempt: number): number {
+  const { baseDelay: first, maxDelay: max, random } = config;
+  return Math.floor(backoff(attempt, { first, max, jitter: "full", random }));
+}
+
+/** Delta-seconds or an HTTP-date (past: 0); null when absent or unreadable. */
+function retryAfterMs(value: string | null, now: number): number | null {
+  if (value === null) return null;
+  const text = value.trim();
+  if (/^\d+$/.test(text)) return Number(text) * 1000;
+  if (!/GMT$/.test(text)) return null;
+  const date = Date.parse(text);
+  return Number.isNaN(date) ? null : Math.max(0, date - now);
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
 }

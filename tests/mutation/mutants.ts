@@ -503,10 +503,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-new-key-per-attempt",
-    file: "src/_client_attempt.ts",
-    text: "const request = new Request(operation.input, operation.init);",
+    file: "src/client.ts",
+    text: "const request = new Request(op.input, op.init);",
     replacement:
-      "if (operation.attempts > 0 && operation.key !== null) {\n    operation.headers.set(config.header, config.generateKey());\n  }\n  const request = new Request(operation.input, operation.init);",
+      "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(config.header, config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
     tests: [T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },

@@ -1,37 +1,12 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The first step of a client operation: its key, the request every attempt
- * sends, and the signal that stops it ({@linkcode prepare}).
- *
- * @module
- */
+/** One client operation ({@linkcode Operation}) and how it ends. @module */
 
+import type { Timer } from "./_async.ts";
 import { concatBytes } from "./_bytes.ts";
-import { IdempotentFetchError, type StopReason } from "./_client_error.ts";
 import type { ClientConfig } from "./_client_options.ts";
 import { MAX_KEY_LENGTH, parseIdempotencyKey } from "./key.ts";
 
-/**
- * The `RequestInit` of an `IdempotentFetch` call: a key of the caller's
- * own, besides what `fetch` takes.
- *
- * @example Retry an operation with the key of an earlier call
- * ```ts
- * import { createIdempotentFetch, type IdempotentRequestInit } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * const init: IdempotentRequestInit = {
- *   method: "POST",
- *   body: '{"amount":1999}',
- *   idempotencyKey: "order-42-payment",
- * };
- * const send = createIdempotentFetch({
- *   fetch: (request) => new Response(request.headers.get("Idempotency-Key")),
- * });
- * const result = await send("http://api.test/payments", init);
- * assert.equal(await result.response.text(), "order-42-payment");
- * ```
- */
+/** `fetch`'s `RequestInit`, plus a key of the caller's own. */
 export interface IdempotentRequestInit extends RequestInit {
   /**
    * The key to send (1 to 255 printable ASCII characters, no space, no
@@ -41,53 +16,126 @@ export interface IdempotentRequestInit extends RequestInit {
   idempotencyKey?: string;
 }
 
+/** Why an operation ended without a success. */
+export type StopReason =
+  /** A final answer (a 4xx but 409 and 429, a 5xx outside `retryStatuses`),
+   * or a method without a key, sent once. */
+  | "not_retryable"
+  /** `maxAttempts` attempts were made. */
+  | "attempts"
+  /** `timeout` passed, or the next wait would end past it. */
+  | "deadline"
+  /** The server asked for a wait longer than `maxRetryAfter`. */
+  | "retry_after"
+  /** The caller's `signal` aborted. */
+  | "aborted"
+  /** The stream body is over `maxBodyBytes`. */
+  | "body_too_large";
+
+/**
+ * The rejection of an operation that got no response: the caller aborted,
+ * `timeout` passed, every attempt failed on the network, or the body could
+ * not be buffered. The operation may have run: another call with
+ * `idempotencyKey: error.key` finds out safely.
+ *
+ * @example Keep the key of a failed operation
+ * ```ts
+ * import { createIdempotentFetch, IdempotentFetchError } from "@idempotent/http/client";
+ * import assert from "node:assert/strict";
+ *
+ * const send = createIdempotentFetch({
+ *   maxAttempts: 2,
+ *   fetch: () => Promise.reject(new TypeError("connection refused")),
+ *   sleep: () => Promise.resolve(),
+ * });
+ * const error = await send("http://api.test/orders", { method: "POST", body: "{}", idempotencyKey: "k-1" })
+ *   .catch((e) => e);
+ * assert.ok(error instanceof IdempotentFetchError);
+ * assert.equal(error.reason, "attempts");
+ * assert.equal(error.key, "k-1");
+ * assert.equal(error.attempts, 2);
+ * ```
+ */
+export class IdempotentFetchError extends Error {
+  /** Why the operation ended. */
+  readonly reason: StopReason;
+  /** The key the attempts carried, or null. */
+  readonly key: string | null;
+  /** How many attempts were sent. */
+  readonly attempts: number;
+
+  /** Makes the error; `data.cause`, when given, is the last error. */
+  constructor(
+    message: string,
+    data: {
+      reason: StopReason;
+      key: string | null;
+      attempts: number;
+      cause?: unknown;
+    },
+  ) {
+    super(message, "cause" in data ? { cause: data.cause } : undefined);
+    this.name = "IdempotentFetchError";
+    this.reason = data.reason;
+    this.key = data.key;
+    this.attempts = data.attempts;
+  }
+}
+
 /** The methods RFC 9110 defines as idempotent: retried without a key. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(
   ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"],
 );
 
 /**
- * One operation: its key, what each attempt sends, how many were sent, and
- * the signal that stops them (the caller's, or `timeout` passing). Made with
- * {@linkcode prepare}; the constructor throws a `TypeError` for a bad key.
+ * One operation: its key, what each attempt sends, and the signal that stops
+ * it (the caller's, or `timeout`). The constructor throws a `TypeError` for
+ * a bad key.
  */
 export class Operation {
-  readonly input: RequestInfo | URL;
   /** Upper case. */
   readonly method: string;
   readonly headers: Headers;
   readonly key: string | null;
   /** Whether sending it again is safe at all (`maxAttempts` says how often). */
   readonly retried: boolean;
+  /** A body to make resendable before the first attempt: a stream or a
+   * `FormData` of an operation that may be sent again. */
+  readonly unbuffered: ReadableStream<Uint8Array> | FormData | undefined;
   /** When `timeout` passes, on the configured `clock`. */
   readonly deadlineAt: number;
-  /** Each attempt's `RequestInit`, with `headers`, `signal` and the body. */
+  /** Each attempt's `RequestInit`. */
   readonly init: RequestInit;
   attempts = 0;
   readonly #controller = new AbortController();
-  #ended: "aborted" | "deadline" | null = null;
   readonly #timeout: number;
-  readonly #timer: ReturnType<typeof setTimeout>;
-  readonly #callerSignal: AbortSignal | null | undefined;
+  readonly #timer: Timer;
+  readonly #caller: AbortSignal | null | undefined;
+  #timedOut = false;
 
   constructor(
     config: ClientConfig,
-    input: RequestInfo | URL,
+    readonly input: RequestInfo | URL,
     init: IdempotentRequestInit | undefined,
   ) {
-    const { idempotencyKey, signal: callerSignal, ...rest } = init ?? {};
+    const { idempotencyKey, signal, ...rest } = init ?? {};
     const request = input instanceof Request ? input : undefined;
-    this.input = input;
     this.method = (init?.method ?? request?.method ?? "GET").toUpperCase();
     this.headers = new Headers(init?.headers ?? request?.headers);
     this.key = keyOf(config, this.method, this.headers, idempotencyKey);
     if (this.key !== null) this.headers.set(config.header, this.key);
     this.retried = this.key !== null || IDEMPOTENT_METHODS.has(this.method);
+    const body = init?.body !== undefined ? init.body : request?.body;
+    const form = typeof FormData !== "undefined" && body instanceof FormData;
+    this.unbuffered = this.retried && config.maxAttempts > 1 &&
+        (form || body instanceof ReadableStream)
+      ? body
+      : undefined;
 
     this.#timeout = config.timeout;
     this.deadlineAt = config.clock() + config.timeout;
     this.#timer = setTimeout(() => {
-      this.#ended ??= "deadline";
+      this.#timedOut = !this.signal.aborted;
       this.#controller.abort(
         new DOMException(
           `The 'timeout' of ${config.timeout} ms passed`,
@@ -95,11 +143,9 @@ export class Operation {
         ),
       );
     }, config.timeout);
-    this.#callerSignal = callerSignal ?? request?.signal;
-    this.#callerSignal?.addEventListener("abort", this.#onAbort, {
-      once: true,
-    });
-    if (this.#callerSignal?.aborted) this.#onAbort();
+    this.#caller = signal ?? request?.signal;
+    this.#caller?.addEventListener("abort", this.#onAbort, { once: true });
+    if (this.#caller?.aborted) this.#onAbort();
     this.init = { ...rest, headers: this.headers, signal: this.signal };
   }
 
@@ -108,7 +154,7 @@ export class Operation {
     return this.#controller.signal;
   }
 
-  /** The error the operation ends with, carrying its key and attempts. */
+  /** The error the operation ends with, with its key and attempts. */
   fail(
     reason: StopReason,
     message: string,
@@ -124,7 +170,7 @@ export class Operation {
   /** The error of an operation whose {@linkcode signal} aborted. */
   stopped(): IdempotentFetchError {
     const cause = this.signal.reason;
-    return this.#ended === "deadline"
+    return this.#timedOut
       ? this.fail(
         "deadline",
         `Gave up after ${this.attempts} attempt(s): the 'timeout' of ${this.#timeout} ms passed`,
@@ -137,45 +183,12 @@ export class Operation {
       );
   }
 
-  /** Clears the `timeout` and stops listening to the caller's signal. */
   end(): void {
     clearTimeout(this.#timer);
-    this.#callerSignal?.removeEventListener("abort", this.#onAbort);
+    this.#caller?.removeEventListener("abort", this.#onAbort);
   }
 
-  #onAbort = () => {
-    this.#ended ??= "aborted";
-    this.#controller.abort(this.#callerSignal?.reason);
-  };
-}
-
-/**
- * Starts an operation, ready for its first attempt, with a body that can be
- * sent again: a stream read once (up to `maxBodyBytes`, else an
- * `IdempotentFetchError`), a `FormData` serialized once.
- */
-export async function prepare(
-  config: ClientConfig,
-  input: RequestInfo | URL,
-  init: IdempotentRequestInit | undefined,
-): Promise<Operation> {
-  const operation = new Operation(config, input, init);
-  try {
-    if (operation.signal.aborted) throw operation.stopped();
-    const source = init?.body !== undefined
-      ? init.body
-      : input instanceof Request
-      ? input.body
-      : undefined;
-    const body = await resendable(config, operation, source);
-    if (body !== undefined) operation.init.body = body;
-    return operation;
-  } catch (error) {
-    operation.end();
-    throw operation.signal.aborted && !(error instanceof IdempotentFetchError)
-      ? operation.stopped()
-      : error;
-  }
+  #onAbort = () => this.#controller.abort(this.#caller?.reason);
 }
 
 function keyOf(
@@ -215,38 +228,37 @@ function checkKey(name: string, key: unknown): void {
 }
 
 /**
- * A stream or `FormData` body of an operation that may be retried, in a form
- * that can be sent again; otherwise undefined (the body is sent as given).
+ * {@linkcode Operation.unbuffered} in a form that can be sent again: a
+ * stream read once (up to `maxBodyBytes`), a `FormData` serialized once
+ * (each serialization draws a new random boundary: another request).
  */
-async function resendable(
+export async function resendable(
   config: ClientConfig,
-  operation: Operation,
-  body: BodyInit | null | undefined,
-): Promise<BodyInit | undefined> {
-  if (!operation.retried || config.maxAttempts <= 1) return undefined;
-  if (body instanceof ReadableStream) {
-    return await readBounded(body, config.maxBodyBytes, operation);
-  }
-  if (typeof FormData !== "undefined" && body instanceof FormData) {
-    // Serialized once: each serialization draws a new random boundary.
+  op: Operation,
+  body: ReadableStream<Uint8Array> | FormData,
+): Promise<BodyInit> {
+  try {
+    if (body instanceof ReadableStream) {
+      return await readBounded(body, config.maxBodyBytes, op);
+    }
     const serialized = new Response(body);
-    if (!operation.headers.has("content-type")) {
-      operation.headers.set(
-        "content-type",
-        serialized.headers.get("content-type")!,
-      );
+    if (!op.headers.has("content-type")) {
+      op.headers.set("content-type", serialized.headers.get("content-type")!);
     }
     return await serialized.blob();
+  } catch (error) {
+    throw op.signal.aborted && !(error instanceof IdempotentFetchError)
+      ? op.stopped()
+      : error;
   }
-  return undefined;
 }
 
 async function readBounded(
   stream: ReadableStream<Uint8Array>,
   limit: number,
-  operation: Operation,
+  op: Operation,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const { signal } = operation;
+  const { signal } = op;
   const reader = stream.getReader();
   const onAbort = () => void reader.cancel(signal.reason).catch(() => {});
   signal.addEventListener("abort", onAbort, { once: true });
@@ -264,7 +276,7 @@ async function readBounded(
       size += value.byteLength;
       if (size > limit) {
         await reader.cancel("over maxBodyBytes").catch(() => {});
-        throw operation.fail(
+        throw op.fail(
           "body_too_large",
           `The request body stream is over 'maxBodyBytes' (${limit} bytes), so it cannot be kept to be sent again: pass it as bytes, a string or a Blob, or raise 'maxBodyBytes'`,
         );
