@@ -99,8 +99,8 @@ export class Operation {
   readonly key: string | null;
   /** Whether sending it again is safe at all (`maxAttempts` says how often). */
   readonly retried: boolean;
-  /** A body to make resendable before the first attempt: a stream or a
-   * `FormData` of an operation that may be sent again. */
+  /** A stream or `FormData` body to make resendable before the first
+   * attempt, when the operation may be sent again. */
   readonly unbuffered: ReadableStream<Uint8Array> | FormData | undefined;
   /** When `timeout` passes, on the configured `clock`. */
   readonly deadlineAt: number;
@@ -108,13 +108,12 @@ export class Operation {
   readonly init: RequestInit;
   attempts = 0;
   readonly #controller = new AbortController();
-  readonly #timeout: number;
   readonly #timer: Timer;
   readonly #caller: AbortSignal | null | undefined;
   #timedOut = false;
 
   constructor(
-    config: ClientConfig,
+    readonly config: ClientConfig,
     readonly input: RequestInfo | URL,
     init: IdempotentRequestInit | undefined,
   ) {
@@ -127,21 +126,15 @@ export class Operation {
     this.retried = this.key !== null || IDEMPOTENT_METHODS.has(this.method);
     const body = init?.body !== undefined ? init.body : request?.body;
     const form = typeof FormData !== "undefined" && body instanceof FormData;
-    this.unbuffered = this.retried && config.maxAttempts > 1 &&
-        (form || body instanceof ReadableStream)
+    const again = this.retried && config.maxAttempts > 1;
+    this.unbuffered = again && (form || body instanceof ReadableStream)
       ? body
       : undefined;
-
-    this.#timeout = config.timeout;
     this.deadlineAt = config.clock() + config.timeout;
     this.#timer = setTimeout(() => {
       this.#timedOut = !this.signal.aborted;
-      this.#controller.abort(
-        new DOMException(
-          `The 'timeout' of ${config.timeout} ms passed`,
-          "TimeoutError",
-        ),
-      );
+      const message = `The 'timeout' of ${config.timeout} ms passed`;
+      this.#controller.abort(new DOMException(message, "TimeoutError"));
     }, config.timeout);
     this.#caller = signal ?? request?.signal;
     this.#caller?.addEventListener("abort", this.#onAbort, { once: true });
@@ -169,18 +162,32 @@ export class Operation {
 
   /** The error of an operation whose {@linkcode signal} aborted. */
   stopped(): IdempotentFetchError {
-    const cause = this.signal.reason;
+    const { attempts, signal: { reason } } = this;
     return this.#timedOut
       ? this.fail(
         "deadline",
-        `Gave up after ${this.attempts} attempt(s): the 'timeout' of ${this.#timeout} ms passed`,
-        cause,
+        `Gave up after ${attempts} attempt(s): the 'timeout' of ${this.config.timeout} ms passed`,
+        reason,
       )
-      : this.fail(
-        "aborted",
-        `Aborted after ${this.attempts} attempt(s)`,
-        cause,
-      );
+      : this.fail("aborted", `Aborted after ${attempts} attempt(s)`, reason);
+  }
+
+  /** Waits through `sleep`, which need not watch the signal: an abort ends it. */
+  async pause(ms: number): Promise<void> {
+    const { signal } = this;
+    let abort = () => {};
+    const aborted = new Promise<void>((resolve) => abort = resolve);
+    signal.addEventListener("abort", abort, { once: true });
+    try {
+      if (!signal.aborted) {
+        await Promise.race([this.config.sleep(ms, signal).then(), aborted]);
+      }
+    } catch (error) {
+      if (!signal.aborted) throw error;
+    } finally {
+      signal.removeEventListener("abort", abort);
+    }
+    if (signal.aborted) throw this.stopped();
   }
 
   end(): void {
@@ -233,14 +240,11 @@ function checkKey(name: string, key: unknown): void {
  * (each serialization draws a new random boundary: another request).
  */
 export async function resendable(
-  config: ClientConfig,
   op: Operation,
   body: ReadableStream<Uint8Array> | FormData,
 ): Promise<BodyInit> {
   try {
-    if (body instanceof ReadableStream) {
-      return await readBounded(body, config.maxBodyBytes, op);
-    }
+    if (body instanceof ReadableStream) return await readBounded(op, body);
     const serialized = new Response(body);
     if (!op.headers.has("content-type")) {
       op.headers.set("content-type", serialized.headers.get("content-type")!);
@@ -254,11 +258,10 @@ export async function resendable(
 }
 
 async function readBounded(
-  stream: ReadableStream<Uint8Array>,
-  limit: number,
   op: Operation,
+  stream: ReadableStream<Uint8Array>,
 ): Promise<Uint8Array<ArrayBuffer>> {
-  const { signal } = op;
+  const { signal, config: { maxBodyBytes: limit } } = op;
   const reader = stream.getReader();
   const onAbort = () => void reader.cancel(signal.reason).catch(() => {});
   signal.addEventListener("abort", onAbort, { once: true });
@@ -273,8 +276,7 @@ async function readBounded(
           "The request body stream must yield Uint8Array chunks",
         );
       }
-      size += value.byteLength;
-      if (size > limit) {
+      if ((size += value.byteLength) > limit) {
         await reader.cancel("over maxBodyBytes").catch(() => {});
         throw op.fail(
           "body_too_large",

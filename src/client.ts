@@ -2,26 +2,19 @@
 /**
  * A `fetch` that is safe to retry: each operation gets one `Idempotency-Key`
  * and every retry carries that same key, so a server guarded by
- * `idempotency()` (or any that follows the IETF draft, Stripe's included)
- * runs it once and answers the retries with a replay.
+ * `idempotency()` (or any that follows the IETF draft) runs it once and
+ * answers the retries with a replay.
  *
- * - **The key** is the caller's (`idempotencyKey`, or the request's header),
- *   else a random UUID v4 for a method in `methods` (`POST`, `PATCH`): v4
- *   because the server hashes the key, so v7's time order buys nothing, and
- *   122 random bits keep it unguessable. It is never changed: another key
- *   could run the operation twice.
- * - **Retried**: a network error (the request may or may not have run, which
- *   the key settles), 409 (the first attempt still runs), 429, 503 and
- *   `retryStatuses`, after the server's `Retry-After` (up to
- *   `maxRetryAfter`) or capped exponential backoff with full jitter; at most
- *   `maxAttempts` attempts within `timeout`, stopped by the caller's
- *   `signal`. The methods RFC 9110 calls idempotent are retried without a
- *   key; any other method without one is sent once.
- * - **Not retried**: 422 (the key was used for another request) and any other
- *   4xx: the same request gets the same answer. `stopped` says why.
- * - **Bodies**: a stream (or a `Request`'s body) is read once, up to
- *   `maxBodyBytes`; a `FormData` is serialized once (a new multipart boundary
- *   would make the retry another request); any other body is sent as given.
+ * The key is the caller's, else a random UUID v4 for a `POST` or `PATCH` (v4:
+ * unguessable, and the server hashes it, so v7's order buys nothing); it is
+ * never changed, as another key could run the operation twice. Retried: a
+ * network error (the request may have run; the key settles it), 409 (the
+ * first attempt still runs), 429, 503 and `retryStatuses`, after
+ * `Retry-After` or a backoff with full jitter. Not retried: 422 (the key was
+ * used for another request) and any other 4xx. The methods RFC 9110 calls
+ * idempotent are retried without a key; any other method without one is sent
+ * once. A stream body is read once and a `FormData` serialized once, so that
+ * every attempt sends the same bytes.
  *
  * Web platform only: Deno, Node 20, Bun, Cloudflare Workers and browsers.
  *
@@ -132,27 +125,15 @@ export function createIdempotentFetch(
  * @returns The last response and how it came.
  * @throws {IdempotentFetchError} When no response came.
  *
- * @example A POST, then the same operation again by its key: a replay
+ * @example A `POST` gets a fresh key (a `data:` URL answers any request)
  * ```ts
- * import { idempotency } from "@idempotent/http";
  * import { idempotentFetch } from "@idempotent/http/client";
  * import assert from "node:assert/strict";
  *
- * const server = Deno.serve(
- *   { hostname: "127.0.0.1", port: 0, onListen() {} },
- *   idempotency(() => new Response("created", { status: 201 })),
- * );
- * const url = `http://127.0.0.1:${server.addr.port}/orders`;
- * const first = await idempotentFetch(url, { method: "POST", body: "{}" });
- * assert.equal(await first.response.text(), "created");
- * const again = await idempotentFetch(url, {
- *   method: "POST",
- *   body: "{}",
- *   idempotencyKey: first.key!,
- * });
- * assert.equal(again.replayed, true);
- * await again.response.body?.cancel();
- * await server.shutdown();
+ * const result = await idempotentFetch("data:,ok", { method: "POST", body: "{}" });
+ * assert.equal(await result.response.text(), "ok");
+ * assert.match(result.key ?? "", /^[0-9a-f]{8}-[0-9a-f]{4}-4/); // a UUID v4
+ * assert.equal(result.attempts, 1);
  * ```
  */
 export function idempotentFetch(
@@ -173,43 +154,23 @@ async function run(
   const op = new Operation(config, input, init);
   try {
     if (op.signal.aborted) throw op.stopped();
-    if (op.unbuffered) {
-      op.init.body = await resendable(config, op, op.unbuffered);
-    }
+    if (op.unbuffered) op.init.body = await resendable(op, op.unbuffered);
     for (;;) {
       // Made before the attempt counts: a bad URL or header is the caller's
       // error, thrown as `fetch` throws it.
       const request = new Request(op.input, op.init);
       op.attempts++;
       const next = await config.fetch(request).then(
-        (response) => answered(config, op, response),
-        (error) => failed(config, op, error),
+        (response) => answered(op, response),
+        (error) => failed(op, error),
       );
       if ("response" in next) return next;
       config.onRetry?.(next);
-      await pause(config, op, next.delay);
+      await op.pause(next.delay);
     }
   } finally {
     op.end();
   }
-}
-
-/** Waits through `sleep`, which need not watch the signal: an abort ends it. */
-async function pause(config: ClientConfig, op: Operation, ms: number) {
-  const { signal } = op;
-  let abort = () => {};
-  const aborted = new Promise<void>((resolve) => abort = resolve);
-  signal.addEventListener("abort", abort, { once: true });
-  try {
-    if (!signal.aborted) {
-      await Promise.race([config.sleep(ms, signal).then(), aborted]);
-    }
-  } catch (error) {
-    if (!signal.aborted) throw error;
-  } finally {
-    signal.removeEventListener("abort", abort);
-  }
-  if (signal.aborted) throw op.stopped();
 }
 
 /** Retried whatever `retryStatuses` says. */
@@ -217,86 +178,75 @@ const ALWAYS_RETRIED: ReadonlySet<number> = new Set([409, 429, 503]);
 
 /** After a response: the result to hand back, or the retry to make. */
 async function answered(
-  config: ClientConfig,
   op: Operation,
   response: Response,
 ): Promise<IdempotentFetchResult | RetryInfo> {
-  const { attempts, key, method, retried } = op;
-  const status = response.status;
-  const result = (stopped: IdempotentFetchResult["stopped"]) => ({
+  const { config, attempts, key, method, retried } = op;
+  const { status } = response;
+  const stop = (reason?: StopReason, message = "") => ({
     response,
     key,
     attempts,
     replayed: response.headers.get(config.replayHeader) === "true",
-    stopped,
+    stopped: reason ? { reason, message } : null,
   });
-  if (status < 400) return result(null);
+  if (status < 400) return stop();
   if (
     !retried ||
     !(ALWAYS_RETRIED.has(status) || config.retryStatuses.has(status))
   ) {
-    return result({
-      reason: "not_retryable",
-      message: !retried
+    return stop(
+      "not_retryable",
+      !retried
         ? `Not retried: ${method} without an idempotency key could run twice`
         : status === 422
         ? "Not retried: 422 means the key was used for another request (or the request is invalid); the same request gets the same answer, and a new key could run the operation twice"
         : status < 500
         ? `Not retried: ${status} is a client error; the same request gets the same answer`
         : `Not retried: ${status} is not in 'retryStatuses'`,
-    });
+    );
   }
   if (attempts >= config.maxAttempts) {
-    return result({
-      reason: "attempts",
-      message:
-        `Gave up after ${attempts} attempts: the last answer was ${status}`,
-    });
+    return stop(
+      "attempts",
+      `Gave up after ${attempts} attempts: the last answer was ${status}`,
+    );
   }
-  const retryAfter = retryAfterMs(
-    response.headers.get("retry-after"),
-    config.clock(),
-  );
+  const retryAfter = retryAfterMs(response, config.clock());
   if (retryAfter !== null && retryAfter > config.maxRetryAfter) {
-    return result({
-      reason: "retry_after",
-      message:
-        `Gave up after ${attempts} attempt(s): ${status} asked to wait ${retryAfter} ms, more than 'maxRetryAfter' (${config.maxRetryAfter} ms)`,
-    });
+    return stop(
+      "retry_after",
+      `Gave up after ${attempts} attempt(s): ${status} asked to wait ${retryAfter} ms, more than 'maxRetryAfter' (${config.maxRetryAfter} ms)`,
+    );
   }
   const delay = Math.max(retryAfter ?? 0, jittered(config, attempts));
   if (config.clock() + delay >= op.deadlineAt) {
-    return result({
-      reason: "deadline",
-      message:
-        `Gave up after ${attempts} attempt(s): the last answer was ${status}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
-    });
+    return stop(
+      "deadline",
+      `Gave up after ${attempts} attempt(s): the last answer was ${status}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
+    );
   }
   await response.body?.cancel().catch(() => {}); // frees the connection
   return { attempt: attempts, key, delay, status, retryAfter };
 }
 
 /** After a network error: the retry to make, or the error that ends it all. */
-function failed(
-  config: ClientConfig,
-  op: Operation,
-  error: unknown,
-): RetryInfo {
-  const { attempts, key, method, retried } = op;
+function failed(op: Operation, error: unknown): RetryInfo {
+  const { config, attempts, key, method, retried } = op;
+  const why = () =>
+    error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   if (op.signal.aborted) throw op.stopped();
   if (!retried) {
     throw op.fail(
       "not_retryable",
-      `Not retried: ${method} without an idempotency key could run twice (${
-        describe(error)
-      })`,
+      `Not retried: ${method} without an idempotency key could run twice (${why()})`,
       error,
     );
   }
   if (attempts >= config.maxAttempts) {
     throw op.fail(
       "attempts",
-      `Gave up after ${attempts} attempts: ${describe(error)}`,
+      `Gave up after ${attempts} attempts: ${why()}`,
       error,
     );
   }
@@ -304,9 +254,7 @@ function failed(
   if (config.clock() + delay >= op.deadlineAt) {
     throw op.fail(
       "deadline",
-      `Gave up after ${attempts} attempt(s): the next one would start after the 'timeout' of ${config.timeout} ms (${
-        describe(error)
-      })`,
+      `Gave up after ${attempts} attempt(s): the next one would start after the 'timeout' of ${config.timeout} ms (${why()})`,
       error,
     );
   }
@@ -325,18 +273,12 @@ function jittered(config: ClientConfig, attempt: number): number {
   return Math.floor(backoff(attempt, { first, max, jitter: "full", random }));
 }
 
-/** Delta-seconds or an HTTP-date (past: 0); null when absent or unreadable. */
-function retryAfterMs(value: string | null, now: number): number | null {
-  if (value === null) return null;
-  const text = value.trim();
+/** `Retry-After` in ms: seconds or an HTTP-date (past: 0); else null. */
+function retryAfterMs(response: Response, now: number): number | null {
+  const text = response.headers.get("retry-after")?.trim();
+  if (text === undefined) return null;
   if (/^\d+$/.test(text)) return Number(text) * 1000;
   if (!/GMT$/.test(text)) return null;
   const date = Date.parse(text);
   return Number.isNaN(date) ? null : Math.max(0, date - now);
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
 }
