@@ -8,11 +8,8 @@ import { MAX_KEY_LENGTH, parseIdempotencyKey } from "./key.ts";
 
 /** `fetch`'s `RequestInit`, plus a key of the caller's own. */
 export interface IdempotentRequestInit extends RequestInit {
-  /**
-   * The key to send (1 to 255 printable ASCII characters, no space, no
-   * comma). Default: the request's `Idempotency-Key` header, else a new
-   * UUID for a method in `methods`, else none.
-   */
+  /** The key (1 to 255 printable ASCII characters, no space, no comma);
+   * else the request's header's, else a new one for a method in `methods`. */
   idempotencyKey?: string;
 }
 
@@ -43,17 +40,11 @@ export type StopReason =
  * import { createIdempotentFetch, IdempotentFetchError } from "@idempotent/http/client";
  * import assert from "node:assert/strict";
  *
- * const send = createIdempotentFetch({
- *   maxAttempts: 2,
- *   fetch: () => Promise.reject(new TypeError("connection refused")),
- *   sleep: () => Promise.resolve(),
- * });
- * const error = await send("http://api.test/orders", { method: "POST", body: "{}", idempotencyKey: "k-1" })
- *   .catch((e) => e);
+ * const send = createIdempotentFetch({ maxAttempts: 1, fetch: () => Promise.reject(new TypeError("refused")) });
+ * const error = await send("http://api.test/", { method: "POST", idempotencyKey: "k-1" }).catch((e) => e);
  * assert.ok(error instanceof IdempotentFetchError);
  * assert.equal(error.reason, "attempts");
- * assert.equal(error.key, "k-1");
- * assert.equal(error.attempts, 2);
+ * assert.equal(error.key, "k-1"); // send again with it to learn whether it ran
  * ```
  */
 export class IdempotentFetchError extends Error {
@@ -108,9 +99,12 @@ export class Operation {
   readonly init: RequestInit;
   attempts = 0;
   readonly #controller = new AbortController();
+  readonly #aborted = new Promise<void>((resolve) =>
+    this.signal.addEventListener("abort", () => resolve(), { once: true })
+  );
+  readonly #timeout: DOMException;
   readonly #timer: Timer;
   readonly #caller: AbortSignal | null | undefined;
-  #timedOut = false;
 
   constructor(
     readonly config: ClientConfig,
@@ -121,7 +115,7 @@ export class Operation {
     const request = input instanceof Request ? input : undefined;
     this.method = (init?.method ?? request?.method ?? "GET").toUpperCase();
     this.headers = new Headers(init?.headers ?? request?.headers);
-    this.key = keyOf(config, this.method, this.headers, idempotencyKey);
+    this.key = this.#keyOf(idempotencyKey);
     if (this.key !== null) this.headers.set(config.header, this.key);
     this.retried = this.key !== null || IDEMPOTENT_METHODS.has(this.method);
     const body = init?.body !== undefined ? init.body : request?.body;
@@ -131,11 +125,10 @@ export class Operation {
       ? body
       : undefined;
     this.deadlineAt = config.clock() + config.timeout;
-    this.#timer = setTimeout(() => {
-      this.#timedOut = !this.signal.aborted;
-      const message = `The 'timeout' of ${config.timeout} ms passed`;
-      this.#controller.abort(new DOMException(message, "TimeoutError"));
-    }, config.timeout);
+    const message = `The 'timeout' of ${config.timeout} ms passed`;
+    this.#timeout = new DOMException(message, "TimeoutError");
+    const abort = () => this.#controller.abort(this.#timeout);
+    this.#timer = setTimeout(abort, config.timeout);
     this.#caller = signal ?? request?.signal;
     this.#caller?.addEventListener("abort", this.#onAbort, { once: true });
     if (this.#caller?.aborted) this.#onAbort();
@@ -153,17 +146,20 @@ export class Operation {
     message: string,
     cause?: unknown,
   ): IdempotentFetchError {
-    const data = { reason, key: this.key, attempts: this.attempts };
-    return new IdempotentFetchError(
-      message,
-      cause === undefined ? data : { ...data, cause },
-    );
+    const { key, attempts } = this;
+    const data = {
+      reason,
+      key,
+      attempts,
+      ...cause === undefined ? {} : { cause },
+    };
+    return new IdempotentFetchError(message, data);
   }
 
   /** The error of an operation whose {@linkcode signal} aborted. */
   stopped(): IdempotentFetchError {
     const { attempts, signal: { reason } } = this;
-    return this.#timedOut
+    return reason === this.#timeout
       ? this.fail(
         "deadline",
         `Gave up after ${attempts} attempt(s): the 'timeout' of ${this.config.timeout} ms passed`,
@@ -175,17 +171,11 @@ export class Operation {
   /** Waits through `sleep`, which need not watch the signal: an abort ends it. */
   async pause(ms: number): Promise<void> {
     const { signal } = this;
-    let abort = () => {};
-    const aborted = new Promise<void>((resolve) => abort = resolve);
-    signal.addEventListener("abort", abort, { once: true });
-    try {
-      if (!signal.aborted) {
-        await Promise.race([this.config.sleep(ms, signal).then(), aborted]);
-      }
-    } catch (error) {
-      if (!signal.aborted) throw error;
-    } finally {
-      signal.removeEventListener("abort", abort);
+    if (!signal.aborted) {
+      await Promise.race([this.config.sleep(ms, signal).then(), this.#aborted])
+        .catch((error) => {
+          if (!signal.aborted) throw error;
+        });
     }
     if (signal.aborted) throw this.stopped();
   }
@@ -196,31 +186,28 @@ export class Operation {
   }
 
   #onAbort = () => this.#controller.abort(this.#caller?.reason);
-}
 
-function keyOf(
-  config: ClientConfig,
-  method: string,
-  headers: Headers,
-  given: string | undefined,
-): string | null {
-  const present = headers.get(config.header);
-  if (given !== undefined) {
-    checkKey("idempotencyKey", given);
-    if (present !== null && present !== given) {
-      throw new TypeError(
-        `'idempotencyKey' differs from the request's ${config.header} header: current value is ${
-          JSON.stringify(given)
-        }, the header's ${JSON.stringify(present)}`,
-      );
+  /** The caller's key (checked), else a new one for a method in `methods`. */
+  #keyOf(given: string | undefined): string | null {
+    const { config: { header, methods }, headers } = this;
+    const present = headers.get(header);
+    if (given !== undefined) {
+      checkKey("idempotencyKey", given);
+      if (present !== null && present !== given) {
+        throw new TypeError(
+          `'idempotencyKey' differs from the request's ${header} header: current value is ${
+            JSON.stringify(given)
+          }, the header's ${JSON.stringify(present)}`,
+        );
+      }
+      return given;
     }
-    return given;
+    if (present !== null) return present; // the caller's, sent as it is
+    if (!methods.has(this.method)) return null;
+    const key = this.config.generateKey();
+    checkKey("generateKey", key);
+    return key;
   }
-  if (present !== null) return present; // the caller's, sent as it is
-  if (!config.methods.has(method)) return null;
-  const key = config.generateKey();
-  checkKey("generateKey", key);
-  return key;
 }
 
 function checkKey(name: string, key: unknown): void {
@@ -243,26 +230,17 @@ export async function resendable(
   op: Operation,
   body: ReadableStream<Uint8Array> | FormData,
 ): Promise<BodyInit> {
-  try {
-    if (body instanceof ReadableStream) return await readBounded(op, body);
+  const { signal, config: { maxBodyBytes: limit } } = op;
+  if (!(body instanceof ReadableStream)) {
     const serialized = new Response(body);
     if (!op.headers.has("content-type")) {
       op.headers.set("content-type", serialized.headers.get("content-type")!);
     }
-    return await serialized.blob();
-  } catch (error) {
-    throw op.signal.aborted && !(error instanceof IdempotentFetchError)
-      ? op.stopped()
-      : error;
+    return await serialized.blob().catch((error) => {
+      throw signal.aborted ? op.stopped() : error;
+    });
   }
-}
-
-async function readBounded(
-  op: Operation,
-  stream: ReadableStream<Uint8Array>,
-): Promise<Uint8Array<ArrayBuffer>> {
-  const { signal, config: { maxBodyBytes: limit } } = op;
-  const reader = stream.getReader();
+  const reader = body.getReader();
   const onAbort = () => void reader.cancel(signal.reason).catch(() => {});
   signal.addEventListener("abort", onAbort, { once: true });
   const chunks: Uint8Array[] = [];
@@ -270,7 +248,7 @@ async function readBounded(
   try {
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) break;
+      if (done) return concatBytes(chunks, size);
       if (!(value instanceof Uint8Array)) {
         throw new TypeError(
           "The request body stream must yield Uint8Array chunks",
@@ -285,8 +263,11 @@ async function readBounded(
       }
       chunks.push(value);
     }
+  } catch (error) {
+    throw signal.aborted && !(error instanceof IdempotentFetchError)
+      ? op.stopped()
+      : error;
   } finally {
     signal.removeEventListener("abort", onAbort);
   }
-  return concatBytes(chunks, size);
 }

@@ -14,11 +14,8 @@ import {
  * milliseconds, except `maxAttempts` and `maxBodyBytes`.
  */
 export interface IdempotentFetchOptions {
-  /**
-   * The `fetch` each attempt is sent with, called with one `Request` (so a
-   * fetch handler fits too).
-   * @default globalThis.fetch
-   */
+  /** Sends each attempt, one `Request` in (so a fetch handler fits too).
+   * @default globalThis.fetch */
   fetch?: (request: Request) => Response | Promise<Response>;
   /** The request header that carries the key.
    * @default {"Idempotency-Key"} */
@@ -38,26 +35,17 @@ export interface IdempotentFetchOptions {
   /** The cap of the backoff.
    * @default {10000} */
   maxDelay?: number;
-  /**
-   * The longest `Retry-After` honoured; a longer one hands the answer back,
-   * with `stopped.reason` `"retry_after"`.
-   * @default {60000}
-   */
+  /** The longest `Retry-After` honoured; a longer one stops (`"retry_after"`).
+   * @default {60000} */
   maxRetryAfter?: number;
-  /**
-   * The time for the whole operation, every attempt and wait: a wait that
-   * would end past it is not begun, an attempt still running is aborted.
-   * @default {60000}
-   */
+  /** For the whole operation: no wait ends past it, no attempt runs past it.
+   * @default {60000} */
   timeout?: number;
   /** The 5xx statuses retried besides 503 (409, 429 and 503 always are).
    * @default {[500, 502, 504]} */
   retryStatuses?: readonly number[];
-  /**
-   * The largest stream (or `Request`) body buffered to be sent again; a
-   * larger one is refused (`"body_too_large"`) before anything is sent.
-   * @default {1048576}
-   */
+  /** The largest stream body kept to send again; a larger one is refused.
+   * @default {1048576} */
   maxBodyBytes?: number;
   /** Makes a key for a call that brings none.
    * @default {() => crypto.randomUUID()} */
@@ -70,11 +58,8 @@ export interface IdempotentFetchOptions {
   /** A number in [0, 1) for the jitter.
    * @default Math.random */
   random?: () => number;
-  /**
-   * Milliseconds since the epoch, for `Retry-After` dates and the `timeout`
-   * check before each wait (an attempt in flight has a real timer).
-   * @default Date.now
-   */
+  /** Epoch ms, for `Retry-After` dates and the `timeout` check before a wait.
+   * @default Date.now */
   clock?: () => number;
 }
 
@@ -181,7 +166,5 @@ function uuidV4(): string {
   b[6] = (b[6]! & 0x0f) | 0x40;
   b[8] = (b[8]! & 0x3f) | 0x80;
   const h = Array.from(b, (x) => x.toString(16).padStart(2, "0")).join("");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${
-    h.slice(16, 20)
-  }-${h.slice(20)}`;
+  return h.replace(/^(.{8})(.{4})(.{4})(.{4})/, "$1-$2-$3-$4-");
 }
