@@ -84,7 +84,6 @@ const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(
  * a bad key.
  */
 export class Operation {
-  /** Upper case. */
   readonly method: string;
   readonly headers: Headers;
   readonly key: string | null;
@@ -93,7 +92,6 @@ export class Operation {
   /** A stream or `FormData` body to make resendable before the first
    * attempt, when the operation may be sent again. */
   readonly unbuffered: ReadableStream<Uint8Array> | FormData | undefined;
-  /** When `timeout` passes, on the configured `clock`. */
   readonly deadlineAt: number;
   /** Each attempt's `RequestInit`. */
   readonly init: RequestInit;
@@ -135,7 +133,6 @@ export class Operation {
     this.init = { ...rest, headers: this.headers, signal: this.signal };
   }
 
-  /** Aborted when the caller's signal aborts or `timeout` passes. */
   get signal(): AbortSignal {
     return this.#controller.signal;
   }
@@ -146,14 +143,11 @@ export class Operation {
     message: string,
     cause?: unknown,
   ): IdempotentFetchError {
-    const { key, attempts } = this;
-    const data = {
-      reason,
-      key,
-      attempts,
-      ...cause === undefined ? {} : { cause },
-    };
-    return new IdempotentFetchError(message, data);
+    const data = { reason, key: this.key, attempts: this.attempts };
+    return new IdempotentFetchError(
+      message,
+      cause === undefined ? data : { ...data, cause },
+    );
   }
 
   /** The error of an operation whose {@linkcode signal} aborted. */
@@ -213,10 +207,11 @@ export class Operation {
 function checkKey(name: string, key: unknown): void {
   const parsed = typeof key === "string" ? parseIdempotencyKey(key) : null;
   if (parsed === null || !parsed.ok || parsed.key !== key) {
+    const why = parsed && !parsed.ok ? ` (${parsed.reason})` : "";
     throw new TypeError(
-      `'${name}' must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces or commas${
-        parsed && !parsed.ok ? ` (${parsed.reason})` : ""
-      }: current value is ${JSON.stringify(key)}`,
+      `'${name}' must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces or commas${why}: current value is ${
+        JSON.stringify(key)
+      }`,
     );
   }
 }

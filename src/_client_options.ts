@@ -9,10 +9,7 @@ import {
   positiveInteger,
 } from "./_validate.ts";
 
-/**
- * The options of `createIdempotentFetch()`. Every number is in
- * milliseconds, except `maxAttempts` and `maxBodyBytes`.
- */
+/** How `createIdempotentFetch()` retries; numbers in ms (but two counts). */
 export interface IdempotentFetchOptions {
   /** Sends each attempt, one `Request` in (so a fetch handler fits too).
    * @default globalThis.fetch */
@@ -79,7 +76,10 @@ export interface RetryInfo {
   error?: unknown;
 }
 
-/** The options checked, with their defaults; `methods` in upper case. */
+/**
+ * The options checked, with their defaults; `methods` in upper case,
+ * `retryStatuses` with 409, 429 and 503 (always retried).
+ */
 export type ClientConfig =
   & Required<
     Omit<
@@ -102,10 +102,9 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     );
   }
   const methods = options.methods ?? ["POST", "PATCH"];
-  if (
-    !Array.isArray(methods) ||
-    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
-  ) {
+  const isMethod = (m: string) =>
+    typeof m === "string" && /^[A-Za-z]+$/.test(m);
+  if (!Array.isArray(methods) || !methods.every(isMethod)) {
     throw new TypeError(
       `'methods' must be a list of method names: current value is ${
         JSON.stringify(methods)
@@ -113,10 +112,8 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     );
   }
   const retryStatuses = options.retryStatuses ?? [500, 502, 504];
-  if (
-    !Array.isArray(retryStatuses) ||
-    !retryStatuses.every((s) => Number.isInteger(s) && s >= 500 && s <= 599)
-  ) {
+  const is5xx = (s: number) => Number.isInteger(s) && s >= 500 && s <= 599;
+  if (!Array.isArray(retryStatuses) || !retryStatuses.every(is5xx)) {
     throw new RangeError(
       `'retryStatuses' must be a list of 5xx statuses: current value is ${
         JSON.stringify(retryStatuses)
@@ -144,7 +141,7 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
       options.maxRetryAfter ?? 60_000,
     ),
     timeout: positiveInteger("timeout", options.timeout ?? 60_000),
-    retryStatuses: new Set(retryStatuses),
+    retryStatuses: new Set([409, 429, 503, ...retryStatuses]),
     maxBodyBytes: nonNegativeInteger(
       "maxBodyBytes",
       options.maxBodyBytes ?? 1_048_576,

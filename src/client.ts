@@ -1,22 +1,19 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A `fetch` that is safe to retry: each operation gets one `Idempotency-Key`
- * and every retry carries that same key, so a server guarded by
- * `idempotency()` (or any that follows the IETF draft) runs it once and
- * answers the retries with a replay.
+ * A `fetch` that is safe to retry: every attempt of an operation carries one
+ * `Idempotency-Key`, so a server guarded by `idempotency()` (or any that
+ * follows the IETF draft) runs it once and answers the retries with a replay.
  *
- * The key is the caller's, else a random UUID v4 for a `POST` or `PATCH` (v4:
- * unguessable, and the server hashes it, so v7's order buys nothing); it is
- * never changed, as another key could run the operation twice. Retried: a
- * network error (the request may have run; the key settles it), 409 (the
- * first attempt still runs), 429, 503 and `retryStatuses`, after
- * `Retry-After` or a backoff with full jitter. Not retried: 422 (the key was
- * used for another request) and any other 4xx. The methods RFC 9110 calls
- * idempotent are retried without a key; any other method without one is sent
- * once. A stream body is read once and a `FormData` serialized once, so that
- * every attempt sends the same bytes.
- *
- * Web platform only: Deno, Node 20, Bun, Cloudflare Workers and browsers.
+ * The key is the caller's, else a random UUID v4 for a `POST` or `PATCH`
+ * (unguessable; the server hashes it, so v7's order buys nothing), never
+ * changed: another key could run the operation twice. Retried: a network
+ * error (the request may have run: the key settles it), 409 (the first
+ * attempt still runs), 429, 503 and `retryStatuses`, after `Retry-After` or a
+ * backoff with full jitter. Not retried: 422 (the key was used for another
+ * request) and other 4xx. Methods RFC 9110 calls idempotent are retried
+ * without a key; any other without one is sent once. Stream and `FormData`
+ * bodies are buffered once, so that every attempt sends the same bytes. Web
+ * platform only: Deno, Node 20, Bun, Cloudflare Workers and browsers.
  *
  * @module
  */
@@ -43,9 +40,8 @@ export {
 export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
 
 /**
- * A configured retrying `fetch`: it resolves whenever a response came, error
- * statuses included, and rejects with an `IdempotentFetchError` when none
- * did.
+ * A configured retrying `fetch`: it resolves whenever a response came (error
+ * statuses too) and rejects with an `IdempotentFetchError` when none did.
  */
 export type IdempotentFetch = (
   input: RequestInfo | URL,
@@ -163,9 +159,6 @@ async function run(
   }
 }
 
-/** Retried whatever `retryStatuses` says. */
-const ALWAYS_RETRIED: ReadonlySet<number> = new Set([409, 429, 503]);
-
 /** After a response: the result to hand back, or the retry to make. */
 async function answered(
   op: Operation,
@@ -173,17 +166,14 @@ async function answered(
 ): Promise<IdempotentFetchResult | RetryInfo> {
   const { config, attempts, key, method, retried } = op;
   const { status } = response;
-  const stop = (reason?: StopReason, message = "") => ({
-    response,
-    key,
-    attempts,
-    replayed: response.headers.get(config.replayHeader) === "true",
-    stopped: reason ? { reason, message } : null,
+  const replayed = response.headers.get(config.replayHeader) === "true";
+  const result = { response, key, attempts, replayed, stopped: null };
+  const stop = (reason: StopReason, message: string) => ({
+    ...result,
+    stopped: { reason, message },
   });
-  if (status < 400) return stop();
-  const final = !ALWAYS_RETRIED.has(status) &&
-    !config.retryStatuses.has(status);
-  if (!retried || final) {
+  if (status < 400) return result;
+  if (!retried || !config.retryStatuses.has(status)) {
     return stop(
       "not_retryable",
       !retried
