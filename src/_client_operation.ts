@@ -97,7 +97,8 @@ export class Operation {
   readonly init: RequestInit;
   attempts = 0;
   readonly #controller = new AbortController();
-  readonly #aborted = new Promise<void>((resolve) =>
+  /** Resolves when {@linkcode signal} aborts. */
+  readonly aborted: Promise<void> = new Promise((resolve) =>
     this.signal.addEventListener("abort", () => resolve(), { once: true })
   );
   readonly #timeout: DOMException;
@@ -166,7 +167,7 @@ export class Operation {
   async pause(ms: number): Promise<void> {
     const { signal } = this;
     if (!signal.aborted) {
-      await Promise.race([this.config.sleep(ms, signal).then(), this.#aborted])
+      await Promise.race([this.config.sleep(ms, signal).then(), this.aborted])
         .catch((error) => {
           if (!signal.aborted) throw error;
         });
@@ -188,10 +189,9 @@ export class Operation {
     if (given !== undefined) {
       checkKey("idempotencyKey", given);
       if (present !== null && present !== given) {
+        const [value, its] = [given, present].map((v) => JSON.stringify(v));
         throw new TypeError(
-          `'idempotencyKey' differs from the request's ${header} header: current value is ${
-            JSON.stringify(given)
-          }, the header's ${JSON.stringify(present)}`,
+          `'idempotencyKey' differs from the request's ${header} header: current value is ${value}, the header's ${its}`,
         );
       }
       return given;
@@ -208,13 +208,14 @@ function checkKey(name: string, key: unknown): void {
   const parsed = typeof key === "string" ? parseIdempotencyKey(key) : null;
   if (parsed === null || !parsed.ok || parsed.key !== key) {
     const why = parsed && !parsed.ok ? ` (${parsed.reason})` : "";
+    const value = JSON.stringify(key);
     throw new TypeError(
-      `'${name}' must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces or commas${why}: current value is ${
-        JSON.stringify(key)
-      }`,
+      `'${name}' must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters without spaces or commas${why}: current value is ${value}`,
     );
   }
 }
+
+const NOT_BYTES = "The request body stream must yield Uint8Array chunks";
 
 /**
  * {@linkcode Operation.unbuffered} in a form that can be sent again: a
@@ -236,19 +237,14 @@ export async function resendable(
     });
   }
   const reader = body.getReader();
-  const onAbort = () => void reader.cancel(signal.reason).catch(() => {});
-  signal.addEventListener("abort", onAbort, { once: true });
+  void op.aborted.then(() => reader.cancel(signal.reason)).catch(() => {});
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
     for (;;) {
       const { done, value } = await reader.read();
       if (done) return concatBytes(chunks, size);
-      if (!(value instanceof Uint8Array)) {
-        throw new TypeError(
-          "The request body stream must yield Uint8Array chunks",
-        );
-      }
+      if (!(value instanceof Uint8Array)) throw new TypeError(NOT_BYTES);
       if ((size += value.byteLength) > limit) {
         await reader.cancel("over maxBodyBytes").catch(() => {});
         throw op.fail(
@@ -262,7 +258,5 @@ export async function resendable(
     throw signal.aborted && !(error instanceof IdempotentFetchError)
       ? op.stopped()
       : error;
-  } finally {
-    signal.removeEventListener("abort", onAbort);
   }
 }

@@ -105,19 +105,17 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
   const isMethod = (m: string) =>
     typeof m === "string" && /^[A-Za-z]+$/.test(m);
   if (!Array.isArray(methods) || !methods.every(isMethod)) {
+    const value = JSON.stringify(methods);
     throw new TypeError(
-      `'methods' must be a list of method names: current value is ${
-        JSON.stringify(methods)
-      }`,
+      `'methods' must be a list of method names: current value is ${value}`,
     );
   }
   const retryStatuses = options.retryStatuses ?? [500, 502, 504];
   const is5xx = (s: number) => Number.isInteger(s) && s >= 500 && s <= 599;
   if (!Array.isArray(retryStatuses) || !retryStatuses.every(is5xx)) {
+    const value = JSON.stringify(retryStatuses);
     throw new RangeError(
-      `'retryStatuses' must be a list of 5xx statuses: current value is ${
-        JSON.stringify(retryStatuses)
-      }`,
+      `'retryStatuses' must be a list of 5xx statuses: current value is ${value}`,
     );
   }
   const send = optionalFunction("fetch", options.fetch) ??
