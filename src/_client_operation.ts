@@ -78,11 +78,7 @@ const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(
   ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"],
 );
 
-/**
- * One operation: its key, what each attempt sends, and the signal that stops
- * it (the caller's, or `timeout`). The constructor throws a `TypeError` for
- * a bad key.
- */
+/** One operation; the constructor throws a `TypeError` for a bad key. */
 export class Operation {
   readonly method: string;
   readonly headers: Headers;
@@ -91,12 +87,14 @@ export class Operation {
   readonly retried: boolean;
   /** A stream or `FormData` body to make resendable before the first
    * attempt, when the operation may be sent again. */
-  readonly unbuffered: ReadableStream<Uint8Array> | FormData | undefined;
+  readonly unbuffered?: ReadableStream<Uint8Array> | FormData;
   readonly deadlineAt: number;
   /** Each attempt's `RequestInit`. */
   readonly init: RequestInit;
   attempts = 0;
   readonly #controller = new AbortController();
+  /** Aborts when the caller's signal does or `timeout` passes. */
+  readonly signal: AbortSignal = this.#controller.signal;
   /** Resolves when {@linkcode signal} aborts. */
   readonly aborted: Promise<void> = new Promise((resolve) =>
     this.signal.addEventListener("abort", () => resolve(), { once: true })
@@ -120,9 +118,9 @@ export class Operation {
     const body = init?.body !== undefined ? init.body : request?.body;
     const form = typeof FormData !== "undefined" && body instanceof FormData;
     const again = this.retried && config.maxAttempts > 1;
-    this.unbuffered = again && (form || body instanceof ReadableStream)
-      ? body
-      : undefined;
+    if (again && (form || body instanceof ReadableStream)) {
+      this.unbuffered = body;
+    }
     this.deadlineAt = config.clock() + config.timeout;
     const message = `The 'timeout' of ${config.timeout} ms passed`;
     this.#timeout = new DOMException(message, "TimeoutError");
@@ -132,10 +130,6 @@ export class Operation {
     this.#caller?.addEventListener("abort", this.#onAbort, { once: true });
     if (this.#caller?.aborted) this.#onAbort();
     this.init = { ...rest, headers: this.headers, signal: this.signal };
-  }
-
-  get signal(): AbortSignal {
-    return this.#controller.signal;
   }
 
   /** The error the operation ends with, with its key and attempts. */

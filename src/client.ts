@@ -100,7 +100,7 @@ export function createIdempotentFetch(
   options: IdempotentFetchOptions = {},
 ): IdempotentFetch {
   const config = configure(options);
-  return (input, init) => run(config, input, init);
+  return async (input, init) => await run(new Operation(config, input, init));
 }
 
 /**
@@ -127,17 +127,13 @@ export function idempotentFetch(
   input: RequestInfo | URL,
   init?: IdempotentRequestInit,
 ): Promise<IdempotentFetchResult> {
-  return run(DEFAULTS, input, init);
+  return withDefaults(input, init);
 }
 
-const DEFAULTS: ClientConfig = configure({});
+const withDefaults: IdempotentFetch = createIdempotentFetch();
 
-async function run(
-  config: ClientConfig,
-  input: RequestInfo | URL,
-  init: IdempotentRequestInit | undefined,
-): Promise<IdempotentFetchResult> {
-  const op = new Operation(config, input, init);
+async function run(op: Operation): Promise<IdempotentFetchResult> {
+  const { config } = op;
   try {
     if (op.signal.aborted) throw op.stopped();
     if (op.unbuffered) op.init.body = await resendable(op, op.unbuffered);
