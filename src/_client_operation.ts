@@ -15,8 +15,7 @@ export interface IdempotentRequestInit extends RequestInit {
 
 /** Why an operation ended without a success. */
 export type StopReason =
-  /** A final answer (a 4xx but 409 and 429, a 5xx outside `retryStatuses`),
-   * or a method without a key, sent once. */
+  /** A final answer (4xx but 409 and 429; a 5xx not retried), or no key. */
   | "not_retryable"
   /** `maxAttempts` attempts were made. */
   | "attempts"
@@ -30,9 +29,8 @@ export type StopReason =
   | "body_too_large";
 
 /**
- * The rejection of an operation that got no response: the caller aborted,
- * `timeout` passed, every attempt failed on the network, or the body could
- * not be buffered. The operation may have run: another call with
+ * The rejection of an operation that got no response (aborted, `timeout`,
+ * network errors, a body too large). It may have run: another call with
  * `idempotencyKey: error.key` finds out safely.
  *
  * @example Keep the key of a failed operation
@@ -85,8 +83,7 @@ export class Operation {
   readonly key: string | null;
   /** Whether sending it again is safe at all (`maxAttempts` says how often). */
   readonly retried: boolean;
-  /** A stream or `FormData` body to make resendable before the first
-   * attempt, when the operation may be sent again. */
+  /** A stream or `FormData` body to buffer first, if it may be sent again. */
   readonly unbuffered?: ReadableStream<Uint8Array> | FormData;
   readonly deadlineAt: number;
   /** Each attempt's `RequestInit`. */
@@ -117,8 +114,8 @@ export class Operation {
     this.retried = this.key !== null || IDEMPOTENT_METHODS.has(this.method);
     const body = init?.body !== undefined ? init.body : request?.body;
     const form = typeof FormData !== "undefined" && body instanceof FormData;
-    const again = this.retried && config.maxAttempts > 1;
-    if (again && (form || body instanceof ReadableStream)) {
+    const stream = body instanceof ReadableStream;
+    if (this.retried && config.maxAttempts > 1 && (form || stream)) {
       this.unbuffered = body;
     }
     this.deadlineAt = config.clock() + config.timeout;
@@ -212,9 +209,8 @@ function checkKey(name: string, key: unknown): void {
 const NOT_BYTES = "The request body stream must yield Uint8Array chunks";
 
 /**
- * {@linkcode Operation.unbuffered} in a form that can be sent again: a
- * stream read once (up to `maxBodyBytes`), a `FormData` serialized once
- * (each serialization draws a new random boundary: another request).
+ * {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
+ * `FormData` serialized once (each draws a new boundary: another request).
  */
 export async function resendable(
   op: Operation,

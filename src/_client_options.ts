@@ -125,8 +125,7 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
   headerName("header", header); // kept in the caller's case: messages quote it
   headerName("replayHeader", replayHeader);
   return {
-    // Unbound (a browser's fetch throws when called on another object), and a
-    // throw or a plain value becomes a promise.
+    // Unbound (a browser's fetch throws on another `this`); always a promise.
     fetch: async (request) => await send(request),
     header,
     replayHeader,
