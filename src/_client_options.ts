@@ -76,23 +76,16 @@ export interface RetryInfo {
   error?: unknown;
 }
 
-/**
- * The options checked, with their defaults; `methods` in upper case,
- * `retryStatuses` with 409, 429 and 503 (always retried).
- */
-export type ClientConfig =
-  & Required<
-    Omit<
-      IdempotentFetchOptions,
-      "fetch" | "methods" | "retryStatuses" | "onRetry"
-    >
-  >
-  & {
-    fetch: (request: Request) => Promise<Response>;
-    methods: ReadonlySet<string>;
-    retryStatuses: ReadonlySet<number>;
-    onRetry: ((retry: RetryInfo) => void) | undefined;
-  };
+type Reshaped = "fetch" | "methods" | "retryStatuses" | "onRetry";
+
+/** The options checked, with their defaults. */
+export interface ClientConfig
+  extends Required<Omit<IdempotentFetchOptions, Reshaped>> {
+  fetch: (request: Request) => Promise<Response>;
+  methods: ReadonlySet<string>; // upper case
+  retryStatuses: ReadonlySet<number>; // and 409, 429, 503: always retried
+  onRetry: ((retry: RetryInfo) => void) | undefined;
+}
 
 /** Checks the options (`TypeError`, or `RangeError` for a number). */
 export function configure(options: IdempotentFetchOptions): ClientConfig {
@@ -102,9 +95,8 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     );
   }
   const methods = options.methods ?? ["POST", "PATCH"];
-  const isMethod = (m: string) =>
-    typeof m === "string" && /^[A-Za-z]+$/.test(m);
-  if (!Array.isArray(methods) || !methods.every(isMethod)) {
+  const isName = (m: string) => typeof m === "string" && /^[A-Za-z]+$/.test(m);
+  if (!Array.isArray(methods) || !methods.every(isName)) {
     const value = JSON.stringify(methods);
     throw new TypeError(
       `'methods' must be a list of method names: current value is ${value}`,

@@ -88,6 +88,7 @@ export interface IdempotentFetchResult {
  * });
  * const result = await send("http://api.test/payments", { method: "POST", body: "{}" });
  * assert.equal(result.attempts, 2); // the same key twice: the second is a replay
+ * assert.equal(result.replayed, true);
  * assert.equal(await result.response.text(), "run 1");
  * ```
  */
@@ -149,13 +150,12 @@ async function run(op: Operation): Promise<IdempotentFetchResult> {
   }
 }
 
+type Next = IdempotentFetchResult | RetryInfo;
+
 /** After a response: the result to hand back, or the retry to make. */
-async function answered(
-  op: Operation,
-  response: Response,
-): Promise<IdempotentFetchResult | RetryInfo> {
+async function answered(op: Operation, response: Response): Promise<Next> {
   const { config, attempts, key, method, retried } = op;
-  const { status } = response;
+  const status = response.status;
   const replayed = response.headers.get(config.replayHeader) === "true";
   const result = { response, key, attempts, replayed, stopped: null };
   const stop = (reason: StopReason, message: string) => ({
