@@ -115,9 +115,8 @@ export class Operation {
     const body = init?.body !== undefined ? init.body : request?.body;
     const form = typeof FormData !== "undefined" && body instanceof FormData;
     const stream = body instanceof ReadableStream;
-    if (this.retried && config.maxAttempts > 1 && (form || stream)) {
-      this.unbuffered = body;
-    }
+    const buffer = this.retried && config.maxAttempts > 1 && (form || stream);
+    if (buffer) this.unbuffered = body;
     this.deadlineAt = config.clock() + config.timeout;
     const message = `The 'timeout' of ${config.timeout} ms passed`;
     this.#timeout = new DOMException(message, "TimeoutError");

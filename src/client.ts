@@ -5,13 +5,15 @@
  * answers the retries with a replay. The key is the caller's, else a random
  * UUID v4 (unguessable; the server hashes it, so v7's order buys nothing)
  * for a `POST` or `PATCH`, and never changes: another key could run the
- * operation twice. Retried: a network error (the request may have run: the
- * key settles it), 409 (the first attempt still runs), 429, 503 and
- * `retryStatuses`, after `Retry-After` or a backoff with full jitter; not
- * 422 (the key was used for another request) nor other 4xx. Methods RFC 9110
- * calls idempotent are retried without a key; others without one are sent
- * once. Stream and `FormData` bodies are buffered once, so that every
- * attempt sends the same bytes. Web APIs only: Deno, Node, Bun, browsers.
+ * operation twice.
+ *
+ * Retried: a network error (the request may have run: the key settles it),
+ * 409 (the first attempt still runs), 429, 503 and `retryStatuses`, after
+ * `Retry-After` or a backoff with full jitter; not 422 (the key was used for
+ * another request) nor other 4xx. Methods RFC 9110 calls idempotent are
+ * retried without a key; others without one are sent once. Stream and
+ * `FormData` bodies are buffered once, so that every attempt sends the same
+ * bytes. Web APIs only: Deno, Node, Bun, Cloudflare Workers and browsers.
  *
  * @module
  */
@@ -129,7 +131,6 @@ export function idempotentFetch(
 const withDefaults: IdempotentFetch = createIdempotentFetch();
 
 async function run(op: Operation): Promise<IdempotentFetchResult> {
-  const { config } = op;
   try {
     if (op.signal.aborted) throw op.stopped();
     if (op.unbuffered) op.init.body = await resendable(op, op.unbuffered);
@@ -137,12 +138,12 @@ async function run(op: Operation): Promise<IdempotentFetchResult> {
       // A bad URL or header throws here, uncounted: the caller's error.
       const request = new Request(op.input, op.init);
       op.attempts++;
-      const next = await config.fetch(request).then(
+      const next = await op.config.fetch(request).then(
         (response) => answered(op, response),
         (error) => failed(op, error),
       );
       if ("response" in next) return next;
-      config.onRetry?.(next);
+      op.config.onRetry?.(next);
       await op.pause(next.delay);
     }
   } finally {

@@ -506,7 +506,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "const request = new Request(op.input, op.init);",
     replacement:
-      "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(config.header, config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
+      "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(op.config.header, op.config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
     tests: [T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },
