@@ -508,9 +508,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "client-new-key-per-attempt",
     file: "src/client.ts",
-    text: "const request = new Request(input, attemptInit);",
+    text: "const request = new Request(op.input, op.init);",
     replacement:
-      "if (attempts > 0 && key !== null) {\n        headers.set(config.header, config.generateKey());\n        attemptInit.headers = headers;\n      }\n      const request = new Request(input, attemptInit);",
+      "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(op.config.header, op.config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
     tests: [T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },
