@@ -138,16 +138,17 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-fence-token",
     file: REDIS_SCRIPTS,
-    text: "if not c or string.sub(v, c + 1) ~= ARGV[1] then return 0 end",
-    replacement: "if not c then return 0 end",
+    text:
+      "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${REPLY.LOST} end",
+    replacement: "if not c then return ${REPLY.LOST} end",
     tests: [T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
     id: "redis-lease-floor",
     file: REDIS_SCRIPTS,
-    text: "if left > floor then return {0,",
-    replacement: "if left >= 0 then return {0,",
+    text: "if left > floor then return {${REPLY.IN_FLIGHT},",
+    replacement: "if left >= 0 then return {${REPLY.IN_FLIGHT},",
     tests: [T.redis],
     what:
       "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
