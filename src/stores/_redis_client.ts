@@ -141,22 +141,18 @@ function clientSend(client: RedisClientLike): Send {
     // command's name (redis/ioredis#1923). Uint8Array args must be Buffers
     // (others are stringified).
     const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    const methods = new Map<
-      unknown,
-      (...args: unknown[]) => Promise<unknown>
-    >();
+    type Method = (...args: unknown[]) => Promise<unknown>;
+    const methods = new Map<unknown, Method>();
     for (const name of IOREDIS_COMMANDS) {
       const method = c[`${name.toLowerCase()}Buffer`];
-      if (typeof method === "function") methods.set(name, method as never);
+      if (typeof method === "function") methods.set(name, method as Method);
     }
     return (args) => {
       const method = methods.get(args[0]);
-      const skip = method === undefined ? 0 : 1;
-      const out: unknown[] = new Array(args.length - skip);
-      for (let i = skip; i < args.length; i++) {
-        out[i - skip] = toBuffer(args[i]!);
-      }
-      return (method ?? call).apply(client, out);
+      const out = args.map(toBuffer);
+      return method === undefined
+        ? call.apply(client, out)
+        : method.apply(client, out.slice(1));
     };
   }
   if (
@@ -164,19 +160,8 @@ function clientSend(client: RedisClientLike): Send {
     typeof c.withTypeMapping === "function"
   ) {
     const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
-    // Strings and Buffers go as they are (a claim's arguments are all
-    // strings): only a plain Uint8Array needs a Buffer over it.
-    const map = (args: (string | Uint8Array)[]) => {
-      for (let i = 0; i < args.length; i++) {
-        const arg = args[i]!;
-        if (typeof arg !== "string" && !Buffer.isBuffer(arg)) {
-          const out: (string | Uint8Array)[] = args.slice();
-          for (let j = i; j < out.length; j++) out[j] = toBuffer(out[j]!);
-          return out;
-        }
-      }
-      return args;
-    };
+    // node-redis takes strings and Buffers only.
+    const map = (args: (string | Uint8Array)[]) => args.map(toBuffer);
     if (typeof c.getSlotMaster === "function") {
       // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
       // Every script here takes exactly one key, the fourth argument; every

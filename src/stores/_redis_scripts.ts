@@ -20,27 +20,24 @@ import {
 
 /**
  * What the scripts answer, written into their Lua text and read back here.
- * The claim script answers a number when it took the slot, else a table that
- * starts with its kind; the fenced writes answer a number.
+ *
+ * - claim: `ACQUIRED` (the slot was free) or `RECOVERED` (an in-flight
+ *   record past its lease taken over), or a table: `{IN_FLIGHT, fingerprint,
+ *   ms left on the lease}`, `{COMPLETED, record, hint}`, `{UNREADABLE,
+ *   hint}` for a value that is not ours (hint: when to retry, in ms).
+ * - complete, release, extend: `APPLIED`, or `LOST` when the token does not
+ *   own the slot (nothing written).
+ * - state: `HELD` (in flight or unreadable) or `SETTLED` (absent, completed).
  */
 export const REPLY = {
-  /** Claim: the slot was free. */
   ACQUIRED: 1,
-  /** Claim: an in-flight record past its lease was taken over. */
   RECOVERED: 2,
-  /** Claim: `{IN_FLIGHT, fingerprint, ms left on the lease}`. */
   IN_FLIGHT: 0,
-  /** Claim: `{COMPLETED, record, retry hint should the record not decode}`. */
   COMPLETED: 3,
-  /** Claim: `{UNREADABLE, retry hint}`, for a value that is not ours. */
   UNREADABLE: 2,
-  /** Write: the token owns the slot, and the write was made. */
   APPLIED: 1,
-  /** Write: the token does not own the slot; nothing was written. */
   LOST: 0,
-  /** State: the slot is held (in flight, or unreadable): wait for a change. */
   HELD: 1,
-  /** State: the slot is absent or completed. */
   SETTLED: 0,
 } as const;
 
@@ -50,11 +47,7 @@ export const REPLY = {
 // the server's clock for both the deadline and the lease.
 const IN_FLIGHT_LUA = `'${IN_FLIGHT}'`;
 
-/**
- * ARGV: the in-flight record to write, ttlMs, leaseMs. A value that is not a
- * record of ours is unreadable, with the time left on its key (at most a
- * lease) as the retry hint.
- */
+/** ARGV: the in-flight record, ttlMs, leaseMs. Unreadable: hint ≤ lease. */
 const CLAIM = `local key = KEYS[1]
 local lease = tonumber(ARGV[3])
 local function take(reply)
@@ -97,7 +90,6 @@ local c = string.find(v, ':', 7, true)
 if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${REPLY.LOST} end
 `;
 
-/** Takes the script's text with its SHA-1, for EVALSHA. */
 function script(source: string): { source: string; sha: string } {
   return { source, sha: createHash("sha1").update(source).digest("hex") };
 }

@@ -189,7 +189,9 @@ export class RedisStore implements IdempotencyStore {
   readonly waitForChange?: (slot: string, signal: AbortSignal) => Promise<void>;
 
   /**
-   * @param options The client the caller connected, and the store's options.
+   * Makes a store on a client the caller connected.
+   *
+   * @param options The client and the store's options.
    * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed.
    * @throws {RangeError} When a number option is not a positive integer.
    */
