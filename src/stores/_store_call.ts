@@ -70,7 +70,8 @@ class Pending implements StoreCall, Linked<Pending> {
  * A store's calls to its service, each given the same `timeoutMs` on a
  * monotonic clock. One timer watches them all: pending calls are kept in
  * start order, which is deadline order, and the timer is armed for the
- * oldest; it keeps the process alive only while calls are pending. A
+ * oldest; it keeps the process alive only while calls are pending (so it
+ * is a global `setTimeout`: a `Clock`'s timers never hold the process). A
  * deadline only stops the waiting: the work goes on, and a claim that lands
  * after it is undone (see {@linkcode Undo}).
  */

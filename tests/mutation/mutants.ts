@@ -416,7 +416,7 @@ export const MUTANTS: Mutant[] = [
     id: "redis-orphan-timeout-kept",
     file: STORE_CALL,
     text:
-      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
@@ -425,7 +425,7 @@ export const MUTANTS: Mutant[] = [
     id: "postgres-orphan-timeout-kept",
     file: STORE_CALL,
     text:
-      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
@@ -518,7 +518,7 @@ export const MUTANTS: Mutant[] = [
     id: "deadlines-rearm-late",
     file: STORE_CALL,
     text: "this.#timer = setTimeout(this.#fire, call.at - now);",
-    replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
+    replacement: "this.#timer = setTimeout(this.#fire, this.ms);",
     tests: [T.time],
     what: "a deadline after the first fires up to a whole timeout late",
   },
