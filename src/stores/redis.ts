@@ -283,11 +283,8 @@ export class RedisStore implements IdempotencyStore {
         call.throwIfExpired();
       }
       const argv = [record, ttl, String(leaseMs)];
-      return claimReply(
-        await this.#script(call, "claim", key, argv),
-        token,
-        leaseMs,
-      );
+      const reply = await this.#script(call, "claim", key, argv);
+      return claimReply(reply, token, leaseMs);
     };
     const result = await this.#calls.run("claim", claimed, {
       slot,
