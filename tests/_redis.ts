@@ -74,9 +74,9 @@ export function redisTest(
 export type SendCommand = (args: (string | Buffer)[]) => Promise<unknown>;
 
 /**
- * Unreadable hashes of the first record layout (RedisStore 0.1: a hash per
- * slot, version "1"), which the claim script still reads: `{future}` stands
- * for a deadline an hour away.
+ * Hashes, some shaped like the records of 0.1 (a hash per slot, version
+ * "1", never published), all unreadable now: a key of another type.
+ * `{future}` stands for a time an hour away.
  */
 const POISON_HASHES: Record<string, Record<string, string>> = (() => {
   const flight = { v: "1", st: "f", fp: "x", tok: "t", lu: "1" };

@@ -13,9 +13,9 @@ import type { WriteOutcome } from "../store.ts";
 export interface Orphan extends Linked<Orphan> {
   readonly slot: string;
   readonly leaseMs: number;
-  /** The claim's token: unknown until its command came back, for some stores. */
+  /** The claim's token (for KV, known once its command came back). */
   token: string | undefined;
-  /** When the orphan's lease has surely ended (set once it is ready). */
+  /** When its lease has surely ended (set once it is ready). */
   until: number;
 }
 
@@ -40,7 +40,9 @@ const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
  *   first release that throws and is retried after a backoff, or at once
  *   when {@linkcode Orphans.serviceAnswered} says the service answered. It
  *   is kept until a release answers, or for one lease: by then the orphan's
- *   lease ran out and a new claim takes the slot over anyway.
+ *   lease ran out and a new claim takes the slot over anyway. (After a
+ *   broken connection the release goes on a new one, and may overtake a
+ *   claim a hung server still holds unread: that claim lives one lease.)
  *
  * At most `max` orphans are kept (the oldest dropped first, ready ones
  * before watched ones): a dropped orphan that lands lives at most one lease.
@@ -71,14 +73,7 @@ export class Orphans {
     return this.#watched.size + this.#ready.size;
   }
 
-  /**
-   * A claim whose caller got an error while its command is still out.
-   *
-   * @param slot The claimed slot.
-   * @param token The claim's token, if the store knows it yet.
-   * @param leaseMs The claim's lease.
-   * @returns The orphan, for {@linkcode Orphans.cameBack}.
-   */
+  /** A claim whose caller got an error while its command is still out. */
   watch(slot: string, token: string | undefined, leaseMs: number): Orphan {
     this.#makeRoom();
     const orphan: Orphan = {
@@ -94,11 +89,8 @@ export class Orphans {
   }
 
   /**
-   * A watched claim's command came back.
-   *
-   * @param orphan What {@linkcode Orphans.watch} returned.
-   * @param token The token the claim (may have) acquired the slot under, or
-   * `undefined` when it surely did not.
+   * A watched claim's command came back with `token` when it (may have)
+   * acquired the slot under it, else `undefined`.
    */
   cameBack(orphan: Orphan, token: string | undefined): void {
     if (!this.#watched.remove(orphan) || token === undefined) return;
@@ -108,14 +100,7 @@ export class Orphans {
     this.serviceAnswered();
   }
 
-  /**
-   * A claim that failed with an unknown outcome, its command back already:
-   * releases it.
-   *
-   * @param slot The claimed slot.
-   * @param token The claim's token.
-   * @param leaseMs The claim's lease.
-   */
+  /** A claim whose outcome is unknown, its command back: releases it. */
   undo(slot: string, token: string, leaseMs: number): void {
     this.cameBack(this.watch(slot, token, leaseMs), token);
   }

@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore's transport: the client shapes it accepts (node-redis 5 client
- * or cluster, ioredis client or cluster, a {@linkcode RedisCommander}), one
- * `send` function for any of them, and the decoding of their replies and
- * errors. No Redis protocol of the store's own here (see `_redis_scripts.ts`).
+ * RedisStore's transport: the client shapes it takes, one {@linkcode Send}
+ * for any of them, and the reading of their replies and errors.
  *
  * @module
  */
@@ -143,22 +141,18 @@ function clientSend(client: RedisClientLike): Send {
     // command's name (redis/ioredis#1923). Uint8Array args must be Buffers
     // (others are stringified).
     const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    const methods = new Map<
-      unknown,
-      (...args: unknown[]) => Promise<unknown>
-    >();
+    type Method = (...args: unknown[]) => Promise<unknown>;
+    const methods = new Map<unknown, Method>();
     for (const name of IOREDIS_COMMANDS) {
       const method = c[`${name.toLowerCase()}Buffer`];
-      if (typeof method === "function") methods.set(name, method as never);
+      if (typeof method === "function") methods.set(name, method as Method);
     }
     return (args) => {
       const method = methods.get(args[0]);
-      const skip = method === undefined ? 0 : 1;
-      const out: unknown[] = new Array(args.length - skip);
-      for (let i = skip; i < args.length; i++) {
-        out[i - skip] = toBuffer(args[i]!);
-      }
-      return (method ?? call).apply(client, out);
+      const out = args.map(toBuffer);
+      return method === undefined
+        ? call.apply(client, out)
+        : method.apply(client, out.slice(1));
     };
   }
   if (
@@ -166,19 +160,8 @@ function clientSend(client: RedisClientLike): Send {
     typeof c.withTypeMapping === "function"
   ) {
     const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
-    // Strings and Buffers go as they are (a claim's arguments are all
-    // strings): only a plain Uint8Array needs a Buffer over it.
-    const map = (args: (string | Uint8Array)[]) => {
-      for (let i = 0; i < args.length; i++) {
-        const arg = args[i]!;
-        if (typeof arg !== "string" && !Buffer.isBuffer(arg)) {
-          const out: (string | Uint8Array)[] = args.slice();
-          for (let j = i; j < out.length; j++) out[j] = toBuffer(out[j]!);
-          return out;
-        }
-      }
-      return args;
-    };
+    // node-redis takes strings and Buffers only.
+    const map = (args: (string | Uint8Array)[]) => args.map(toBuffer);
     if (typeof c.getSlotMaster === "function") {
       // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
       // Every script here takes exactly one key, the fourth argument; every
@@ -204,33 +187,16 @@ function clientSend(client: RedisClientLike): Send {
   );
 }
 
-/** Whether `error` is Redis's answer to an EVALSHA of an unknown script. */
-export function isNoScript(error: unknown): boolean {
-  return errorCode(error) === "NOSCRIPT";
-}
-
 /**
- * Whether `error` is Redis's answer to a command on a key of another type:
- * for a `SET … GET`, the key holds no string, and nothing was written.
+ * The error code of a reply by which Redis refused a command, writing
+ * nothing: `NOSCRIPT` (an EVALSHA of a script it does not know), `WRONGTYPE`
+ * (a key of another type), `ERR syntax error` (`SET … NX … GET` before Redis
+ * 7.0); `undefined` for any other error.
  */
-export function isWrongType(error: unknown): boolean {
-  return errorCode(error) === "WRONGTYPE";
-}
-
-/**
- * Whether `error` is Redis's `ERR syntax error`: what a server before 7.0
- * answers to `SET … NX … GET`, writing nothing.
- */
-export function isSyntaxError(error: unknown): boolean {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" && /^-?ERR syntax error/.test(message);
-}
-
-/** The error code an error reply starts with (after an optional `-`). */
-function errorCode(error: unknown): string | undefined {
+export function refusal(error: unknown): string | undefined {
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== "string") return undefined;
-  return /^-?([A-Z]+)/.exec(message)?.[1];
+  return /^-?(NOSCRIPT|WRONGTYPE|ERR syntax error)/.exec(message)?.[1];
 }
 
 const decoder = new TextDecoder();
@@ -239,16 +205,7 @@ const encoder = new TextEncoder();
 /** A reply's bulk string as text, or `null` when it is none. */
 export function text(value: unknown): string | null {
   if (typeof value === "string") return value;
-  if (!(value instanceof Uint8Array)) return null;
-  // Fingerprints and statuses are short ASCII: skip the decoder for them.
-  if (value.length > 96) return decoder.decode(value);
-  let out = "";
-  for (let i = 0; i < value.length; i++) {
-    const byte = value[i]!;
-    if (byte > 0x7f) return decoder.decode(value);
-    out += String.fromCharCode(byte);
-  }
-  return out;
+  return value instanceof Uint8Array ? decoder.decode(value) : null;
 }
 
 /** A reply's bulk string as a plain byte view, or `null` when it is none. */
@@ -258,21 +215,16 @@ export function bytes(value: unknown): Uint8Array | null {
 
 /**
  * Whether a command that failed with `error` may have run on the server: not
- * when Redis refused the command itself (NOSCRIPT: the script was unknown;
- * WRONGTYPE: a `SET … GET` on a key of another type; `ERR syntax error`: a
- * `SET … NX … GET` before Redis 7.0), nor when the client refused to send it
- * (node-redis offline or closed, ioredis without its offline queue, a
- * client that threw instead of answering). Any
- * other error (a connection that broke under the command) may hide a run.
+ * when Redis refused it ({@linkcode refusal}), nor when the client refused to
+ * send it (node-redis offline or closed, ioredis without its offline queue,
+ * a client that threw instead of answering). Any other error (a connection
+ * that broke under the command) may hide a run.
  */
 export function mayHaveRun(error: unknown): boolean {
   if (Object(error) === error && refused.has(error as object)) return false;
-  if (isNoScript(error) || isWrongType(error) || isSyntaxError(error)) {
-    return false;
-  }
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== "string") return true;
-  return !(message === "The client is offline" ||
+  return !(refusal(error) || message === "The client is offline" ||
     message === "The client is closed" ||
     message.includes("enableOfflineQueue options is false"));
 }

@@ -4,8 +4,8 @@
  * native `SET key value NX PX ttl GET` (no script), and a replay decodes the
  * reply in place, the body a view into it.
  *
- * Two layouts, both starting with an ASCII head that tells them from any
- * other value (`idem` and the layout version `2`, then the state):
+ * Two shapes, both starting with an ASCII head that tells them from any
+ * other value (`idem`, the layout version `2`, then the state):
  *
  * ```text
  * in flight:  idem2f <floor> ":" <token>
@@ -35,13 +35,6 @@
  *   length than its record says, and reads as unreadable (in flight) until
  *   it expires: never a mangled replay.
  *
- * The first layout (a hash per slot, version `1` in its `v` field) is only
- * read: a claim that meets one (Redis answers `WRONGTYPE` to the `SET … GET`)
- * goes through the claim script, which replays a completed hash, reads an
- * in-flight one as in flight, and takes the slot over (as a string) only when
- * the hash's own lease or deadline has passed. So records written before the
- * upgrade keep their meaning until they expire.
- *
  * @module
  */
 
@@ -49,8 +42,6 @@ import { Buffer } from "node:buffer";
 import type { StoredResponse } from "../store.ts";
 import { toStoredResponse } from "../_record.ts";
 
-/** What every record of this layout starts with: `idem`, then the version. */
-export const HEAD = "idem2";
 /** The head of an in-flight record. */
 export const IN_FLIGHT = "idem2f";
 /** The head of a completed record. */
@@ -59,8 +50,6 @@ export const COMPLETED = "idem2c";
 export const TOKEN_ID_LENGTH = 36;
 
 const COLON = 0x3a;
-const ZERO = 0x30;
-const HEAD_BYTES = [0x69, 0x64, 0x65, 0x6d, 0x32, 0x63]; // "idem2c"
 
 /**
  * A new token for a claim with `fingerprint`: a random id of
@@ -106,8 +95,8 @@ export function completedRecord(
   const fingerprint = token.slice(TOKEN_ID_LENGTH);
   const headers = JSON.stringify(response.headers);
   const head = `${COMPLETED}${response.status}${
-    utf8Length(fingerprint)
-  }:${fingerprint}${utf8Length(headers)}:${headers}${
+    Buffer.byteLength(fingerprint)
+  }:${fingerprint}${Buffer.byteLength(headers)}:${headers}${
     response.body === null ? response.omitted : response.body.byteLength
   }:`;
   const body = response.body;
@@ -120,42 +109,10 @@ export function completedRecord(
 }
 
 /**
- * How many bytes `text` takes in UTF-8 (a lone surrogate as the 3 of
- * U+FFFD, which is what encoding writes for it), without encoding it.
- */
-function utf8Length(text: string): number {
-  let length = text.length;
-  for (let i = 0; i < text.length; i++) {
-    const unit = text.charCodeAt(i);
-    if (unit < 0x80) continue;
-    if (unit < 0x800) length += 1;
-    else if (
-      unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length &&
-      (text.charCodeAt(i + 1) & 0xfc00) === 0xdc00
-    ) {
-      length += 2; // a pair: 4 bytes for 2 units
-      i++;
-    } else length += 2;
-  }
-  return length;
-}
-
-/** Whether `value` starts with the head of a completed record. */
-export function isCompleted(value: Uint8Array): boolean {
-  if (value.length < HEAD_BYTES.length) return false;
-  for (let i = 0; i < HEAD_BYTES.length; i++) {
-    if (value[i] !== HEAD_BYTES[i]) return false;
-  }
-  return true;
-}
-
-/**
- * Reads a completed record (see the module doc), or returns `null` for
- * anything else: another head, a length that does not fit, or parts that
- * {@linkcode toStoredResponse} rejects. Never throws. The body is a view
- * into `value`. Text is decoded as UTF-8 with replacement: bytes that are
- * not UTF-8 in a header make it fail the HTTP check (unreadable), and the
- * store never writes such a fingerprint.
+ * Reads a completed record, or returns `null` for anything else: another
+ * head, a length that does not fit, or parts {@linkcode toStoredResponse}
+ * rejects. Never throws. The body is a view into `value`. Text is decoded as
+ * UTF-8 with replacement: a header that is not UTF-8 fails the HTTP check.
  *
  * @param value The record's bytes.
  * @returns The fingerprint and response, or `null`.
@@ -163,76 +120,53 @@ export function isCompleted(value: Uint8Array): boolean {
 export function decodeCompleted(
   value: Uint8Array,
 ): { fingerprint: string; response: StoredResponse } | null {
-  if (!isCompleted(value) || value.length < HEAD_BYTES.length + 3) return null;
-  let at = HEAD_BYTES.length;
-  let status = 0;
-  for (const end = at + 3; at < end; at++) {
-    const digit = value[at]! - ZERO;
-    if (digit < 0 || digit > 9) return null;
-    status = status * 10 + digit;
-  }
   const bytes = Buffer.isBuffer(value)
     ? value
     : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  const fpEnd = fieldEnd(value, at);
-  if (fpEnd < 0) return null;
-  const fingerprint = bytes.toString("utf8", fpEnd - lastLength, fpEnd);
-  const headersEnd = fieldEnd(value, fpEnd);
-  if (headersEnd < 0) return null;
-  const headersStart = headersEnd - lastLength;
-  // The body's length or the reason: at most 16 bytes, then a colon.
-  let colon = headersEnd;
-  const limit = Math.min(value.length, headersEnd + 17);
-  while (colon < limit && value[colon] !== COLON) colon++;
-  if (colon === headersEnd || colon === limit) return null;
+  const status = bytes.toString("latin1", 6, 9);
+  if (bytes.toString("latin1", 0, 6) !== COMPLETED) return null;
+  const fp = /^\d{3}$/.test(status) ? field(bytes, 9) : null;
+  const hdr = fp && field(bytes, fp.end);
+  if (fp === null || hdr === null) return null;
   let headers: unknown;
   try {
-    headers = JSON.parse(bytes.toString("utf8", headersStart, headersEnd));
+    headers = JSON.parse(bytes.toString("utf8", hdr.start, hdr.end));
   } catch {
     return null;
   }
-  let response: StoredResponse | null;
-  const bodyLength = value.length - colon - 1;
-  if (isDigit(value[headersEnd]!)) {
-    if (fieldEnd(value, headersEnd) !== value.length) return null;
-    const body = new Uint8Array(
-      value.buffer,
-      value.byteOffset + colon + 1,
-      bodyLength,
+  // The body's length and the body, or the reason it was not kept and ":".
+  const body = field(bytes, hdr.end);
+  let response: StoredResponse | null = null;
+  if (body === null) {
+    const colon = bytes.indexOf(COLON, hdr.end);
+    const omitted = bytes.toString("latin1", hdr.end, colon);
+    if (colon === bytes.length - 1) {
+      response = toStoredResponse(+status, headers, null, omitted);
+    }
+  } else if (body.end === bytes.length) {
+    const view = new Uint8Array(
+      bytes.buffer,
+      bytes.byteOffset + body.start,
+      body.end - body.start,
     );
-    response = toStoredResponse(status, headers, body, undefined);
-  } else {
-    const omitted = bytes.toString("latin1", headersEnd, colon);
-    response = bodyLength === 0
-      ? toStoredResponse(status, headers, null, omitted)
-      : null;
+    response = toStoredResponse(+status, headers, view, undefined);
   }
-  return response === null ? null : { fingerprint, response };
+  const fingerprint = bytes.toString("utf8", fp.start, fp.end);
+  return response && { fingerprint, response };
 }
-
-function isDigit(byte: number): boolean {
-  return byte >= ZERO && byte <= ZERO + 9;
-}
-
-/** The length read by the last {@linkcode fieldEnd}. */
-let lastLength = 0;
 
 /**
- * Reads `<byte length> ":"` at `at` and returns where the text that follows
- * ends (its length left in {@linkcode lastLength}), or -1 when the length is
- * malformed or runs past the value.
+ * Reads `<byte count> ":"` at `at`: where the text that follows starts and
+ * ends, or `null` when the count is malformed or runs past the value.
  */
-function fieldEnd(value: Uint8Array, at: number): number {
-  let length = 0;
-  let digits = 0;
-  for (; at < value.length && value[at] !== COLON; at++, digits++) {
-    const digit = value[at]! - ZERO;
-    if (digit < 0 || digit > 9 || digits === 9) return -1;
-    length = length * 10 + digit;
+function field(
+  bytes: Buffer,
+  at: number,
+): { start: number; end: number } | null {
+  const colon = bytes.indexOf(COLON, at);
+  if (colon < 0 || !/^\d{1,9}$/.test(bytes.toString("latin1", at, colon))) {
+    return null;
   }
-  if (digits === 0 || at >= value.length) return -1;
-  const end = at + 1 + length;
-  if (end > value.length) return -1;
-  lastLength = length;
-  return end;
+  const end = colon + 1 + Number(bytes.toString("latin1", at, colon));
+  return end > bytes.length ? null : { start: colon + 1, end };
 }

@@ -18,7 +18,7 @@ import {
 import type { StoreError, StoreOperation } from "../store.ts";
 import type { Orphan, Orphans } from "./_orphans.ts";
 
-/** How a store words the errors of its calls. */
+/** How a store words a call that failed in time, or timed out. */
 export interface StoreErrors {
   /** The call failed in time with `cause`. */
   failed(operation: StoreOperation, cause: unknown): StoreError;
@@ -26,11 +26,10 @@ export interface StoreErrors {
   timedOut(operation: StoreOperation): StoreError;
 }
 
-/** What a claim needs to be undone when it lands after its caller's error. */
+/** How to undo a claim that may land after its caller got an error. */
 export interface Undo<T> {
-  /** The claimed slot. */
+  /** The claimed slot and the claim's lease. */
   slot: string;
-  /** The claim's lease. */
   leaseMs: number;
   /** The claim's token, when the store made it before sending the claim. */
   token?: string;
@@ -40,16 +39,13 @@ export interface Undo<T> {
   mayHaveRun?(error: unknown): boolean;
 }
 
-/** A call as its work sees it. */
+/** A call, as its work sees it. */
 export interface StoreCall {
-  /**
-   * Throws once the deadline has passed. Work of several steps calls it
-   * before each further step: after the deadline it sends nothing more.
-   */
+  /** Throws once the deadline has passed: work checks it before each step. */
   throwIfExpired(): void;
 }
 
-/** Thrown by {@linkcode StoreCall.throwIfExpired}: nothing more was sent. */
+/** What {@linkcode StoreCall.throwIfExpired} throws: nothing more was sent. */
 const ABANDONED = new Error("The deadline passed: nothing more was sent");
 
 class Pending implements StoreCall, Linked<Pending> {
@@ -71,38 +67,30 @@ class Pending implements StoreCall, Linked<Pending> {
 }
 
 /**
- * Runs a store's calls to its service, each within the same `timeoutMs` on a
- * monotonic clock. One timer watches them all: the calls pending are kept in
+ * A store's calls to its service, each given the same `timeoutMs` on a
+ * monotonic clock. One timer watches them all: pending calls are kept in
  * start order, which is deadline order, and the timer is armed for the
- * oldest. It keeps the process alive only while calls are pending. A
- * deadline only stops the waiting: the work goes on, and a claim among it
- * that lands late is undone (see {@linkcode Undo}).
+ * oldest; it keeps the process alive only while calls are pending (so it
+ * is a global `setTimeout`: a `Clock`'s timers never hold the process). A
+ * deadline only stops the waiting: the work goes on, and a claim that lands
+ * after it is undone (see {@linkcode Undo}).
  */
 export class StoreCalls {
-  readonly #ms: number;
-  readonly #orphans: Orphans;
-  readonly #errors: StoreErrors;
-  readonly #clock: Pick<Clock, "now">;
   #pending = new List<Pending>();
   #timer: Timer | undefined;
 
   /**
-   * @param timeoutMs How long each call may take (`Infinity`: no deadline).
+   * @param ms How long each call may take (`Infinity`: no deadline).
    * @param orphans The store's undo work, told when the service answers.
    * @param errors How the store words a failure or a timeout.
    * @param clock The monotonic clock deadlines are measured on.
    */
   constructor(
-    timeoutMs: number,
-    orphans: Orphans,
-    errors: StoreErrors,
-    clock: Pick<Clock, "now"> = SYSTEM_CLOCK,
-  ) {
-    this.#ms = timeoutMs;
-    this.#orphans = orphans;
-    this.#errors = errors;
-    this.#clock = clock;
-  }
+    readonly ms: number,
+    readonly orphans: Orphans,
+    readonly errors: StoreErrors,
+    readonly clock: Pick<Clock, "now"> = SYSTEM_CLOCK,
+  ) {}
 
   /**
    * Starts `work` and waits for it until the deadline.
@@ -118,11 +106,11 @@ export class StoreCalls {
     undo?: Undo<T>,
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      const at = this.#clock.now() + this.#ms;
+      const at = this.clock.now() + this.ms;
       // The value `resolve` gets is the one `work` answers.
       const answer = resolve as (value: unknown) => void;
       const call = new Pending(at, operation, undo, answer, reject);
-      if (this.#ms !== Infinity) this.#watch(call);
+      if (this.ms !== Infinity) this.#watch(call);
       let pending: PromiseLike<T>;
       try {
         pending = work(call);
@@ -143,40 +131,41 @@ export class StoreCalls {
     this.#pending.push(call);
     if (!idle) return;
     if (this.#timer === undefined) {
-      this.#timer = setTimeout(this.#fire, this.#ms);
+      this.#timer = setTimeout(this.#fire, this.ms);
     } else refTimer(this.#timer, true);
   }
 
   #settle(call: Pending, value: unknown, failed: boolean): void {
-    const undo = call.undo;
-    if (call.expired) {
-      // The caller has its error: tell Orphans whether the claim landed.
-      if (call.orphan === undefined) return;
-      let token: string | undefined;
-      if (!failed) token = undo!.acquired(value);
-      else if (value !== ABANDONED && undo!.mayHaveRun?.(value)) {
-        token = undo!.token;
-      }
-      this.#orphans.cameBack(call.orphan, token);
-      return;
-    }
+    if (call.expired) return this.#late(call, value, failed);
     if (this.#pending.remove(call) && this.#pending.head === undefined) {
       refTimer(this.#timer!, false);
     }
+    const undo = call.undo;
     if (!failed) {
-      this.#orphans.serviceAnswered();
+      this.orphans.serviceAnswered();
       call.resolve(value);
       return;
     }
     if (undo?.token !== undefined && undo.mayHaveRun?.(value)) {
-      this.#orphans.undo(undo.slot, undo.token, undo.leaseMs);
+      this.orphans.undo(undo.slot, undo.token, undo.leaseMs);
     }
-    call.reject(this.#errors.failed(call.operation, value));
+    call.reject(this.errors.failed(call.operation, value));
+  }
+
+  /** A call settled after its deadline: tells Orphans if its claim landed. */
+  #late({ undo, orphan }: Pending, value: unknown, failed: boolean): void {
+    if (orphan === undefined) return;
+    let token: string | undefined;
+    if (!failed) token = undo!.acquired(value);
+    else if (value !== ABANDONED && undo!.mayHaveRun?.(value)) {
+      token = undo!.token;
+    }
+    this.orphans.cameBack(orphan, token);
   }
 
   #fire = (): void => {
     this.#timer = undefined;
-    const now = this.#clock.now();
+    const now = this.clock.now();
     for (let call = this.#pending.head; call; call = this.#pending.head) {
       if (call.at > now) {
         this.#timer = setTimeout(this.#fire, call.at - now);
@@ -186,9 +175,9 @@ export class StoreCalls {
       call.expired = true;
       const undo = call.undo;
       if (undo !== undefined) {
-        call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);
+        call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);
       }
-      call.reject(this.#errors.timedOut(call.operation));
+      call.reject(this.errors.timedOut(call.operation));
     }
   };
 }

@@ -138,16 +138,17 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-fence-token",
     file: REDIS_SCRIPTS,
-    text: "if not c or string.sub(v, c + 1) ~= ARGV[1] then return 0 end",
-    replacement: "if not c then return 0 end",
+    text:
+      "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${REPLY.LOST} end",
+    replacement: "if not c then return ${REPLY.LOST} end",
     tests: [T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
     id: "redis-lease-floor",
     file: REDIS_SCRIPTS,
-    text: "if left > floor then return {0,",
-    replacement: "if left >= 0 then return {0,",
+    text: "if left > floor then return {${REPLY.IN_FLIGHT},",
+    replacement: "if left >= 0 then return {${REPLY.IN_FLIGHT},",
     tests: [T.redis],
     what:
       "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
@@ -415,7 +416,7 @@ export const MUTANTS: Mutant[] = [
     id: "redis-orphan-timeout-kept",
     file: STORE_CALL,
     text:
-      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
@@ -424,7 +425,7 @@ export const MUTANTS: Mutant[] = [
     id: "postgres-orphan-timeout-kept",
     file: STORE_CALL,
     text:
-      "call.orphan = this.#orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
     tests: [T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
@@ -518,7 +519,7 @@ export const MUTANTS: Mutant[] = [
     id: "deadlines-rearm-late",
     file: STORE_CALL,
     text: "this.#timer = setTimeout(this.#fire, call.at - now);",
-    replacement: "this.#timer = setTimeout(this.#fire, this.#ms);",
+    replacement: "this.#timer = setTimeout(this.#fire, this.ms);",
     tests: [T.time],
     what: "a deadline after the first fires up to a whole timeout late",
   },
