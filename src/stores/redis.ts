@@ -16,10 +16,14 @@
  * import { idempotency } from "@idempotent/http";
  * import { RedisStore } from "@idempotent/http/redis";
  * import { createClient } from "redis";
+ * import { accountOf } from "./auth.ts"; // request => the stable account id
  *
  * const client = await createClient({ url: "redis://127.0.0.1:6379" }).connect();
  * const store = new RedisStore({ client, prefix: "myapp:idem:" });
- * Deno.serve(idempotency(() => new Response("charged", { status: 201 }), { store }));
+ * Deno.serve(idempotency(() => new Response("charged", { status: 201 }), {
+ *   store,
+ *   scope: accountOf, // the caller's account, resolved after authentication
+ * }));
  * ```
  *
  * @module
