@@ -24,12 +24,17 @@
  * const handler = idempotency(() => {
  *   runs++;
  *   return Response.json({ id: runs }, { status: 201 });
+ * }, {
+ *   // The tenant the request acts for, as the gateway that authenticated it
+ *   // set it: a stable id (user, tenant, API client), resolved after
+ *   // authentication. "global" is one key space shared by every caller.
+ *   scope: (req) => req.headers.get("x-tenant-id") ?? "anonymous",
  * });
  *
  * const request = () =>
  *   new Request("http://localhost/orders", {
  *     method: "POST",
- *     headers: { "Idempotency-Key": "3f2a" },
+ *     headers: { "Idempotency-Key": "3f2a", "X-Tenant-Id": "t1" },
  *     body: "{}",
  *   });
  * const first = await handler(request());

@@ -67,5 +67,5 @@ Deno.serve(
     ? replayFloor
     : mode === "keyless-floor"
     ? keylessFloor
-    : idempotency(handler),
+    : idempotency(handler, { scope: "global" }),
 );

@@ -17,7 +17,7 @@ const store = new MemoryStore({
   maxEntries: 10_000_000,
   maxBytes: 4_000_000_000,
 });
-const guarded = idempotency(handler, { store });
+const guarded = idempotency(handler, { scope: "global", store });
 
 function request(key: string | null): Request {
   const headers: Record<string, string> = {

@@ -30,13 +30,13 @@ const insert = `INSERT INTO ${effects} (key) VALUES ($1)`;
 const plain = idempotency(async (request) => {
   await sql.unsafe(insert, [request.headers.get("idempotency-key")]);
   return new Response("ok", { status: 201 });
-}, { store });
+}, { scope: "global", store });
 const transactional = idempotency(
   store.transactional(async (request, tx) => {
     await tx.unsafe(insert, [request.headers.get("idempotency-key")]);
     return new Response("ok", { status: 201 });
   }),
-  { store },
+  { scope: "global", store },
 );
 
 let n = 0;

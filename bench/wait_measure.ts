@@ -107,8 +107,8 @@ const handler = async () => {
   return new Response("paid", { status: 201 });
 };
 const wait = { waitForInFlight: 60_000, onEvent };
-const a = idempotency(handler, { store: storeA, ...wait });
-const b = idempotency(handler, { store: storeB, ...wait });
+const a = idempotency(handler, { scope: "global", store: storeA, ...wait });
+const b = idempotency(handler, { scope: "global", store: storeB, ...wait });
 const post = (key: string) =>
   new Request("http://bench/payments", {
     method: "POST",

@@ -15,8 +15,11 @@ import { createIdempotentFetch } from "@idempotent/http/client";
 let payments = 0;
 const server = Deno.serve(
   { hostname: "127.0.0.1", port: 0, onListen() {} },
-  idempotency(() =>
-    Response.json({ id: `pay_${++payments}` }, { status: 201 })
+  idempotency(
+    () => Response.json({ id: `pay_${++payments}` }, { status: 201 }),
+    // This server has one caller, the client below: one key space. A server
+    // with users scopes by the authenticated user's stable id.
+    { scope: "global" },
   ),
 );
 

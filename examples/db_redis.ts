@@ -13,7 +13,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { type RedisCommander, RedisStore } from "@idempotent/http/redis";
 import { Redis } from "ioredis";
@@ -41,5 +41,6 @@ const client: RedisCommander = {
 const store = new RedisStore({ client, prefix: "myapp:idem:" });
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

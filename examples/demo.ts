@@ -41,6 +41,9 @@ const tally = { replayed: 0, conflict: 0, mismatch: 0 };
 const server = Deno.serve(
   { hostname: "127.0.0.1", port: 0, onListen() {} },
   idempotency(payments, {
+    // The demo's API has one client, the flaky one below: one key space. An
+    // API with users scopes by the authenticated user's stable id.
+    scope: "global",
     ...(store ? { store } : {}),
     onEvent(event) {
       if (event.type === "replayed") tally.replayed++;

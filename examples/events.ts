@@ -9,7 +9,7 @@
  * @module
  */
 // deno-lint-ignore-file no-console
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 
 const logger = { warn: (...data: unknown[]) => console.warn(...data) };
@@ -19,6 +19,7 @@ const metrics = {
 };
 
 const guarded = idempotency(handler, {
+  scope: accountOf, // the account the request acts for, after authentication
   onEvent(event) {
     if (event.type === "store_error") logger.warn("idempotency store", event);
     metrics.increment(`idempotency.${event.type}`);

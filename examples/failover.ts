@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { FailoverStore } from "@idempotent/http/failover";
 import { RedisStore } from "@idempotent/http/redis";
@@ -32,5 +32,6 @@ const store = new FailoverStore({
 await store.migrate(); // creates the PostgreSQL table: without it, new keys get 503
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

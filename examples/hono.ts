@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { charge } from "./_payments.ts";
+import { accountOf, charge } from "./_payments.ts";
 import { MemoryStore } from "@idempotent/http";
 import { idempotent } from "@idempotent/http/hono";
 import { Hono } from "hono";
@@ -16,7 +16,10 @@ import { Hono } from "hono";
 const store = new MemoryStore(); // or any other store
 
 const app = new Hono();
-app.use("/api/*", idempotent({ store })); // GET and keyless requests pass straight through
+// Scoped by the account the request acts for (`accountOf` gets `c.req.raw`),
+// resolved after authentication. GET and keyless requests pass straight
+// through.
+app.use("/api/*", idempotent({ store, scope: accountOf }));
 app.post("/api/payments", async (c) => {
   const { amount } = await c.req.json(); // the body is still readable here
   return c.json(await charge(amount), 201);

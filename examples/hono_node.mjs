@@ -10,9 +10,19 @@ import { Hono } from "hono";
 import { MemoryStore } from "@idempotent/http";
 import { idempotent } from "@idempotent/http/hono";
 
+// A stand-in for your authentication, which runs first: the account each API
+// key acts for. The scope is that account's stable id, never the key itself.
+const accounts = new Map([["sk_test_alice", "acct_1"]]);
+const accountOf = (req) =>
+  accounts.get(req.headers.get("authorization")?.replace(/^Bearer /, "")) ??
+    "anonymous"; // a real API refuses unknown callers before this point
+
 let next = 0;
 const app = new Hono();
-app.use("/api/*", idempotent({ store: new MemoryStore() }));
+app.use(
+  "/api/*",
+  idempotent({ store: new MemoryStore(), scope: accountOf }),
+);
 app.post("/api/payments", async (c) => {
   const { amount } = await c.req.json();
   return c.json({ id: `pay_${++next}`, amount }, 201);

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { RedisStore } from "@idempotent/http/redis";
 import { Redis } from "ioredis"; // the named export: the default one does not type-check under Deno
@@ -16,5 +16,6 @@ const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
 const store = new RedisStore({ client: new Redis(url), prefix: "myapp:idem:" });
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

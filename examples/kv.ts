@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { KvStore } from "@idempotent/http/kv";
 
@@ -15,5 +15,6 @@ const kv = await Deno.openKv("./idempotency.db"); // Deno.openKv() on Deno Deplo
 const store = new KvStore({ kv }); // timeoutMs: 10_000 by default
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

@@ -6,11 +6,12 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency, MemoryStore } from "@idempotent/http";
 
 const store = new MemoryStore({ maxEntries: 10_000, maxBytes: 64 << 20 });
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

@@ -10,6 +10,7 @@
 // deno-lint-ignore-file no-console
 import { Application, Router } from "@oakserver/oak";
 import { idempotency, MemoryStore } from "@idempotent/http";
+import { accountOf } from "./_payments.ts";
 
 let next = 0;
 const router = new Router();
@@ -34,7 +35,11 @@ async function oak(request: Request): Promise<Response> {
   });
 }
 
-const handler = idempotency(oak, { store: new MemoryStore() });
+// Scoped by the account the request acts for, resolved after authentication.
+const handler = idempotency(oak, {
+  store: new MemoryStore(),
+  scope: accountOf,
+});
 
 Deno.serve({
   hostname: "127.0.0.1",

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { PostgresStore } from "@idempotent/http/postgres";
 import postgres from "postgres";
@@ -19,7 +19,8 @@ const store = new PostgresStore({ sql, table: "app.idempotency_keys" });
 await store.migrate(); // creates what is missing; safe from every instance
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );
 
 setInterval(() => store.sweep({ batchSize: 1000 }).catch(reportError), 60_000);

@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { accountOf } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { PostgresStore } from "@idempotent/http/postgres";
 import postgres from "postgres";
@@ -24,4 +25,8 @@ const pay = store.transactional(async (req, tx) => {
     await tx`INSERT INTO app.payments (amount) VALUES (${amount}) RETURNING id`;
   return Response.json({ id: Number(row!.id), amount }, { status: 201 });
 });
-Deno.serve({ hostname: "127.0.0.1", port: 8000 }, idempotency(pay, { store }));
+Deno.serve(
+  { hostname: "127.0.0.1", port: 8000 },
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(pay, { store, scope: accountOf }),
+);

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 import { RedisStore } from "@idempotent/http/redis";
 import { createClient } from "redis"; // node-redis 5
@@ -17,5 +17,6 @@ const client = await createClient({ url }).connect();
 const store = new RedisStore({ client, prefix: "myapp:idem:" });
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
-  idempotency(handler, { store }),
+  // Scoped by the account the request acts for, resolved after authentication.
+  idempotency(handler, { store, scope: accountOf }),
 );

@@ -8,15 +8,14 @@
  *
  * @module
  */
-import { handler } from "./_payments.ts";
+import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
 
-const principalOf = (req: Request) => req.headers.get("x-user-id") ?? "";
-
 const guarded = idempotency(handler, {
-  // The principal, then the method and path: a key is per user and per route.
+  // The account (resolved after authentication), then the method and path: a
+  // key is per account and per route.
   scope: (req) =>
-    JSON.stringify([principalOf(req), req.method, new URL(req.url).pathname]),
+    JSON.stringify([accountOf(req), req.method, new URL(req.url).pathname]),
   // Webhooks carry their own delivery ids: leave them alone.
   skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
 });

@@ -8,12 +8,13 @@
  *
  * @module
  */
-import { handler as app } from "./_payments.ts";
+import { accountOf, handler as app } from "./_payments.ts";
 import { drainCompletions, idempotency, MemoryStore } from "@idempotent/http";
 
 const store = new MemoryStore();
 
-const handler = idempotency(app, { store });
+// Scoped by the account the request acts for, resolved after authentication.
+const handler = idempotency(app, { store, scope: accountOf });
 const server = Deno.serve({ hostname: "127.0.0.1", port: 8000 }, handler);
 Deno.addSignalListener("SIGTERM", async () => {
   await server.shutdown();

@@ -19,7 +19,12 @@ const guarded = idempotency(async () => {
   running();
   await finished;
   return Response.json({ id: "pay_1" }, { status: 201 });
-}, { required: true });
+}, {
+  required: true,
+  // A single-tenant example (one client): one key space. A multi-tenant API
+  // returns the authenticated user's or API client's stable id.
+  scope: "global",
+});
 
 const pay = (headers: Record<string, string>) =>
   guarded(

@@ -24,6 +24,9 @@ async function handler(req: Request): Promise<Response> {
 const server = Deno.serve(
   { hostname: "127.0.0.1", port: 0, onListen() {} },
   idempotency(handler, {
+    // One client in this example: one key space. A multi-tenant API scopes by
+    // the authenticated caller's stable id.
+    scope: "global",
     waitForInFlight: 10_000, // a duplicate waits up to 10 s for the first
     maxWaiting: 1_000, // past 1,000 waiting duplicates: 409 at once
   }),

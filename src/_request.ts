@@ -73,7 +73,7 @@ export async function readBody(
 }
 
 /**
- * The request's scope, as the `scope` option returns it ("" without one);
+ * The request's scope, as the `scope` option returns it ("" for `"global"`);
  * synchronous when the option is.
  *
  * @param request The guarded request.

@@ -78,7 +78,11 @@ export interface IdempotentFetchResult {
  * import assert from "node:assert/strict";
  *
  * let runs = 0, lost = 0;
- * const handler = idempotency(() => new Response(`run ${++runs}`, { status: 201 }));
+ * // One caller, one key space; a server with users scopes by their stable id.
+ * const handler = idempotency(
+ *   () => new Response(`run ${++runs}`, { status: 201 }),
+ *   { scope: "global" },
+ * );
  * const send = createIdempotentFetch({
  *   fetch: async (request) => { // in process; the first answer gets lost
  *     const response = await handler(request);

@@ -70,6 +70,7 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *
  * const seen: IdempotencyEvent["type"][] = [];
  * const handler = idempotency(() => new Response("ok"), {
+ *   scope: "global", // one key space: this example has one caller
  *   onEvent: (event) => seen.push(event.type),
  * });
  * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });

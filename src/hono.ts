@@ -66,7 +66,7 @@ const PROBLEM_HEADERS = new Set([
  *
  * Requests with another method (`GET`, by default), or without a key while
  * keys are optional, go straight to `next()`: no body read, no store call,
- * so it can sit on a prefix with `app.use("/api/*", idempotent())`.
+ * so it can sit on a prefix with `app.use("/api/*", idempotent({ scope }))`.
  *
  * How it fits in Hono's context:
  *
@@ -88,9 +88,10 @@ const PROBLEM_HEADERS = new Set([
  *   Middleware that sets headers after `next()` sees every answer, replays
  *   included.
  *
- * @param options Store, scope, limits and hooks, as in the core middleware.
+ * @param options Scope (required: the request it gets is `c.req.raw`), store,
+ * limits and hooks, as in the core middleware.
  * @returns The middleware.
- * @throws {TypeError} When an option has the wrong type.
+ * @throws {TypeError} When `scope` is missing or an option has the wrong type.
  * @throws {RangeError} When a number option is out of range.
  *
  * @example One execution per key, on a prefix
@@ -102,7 +103,15 @@ const PROBLEM_HEADERS = new Set([
  *
  * let created = 0;
  * const app = new Hono();
- * app.use("/api/*", idempotent({ store: new MemoryStore() }));
+ * app.use(
+ *   "/api/*",
+ *   idempotent({
+ *     store: new MemoryStore(),
+ *     // One key space: this example has a single caller. A multi-tenant
+ *     // API returns the authenticated user's or client's stable id.
+ *     scope: "global",
+ *   }),
+ * );
  * app.get("/api/orders", (c) => c.json({ created }));
  * app.post("/api/orders", async (c) => {
  *   const { item } = await c.req.json();
@@ -129,7 +138,7 @@ const PROBLEM_HEADERS = new Set([
  * ```
  */
 export function idempotent(
-  options: IdempotentHonoOptions = {},
+  options: IdempotentHonoOptions,
 ): IdempotentMiddleware {
   const config = configure(options);
   const guard = new Guard(runDownstream, config);

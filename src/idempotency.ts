@@ -40,9 +40,9 @@ export type {
  *
  * @typeParam A The arguments after the request, passed through.
  * @param handler The handler to guard.
- * @param options Store, scope, limits and hooks.
+ * @param options Scope (required), store, limits and hooks.
  * @returns The guarded handler.
- * @throws {TypeError} When an option has the wrong type.
+ * @throws {TypeError} When `scope` is missing or an option has the wrong type.
  * @throws {RangeError} When a number option is out of range.
  *
  * @example One execution, one replay
@@ -55,12 +55,21 @@ export type {
  *   const { amount } = await req.json();
  *   charges++;
  *   return Response.json({ charged: amount }, { status: 201 });
- * }, { store: new MemoryStore() });
+ * }, {
+ *   store: new MemoryStore(),
+ *   // The paying account, as the authenticating proxy in front of this
+ *   // service resolved it: two accounts never share a key's charge.
+ *   scope: (req) => {
+ *     const account = req.headers.get("x-account-id");
+ *     if (account === null) throw new Error("unauthenticated");
+ *     return account;
+ *   },
+ * });
  *
  * const pay = () =>
  *   new Request("http://localhost/payments", {
  *     method: "POST",
- *     headers: { "idempotency-key": "order-42" },
+ *     headers: { "idempotency-key": "order-42", "x-account-id": "acct_1" },
  *     body: JSON.stringify({ amount: 100 }),
  *   });
  * const first = await handler(pay());
@@ -75,7 +84,7 @@ export function idempotency<
   A extends unknown[] = [info?: ServeHandlerInfo],
 >(
   handler: FetchHandler<A>,
-  options: IdempotencyOptions = {},
+  options: IdempotencyOptions,
 ): FetchHandler<A> {
   if (typeof handler !== "function") {
     throw new TypeError(
@@ -116,7 +125,10 @@ const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
  * import { drainCompletions, idempotency } from "@idempotent/http";
  * import assert from "node:assert/strict";
  *
- * const handler = idempotency(() => new Response("ok", { status: 201 }));
+ * // A single-tenant internal service: one key space for every caller.
+ * const handler = idempotency(() => new Response("ok", { status: 201 }), {
+ *   scope: "global",
+ * });
  * const res = await handler(new Request("http://localhost/pay", {
  *   method: "POST",
  *   headers: { "idempotency-key": "k1" },

@@ -47,7 +47,9 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
-/** Options of {@linkcode idempotency}. Every field is optional. */
+/**
+ * Options of {@linkcode idempotency}. Every field but `scope` is optional.
+ */
 export interface IdempotencyOptions {
   /**
    * Where records are kept. Share one store between the middleware
@@ -58,12 +60,39 @@ export interface IdempotencyOptions {
   store?: IdempotencyStore;
   /**
    * The scope of a request's key: requests in different scopes never share a
-   * record, even with the same key. Return the tenant or principal the
-   * request acts for. May be async; a throw propagates as the handler's would.
+   * record, even with the same key. Required: return the stable id of the
+   * user, tenant or API client the request acts for, resolved after
+   * authentication (not a token that rotates: a retry must land in the same
+   * scope). May be async; a throw propagates as the handler's would.
+   * `"global"` is the explicit choice of one key space shared by every
+   * caller, for an API that has one (a single-tenant internal service,
+   * tests): two callers who send the same key and body then share one
+   * execution and its response.
    *
-   * @default {() => ""} (one global scope)
+   * @example Scoped by the authenticated account
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * // Your authentication: the account an API key stands for.
+   * const accounts = new Map([["key-of-alice", "acct_1"]]);
+   * const accountOf = (request: Request) => {
+   *   const account = accounts.get(request.headers.get("x-api-key") ?? "");
+   *   if (account === undefined) throw new Error("unauthenticated");
+   *   return account;
+   * };
+   *
+   * const handler = idempotency(() => new Response("ok", { status: 201 }), {
+   *   scope: accountOf,
+   * });
+   * const res = await handler(new Request("http://localhost/pay", {
+   *   method: "POST",
+   *   headers: { "idempotency-key": "k1", "x-api-key": "key-of-alice" },
+   * }));
+   * assert.equal(res.status, 201);
+   * ```
    */
-  scope?: (request: Request) => string | Promise<string>;
+  scope: ((request: Request) => string | Promise<string>) | "global";
   /**
    * The request header that carries the key.
    *
@@ -268,7 +297,8 @@ export const DEFAULTS = Object.freeze({
 /** The options, checked, with their defaults filled in. */
 export interface Config {
   store: IdempotencyStore;
-  scope: IdempotencyOptions["scope"];
+  /** `undefined` for `"global"`: the empty scope. */
+  scope: Exclude<IdempotencyOptions["scope"], "global"> | undefined;
   /** Lower case. */
   header: string;
   /** Upper case. */
@@ -309,6 +339,8 @@ export interface Config {
  * exceeds `ttl`, or `completionWait` exceeds `completionTimeout`.
  */
 export function configure(options: IdempotencyOptions): Config {
+  // Without options (from JavaScript), the `scope` check says what to pass.
+  if (options === undefined) options = {} as IdempotencyOptions;
   if (options === null || typeof options !== "object") {
     throw new TypeError(
       `'options' must be an object: current value is ${options}`,
@@ -360,7 +392,7 @@ export function configure(options: IdempotencyOptions): Config {
   const guarded = new Set(methods.map((m) => m.toUpperCase()));
   return {
     store,
-    scope: optionalFunction("scope", options.scope),
+    scope: scopeOption(options.scope),
     header: option("header", headerName),
     methods: guarded,
     unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
@@ -415,6 +447,17 @@ export function guardedKey(
   if (skip !== undefined && skip(request)) return undefined;
   const value = request.headers.get(config.header);
   return value === null && !config.required ? undefined : value;
+}
+
+/** The `scope` option: a function, or `undefined` for `"global"`. */
+function scopeOption(scope: unknown): Config["scope"] {
+  if (scope === "global") return undefined;
+  if (typeof scope === "function") return scope as Config["scope"];
+  throw new TypeError(
+    `'scope' is required: pass (request) => the stable id of the user, tenant or API client the request acts for (resolved after authentication), or "global" for one key space shared by every caller: current value is ${
+      typeof scope === "string" ? JSON.stringify(scope) : scope
+    }`,
+  );
 }
 
 /** What `methods` cannot hold: `new Request()` refuses them (see `methods`). */

@@ -51,4 +51,4 @@ const store = new RedisStore({
 serveApp(async (key, body) => {
   const query = new URLSearchParams({ key, body });
   await (await fetch(`${ledger}/ran?${query}`, { method: "POST" })).text();
-}, { store, lease: Number(lease) });
+}, { scope: "global", store, lease: Number(lease) });

@@ -382,7 +382,7 @@ export async function assertWaiterWoken(
     runs++;
     return await gate.promise;
   };
-  const owner = idempotency(handler, { store: ownerStore });
+  const owner = idempotency(handler, { scope: "global", store: ownerStore });
   let watches = 0;
   const watch = waiterStore.waitForChange!.bind(waiterStore);
   Object.defineProperty(waiterStore, "waitForChange", {
@@ -393,6 +393,7 @@ export async function assertWaiterWoken(
   });
   const log = recorder();
   const other = idempotency(handler, {
+    scope: "global",
     store: waiterStore,
     waitForInFlight: 60_000,
     onEvent: log.onEvent,
@@ -422,7 +423,7 @@ export async function warmCountingHandler(store: IdempotencyStore): Promise<{
   const handler = idempotency(() => {
     runs++;
     return new Response("charged", { status: 201 });
-  }, { store, lease: 30_000 });
+  }, { scope: "global", store, lease: 30_000 });
   const warm = await handler(post("warm"));
   assert.equal(warm.status, 201);
   await warm.body?.cancel();

@@ -142,10 +142,12 @@ if (name === "http") {
   // The middleware with its defaults (a MemoryStore of 64 MiB), answering
   // 1,000,000-byte bodies (under the default 1 MiB capture cap).
   const app = (count: number) => {
-    const handler = idempotency(() =>
-      new Response(new Uint8Array(1_000_000).fill(7), {
-        headers: { "content-type": "application/octet-stream" },
-      })
+    const handler = idempotency(
+      () =>
+        new Response(new Uint8Array(1_000_000).fill(7), {
+          headers: { "content-type": "application/octet-stream" },
+        }),
+      { scope: "global" },
     );
     return async () => {
       for (let i = 0; i < count; i++) {

@@ -83,6 +83,7 @@ Deno.serve(
       );
     }),
     {
+      scope: "global",
       store,
       lease: Number(lease),
       onEvent(event) {

@@ -29,11 +29,11 @@ import {
 
 function serve(
   handler: (req: Request) => Response | Promise<Response>,
-  options: IdempotencyOptions = {},
+  options: Partial<IdempotencyOptions> = {},
 ) {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
-    idempotency(handler, options),
+    idempotency(handler, { scope: "global", ...options }),
   );
   const { port } = server.addr as Deno.NetAddr;
   return {

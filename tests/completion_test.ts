@@ -96,7 +96,7 @@ class FlakyStore extends StoreWrapper {
 }
 
 /** A MemoryStore on a clock the test moves, behind a FlakyStore. */
-function setup(options: IdempotencyOptions = {}) {
+function setup(options: Partial<IdempotencyOptions> = {}) {
   let now = 1_000_000;
   const memory = new MemoryStore({ clock: () => now });
   const store = new FlakyStore(memory);
@@ -113,6 +113,7 @@ function setup(options: IdempotencyOptions = {}) {
     await t.hold?.();
     return new Response(body, { status: t.status() });
   }, {
+    scope: "global",
     store,
     lease: 1000,
     onEvent: (event) => {
@@ -373,22 +374,27 @@ Deno.test("idempotency() retries a failed release in the background, so that a r
 Deno.test("idempotency() checks the completion options eagerly", async () => {
   const ok = () => new Response("ok");
   assert.throws(
-    () => idempotency(ok, { completionWait: -1 }),
+    () => idempotency(ok, { scope: "global", completionWait: -1 }),
     RangeError,
     "'completionWait' must be a non-negative integer: current value is -1",
   );
   assert.throws(
-    () => idempotency(ok, { completionTimeout: 0 }),
+    () => idempotency(ok, { scope: "global", completionTimeout: 0 }),
     RangeError,
     "'completionTimeout' must be a positive integer: current value is 0",
   );
   assert.throws(
-    () => idempotency(ok, { completionWait: 20, completionTimeout: 10 }),
+    () =>
+      idempotency(ok, {
+        scope: "global",
+        completionWait: 20,
+        completionTimeout: 10,
+      }),
     RangeError,
     "'completionWait' must not exceed 'completionTimeout' (10): current value is 20",
   );
   assert.throws(
-    () => idempotency(ok, { maxPendingCompletions: 1.5 }),
+    () => idempotency(ok, { scope: "global", maxPendingCompletions: 1.5 }),
     RangeError,
     "'maxPendingCompletions' must be a non-negative integer: current value is 1.5",
   );
@@ -408,7 +414,7 @@ async function failsOnceOn(store: IdempotencyStore, fail: () => void) {
     runs++;
     fail();
     return new Response(body, { status: 201 });
-  }, { store, onEvent: (event) => events.push(event) });
+  }, { scope: "global", store, onEvent: (event) => events.push(event) });
   const key = crypto.randomUUID();
   const first = await guarded(post(key));
   assert.equal(first.status, 201);

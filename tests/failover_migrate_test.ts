@@ -62,6 +62,7 @@ Deno.test({
         runs++;
         return new Response(`run ${runs}`, { status: 201 });
       }, {
+        scope: "global",
         store,
         onEvent: (event: IdempotencyEvent) => {
           if (event.type === "store_error") {

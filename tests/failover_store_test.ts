@@ -60,6 +60,7 @@ import {
 async function slotOf(key: string): Promise<string> {
   let slot: string | null = null;
   const probe = idempotency(() => new Response("probe"), {
+    scope: "global",
     store: new MemoryStore(),
     onEvent: (e: IdempotencyEvent) => {
       if (e.type === "claimed") slot = e.slot;
@@ -509,7 +510,7 @@ Deno.test("FailoverStore through the middleware: the fallback mirror survives a 
   const handler = idempotency(() => {
     runs++;
     return new Response(`run ${runs}`, { status: 201 });
-  }, { store });
+  }, { scope: "global", store });
   assert.equal((await handler(post("k"))).status, 201);
   // The primary restarts empty.
   (primary as { inner: IdempotencyStore }).inner = new MemoryStore();
@@ -528,7 +529,7 @@ Deno.test("FailoverStore on two MemoryStores runs a key once through the middlew
   const handler = idempotency(() => {
     runs++;
     return new Response("charged", { status: 201 });
-  }, { store });
+  }, { scope: "global", store });
   assert.equal((await handler(post("c-1"))).status, 201);
   const retry = await handler(post("c-1"));
   assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
@@ -611,7 +612,7 @@ integration(
       const key = req.headers.get("idempotency-key")!;
       runs.set(key, (runs.get(key) ?? 0) + 1);
       return new Response(`${key} ran`, { status: 201 });
-    }, { store });
+    }, { scope: "global", store });
     const send = async (key: string) => {
       const res = await handler(post(key));
       return {
@@ -728,8 +729,8 @@ integration(
         await sleep(150);
         return new Response("once", { status: 201 });
       };
-      const a = idempotency(body, { store: blind });
-      const b = idempotency(body, { store: sighted });
+      const a = idempotency(body, { scope: "global", store: blind });
+      const b = idempotency(body, { scope: "global", store: sighted });
       // Interleaved, then each side with a head start: whichever side
       // claims PostgreSQL first must win, and the other must see it.
       const modes = ["interleaved", "sighted first", "blind first"] as const;
@@ -806,7 +807,7 @@ integration(
       const guarded = idempotency(() => {
         runs++;
         return new Response("x", { status: 201 });
-      }, { store: strict });
+      }, { scope: "global", store: strict });
       const refused = await guarded(post("strict-key"));
       await refused.body?.cancel();
       assert.equal(refused.status, 503);
@@ -862,7 +863,7 @@ integration(
         // Only the first run waits: a second one (the bug) answers at once.
         if (++runs === 1) await gate;
         return new Response("slow", { status: 201 });
-      }, { store, lease: 300 });
+      }, { scope: "global", store, lease: 300 });
       const first = handler(post("L"));
       await waitFor("the handler to start", () => runs === 1);
       // Redis crashes and comes back empty while the handler runs.
@@ -921,7 +922,7 @@ integration(
     const handler = idempotency(() => {
       runs++;
       return new Response(`run ${runs}`, { status: 201 });
-    }, { store, lease: 30_000 });
+    }, { scope: "global", store, lease: 30_000 });
     const warm = await handler(post("warm")); // Redis knows the scripts
     assert.equal(warm.status, 201);
     await warm.body?.cancel();

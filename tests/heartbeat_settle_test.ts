@@ -36,7 +36,7 @@ interface Case {
   failsOnce?: StoreOperation;
   status: number;
   throws?: boolean;
-  options?: IdempotencyOptions;
+  options?: Partial<IdempotencyOptions>;
 }
 
 const CASES: Case[] = [
@@ -79,6 +79,7 @@ for (const c of CASES) {
       if (c.throws) throw new Error("handler failed");
       return new Response("body", { status: c.status });
     }, {
+      scope: "global",
       store,
       lease: LEASE,
       onEvent,

@@ -37,14 +37,14 @@ async function bytes(response: Response): Promise<Uint8Array> {
 }
 
 Deno.test("idempotent() type-checks as a Hono MiddlewareHandler", () => {
-  const middleware: MiddlewareHandler = idempotent();
+  const middleware: MiddlewareHandler = idempotent({ scope: "global" });
   assert.equal(typeof middleware, "function");
 });
 
 Deno.test("idempotent() validates its options eagerly", () => {
-  assert.throws(() => idempotent({ ttl: -1 }), RangeError);
+  assert.throws(() => idempotent({ scope: "global", ttl: -1 }), RangeError);
   assert.throws(
-    () => idempotent({ methods: [] as unknown as string[] }),
+    () => idempotent({ scope: "global", methods: [] as unknown as string[] }),
     TypeError,
   );
 });
@@ -52,12 +52,16 @@ Deno.test("idempotent() validates its options eagerly", () => {
 Deno.test("idempotent() runs the route once per key and replays the same bytes", async () => {
   const seen: unknown[] = [];
   const app = new Hono();
-  app.post("/payments", idempotent({ store: new MemoryStore() }), async (c) => {
-    const body = await c.req.json();
-    seen.push(body);
-    c.header("x-charge", `ch_${seen.length}`);
-    return c.json({ charged: body.amount, n: seen.length }, 201);
-  });
+  app.post(
+    "/payments",
+    idempotent({ scope: "global", store: new MemoryStore() }),
+    async (c) => {
+      const body = await c.req.json();
+      seen.push(body);
+      c.header("x-charge", `ch_${seen.length}`);
+      return c.json({ charged: body.amount, n: seen.length }, 201);
+    },
+  );
   const first = await pay(app, "order-1");
   assert.equal(first.status, 201);
   assert.equal(first.headers.get("idempotent-replayed"), null);
@@ -81,7 +85,7 @@ Deno.test("idempotent() runs the route once per key and replays the same bytes",
 
 Deno.test("idempotent() hands the routes after it the buffered body through c.req.raw and c.req.text()", async () => {
   const app = new Hono();
-  app.use("/echo", idempotent());
+  app.use("/echo", idempotent({ scope: "global" }));
   app.use("/echo", async (c, next) => {
     c.set("raw" as never, (await c.req.raw.clone().text()) as never);
     await next();
@@ -97,10 +101,14 @@ Deno.test("idempotent() keeps a live body over the record's cap intact and repla
   const body = pattern(10_000, 9);
   let runs = 0;
   const app = new Hono();
-  app.post("/blob", idempotent({ maxResponseBytes: 1024 }), (c) => {
-    runs++;
-    return c.body(body, 200, { "content-type": "application/octet-stream" });
-  });
+  app.post(
+    "/blob",
+    idempotent({ scope: "global", maxResponseBytes: 1024 }),
+    (c) => {
+      runs++;
+      return c.body(body, 200, { "content-type": "application/octet-stream" });
+    },
+  );
   const live = await pay(app, "blob", "{}", "/blob");
   assert.ok(sameBytes(await bytes(live), body), "the live bytes, once each");
   const replay = await pay(app, "blob", "{}", "/blob");
@@ -115,7 +123,7 @@ Deno.test("idempotent() answers 409 while the first request is in flight", async
   const entered = deferred();
   let runs = 0;
   const app = new Hono();
-  app.post("/payments", idempotent(), async (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), async (c) => {
     runs++;
     entered.resolve();
     await gate.promise;
@@ -140,7 +148,7 @@ Deno.test("idempotent() answers 409 while the first request is in flight", async
 Deno.test("idempotent() answers 422 when the key is reused with another body", async () => {
   let runs = 0;
   const app = new Hono();
-  app.post("/payments", idempotent(), (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), (c) => {
     runs++;
     return c.json({ ok: true }, 201);
   });
@@ -156,7 +164,7 @@ Deno.test("idempotent() releases the key on a non-2xx, a thrown error and a notF
   let runs = 0;
   const app = new Hono();
   app.onError((_error, c) => c.text("error", 500));
-  app.use("/api/*", idempotent({ onEvent: log.onEvent }));
+  app.use("/api/*", idempotent({ scope: "global", onEvent: log.onEvent }));
   app.post("/api/flaky", (c) => {
     runs++;
     return runs === 1 ? c.json({ error: "busy" }, 503) : c.json({ runs }, 201);
@@ -189,7 +197,7 @@ Deno.test("idempotent() releases the key when the routes after it leave no respo
     errors.push(error);
     return c.text("error", 500);
   });
-  app.use("/payments", idempotent({ onEvent: log.onEvent }));
+  app.use("/payments", idempotent({ scope: "global", onEvent: log.onEvent }));
   app.use("/payments", async () => {});
   assert.equal((await pay(app, "void")).status, 500);
   assert.match(String(errors[0]), /not finalized after idempotent\(\)/);
@@ -198,7 +206,7 @@ Deno.test("idempotent() releases the key when the routes after it leave no respo
 
 Deno.test("idempotent() replays every Set-Cookie of the response, in order", async () => {
   const app = new Hono();
-  app.post("/login", idempotent(), (c) => {
+  app.post("/login", idempotent({ scope: "global" }), (c) => {
     setCookie(c, "session", "s1", { httpOnly: true, path: "/" });
     setCookie(c, "csrf", "c1", { path: "/" });
     c.header("set-cookie", "theme=dark", { append: true });
@@ -223,7 +231,7 @@ Deno.test("idempotent() lays the headers of earlier middleware over replays and 
     await next();
     c.header("x-after", "yes");
   });
-  app.post("/payments", idempotent(), (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), (c) => {
     setCookie(c, "receipt", "r1");
     return c.json({ ok: true }, 201);
   });
@@ -270,7 +278,7 @@ Deno.test("idempotent() refuses a guarded request whose body an earlier middlewa
     await c.req.json();
     await next();
   });
-  app.post("/payments", idempotent(), (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), (c) => {
     runs++;
     return c.json({ ok: true }, 201);
   });
@@ -284,7 +292,11 @@ Deno.test("idempotent() refuses a guarded request whose body an earlier middlewa
 Deno.test("idempotent() leaves a route without it untouched", async () => {
   let runs = 0;
   const app = new Hono();
-  app.post("/guarded", idempotent(), (c) => c.json({ n: ++runs }, 201));
+  app.post(
+    "/guarded",
+    idempotent({ scope: "global" }),
+    (c) => c.json({ n: ++runs }, 201),
+  );
   app.post("/open", (c) => c.json({ n: ++runs }, 201));
   await pay(app, "same", "{}", "/open");
   const second = await pay(app, "same", "{}", "/open");
@@ -296,7 +308,7 @@ Deno.test("idempotent() on a prefix passes GET requests and keyless POSTs throug
   const log = recorder();
   let posts = 0;
   const app = new Hono();
-  app.use("/api/*", idempotent({ onEvent: log.onEvent }));
+  app.use("/api/*", idempotent({ scope: "global", onEvent: log.onEvent }));
   app.get("/api/items/:id", (c) => c.json({ id: c.req.param("id") }));
   app.post("/api/items", (c) => c.json({ n: ++posts }, 201));
   for (let i = 0; i < 2; i++) {
@@ -316,7 +328,7 @@ Deno.test("idempotent() on a prefix passes GET requests and keyless POSTs throug
 Deno.test("idempotent() under Deno.serve(app.fetch) replays over the wire", async () => {
   let runs = 0;
   const app = new Hono();
-  app.post("/payments", idempotent(), async (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), async (c) => {
     runs++;
     const { amount } = await c.req.json();
     setCookie(c, "a", "1");
@@ -369,7 +381,7 @@ Deno.test("idempotent() keeps a problem's own Cache-Control and Retry-After over
   const gate = new Promise<void>((resolve) => release = resolve);
   let entered!: () => void;
   const running = new Promise<void>((resolve) => entered = resolve);
-  app.post("/payments", idempotent(), async (c) => {
+  app.post("/payments", idempotent({ scope: "global" }), async (c) => {
     entered();
     await gate;
     return c.json({ ok: true }, 201);

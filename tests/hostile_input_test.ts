@@ -54,7 +54,10 @@ function serve(
 
 Deno.test("a lowercase or mixed-case guarded method is guarded, in process", async () => {
   const { state, handler } = counted();
-  const guarded = idempotency(handler, { store: new MemoryStore() });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store: new MemoryStore(),
+  });
   for (const method of ["patch", "Patch", "pAtCh"]) {
     const key = `case-${method}`;
     const first = await guarded(post(key, "{}", { method }));
@@ -69,7 +72,10 @@ Deno.test("a lowercase or mixed-case guarded method is guarded, in process", asy
 
 Deno.test("'patch' and 'PATCH' with one key are one request, not a reused key", async () => {
   const { state, handler } = counted();
-  const guarded = idempotency(handler, { store: new MemoryStore() });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store: new MemoryStore(),
+  });
   assert.equal(
     (await guarded(post("k", "{}", { method: "patch" }))).status,
     201,
@@ -83,6 +89,7 @@ Deno.test("'patch' and 'PATCH' with one key are one request, not a reused key", 
 Deno.test("a 'methods' option in lower case guards the upper-case method", async () => {
   const { state, handler } = counted();
   const guarded = idempotency(handler, {
+    scope: "global",
     store: new MemoryStore(),
     methods: ["purge", "post"],
   });
@@ -102,7 +109,7 @@ Deno.test("fetch(url, { method: 'patch' }) through Deno.serve runs the handler o
   await using server = serve((req) => {
     seen.push(req.method);
     return handler(req);
-  }, { store: new MemoryStore() });
+  }, { scope: "global", store: new MemoryStore() });
   const send = () =>
     fetch(`${server.url}/orders/1`, {
       method: "patch",
@@ -128,7 +135,11 @@ Deno.test("a request body stream that errors mid-read is a 400 problem, with not
   const { state, handler } = counted();
   const store = new FaultyStore(new MemoryStore());
   const events = recorder();
-  const guarded = idempotency(handler, { store, onEvent: events.onEvent });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    onEvent: events.onEvent,
+  });
   const broken = new Request("http://api.test/payments", {
     method: "POST",
     headers: { "idempotency-key": "cut-off" },
@@ -166,7 +177,11 @@ Deno.test("a request body stream that errors mid-read is a 400 problem, with not
 Deno.test("a Content-Length that understates the stream never buffers past maxRequestBytes", async () => {
   const { state, handler } = counted();
   const store = new FaultyStore(new MemoryStore());
-  const guarded = idempotency(handler, { store, maxRequestBytes: 10_000 });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    maxRequestBytes: 10_000,
+  });
   let pulled = 0;
   const frame = new Uint8Array(1000);
   const huge = new ReadableStream<Uint8Array<ArrayBuffer>>({
@@ -195,7 +210,10 @@ Deno.test("a Content-Length that understates the stream never buffers past maxRe
 
 Deno.test("a Content-Length that understates a small body reads the whole body", async () => {
   const { handler } = counted();
-  const guarded = idempotency(handler, { store: new MemoryStore() });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store: new MemoryStore(),
+  });
   const res = await guarded(
     new Request("http://api.test/payments", {
       method: "POST",
@@ -211,7 +229,10 @@ Deno.test("a Content-Length that understates a small body reads the whole body",
 
 Deno.test("a request body read before the middleware is a TypeError (a programming error, not the client's)", async () => {
   const { state, handler } = counted();
-  const guarded = idempotency(handler, { store: new MemoryStore() });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store: new MemoryStore(),
+  });
   const req = post("used", '{"a":1}');
   await req.text();
   await assert.rejects(async () => await guarded(req), TypeError);
@@ -304,7 +325,11 @@ for (
     const events = recorder();
     const dispatched = deferred();
     const settled = deferred();
-    const guarded = idempotency(handler, { store, onEvent: events.onEvent });
+    const guarded = idempotency(handler, {
+      scope: "global",
+      store,
+      onEvent: events.onEvent,
+    });
     const server = serveLocal(async (req) => {
       dispatched.resolve();
       try {
@@ -431,6 +456,7 @@ Deno.test("scopes that differ only in a lone surrogate run separately through th
 Deno.test("custom fingerprints that differ only in a lone surrogate are different requests (422)", async () => {
   const { state, handler } = counted();
   const guarded = idempotency(handler, {
+    scope: "global",
     store: new MemoryStore(),
     fingerprint: (req) => req.headers.get("x-v") === "1" ? "\uD800" : "\uFFFD",
   });

@@ -17,9 +17,9 @@ import {
 
 function serve(
   handler: (req: Request) => Response | Promise<Response>,
-  options: IdempotencyOptions = {},
+  options: Partial<IdempotencyOptions> = {},
 ): LocalServer {
-  return serveLocal(idempotency(handler, options));
+  return serveLocal(idempotency(handler, { scope: "global", ...options }));
 }
 
 function send(url: string, key: string, body = "{}"): Promise<Response> {

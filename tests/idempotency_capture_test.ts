@@ -31,6 +31,7 @@ Deno.test("idempotency() streams an oversized 2xx intact and records it without 
   const store = new MemoryStore();
   const log = recorder();
   const guarded = idempotency(handler, {
+    scope: "global",
     store,
     maxResponseBytes: CAP,
     onEvent: log.onEvent,
@@ -55,7 +56,10 @@ Deno.test("idempotency() replays a body of exactly the cap in full", async () =>
   const { state, handler } = counting(() =>
     new Response(frames([body.subarray(0, 1), body.subarray(1)]))
   );
-  const guarded = idempotency(handler, { maxResponseBytes: CAP });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    maxResponseBytes: CAP,
+  });
   assert.ok(sameBytes(await bytesOf(await guarded(post("exact"))), body));
   const replay = await guarded(post("exact"));
   assert.equal(replay.headers.get(BODY_OMITTED_HEADER), null);
@@ -66,7 +70,10 @@ Deno.test("idempotency() replays a body of exactly the cap in full", async () =>
 Deno.test("idempotency() records a body one byte over the cap as omitted", async () => {
   const body = pattern(CAP + 1, 3);
   const { state, handler } = counting(() => new Response(body));
-  const guarded = idempotency(handler, { maxResponseBytes: CAP });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    maxResponseBytes: CAP,
+  });
   assert.ok(sameBytes(await bytesOf(await guarded(post("over"))), body));
   const replay = await guarded(post("over"));
   assert.equal(replay.headers.get(BODY_OMITTED_HEADER), "too_large");
@@ -77,6 +84,7 @@ Deno.test("idempotency() records a body one byte over the cap as omitted", async
 Deno.test("idempotency() passes a giant single frame through without copying its tail", async () => {
   const giant = pattern(32 * 1024 * 1024, 4);
   const guarded = idempotency(() => new Response(frames([giant])), {
+    scope: "global",
     maxResponseBytes: CAP,
   });
   const live = await guarded(post("giant"));
@@ -105,6 +113,7 @@ Deno.test("idempotency() keeps the live body intact when complete throws, and re
   const log = recorder();
   const body = pattern(500, 5);
   const guarded = idempotency(() => new Response(body, { status: 201 }), {
+    scope: "global",
     store,
     onEvent: log.onEvent,
     completionWait: 0,
@@ -131,6 +140,7 @@ Deno.test("idempotency() streams an overflow intact when complete throws", async
   const guarded = idempotency(
     () => new Response(frames([body.subarray(0, 10), body.subarray(10)])),
     {
+      scope: "global",
       store,
       maxResponseBytes: CAP,
       completionWait: 0,
@@ -154,6 +164,7 @@ Deno.test("idempotency() passes an oversized non-2xx through untouched and relea
   );
   const log = recorder();
   const guarded = idempotency(handler, {
+    scope: "global",
     maxResponseBytes: CAP,
     onEvent: log.onEvent,
   });
@@ -181,6 +192,7 @@ Deno.test("idempotency() records a 2xx whose body errors before the cap as compl
   );
   const log = recorder();
   const guarded = idempotency(handler, {
+    scope: "global",
     maxResponseBytes: CAP,
     onEvent: log.onEvent,
   });
@@ -207,7 +219,10 @@ Deno.test("idempotency() records a body that errors after the cap as too large, 
       frames([head.subarray(0, CAP), head.subarray(CAP)], { errorAfter: 2 }),
     )
   );
-  const guarded = idempotency(handler, { maxResponseBytes: CAP });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    maxResponseBytes: CAP,
+  });
   const live = await guarded(post("err-late"));
   const reader = live.body!.getReader();
   let total = 0;
@@ -239,7 +254,11 @@ Deno.test("idempotency() keeps the record completed when the client cancels the 
     )
   );
   const store = new MemoryStore();
-  const guarded = idempotency(handler, { store, maxResponseBytes: CAP });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    maxResponseBytes: CAP,
+  });
   const live = await guarded(post("gone"));
   const reader = live.body!.getReader();
   await reader.read();
@@ -262,7 +281,7 @@ Deno.test("idempotency() records a 2xx whose body is locked as a stream error an
   const locked = new Response(body);
   locked.body!.getReader(); // someone else holds the body
   const { state, handler } = counting(() => locked);
-  const guarded = idempotency(handler);
+  const guarded = idempotency(handler, { scope: "global" });
   const live = await guarded(post("locked"));
   await assert.rejects(() => live.arrayBuffer());
   const replay = await guarded(post("locked"));

@@ -44,7 +44,12 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
   const time = new FakeClock();
   const guarded = idempotency(
     handler,
-    onFakeTime(time, { store, lease: 150, onEvent: log.onEvent }),
+    onFakeTime(time, {
+      scope: "global",
+      store,
+      lease: 150,
+      onEvent: log.onEvent,
+    }),
   );
   const first = guarded(post("lease"));
   await until(() => log.types().includes("claimed"), "the claim");
@@ -89,7 +94,10 @@ Deno.test("idempotency() renews the lease while a slow handler runs", async () =
     return new Response("slow");
   });
   const time = new FakeClock();
-  const guarded = idempotency(handler, onFakeTime(time, { store, lease: 150 }));
+  const guarded = idempotency(
+    handler,
+    onFakeTime(time, { scope: "global", store, lease: 150 }),
+  );
   const first = guarded(post("slow"));
   await until(() => state.runs === 1, "the handler's start");
   // Twice 100 ms of store time, each followed by a renewal: 200 ms after the
@@ -116,10 +124,18 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
   const gate = deferred();
   const log = recorder();
   const time = new FakeClock();
-  const guarded = idempotency(async () => {
-    await gate.promise;
-    return new Response("x");
-  }, onFakeTime(time, { store: inner, lease: 60, onEvent: log.onEvent }));
+  const guarded = idempotency(
+    async () => {
+      await gate.promise;
+      return new Response("x");
+    },
+    onFakeTime(time, {
+      scope: "global",
+      store: inner,
+      lease: 60,
+      onEvent: log.onEvent,
+    }),
+  );
   const first = guarded(post("lost"));
   await until(() => log.types().includes("claimed"), "the claim");
   now += 1_000; // the lease ran out on the store's clock
@@ -161,7 +177,7 @@ Deno.test("idempotency() streams a 2xx body that does not end within a lease and
   const time = new FakeClock();
   const guarded = idempotency(
     handler,
-    onFakeTime(time, { lease: 150, onEvent: log.onEvent }),
+    onFakeTime(time, { scope: "global", lease: 150, onEvent: log.onEvent }),
   );
   const response = guarded(post("sse"));
   await until(() => tick > 0, "the capture's first read");

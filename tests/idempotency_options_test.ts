@@ -1,23 +1,141 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The middleware's options: their eager checks, `cacheable`, `fingerprint`,
- * `header`, `replayHeader` and the `onEvent` hook.
+ * The middleware's options: the required `scope`, their eager checks,
+ * `cacheable`, `fingerprint`, `header`, `replayHeader` and the `onEvent`
+ * hook; and the stores keeping records by the slot alone.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
+import { createClient } from "redis";
 import { idempotency } from "../mod.ts";
+import { idempotent } from "../src/hono.ts";
+import type { IdempotencyStore } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
+import { RedisStore } from "../src/stores/redis.ts";
+import { FailoverStore } from "../src/stores/failover.ts";
 import { slotOf } from "../src/fingerprint.ts";
 import { post, recorder } from "./_helpers.ts";
 import { counting } from "./_idempotency.ts";
+import { deleteRedisKeys } from "./_redis.ts";
+import {
+  integrationTest,
+  POSTGRES_IGNORE,
+  postgresStore,
+  REDIS_IGNORE,
+  REDIS_URL,
+  uniquePrefix,
+} from "./_services.ts";
+
+/** The message of a missing or unknown `scope`, with what to pass. */
+const SCOPE_REQUIRED =
+  /^'scope' is required: pass \(request\) => the stable id of the user, tenant or API client the request acts for \(resolved after authentication\), or "global" for one key space shared by every caller/;
+
+Deno.test("idempotency() without a scope throws a TypeError that says what to pass", () => {
+  const ok = () => new Response();
+  const missing = [
+    // @ts-expect-error: the options, and scope in them, are required
+    () => idempotency(ok),
+    // @ts-expect-error: scope is required
+    () => idempotency(ok, {}),
+    () => idempotency(ok, { scope: undefined as never }),
+    // @ts-expect-error: scope is required
+    () => idempotency(ok, { store: new MemoryStore() }),
+  ];
+  for (const make of missing) {
+    assert.throws(make, (e: unknown) => {
+      assert.ok(e instanceof TypeError);
+      assert.match(e.message, SCOPE_REQUIRED);
+      return true;
+    });
+  }
+});
+
+Deno.test('idempotency() takes no string for scope but "global"', () => {
+  const ok = () => new Response();
+  for (const scope of ["", "Global", "tenant-a", " global"]) {
+    assert.throws(
+      () => idempotency(ok, { scope: scope as "global" }),
+      (e: unknown) => {
+        assert.ok(e instanceof TypeError);
+        assert.match(e.message, SCOPE_REQUIRED);
+        assert.ok(
+          e.message.endsWith(`current value is ${JSON.stringify(scope)}`),
+        );
+        return true;
+      },
+      scope,
+    );
+  }
+  assert.throws(
+    () => idempotency(ok, { scope: 42 as never }),
+    (e: unknown) => e instanceof TypeError && SCOPE_REQUIRED.test(e.message),
+  );
+});
+
+Deno.test('idempotency() with scope "global" keeps the slots of the empty scope, never the text "global"', async () => {
+  const store = new MemoryStore();
+  const log = recorder();
+  const { state, handler } = counting(() =>
+    new Response("ok", { status: 201 })
+  );
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    onEvent: log.onEvent,
+  });
+  await (await guarded(post("g-1"))).text();
+  const claimed = log.events.find((e) => e.type === "claimed");
+  assert.equal(claimed?.slot, slotOf("", "g-1"));
+  assert.notEqual(claimed?.slot, slotOf("global", "g-1"));
+  // A record written under the old default scope replays under "global".
+  const replay = await guarded(post("g-1"));
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(state.runs, 1);
+  const record = await store.claim(slotOf("", "g-1"), {
+    fingerprint: "x",
+    leaseMs: 1_000,
+    ttlMs: 60_000,
+  });
+  assert.equal(record.state, "completed");
+});
+
+Deno.test('idempotent() (Hono) requires a scope as the core does, and takes "global"', async () => {
+  assert.throws(
+    // @ts-expect-error: the options, and scope in them, are required
+    () => idempotent(),
+    (e: unknown) => e instanceof TypeError && SCOPE_REQUIRED.test(e.message),
+  );
+  assert.throws(
+    // @ts-expect-error: scope is required
+    () => idempotent({ store: new MemoryStore() }),
+    (e: unknown) => e instanceof TypeError && SCOPE_REQUIRED.test(e.message),
+  );
+  assert.throws(() => idempotent({ scope: "tenant" as "global" }), TypeError);
+  const log = recorder();
+  const middleware = idempotent({ scope: "global", onEvent: log.onEvent });
+  const c = {
+    req: { raw: post("h-1") },
+    res: undefined as Response | undefined,
+    finalized: false,
+  };
+  await middleware(c, () => {
+    c.res = new Response("ok", { status: 201 });
+    c.finalized = true;
+    return Promise.resolve();
+  });
+  assert.equal(c.res?.status, 201);
+  const claimed = log.events.find((e) => e.type === "claimed");
+  assert.equal(claimed?.slot, slotOf("", "h-1"));
+});
 
 Deno.test("idempotency() records what cacheable accepts and names the replay header as asked", async () => {
   const { state, handler } = counting(() =>
     Response.json({ error: "card declined" }, { status: 402 })
   );
   const guarded = idempotency(handler, {
+    scope: "global",
     cacheable: (res) => res.status < 500,
     replayHeader: "X-Replayed",
   });
@@ -32,6 +150,7 @@ Deno.test("idempotency() records what cacheable accepts and names the replay hea
 Deno.test("idempotency() uses a custom fingerprint and header", async () => {
   const { state, handler } = counting(() => new Response("ok"));
   const guarded = idempotency(handler, {
+    scope: "global",
     header: "X-Request-Id",
     fingerprint: (req) => req.headers.get("x-account") ?? "",
   });
@@ -57,30 +176,58 @@ Deno.test("idempotency() uses a custom fingerprint and header", async () => {
 Deno.test("idempotency() validates its options eagerly", () => {
   const ok = () => new Response();
   assert.throws(
-    () => idempotency(ok, { ttl: -1 }),
+    () => idempotency(ok, { scope: "global", ttl: -1 }),
     /'ttl' must be a positive integer: current value is -1/,
   );
-  assert.throws(() => idempotency(ok, { lease: 0 }), RangeError);
   assert.throws(
-    () => idempotency(ok, { lease: 10, ttl: 5 }),
+    () => idempotency(ok, { scope: "global", lease: 0 }),
+    RangeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", lease: 10, ttl: 5 }),
     /'lease' must not exceed 'ttl'/,
   );
-  assert.throws(() => idempotency(ok, { maxRequestBytes: 1.5 }), RangeError);
-  assert.throws(() => idempotency(ok, { maxResponseBytes: -1 }), RangeError);
-  assert.throws(() => idempotency(ok, { methods: [] }), TypeError);
-  assert.throws(() => idempotency(ok, { header: "bad header" }), TypeError);
-  assert.throws(() => idempotency(ok, { replayHeader: "" }), TypeError);
-  assert.throws(() => idempotency(ok, { required: "yes" as never }), TypeError);
-  assert.throws(() => idempotency(ok, { onEvent: 1 as never }), TypeError);
   assert.throws(
-    () => idempotency(ok, { store: {} as never }),
+    () => idempotency(ok, { scope: "global", maxRequestBytes: 1.5 }),
+    RangeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", maxResponseBytes: -1 }),
+    RangeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", methods: [] }),
+    TypeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", header: "bad header" }),
+    TypeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", replayHeader: "" }),
+    TypeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", required: "yes" as never }),
+    TypeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", onEvent: 1 as never }),
+    TypeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", store: {} as never }),
     /'store' must implement IdempotencyStore/,
   );
-  assert.throws(() => idempotency(null as never), TypeError);
+  assert.throws(
+    () => idempotency(null as never, { scope: "global" }),
+    TypeError,
+  );
 });
 
 Deno.test("idempotency() ignores a listener that throws", async () => {
   const guarded = idempotency(() => new Response("fine"), {
+    scope: "global",
     onEvent: () => {
       throw new Error("listener bug");
     },
@@ -91,6 +238,7 @@ Deno.test("idempotency() ignores a listener that throws", async () => {
 Deno.test("idempotency() reports the events of a request's life with its slot and timing", async () => {
   const log = recorder();
   const guarded = idempotency(() => new Response("ok"), {
+    scope: "global",
     onEvent: log.onEvent,
   });
   await (await guarded(post("ev"))).text();
@@ -110,6 +258,7 @@ Deno.test("idempotency() stores a hash of a custom fingerprint, never what it re
   const store = new MemoryStore();
   const secret = "card=4242424242424242;".repeat(5_000); // over 64 KiB, and private
   const guarded = idempotency(() => new Response("ok"), {
+    scope: "global",
     store,
     fingerprint: () => secret,
   });
@@ -131,9 +280,85 @@ Deno.test("idempotency() refuses to guard a method that the handler's request co
   // and then fail to reach the handler: a 500, and the key held for a lease.
   for (const method of ["CONNECT", "trace", "Track"]) {
     assert.throws(
-      () => idempotency(ok, { methods: ["POST", method] }),
+      () => idempotency(ok, { scope: "global", methods: ["POST", method] }),
       /'methods' cannot guard/,
       method,
     );
   }
 });
+
+/**
+ * Guards a handler on `store` scoped by the `x-account` header, sends key `k`
+ * as accounts a and b, and checks that each record is found by its slot
+ * alone: the slot of (account, key), and nothing under the bare key.
+ */
+async function keyedBySlotAlone(store: IdempotencyStore): Promise<void> {
+  const { state, handler } = counting((req) =>
+    new Response(req.headers.get("x-account"), { status: 201 })
+  );
+  const guarded = idempotency(handler, {
+    store,
+    scope: (req) => req.headers.get("x-account") ?? "anonymous",
+  });
+  const as = (account: string) =>
+    post("k", "{}", { headers: { "x-account": account } });
+  assert.equal(await (await guarded(as("a"))).text(), "a");
+  assert.equal(await (await guarded(as("b"))).text(), "b");
+  const replay = await guarded(as("a"));
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(await replay.text(), "a");
+  assert.equal(state.runs, 2);
+  const claim = (slot: string) =>
+    store.claim(slot, { fingerprint: "x", leaseMs: 1_000, ttlMs: 60_000 });
+  assert.equal((await claim(slotOf("a", "k"))).state, "completed");
+  assert.equal((await claim(slotOf("b", "k"))).state, "completed");
+  assert.equal((await claim(slotOf("", "k"))).state, "acquired");
+}
+
+integrationTest(
+  "PostgresStore keeps a record by its slot alone: the primary key is the slot, no scope or key column",
+  POSTGRES_IGNORE,
+  async () => {
+    await using pg = await postgresStore("scope_slot");
+    await keyedBySlotAlone(pg.store);
+    const key = await pg.sql<{ column_name: string }[]>`
+      SELECT k.column_name FROM information_schema.table_constraints t
+      JOIN information_schema.key_column_usage k
+        ON k.constraint_name = t.constraint_name
+        AND k.table_schema = t.table_schema
+      WHERE t.table_schema = ${pg.schema} AND t.table_name = 'keys'
+        AND t.constraint_type = 'PRIMARY KEY'`;
+    assert.deepEqual(key.map((r) => r.column_name), ["slot"]);
+    const columns = await pg.sql<{ column_name: string }[]>`
+      SELECT column_name FROM information_schema.columns
+      WHERE table_schema = ${pg.schema} AND table_name = 'keys'`;
+    for (const { column_name } of columns) {
+      assert.doesNotMatch(column_name, /scope|tenant|key|principal/);
+    }
+    const rows = await pg.sql<{ slot: string }[]>`
+      SELECT slot FROM ${pg.sql(pg.schema)}.keys ORDER BY slot`;
+    assert.deepEqual(
+      rows.map((r) => r.slot),
+      [slotOf("a", "k"), slotOf("b", "k"), slotOf("", "k")].sort(),
+    );
+  },
+);
+
+integrationTest(
+  "FailoverStore (RedisStore, PostgresStore) keeps a record by its slot alone",
+  REDIS_IGNORE || POSTGRES_IGNORE,
+  async () => {
+    await using pg = await postgresStore("scope_failover");
+    const prefix = `${uniquePrefix("scope")}:`;
+    const client = await createClient({ url: REDIS_URL }).connect();
+    try {
+      const primary = new RedisStore({ client, prefix });
+      await keyedBySlotAlone(
+        new FailoverStore({ primary, fallback: pg.store }),
+      );
+    } finally {
+      client.destroy();
+      await deleteRedisKeys(prefix);
+    }
+  },
+);

@@ -24,7 +24,10 @@ import { counting } from "./_idempotency.ts";
 Deno.test("idempotency() answers 422 when a key is reused with another body, path or query", async () => {
   const { state, handler } = counting(() => new Response("ok"));
   const log = recorder();
-  const guarded = idempotency(handler, { onEvent: log.onEvent });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    onEvent: log.onEvent,
+  });
   await (await guarded(post("k", '{"amount":1}'))).text();
   for (
     const other of [
@@ -56,7 +59,7 @@ Deno.test("idempotency() answers 409 with Retry-After to a loser while the winne
     started.resolve();
     return new Response(frames([body], { gate: gate.promise }));
   });
-  const guarded = idempotency(handler, { lease: 10_000 });
+  const guarded = idempotency(handler, { scope: "global", lease: 10_000 });
   const winner = guarded(post("race"));
   await started.promise;
   const loser = await guarded(post("race"));
@@ -79,8 +82,7 @@ Deno.test("idempotency() replays status and headers in order", async () => {
         "content-type",
         "text/plain",
       ]],
-    })
-  );
+    }), { scope: "global" });
   const first = await guarded(post("hdr"));
   const firstHeaders = [...first.headers];
   await first.text();
@@ -103,7 +105,7 @@ Deno.test("idempotency() replays every Set-Cookie separately", async () => {
       );
     }
     return new Response("ok", { headers });
-  });
+  }, { scope: "global" });
   const first = await guarded(post("cookies"));
   await first.text();
   const replay = await guarded(post("cookies"));
@@ -113,7 +115,7 @@ Deno.test("idempotency() replays every Set-Cookie separately", async () => {
 
 Deno.test("idempotency() treats a quoted and a bare key as one key", async () => {
   const { state, handler } = counting(() => new Response("ok"));
-  const guarded = idempotency(handler);
+  const guarded = idempotency(handler, { scope: "global" });
   await (await guarded(post('"abc"'))).text();
   const replay = await guarded(post("abc"));
   assert.equal(replay.headers.get("idempotent-replayed"), "true");
@@ -123,7 +125,7 @@ Deno.test("idempotency() treats a quoted and a bare key as one key", async () =>
 Deno.test("idempotency() answers 400 to a malformed key and never calls the store", async () => {
   const store = new FaultyStore(new MemoryStore());
   const { state, handler } = counting(() => new Response("ok"));
-  const guarded = idempotency(handler, { store });
+  const guarded = idempotency(handler, { scope: "global", store });
   for (
     const bad of [
       '"unterminated',
@@ -154,7 +156,7 @@ Deno.test("idempotency() passes a request without a key through untouched, unles
     seen = req;
     return new Response("ok");
   };
-  const optional = idempotency(handler, { store });
+  const optional = idempotency(handler, { scope: "global", store });
   const request = post(null);
   await (await optional(request)).text();
   assert.equal(seen, request, "the very request object reaches the handler");
@@ -166,7 +168,11 @@ Deno.test("idempotency() passes a request without a key through untouched, unles
   assert.equal(seen, get, "an unguarded method passes through with its key");
   assert.equal(store.calls.claim, 0);
 
-  const required = idempotency(handler, { store, required: true });
+  const required = idempotency(handler, {
+    scope: "global",
+    store,
+    required: true,
+  });
   const res = await required(post(null));
   assert.equal(res.status, 400);
   assert.equal((await res.json()).type, PROBLEM_TYPES.missing);
@@ -175,7 +181,11 @@ Deno.test("idempotency() passes a request without a key through untouched, unles
 Deno.test("idempotency() answers 413 to a body over maxRequestBytes, declared or streamed", async () => {
   const { state, handler } = counting(() => new Response("ok"));
   const store = new FaultyStore(new MemoryStore());
-  const guarded = idempotency(handler, { store, maxRequestBytes: 100 });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    maxRequestBytes: 100,
+  });
   const declared = await guarded(post("big", pattern(101)));
   assert.equal(declared.status, 413);
   assert.equal((await declared.json()).type, PROBLEM_TYPES.tooLarge);
@@ -207,7 +217,7 @@ Deno.test("idempotency() hands the handler the same bytes, headers, method and U
       url: req.url,
     };
     return new Response("ok");
-  });
+  }, { scope: "global" });
   const streamed = new Request("http://api.test/payments?x=1", {
     method: "PATCH",
     headers: {
@@ -229,7 +239,7 @@ Deno.test("idempotency() gives the handler the original request's signal", async
   const guarded = idempotency((req) => {
     signal = req.signal;
     return new Response("ok");
-  });
+  }, { scope: "global" });
   const request = new Request("http://api.test/payments", {
     method: "POST",
     headers: { "idempotency-key": "sig" },
@@ -247,7 +257,7 @@ Deno.test("idempotency() gives the handler the request's headers, repeated ones 
     seen.push(req);
     await req.arrayBuffer();
     return new Response("ok");
-  });
+  }, { scope: "global" });
   const headers = new Headers([
     ["idempotency-key", "hdr-1"],
     ["x-b", "2"],
@@ -284,7 +294,11 @@ Deno.test("idempotency() answers 503 with Retry-After when the store is down, an
   store.failing.add("claim");
   const log = recorder();
   const { state, handler } = counting(() => new Response("ran"));
-  const closed = idempotency(handler, { store, onEvent: log.onEvent });
+  const closed = idempotency(handler, {
+    scope: "global",
+    store,
+    onEvent: log.onEvent,
+  });
   const res = await closed(post("down"));
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("retry-after"), "1");
@@ -295,6 +309,7 @@ Deno.test("idempotency() answers 503 with Retry-After when the store is down, an
   );
 
   const open = idempotency(handler, {
+    scope: "global",
     store,
     failOpen: true,
     onEvent: log.onEvent,
@@ -334,7 +349,10 @@ Deno.test("idempotency() releases the key when the handler throws, and rethrows"
     if (n === 1) throw new Error("handler blew up");
     return new Response("second time");
   });
-  const guarded = idempotency(handler, { onEvent: log.onEvent });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    onEvent: log.onEvent,
+  });
   await assert.rejects(
     () => Promise.resolve(guarded(post("throw"))),
     /handler blew up/,
@@ -347,12 +365,14 @@ Deno.test("idempotency() releases the key when the handler throws, and rethrows"
 });
 
 Deno.test("idempotency() replays a 204 with no body, and a binary body byte for byte", async () => {
-  const guarded = idempotency((req) =>
-    new URL(req.url).pathname === "/empty"
-      ? new Response(null, { status: 204 })
-      : new Response(pattern(70_000, 13), {
-        headers: { "content-type": "application/octet-stream" },
-      })
+  const guarded = idempotency(
+    (req) =>
+      new URL(req.url).pathname === "/empty"
+        ? new Response(null, { status: 204 })
+        : new Response(pattern(70_000, 13), {
+          headers: { "content-type": "application/octet-stream" },
+        }),
+    { scope: "global" },
   );
   assert.equal(
     (await guarded(post("e", "{}", { path: "/empty" }))).status,
@@ -375,7 +395,7 @@ Deno.test("idempotency() releases the key and throws when the handler returns no
       calls++;
       return calls === 1 ? undefined : new Response("second");
     }) as unknown as () => Response,
-    { store },
+    { scope: "global", store },
   );
   await assert.rejects(
     () => Promise.resolve(guarded(post("nothing"))),

@@ -39,7 +39,7 @@ Deno.test("KvStore.atomic() commits the handler's mutations with the record; a r
     runs++;
     order(store, request);
     return new Response(`order ${runs}`, { status: 201 });
-  }, { store });
+  }, { scope: "global", store });
   assert.equal(await (await handler(post("k1"))).text(), "order 1");
   const retry = await handler(post("k1"));
   assert.equal(retry.headers.get("idempotent-replayed"), "true");
@@ -56,7 +56,7 @@ Deno.test("KvStore.atomic(): a throw or a response that is not cacheable commits
     order(store, request);
     if (outcome === "throw") throw new Error("boom");
     return new Response(null, { status: outcome });
-  }, { store });
+  }, { scope: "global", store });
   await assert.rejects(async () => await handler(post("k1")), /boom/);
   assert.deepEqual(await orders(kv), []);
   outcome = 400;
@@ -83,7 +83,12 @@ Deno.test("KvStore.atomic(): a claim taken over before the commit commits nothin
       await go.promise;
     }
     return new Response(`run ${run}`, { status: 201 });
-  }, { store, lease: 60_000, onEvent: (event) => events.push(event) });
+  }, {
+    scope: "global",
+    store,
+    lease: 60_000,
+    onEvent: (event) => events.push(event),
+  });
   const first = handler(post("k1"));
   await inside.promise;
   now += 61_000; // the first owner's lease ran out
@@ -112,7 +117,7 @@ Deno.test("KvStore.atomic(): a failed check of the handler's commits nothing, an
     store.atomic(request).check(stock).set(["stock"], stock.value! - 1);
     order(store, request);
     return new Response("ok", { status: 201 });
-  }, { store });
+  }, { scope: "global", store });
   assert.equal((await handler(post("k1"))).status, 503);
   assert.deepEqual(await orders(kv), []);
   assert.equal((await kv.get(["stock"])).value, 5);
@@ -130,7 +135,7 @@ Deno.test("KvStore.atomic(): a body over maxResponseBytes is recorded without it
   const handler = idempotency((request) => {
     order(store, request);
     return new Response(big, { status: 201 });
-  }, { store, maxResponseBytes: 1000 });
+  }, { scope: "global", store, maxResponseBytes: 1000 });
   assert.equal(await (await handler(post("k1"))).text(), big);
   const retry = await handler(post("k1"));
   assert.equal(retry.headers.get("idempotent-replayed"), "true");

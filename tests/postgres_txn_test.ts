@@ -75,7 +75,7 @@ integrationTest(
         await insert(tx, effects, request);
         return Response.json({ order: runs }, { status: 201 });
       }),
-      { store },
+      { scope: "global", store },
     );
     const first = await handler(post("k1"));
     assert.equal(first.status, 201);
@@ -100,7 +100,7 @@ integrationTest(
         request.headers.get("idempotency-key"),
       ]);
       return new Response("done", { status: 201 });
-    }, { store });
+    }, { scope: "global", store });
     assert.equal((await handler(post("k1"))).status, 201);
     const retry = await handler(post("k1"));
     assert.equal(retry.headers.get("idempotent-replayed"), "true");
@@ -123,7 +123,7 @@ integrationTest(
         if (fail) throw new Error("boom");
         return new Response("ok", { status: 201 });
       }),
-      { store, onEvent: (event) => events.push(event) },
+      { scope: "global", store, onEvent: (event) => events.push(event) },
     );
     await assert.rejects(async () => await handler(post("k1")), /boom/);
     assert.equal(await count(pg, effects), 0);
@@ -150,7 +150,7 @@ integrationTest(
         await insert(tx, effects, request);
         return new Response(null, { status });
       }),
-      { store },
+      { scope: "global", store },
     );
     assert.equal((await handler(post("k1"))).status, 400);
     assert.equal(await count(pg, effects), 0);
@@ -176,7 +176,7 @@ integrationTest(
         await go.promise;
         return new Response("mine", { status: 201 });
       }),
-      { store, onEvent: (event) => events.push(event) },
+      { scope: "global", store, onEvent: (event) => events.push(event) },
     );
     const answer = handler(post("k1"));
     await inserted.promise;
@@ -214,7 +214,7 @@ integrationTest(
         await insert(tx, effects, request);
         return new Response(big, { status: 201 });
       }),
-      { store, maxResponseBytes: 1000 },
+      { scope: "global", store, maxResponseBytes: 1000 },
     );
     assert.equal(await (await handler(post("k1"))).text(), big);
     const retry = await handler(post("k1"));
@@ -245,7 +245,7 @@ integrationTest(
           { status: 201 },
         );
       }),
-      { store },
+      { scope: "global", store },
     );
     const live = await handler(post("k1"));
     await assert.rejects(live.text());
@@ -282,7 +282,7 @@ integrationTest(
         await go.promise;
         return new Response("ok", { status: 201 });
       }),
-      { store },
+      { scope: "global", store },
     );
     const answer = handler(post("k1"));
     await read.promise;
@@ -343,7 +343,7 @@ integrationTest(
         }
         return new Response("ok", { status: 201 });
       }),
-      { store },
+      { scope: "global", store },
     );
     const answer = handler(post("k1"));
     const pid = await inserted.promise;
@@ -374,7 +374,7 @@ integrationTest(
         await insert(tx, effects, request);
         return new Response("ok", { status: 201 });
       }),
-      { store },
+      { scope: "global", store },
     );
     await assert.rejects(
       async () => await handler(post("k1")),
@@ -385,7 +385,10 @@ integrationTest(
       },
     );
     // The key was freed, and the plain path still works on a pool of one.
-    const plain = idempotency(() => new Response("ok"), { store });
+    const plain = idempotency(() => new Response("ok"), {
+      scope: "global",
+      store,
+    });
     assert.equal((await plain(post("k1"))).status, 200);
   },
 );
@@ -402,7 +405,7 @@ integrationTest(
     });
     const handler = idempotency(
       store.transactional(() => new Response("ok", { status: 201 })),
-      { store: failover },
+      { scope: "global", store: failover },
     );
     await assert.rejects(
       async () => await handler(post("k1")),
@@ -423,7 +426,7 @@ integrationTest(
     await using pg = await setup("txn_hono");
     const { store, effects } = pg;
     const app = new Hono();
-    app.post("/orders", idempotent({ store }), async (c) => {
+    app.post("/orders", idempotent({ scope: "global", store }), async (c) => {
       const tx = await store.transaction(c.req.raw);
       await insert(tx, effects, c.req.raw);
       return c.json({ ok: true }, 201);

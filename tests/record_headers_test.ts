@@ -84,7 +84,7 @@ async function throughMiddleware(
   expect: "conflict" | "conflict_or_replay" = "conflict",
 ): Promise<void> {
   const { state, handler } = counted();
-  const guarded = idempotency(handler, { store });
+  const guarded = idempotency(handler, { scope: "global", store });
   const key = `bad-${crypto.randomUUID()}`;
   const first = await guarded(post(key));
   assert.equal(first.status, 201);
@@ -210,7 +210,7 @@ Deno.test("a handler header with a control character is left out of the record; 
       status: 201,
       headers: [["x-ctl", "a\u0001b"], ["x-fine", "1"]],
     });
-  }, { store });
+  }, { scope: "global", store });
   const live = await guarded(post("ctl"));
   assert.equal(live.status, 201);
   assert.equal(live.headers.get("x-ctl"), "a\u0001b");
@@ -318,7 +318,10 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
   const prefix = [uniquePrefix("kv_serve")];
   const { state, handler } = counted();
   const server = serveLocal(
-    idempotency(handler, { store: new KvStore({ kv, prefix }) }),
+    idempotency(handler, {
+      scope: "global",
+      store: new KvStore({ kv, prefix }),
+    }),
   );
   try {
     const url = `${server.url}/payments`;

@@ -26,7 +26,7 @@ Deno.test("idempotency() replays an omitted body without its Content-Encoding or
         "content-length": "100",
       },
     });
-  }, { maxResponseBytes: 10 });
+  }, { scope: "global", maxResponseBytes: 10 });
 
   const live = await guarded(post("gz"));
   assert.equal(live.headers.get("content-encoding"), "gzip");
@@ -59,7 +59,7 @@ Deno.test("idempotency() rounds Retry-After up to whole seconds", async () => {
     started.resolve();
     await gate.promise;
     return new Response("done", { status: 201 });
-  }, { store, lease: 10_000 });
+  }, { scope: "global", store, lease: 10_000 });
 
   const winner = guarded(post("slow"));
   await started.promise;
@@ -87,6 +87,7 @@ Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry repl
     runs++;
     return new Response(`run ${runs}`, { status: 201 });
   }, {
+    scope: "global",
     cacheable: () => {
       throw new Error("the predicate broke");
     },
@@ -119,7 +120,7 @@ Deno.test("idempotency() hands on small bodies byte for byte, typed or not, ASCI
         type: req.headers.get("content-type"),
       });
       return new Response(body, { status: 201, headers });
-    });
+    }, { scope: "global" });
     const live = await guarded(post(key, body, { headers }));
     const replay = await guarded(post(key, body, { headers }));
     assert.equal(seen.length, 1, key);

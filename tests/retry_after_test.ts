@@ -53,7 +53,7 @@ Deno.test("idempotency() 409: Retry-After is the rest of the lease until a run w
       await held;
     }
     return new Response("done", { status: 201 });
-  }, { store });
+  }, { scope: "global", store });
 
   const holder = guarded(post("held", "{}", { path: "/slow" }));
   await holds;

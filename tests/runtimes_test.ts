@@ -73,7 +73,7 @@ Deno.test("ServeHandlerInfo: Deno.serve's info fits it, and is passed through", 
       return new Response(
         addr?.transport === "tcp" ? `${addr.transport} ${addr.hostname}` : "",
       );
-    }),
+    }, { scope: "global" }),
   );
   const response = await fetch(`http://127.0.0.1:${server.addr.port}/`);
   assert.equal(await response.text(), "tcp 127.0.0.1");

@@ -66,8 +66,14 @@ export function middlewareOn(
                 status: 201,
               });
             };
-            const a = idempotency(handler, { store: target.store });
-            const b = idempotency(handler, { store: target.store });
+            const a = idempotency(handler, {
+              scope: "global",
+              store: target.store,
+            });
+            const b = idempotency(handler, {
+              scope: "global",
+              store: target.store,
+            });
             const answers = await Promise.all(
               Array.from(
                 { length: 30 },
@@ -118,7 +124,7 @@ export function middlewareOn(
                 headers.append("set-cookie", `s${i}=${i}; Path=/`);
               }
               return new Response(body, { headers });
-            }, { store: target.store });
+            }, { scope: "global", store: target.store });
             const first = await guarded(request(`${run}-mib`));
             assert.ok(
               sameBytes(new Uint8Array(await first.arrayBuffer()), body),
@@ -139,6 +145,7 @@ export function middlewareOn(
           async () => {
             const body = pattern(2_000_000, 32);
             const guarded = idempotency(() => new Response(body), {
+              scope: "global",
               store: target.store,
             });
             assert.ok(
@@ -162,10 +169,16 @@ export function middlewareOn(
           "a key reused with another body is 422 across instances",
           async () => {
             const store = target.store;
-            await (await idempotency(() => new Response("x"), { store })(
+            await (await idempotency(() => new Response("x"), {
+              scope: "global",
+              store,
+            })(
               request(`${run}-fp`, "a"),
             )).text();
-            const other = await idempotency(() => new Response("y"), { store })(
+            const other = await idempotency(() => new Response("y"), {
+              scope: "global",
+              store,
+            })(
               request(`${run}-fp`, "b"),
             );
             assert.equal(other.status, 422);
@@ -227,7 +240,7 @@ Deno.test({
         await all.promise;
         inside--;
         return new Response("done", { status: 201 });
-      }, { store });
+      }, { scope: "global", store });
       const answers = await Promise.all(
         Array.from({ length: 10 }, (_, i) => guarded(request(`k${i}`))),
       );
@@ -260,7 +273,9 @@ Deno.test("idempotency() on a RedisStore whose Redis is unreachable answers 503,
     runs++;
     return new Response("ran", { status: 201 });
   };
-  const closed = await idempotency(handler, { store })(request("down"));
+  const closed = await idempotency(handler, { scope: "global", store })(
+    request("down"),
+  );
   assert.equal(closed.status, 503);
   assert.equal(closed.headers.get("retry-after"), "1");
   assert.equal(
@@ -268,7 +283,11 @@ Deno.test("idempotency() on a RedisStore whose Redis is unreachable answers 503,
     "https://jsr.io/@idempotent/http#problem-store-unavailable",
   );
   assert.equal(runs, 0);
-  const open = await idempotency(handler, { store, failOpen: true })(
+  const open = await idempotency(handler, {
+    scope: "global",
+    store,
+    failOpen: true,
+  })(
     request("down"),
   );
   assert.equal(open.status, 201);
@@ -287,6 +306,7 @@ Deno.test("idempotency() answers 409 to a key whose stored value is unreadable, 
     runs++;
     return new Response("ran");
   }, {
+    scope: "global",
     store,
     onEvent: (event) => {
       if (event.type === "conflict") {

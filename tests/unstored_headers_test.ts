@@ -59,7 +59,7 @@ function names(headers: Iterable<[string, string]>): string[] {
 Deno.test("by default a record leaves out Date and keeps Set-Cookie; the live response keeps both", async () => {
   const store = new MemoryStore();
   const { state, handler } = app();
-  const guarded = idempotency(handler, { store });
+  const guarded = idempotency(handler, { scope: "global", store });
   const live = await guarded(post("k"));
   assert.equal(live.headers.get("date"), OLD_DATE);
   assert.deepEqual(live.headers.getSetCookie(), [
@@ -95,6 +95,7 @@ for (
     const store = new MemoryStore();
     const { state, handler } = app(body);
     const guarded = idempotency(handler, {
+      scope: "global",
       store,
       unstoredHeaders: ["Set-Cookie", "X-Request-Id", "date"],
       maxResponseBytes: 1000,
@@ -130,10 +131,15 @@ Deno.test("a replay leaves out unstoredHeaders that an older record still holds"
   const store = new MemoryStore();
   const { state, handler } = app();
   // Written by an instance configured to store everything.
-  await (await idempotency(handler, { store, unstoredHeaders: [] })(post("k")))
+  await (await idempotency(handler, {
+    scope: "global",
+    store,
+    unstoredHeaders: [],
+  })(post("k")))
     .text();
   assert.ok(names((await recordOf(store, "k")).headers).includes("date"));
   const strict = idempotency(handler, {
+    scope: "global",
     store,
     unstoredHeaders: ["date", "set-cookie"],
   });
@@ -148,7 +154,11 @@ Deno.test("a replay leaves out unstoredHeaders that an older record still holds"
 Deno.test("unstoredHeaders: [] stores Date too", async () => {
   const store = new MemoryStore();
   const { handler } = app();
-  const guarded = idempotency(handler, { store, unstoredHeaders: [] });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    unstoredHeaders: [],
+  });
   await (await guarded(post("k"))).text();
   const replay = await guarded(post("k"));
   assert.equal(replay.headers.get("date"), OLD_DATE);
@@ -157,7 +167,7 @@ Deno.test("unstoredHeaders: [] stores Date too", async () => {
 Deno.test("over Deno.serve a replay gets the runtime's Date, not the first response's", async () => {
   const { state, handler } = app();
   const server = serveLocal(
-    idempotency(handler, { store: new MemoryStore() }),
+    idempotency(handler, { scope: "global", store: new MemoryStore() }),
   );
   try {
     const url = `${server.url}/payments`;
@@ -189,6 +199,7 @@ Deno.test("unstoredHeaders is validated eagerly", () => {
     assert.throws(
       () =>
         idempotency(handler, {
+          scope: "global",
           unstoredHeaders: bad as string[],
         }),
       (error: Error) =>

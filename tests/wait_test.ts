@@ -66,10 +66,11 @@ function gated() {
  * A gated app guarded with `options` and a recorder of its events, its first
  * request for key `k` running.
  */
-async function firstRunning(options: IdempotencyOptions) {
+async function firstRunning(options: Partial<IdempotencyOptions>) {
   const app = gated();
   const log = recorder();
   const guarded = idempotency(app.handler, {
+    scope: "global",
     ...options,
     onEvent: log.onEvent,
   });
@@ -85,13 +86,14 @@ async function firstRunning(options: IdempotencyOptions) {
  */
 async function duplicateOnOtherInstance<S extends IdempotencyStore>(
   wrap: (shared: MemoryStore) => S,
-  options: IdempotencyOptions = {},
+  options: Partial<IdempotencyOptions> = {},
 ) {
   const app = gated();
   const shared = new MemoryStore();
-  const owner = idempotency(app.handler, { store: shared });
+  const owner = idempotency(app.handler, { scope: "global", store: shared });
   const store = wrap(shared);
   const other = idempotency(app.handler, {
+    scope: "global",
     ...options,
     store,
     waitForInFlight: 60_000,
@@ -241,6 +243,7 @@ Deno.test("idempotency() with waitForInFlight lets a thrown first request hand t
     }
     return new Response(`run ${runs}`, { status: 201 });
   }, {
+    scope: "global",
     store: new MemoryStore(),
     waitForInFlight: 60_000,
     onEvent: log.onEvent,
@@ -296,12 +299,21 @@ Deno.test("idempotency() with waitForInFlight polls a store whose owner is anoth
 
 Deno.test("idempotency() checks waitForInFlight, maxWaiting and skip", () => {
   const ok = () => new Response("ok");
-  assert.throws(() => idempotency(ok, { waitForInFlight: -1 }), RangeError);
-  assert.throws(() => idempotency(ok, { waitForInFlight: 1.5 }), RangeError);
-  assert.throws(() => idempotency(ok, { maxWaiting: -1 }), RangeError);
+  assert.throws(
+    () => idempotency(ok, { scope: "global", waitForInFlight: -1 }),
+    RangeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", waitForInFlight: 1.5 }),
+    RangeError,
+  );
+  assert.throws(
+    () => idempotency(ok, { scope: "global", maxWaiting: -1 }),
+    RangeError,
+  );
   assert.throws(
     // deno-lint-ignore no-explicit-any
-    () => idempotency(ok, { skip: "yes" as any }),
+    () => idempotency(ok, { scope: "global", skip: "yes" as any }),
     TypeError,
   );
 });
@@ -313,6 +325,7 @@ Deno.test("idempotency() passes a request skip() returns true for straight throu
     runs++;
     return new Response(await req.text());
   }, {
+    scope: "global",
     store,
     skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),
   });
@@ -321,7 +334,7 @@ Deno.test("idempotency() passes a request skip() returns true for straight throu
   const handler = idempotency((req) => {
     seen.push(req);
     return new Response("ok");
-  }, { store, skip: () => true });
+  }, { scope: "global", store, skip: () => true });
   await (await handler(request)).text();
   assert.equal(seen[0], request);
   assert.equal(request.bodyUsed, false);
@@ -354,6 +367,7 @@ Deno.test("idempotent() (Hono) passes waitForInFlight and skip through, a skippe
   app.use(
     "*",
     idempotent({
+      scope: "global",
       store: new MemoryStore(),
       waitForInFlight: 60_000,
       skip: (req) => new URL(req.url).pathname.startsWith("/webhooks/"),

@@ -333,8 +333,8 @@ export class KvStore implements IdempotencyStore {
    * The request's own checks and mutations, committed in the one atomic
    * commit that completes its record, or never (a throw, a response that is
    * not cacheable, a claim lost to a takeover). Call it from a handler
-   * guarded by `idempotency(handler, { store })` with this store, passing
-   * the request the handler received (in Hono, `c.req.raw`).
+   * guarded by `idempotency(handler, { store, scope })` with this store,
+   * passing the request the handler received (in Hono, `c.req.raw`).
    *
    * @param request The request the guarded handler received.
    * @returns The request's mutations (the same on every call).
@@ -352,7 +352,7 @@ export class KvStore implements IdempotencyStore {
    * const handler = idempotency((req) => {
    *   store.atomic(req).set(["orders", req.headers.get("idempotency-key")!], "book");
    *   return new Response("ordered", { status: 201 });
-   * }, { store });
+   * }, { store, scope: "global" }); // one caller in this example
    * const post = () => new Request("http://localhost/orders", { method: "POST", headers: { "idempotency-key": "o-1" } });
    * assert.equal((await handler(post())).status, 201);
    * assert.equal((await handler(post())).headers.get("idempotent-replayed"), "true");

@@ -86,7 +86,7 @@ const CLAIM_ATTEMPTS = 4;
  *
  * **Exactly once for the handler's own rows (opt-in).** A handler can run its
  * SQL in a transaction that commits together with the record:
- * `idempotency(store.transactional((req, tx) => …), { store })`, or
+ * `idempotency(store.transactional((req, tx) => …), { store, scope })`, or
  * `await store.transaction(request)` in any guarded handler (in Hono,
  * `c.req.raw`). The claim stays outside, committed at once, so duplicates get
  * 409 while the handler runs, and the lease is renewed on other connections
@@ -115,13 +115,17 @@ const CLAIM_ATTEMPTS = 4;
  * import { idempotency } from "@idempotent/http";
  * import { PostgresStore } from "@idempotent/http/postgres";
  * import postgres from "postgres";
+ * import { accountOf } from "./auth.ts"; // request => the stable account id
  *
  * const sql = postgres("postgres://postgres@127.0.0.1:5432/app");
  * const store = new PostgresStore({ sql });
  * await store.migrate();
  * setInterval(() => store.sweep().catch(() => {}), 60_000);
  *
- * const handler = idempotency(() => Response.json({ id: 1 }, { status: 201 }), { store });
+ * const handler = idempotency(() => Response.json({ id: 1 }, { status: 201 }), {
+ *   store,
+ *   scope: accountOf, // the caller's account, resolved after authentication
+ * });
  * const res = await handler(
  *   new Request("http://localhost/payments", {
  *     method: "POST",
@@ -334,8 +338,8 @@ export class PostgresStore implements IdempotencyStore {
    * The request's transaction, opened on first call (later calls get the
    * same one): the handler's SQL in it commits together with the request's
    * record, or not at all. Call it from a handler guarded by
-   * `idempotency(handler, { store })` with this store, passing the request
-   * the handler received (in Hono, `c.req.raw`).
+   * `idempotency(handler, { store, scope })` with this store, passing the
+   * request the handler received (in Hono, `c.req.raw`).
    *
    * @param request The request the guarded handler received.
    * @returns The transaction, postgres.js's own `TransactionSql`.
@@ -348,7 +352,7 @@ export class PostgresStore implements IdempotencyStore {
    *
    * @example Read the request's transaction from a Hono route
    * ```ts ignore
-   * app.post("/orders", idempotent({ store }), async (c) => {
+   * app.post("/orders", idempotent({ store, scope: accountOf }), async (c) => {
    *   const tx = await store.transaction(c.req.raw);
    *   const [order] = await tx`INSERT INTO orders (item) VALUES ('book') RETURNING id`;
    *   return c.json(order, 201);
@@ -365,7 +369,7 @@ export class PostgresStore implements IdempotencyStore {
    *
    * @typeParam A The handler's arguments after the request.
    * @param handler The handler, `(request, tx, ...args)`.
-   * @returns A handler to guard with `idempotency(…, { store })`.
+   * @returns A handler to guard with `idempotency(…, { store, scope })`.
    *
    * @example An order and its record in one transaction
    * ```ts ignore
@@ -373,7 +377,7 @@ export class PostgresStore implements IdempotencyStore {
    * Deno.serve(idempotency(store.transactional(async (req, tx) => {
    *   const [order] = await tx`INSERT INTO orders (item) VALUES ('book') RETURNING id`;
    *   return Response.json(order, { status: 201 });
-   * }), { store }));
+   * }), { store, scope: accountOf }));
    * ```
    */
   transactional<A extends unknown[]>(

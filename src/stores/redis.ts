@@ -144,11 +144,16 @@ export interface RedisStoreOptions {
  * import { idempotency } from "@idempotent/http";
  * import { RedisStore } from "@idempotent/http/redis";
  * import { createClient } from "redis";
+ * import { accountOf } from "./auth.ts"; // request => the stable account id
  *
  * const client = await createClient({ url: "redis://127.0.0.1:6379" }).connect();
  * const store = new RedisStore({ client, prefix: "myapp:idem:" });
  * const handler = () => new Response("charged", { status: 201 });
- * Deno.serve({ hostname: "127.0.0.1" }, idempotency(handler, { store }));
+ * Deno.serve(
+ *   { hostname: "127.0.0.1" },
+ *   // The caller's account, resolved after authentication.
+ *   idempotency(handler, { store, scope: accountOf }),
+ * );
  * ```
  *
  * @example Any client with `sendCommand(args)` works (here a stub answering "free")

@@ -33,6 +33,7 @@ function tell(path: string, params: Record<string, string>): Promise<string> {
 
 // The ledger first; its answer comes when the test lets this run go on.
 serveApp((key, body) => tell("/ran", { key, body }), {
+  scope: "global",
   store,
   lease: Number(lease),
   onEvent(event) {

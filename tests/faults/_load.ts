@@ -172,6 +172,7 @@ export function guardedApp(store: IdempotencyStore, lease: number): {
   let storeErrors = 0;
   const send = direct(
     idempotency(app(ledger), {
+      scope: "global",
       store,
       lease,
       ttl: 600_000,

@@ -146,7 +146,13 @@ async function runScenarios(
         flaky,
         hold: (key) => slow(key) ? renewal(faulty) : undefined,
       }),
-      { store: faulty, lease, ttl: 600_000, onEvent: (e) => events.push(e) },
+      {
+        scope: "global",
+        store: faulty,
+        lease,
+        ttl: 600_000,
+        onEvent: (e) => events.push(e),
+      },
     );
     const send = direct(handler);
     // Lets hung calls go as soon as they hang (after the event loop has
@@ -233,6 +239,7 @@ async function completeLost(
   const events: IdempotencyEvent[] = [];
   const send = direct(
     idempotency(app(ledger), {
+      scope: "global",
       store: faulty,
       lease: 200,
       onEvent: (e) => events.push(e),

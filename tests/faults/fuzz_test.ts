@@ -385,6 +385,7 @@ Deno.test("faults: 10,000 hostile requests over raw TCP into Deno.serve: no 5xx,
     }
     return new Response(`ran ${crypto.randomUUID()}`, { status: 201 });
   }, {
+    scope: "global",
     store: new MemoryStore(),
     maxRequestBytes: MAX_REQUEST_BYTES,
     lease: 60_000,

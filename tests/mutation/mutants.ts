@@ -377,6 +377,14 @@ export const MUTANTS: Mutant[] = [
     what: "rule 7: two tenants that send the same key share a response",
   },
   {
+    id: "rule7-global-scope-hashed-as-text",
+    file: OPTIONS,
+    text: `if (scope === "global") return undefined;`,
+    replacement: `if (scope === "global") return () => "global";`,
+    tests: [T.options],
+    what: 'rule 7: scope "global" moves every slot of the empty scope',
+  },
+  {
     id: "rule8-unguarded-method-guarded",
     file: OPTIONS,
     text:

@@ -18,10 +18,15 @@ import { type RedisClientLike, RedisStore } from "@idempotent/http/redis";
 const events: IdempotencyEvent[] = [];
 const handler: FetchHandler = idempotency(
   () => new Response("charged", { status: 201 }),
-  { store: new MemoryStore(), onEvent: (event) => events.push(event) },
+  {
+    scope: "global",
+    store: new MemoryStore(),
+    onEvent: (event) => events.push(event),
+  },
 );
 const withEnv = idempotency(
   (_request: Request, env: { TOKEN: string }) => new Response(env.TOKEN),
+  { scope: "global" },
 );
 
 export function stores(
@@ -34,7 +39,9 @@ export function stores(
   });
 }
 
-export const middleware: ReturnType<typeof idempotent> = idempotent();
+export const middleware: ReturnType<typeof idempotent> = idempotent({
+  scope: "global",
+});
 
 export function serve(): void {
   createServer((_req, res) => res.end()).close();

@@ -56,7 +56,7 @@ export async function protocolCases(
       status: 201,
       headers: { "content-type": "application/json" },
     });
-  }, { store });
+  }, { scope: "global", store });
 
   const key = `smoke-${crypto.randomUUID()}`;
   const pay = (path: string, idempotencyKey: string, amount: number) =>
