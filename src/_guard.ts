@@ -39,13 +39,6 @@ interface Flight<A extends unknown[]> {
   beat?: Beat;
 }
 
-/** The `rejected` event's reason for each problem. */
-const REJECTED = {
-  missing: "missing",
-  malformed: "malformed",
-  tooLarge: "too_large",
-} as const;
-
 /** One middleware instance's guard. */
 export class Guard<A extends unknown[]> {
   #handler: FetchHandler<A>;
@@ -237,14 +230,16 @@ export class Guard<A extends unknown[]> {
     return reject(flight.request, reason, {});
   }
 
-  #refuse<K extends keyof typeof REJECTED>(
+  #refuse<K extends "missing" | "malformed" | "tooLarge">(
     flight: Flight<A>,
     kind: K,
     details: ProblemDetails[K],
   ): Response {
     const response = reject(flight.request, kind, details);
     const status = response.status as 400 | 413;
-    const reason = REJECTED[kind];
+    const reason = kind === "tooLarge"
+      ? "too_large"
+      : kind as "missing" | "malformed";
     this.#report(
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,

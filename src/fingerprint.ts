@@ -56,11 +56,6 @@ export function codeUnits(text: string): string {
  * The default fingerprint: the hex SHA-256 of the method, the path with
  * query, and the body (no headers). Synchronous under 8 KiB, else a promise.
  *
- * @param method The request method.
- * @param url The request URL.
- * @param body The request body.
- * @returns 64 hex characters, or a promise of them.
- *
  * @example
  * ```ts
  * import { requestFingerprint } from "@idempotent/http";

@@ -52,9 +52,6 @@ const PROBLEM_HEADERS = new Set([
  *   included) is recorded. A replay or a problem gets the headers earlier
  *   middleware set before `next()` laid over it, `Set-Cookie` added.
  *
- * @param options As `idempotency()`'s.
- * @returns The middleware.
- *
  * @example One execution per key, on a prefix
  * ```ts
  * import { Hono } from "hono";

@@ -93,7 +93,6 @@ const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
  * server stopped taking requests, so that the exit cuts none off.
  *
  * @param handler A handler returned by {@linkcode idempotency}.
- * @returns A promise that resolves when none is pending.
  *
  * @example Flush before exit
  * ```ts

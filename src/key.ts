@@ -19,9 +19,6 @@ export type ParsedKey =
  * to 255 characters of printable ASCII without a comma (repeated header
  * lines are joined with commas). Surrounding spaces and tabs are ignored.
  *
- * @param value The header value.
- * @returns The key, or the reason it is malformed.
- *
  * @example Both spellings name one key
  * ```ts
  * import { parseIdempotencyKey } from "@idempotent/http";

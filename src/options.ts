@@ -50,8 +50,7 @@ export interface IdempotencyOptions {
    */
   store?: IdempotencyStore;
   /**
-   * The scope of a request's key (the tenant or principal it acts for): keys
-   * in different scopes never share a record. May be async.
+   * The tenant or principal a request acts for: scopes never share a record.
    * @default {() => ""} (one global scope)
    */
   scope?: (request: Request) => string | Promise<string>;
@@ -67,8 +66,7 @@ export interface IdempotencyOptions {
    */
   methods?: readonly string[];
   /**
-   * Requests of a guarded method to leave alone (`true`: a bare call-through),
-   * asked before the key is read.
+   * Requests of a guarded method to pass through, asked before the key is read.
    * @default {undefined} (none skipped)
    */
   skip?: (request: Request) => boolean;
@@ -96,8 +94,7 @@ export interface IdempotencyOptions {
    */
   maxRequestBytes?: number;
   /**
-   * The largest response body recorded; a larger one is streamed in full and
-   * recorded without its body.
+   * The largest response body recorded; a larger one is streamed, not recorded.
    * @default {1_048_576} (1 MiB)
    */
   maxResponseBytes?: number;
@@ -107,9 +104,8 @@ export interface IdempotencyOptions {
    */
   cacheable?: (response: Response) => boolean;
   /**
-   * The request's fingerprint (same key, another fingerprint: 422), hashed
-   * before it is stored. For clients that re-encode the body on each attempt,
-   * return a canonical form of what matters.
+   * The request's fingerprint (same key, another one: 422), hashed before it is
+   * stored. For clients that re-encode bodies, return a canonical form.
    * @default {requestFingerprint} (method, path with query, body)
    */
   fingerprint?: (
@@ -140,8 +136,7 @@ export interface IdempotencyOptions {
   onEvent?: (event: IdempotencyEvent) => void;
   /**
    * How long, in milliseconds from its first failure, a response waits for its
-   * record's write to be retried before it is sent and the write goes on in
-   * the background.
+   * record's write before the write goes on in the background.
    * @default {1_000}
    */
   completionWait?: number;
