@@ -13,36 +13,8 @@
  *
  * Errors are RFC 9457 problem responses. Stores: {@linkcode MemoryStore}
  * here; `KvStore`, `RedisStore`, `PostgresStore` and `FailoverStore` on
- * their own subpaths, so that importing this module loads no driver.
- *
- * @example Guard a handler
- * ```ts
- * import { idempotency } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * let runs = 0;
- * const handler = idempotency(() => {
- *   runs++;
- *   return Response.json({ id: runs }, { status: 201 });
- * }, {
- *   // The tenant the request acts for, as the gateway that authenticated it
- *   // set it: a stable id (user, tenant, API client), resolved after
- *   // authentication. "global" is one key space shared by every caller.
- *   scope: (req) => req.headers.get("x-tenant-id") ?? "anonymous",
- * });
- *
- * const request = () =>
- *   new Request("http://localhost/orders", {
- *     method: "POST",
- *     headers: { "Idempotency-Key": "3f2a", "X-Tenant-Id": "t1" },
- *     body: "{}",
- *   });
- * const first = await handler(request());
- * const retry = await handler(request());
- * assert.equal(runs, 1);
- * assert.equal(retry.headers.get("Idempotent-Replayed"), "true");
- * assert.deepEqual(await retry.json(), await first.json());
- * ```
+ * their own subpaths, so that importing this module loads no driver. See
+ * {@linkcode idempotency} for an example.
  *
  * @module
  */

@@ -1,8 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The time and waiting primitives every part of the library shares: one
- * clock, one way to let a timer not hold the process, one delay, one
- * backoff and one intrusive list. Nothing else in `src/` writes its own.
+ * The time and waiting primitives all of `src/` shares.
  *
  * @module
  */
@@ -10,18 +8,11 @@
 /** What `setTimeout` returns: a number on Deno, an object on Node and Bun. */
 export type Timer = ReturnType<typeof setTimeout>;
 
-/**
- * A source of time: what deadlines, leases and retries are measured on.
- * Tests pass a fake one to let time pass without waiting.
- */
+/** A source of time; tests pass a fake one. */
 export interface Clock {
   /** The current time, in milliseconds, on a clock that never goes back. */
   now(): number;
-  /**
-   * Calls `fn` once after `ms`, without keeping the process alive.
-   *
-   * @returns A function that cancels the call.
-   */
+  /** Calls `fn` once after `ms`, unref'd; returns its cancel. */
   setTimeout(fn: () => void, ms: number): () => void;
 }
 
@@ -39,12 +30,7 @@ const denoTimers = (globalThis as {
   Deno?: { refTimer?(id: number): void; unrefTimer?(id: number): void };
 }).Deno;
 
-/**
- * Lets `timer` keep the process alive (`on`), or not, on Deno, Node and Bun.
- *
- * @param timer The timer.
- * @param on Whether it keeps the process alive.
- */
+/** Lets `timer` keep the process alive (`on`), or not, on Deno, Node and Bun. */
 export function refTimer(timer: Timer, on: boolean): void {
   if (typeof timer === "number") {
     if (on) denoTimers?.refTimer?.(timer);
@@ -59,15 +45,7 @@ export function refTimer(timer: Timer, on: boolean): void {
 /** How a {@linkcode delay} ended. */
 export type DelayEnd = "elapsed" | "aborted";
 
-/**
- * Waits `ms` milliseconds, or until `signal` aborts, whichever is first.
- * Never rejects; one timer and at most one abort listener, both removed at
- * the end. The timer keeps the process alive, as the caller waits on it.
- *
- * @param ms How long to wait.
- * @param signal Ends the wait early.
- * @returns How the wait ended.
- */
+/** Waits `ms`, or until `signal` aborts; never rejects, leaves nothing behind. */
 export function delay(
   ms: number,
   signal?: AbortSignal | null,
@@ -87,27 +65,17 @@ export function delay(
 
 /** How {@linkcode backoff} grows and draws its waits. */
 export interface BackoffOptions {
-  /** The ceiling of the first wait, in milliseconds. */
+  /** The first wait's ceiling, in milliseconds. */
   first: number;
-  /** The most any ceiling grows to, in milliseconds. */
+  /** The most a ceiling grows to, in milliseconds. */
   max: number;
-  /**
-   * `"full"`: a wait anywhere up to the ceiling; `"equal"`: between half the
-   * ceiling and the ceiling (never shorter than half).
-   */
+  /** `"full"`: up to the ceiling; `"equal"`: from half of it to it. */
   jitter: "full" | "equal";
   /** Random numbers in [0, 1). @default {Math.random} */
   random?: () => number;
 }
 
-/**
- * The wait before retry number `attempt` (1 for the first retry): capped
- * exponential backoff, `first` doubled per attempt up to `max`, jittered.
- *
- * @param attempt Which retry this is, from 1.
- * @param options How the waits grow.
- * @returns The wait, in milliseconds (not rounded).
- */
+/** The wait before retry `attempt` (from 1): `first` doubled each time up to `max`, jittered. */
 export function backoff(attempt: number, options: BackoffOptions): number {
   const ceiling = Math.min(options.max, options.first * 2 ** (attempt - 1));
   const r = (options.random ?? Math.random)();
@@ -116,20 +84,15 @@ export function backoff(attempt: number, options: BackoffOptions): number {
     : ceiling / 2 + r * ceiling / 2;
 }
 
-/** An entry of a {@linkcode List}: its neighbours, set while it is in one. */
+/** An entry of a {@linkcode List}: its neighbours while it is in one. */
 export interface Linked<T> {
-  /** The entry before, in insertion order. */
   prev: T | undefined;
-  /** The entry after, in insertion order. */
   next: T | undefined;
 }
 
 /**
- * A list through its entries themselves, in insertion order: adding and
- * removing is O(1) and allocates nothing. Used where entries come and go once
- * per request: a `Set` churned at that rate kept its dead hash tables, and
- * through them the entries, alive until a full GC (see
- * docs/architecture.md, "Bounded memory").
+ * A list through its entries, in insertion order, O(1) with no allocation
+ * (docs/architecture.md, Bounded memory).
  */
 export class List<T extends Linked<T>> {
   /** The oldest entry. */
@@ -137,16 +100,11 @@ export class List<T extends Linked<T>> {
   #tail: T | undefined = undefined;
   #size = 0;
 
-  /** How many entries are in the list. */
   get size(): number {
     return this.#size;
   }
 
-  /**
-   * Adds `entry` at the end.
-   *
-   * @param entry An entry in no list.
-   */
+  /** Adds `entry`, in no list, at the end. */
   push(entry: T): void {
     entry.prev = this.#tail;
     entry.next = undefined;
@@ -156,12 +114,7 @@ export class List<T extends Linked<T>> {
     this.#size++;
   }
 
-  /**
-   * Takes `entry` out of the list.
-   *
-   * @param entry The entry.
-   * @returns Whether it was in the list.
-   */
+  /** Takes `entry` out; whether it was in. */
   remove(entry: T): boolean {
     const { prev, next } = entry;
     if (prev === undefined && this.head !== entry) return false;

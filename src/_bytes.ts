@@ -1,29 +1,18 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Joining byte chunks (one copy into an exact-size buffer), and handing
- * bytes to `Request` and `Response` at least cost.
+ * Joining byte chunks, and handing bytes to `Request` and `Response`.
  *
  * @module
  */
 
-/**
- * Copies `chunks`, whose lengths add up to `length`, into one new array.
- *
- * A single chunk of that length is copied by the typed-array constructor,
- * which fills its new buffer straight from the chunk instead of zeroing it
- * first and copying over the zeros.
- *
- * @param chunks The chunks, in order.
- * @param length Their total length.
- * @returns One contiguous array.
- */
+/** `chunks` (of `length` bytes in all) copied into one new array. */
 export function concatBytes(
   chunks: readonly Uint8Array[],
   length: number,
 ): Uint8Array<ArrayBuffer> {
   const only = chunks.length === 1 ? chunks[0]! : undefined;
   if (only !== undefined && only.byteLength === length) {
-    return new Uint8Array(only);
+    return new Uint8Array(only); // No zeroing first.
   }
   const out = new Uint8Array(length);
   let offset = 0;
@@ -34,20 +23,11 @@ export function concatBytes(
   return out;
 }
 
-/** Bodies up to this many bytes may be handed to `Response` or `Request` as text (see {@linkcode bodyInit}). */
 const TEXT_BODY_BYTES = 1024;
 
 /**
- * A body as `new Response()` and `new Request()` take it at least cost, the
- * same bytes either way: a small ASCII body as text when the headers have a
- * `Content-Type` (text without one would gain `text/plain;charset=UTF-8`),
- * else the bytes. Both copy an array into a buffer of their own, and under
- * `Deno.serve` that buffer was the largest single cost of a replay (a tenth
- * of its CPU time); text is kept as it is, and ASCII encodes to itself.
- *
- * @param bytes The body.
- * @param typed Whether the headers it goes with hold a `Content-Type`.
- * @returns The body to construct the response or request with.
+ * A small ASCII body as text (kept as it is, where bytes are copied), when
+ * the headers are `typed` (else text would gain `text/plain`); else the bytes.
  */
 export function bodyInit(
   bytes: Uint8Array<ArrayBuffer>,

@@ -1,18 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Reads a response body up to a size cap: the hot path of the middleware
- * (docs/architecture.md, "The request's way"). A body that fits is returned as one contiguous copy, made once;
- * a body that does not is split into an exact-size prefix and a lazy `rest`
- * stream that hands the tail on without copying it.
- *
- * @example Capture a small body
- * ```ts
- * import { capture } from "./_capture.ts";
- * import assert from "node:assert/strict";
- *
- * const result = await capture(new Response("hello").body!, 1024);
- * assert.equal(result.outcome, "within");
- * ```
+ * Reads a response body up to a size cap (docs/architecture.md, The request's
+ * way, step 7).
  *
  * @module
  */
@@ -20,19 +9,10 @@
 import { concatBytes } from "./_bytes.ts";
 
 /**
- * What {@linkcode capture} found, as a discriminated union on `outcome`.
- *
- * - `within`: the whole body, at most `cap` bytes, in one contiguous array.
- * - `overflow`: the body is longer than `cap`. `prefix` holds exactly `cap`
- *   bytes (a copy); `rest` yields everything after them, first the rest of
- *   the frame that crossed the cap (a view of it, not a copy), then the
- *   source's remaining frames as they are, read only when `rest` is read.
- * - `failed`: the body errored (or produced a chunk that is not a
- *   `Uint8Array`) before its end and before more than `cap` bytes were seen;
- *   `prefix` holds the bytes read before that (a copy), `error` the reason.
- * - `unfinished`: `stop` settled before the body ended or crossed the cap;
- *   `prefix` holds the bytes read so far (a copy), `rest` everything after
- *   them, beginning with the read that was pending, so no frame is lost.
+ * What {@linkcode capture} found: `within` (the whole body), `overflow`
+ * (`cap` bytes, then the rest uncopied, read lazily), `failed` (an error or a
+ * chunk that is not bytes, before the cap) or `unfinished` (`stop` settled:
+ * the bytes so far, then the rest, the pending read included).
  */
 export type CaptureResult =
   | { outcome: "within"; bytes: Uint8Array<ArrayBuffer> }
@@ -49,51 +29,9 @@ export type CaptureResult =
   };
 
 /**
- * Reads `body` until its end, or until more than `cap` bytes have been seen.
- *
- * Frames are held by reference while reading and copied once at the end, so
- * a producer must not reuse a buffer after enqueuing it (the Streams contract
- * already forbids it). A body that is a single frame covering the whole of a
- * plain, fixed-length `ArrayBuffer` is returned as that very array, without a
- * copy; any other body is copied into an exact-size buffer.
- *
- * A chunk that is not a `Uint8Array` (a user stream enqueuing strings, say)
- * ends the capture as `failed` with a `TypeError`, and the source is cancelled
- * with that error; in `rest` it errors the stream the same way. `rest` passes
- * each frame through untouched, except a frame backed by a
- * `SharedArrayBuffer`, which is copied so that every chunk is backed by a
- * plain `ArrayBuffer`. Zero-length frames are allowed anywhere.
- *
- * The reader lock is released when the result is `failed`; on `within` the
- * body has ended and stays locked (releasing costs an error object for
- * nothing left to read). On `overflow` the reader belongs to `rest`:
- * reading it to the end leaves the ended source locked (as on `within`),
- * cancelling it cancels the source with the same reason (and releases the
- * lock), and an error of the source errors it (and releases the lock).
- *
- * @param body The stream to read; it must not be locked.
- * @param cap The most bytes to capture: a non-negative safe integer.
- * @param stop Stops the capture when it settles (`unfinished`): for a body
- * that is slow to end.
- * @returns A promise of the {@linkcode CaptureResult}.
- * @throws {RangeError} If `cap` is not a non-negative safe integer (the
- * promise rejects).
- * @throws {TypeError} If `body` is locked (the promise rejects).
- *
- * @example Split a body larger than the cap
- * ```ts
- * import { capture } from "./_capture.ts";
- * import assert from "node:assert/strict";
- *
- * const body = new Response(new Uint8Array([1, 2, 3, 4, 5])).body!;
- * const result = await capture(body, 2);
- * assert.equal(result.outcome, "overflow");
- * if (result.outcome === "overflow") {
- *   assert.deepEqual(result.prefix, new Uint8Array([1, 2]));
- *   const tail = new Uint8Array(await new Response(result.rest).arrayBuffer());
- *   assert.deepEqual(tail, new Uint8Array([3, 4, 5]));
- * }
- * ```
+ * Reads `body` until its end, or past `cap` bytes, or until `stop` settles.
+ * Frames are held by reference and copied once (a single whole plain frame
+ * not at all). An ended body stays locked: releasing costs an error object.
  */
 export async function capture(
   body: ReadableStream<Uint8Array>,
@@ -108,11 +46,8 @@ export async function capture(
   let reader = body.getReader();
   const frames: Uint8Array[] = [];
   let seen = 0;
-  // A stop releases the reader's lock, which rejects the read pending then
-  // without taking a frame from the stream (the Streams spec errors pending
-  // read requests on release): the next reader gets that frame. So each
-  // frame costs one plain read, and the stop one reaction in all, where
-  // racing every read against the stop would leave a reaction per frame.
+  // A stop releases the lock: the pending read rejects without taking a
+  // frame, which the next reader gets. One reaction in all, not one a frame.
   let stopped = false;
   let finished = false;
   stop?.then(halt, halt);
@@ -122,11 +57,9 @@ export async function capture(
       reader.releaseLock();
       stopped = true;
     } catch {
-      // A runtime that refuses to release a reader with a read pending:
-      // the capture goes on to the body's end or the cap.
+      // A runtime that refuses: the capture goes on to the end or the cap.
     }
   }
-  /** The reader to go on with: a fresh one once a stop released the lock. */
   const current = () => stopped ? (reader = body.getReader()) : reader;
   for (;;) {
     let result: ReadableStreamReadResult<Uint8Array>;
@@ -145,9 +78,6 @@ export async function capture(
       return { outcome: "failed", prefix: concatBytes(frames, seen), error };
     }
     if (result.done) {
-      // The body has ended: its reader is left as it is (releasing it makes
-      // a TypeError for the reader's closed promise, and an ended stream has
-      // nothing left to read).
       finished = true;
       return { outcome: "within", bytes: whole(frames, seen) };
     }
@@ -175,11 +105,7 @@ export async function capture(
   }
 }
 
-/**
- * The body as one array: the single frame itself when that is safe (a whole,
- * plain, fixed-length buffer, so nothing more is retained and nothing can
- * shrink under it): no copy at all.
- */
+/** The body as one array: the single frame itself when it is a whole fixed buffer. */
 function whole(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
   const only = frames.length === 1 ? frames[0]! : undefined;
   if (
@@ -192,7 +118,7 @@ function whole(frames: Uint8Array[], length: number): Uint8Array<ArrayBuffer> {
   return concatBytes(frames, length);
 }
 
-/** A frame as a chunk backed by a plain `ArrayBuffer` (copied only if shared). */
+/** A frame backed by a plain `ArrayBuffer` (copied only if shared). */
 function owned(frame: Uint8Array): Uint8Array<ArrayBuffer> {
   return frame.buffer instanceof ArrayBuffer
     ? frame as Uint8Array<ArrayBuffer>
@@ -210,10 +136,7 @@ function notBytes(chunk: unknown): TypeError {
   );
 }
 
-/**
- * The stream after the cap: `head` first, then the reader's frames, each read
- * only when the consumer asks (`highWaterMark: 0`).
- */
+/** `head`, then the reader's frames, each read only when asked for. */
 function restOf(
   reader: ReadableStreamDefaultReader<Uint8Array>,
   head: Uint8Array | undefined,
@@ -235,8 +158,6 @@ function restOf(
         return;
       }
       if (result.done) {
-        // The source has ended: as on `within`, its lock stays (releasing
-        // costs an error object for nothing left to read).
         controller.close();
         return;
       }

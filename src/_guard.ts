@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * One guarded request's way through the middleware: check the key, read the
- * body, claim the slot, then answer (replay, 409, 422, 503) or run the
- * handler and settle the slot (complete or release). {@linkcode Guard.handle}
- * is the whole way in named steps; each step below it is one of them.
+ * One guarded request's way, step by step (docs/architecture.md, The
+ * request's way).
  *
  * @module
  */
@@ -33,33 +31,24 @@ import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 /** One guarded request: what every step of its way reads and fills in. */
 interface Flight<A extends unknown[]> {
   readonly request: Request;
-  /** The handler's arguments after the request. */
   readonly args: A;
-  /** When the middleware began on it, by `performance.now()` (0 when no one listens). */
+  /** By `performance.now()`; 0 when no one listens. */
   readonly started: number;
-  /** Its slot, once the key and scope are known. */
   slot: string | null;
-  /** Its claim once acquired (slot, token, renewal), until it is settled. */
+  /** Its claim once acquired, until it is settled. */
   beat?: Beat;
 }
 
-/** The `rejected` event's reason for each problem it reports. */
-const REJECTED = {
-  missing: "missing",
-  malformed: "malformed",
-  tooLarge: "too_large",
-} as const;
-
-/** One middleware instance's guard: its handler, options, heartbeat, completions and waiters. */
+/** One middleware instance's guard. */
 export class Guard<A extends unknown[]> {
   #handler: FetchHandler<A>;
   #config: Config;
   #report: Report;
   #heartbeat: Heartbeat;
   #completions: Completions;
-  /** How long this instance's claimed requests take to settle: the 409 hint. */
+  /** For the 409's `Retry-After`. */
   #settleTime = new SettleEstimate();
-  /** The duplicates waiting for their key's request (`waitForInFlight`), if on. */
+  /** With `waitForInFlight`. */
   #waiters: Waiters | undefined;
 
   constructor(handler: FetchHandler<A>, config: Config) {
@@ -130,7 +119,6 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /** Claims the slot: one store round trip. */
   async #claim(flight: Flight<A>, fingerprint: string): Promise<Claimed> {
     const { store, lease: leaseMs, ttl: ttlMs } = this.#config;
     const slot = flight.slot!;
@@ -145,11 +133,7 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /**
-   * With `waitForInFlight`: marks an acquired slot owned (its duplicates
-   * park on it), or waits for the request that holds it (see
-   * `_waiters.ts`) and returns the claim that ended the wait.
-   */
+  /** Marks an acquired slot owned, or waits for its owner (`_waiters.ts`). */
   async #waitForOwner(
     flight: Flight<A>,
     fingerprint: string,
@@ -193,7 +177,6 @@ export class Guard<A extends unknown[]> {
     return await this.#handler(rebuild(request, body), ...flight.args);
   }
 
-  /** The key's request has completed: its response again. */
   #replay(flight: Flight<A>, response: StoredResponse): Response {
     const { slot } = flight;
     this.#report(() => ({
@@ -206,7 +189,6 @@ export class Guard<A extends unknown[]> {
     return replay(response, replayHeader, unstoredHeaders);
   }
 
-  /** The key's request is in flight: 409, with when to retry. */
   #conflict(
     flight: Flight<A>,
     { fingerprint, retryAfterMs }: ClaimResult & { state: "in_flight" },
@@ -227,7 +209,6 @@ export class Guard<A extends unknown[]> {
     return reject(flight.request, "inFlight", { retryAfter });
   }
 
-  /** The key was used for another request: 422. */
   #mismatch(flight: Flight<A>): Response {
     const { slot } = flight;
     this.#report(() => ({ type: "mismatch", slot }), flight.started);
@@ -249,15 +230,16 @@ export class Guard<A extends unknown[]> {
     return reject(flight.request, reason, {});
   }
 
-  /** A `rejected` event, and its problem answer. */
-  #refuse<K extends keyof typeof REJECTED>(
+  #refuse<K extends "missing" | "malformed" | "tooLarge">(
     flight: Flight<A>,
     kind: K,
     details: ProblemDetails[K],
   ): Response {
     const response = reject(flight.request, kind, details);
     const status = response.status as 400 | 413;
-    const reason = REJECTED[kind];
+    const reason = kind === "tooLarge"
+      ? "too_large"
+      : kind as "missing" | "malformed";
     this.#report(
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
@@ -265,11 +247,7 @@ export class Guard<A extends unknown[]> {
     return response;
   }
 
-  /**
-   * Runs the handler on the claimed slot, the lease renewed meanwhile; a
-   * throw or a response that is not cacheable frees the slot, a cacheable
-   * one settles it. How long that took feeds the 409's `Retry-After`.
-   */
+  /** Runs the handler on the claimed slot, then releases or settles it. */
   async #run(
     flight: Flight<A>,
     body: Uint8Array<ArrayBuffer>,
@@ -281,7 +259,6 @@ export class Guard<A extends unknown[]> {
     try {
       const request = rebuild(flight.request, body);
       const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
-      // A store that can put the record in the handler's own transaction.
       const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;
       try {
@@ -297,15 +274,11 @@ export class Guard<A extends unknown[]> {
         throw error;
       }
       if (!this.#cacheable(response)) {
-        // Not cacheable: the handler's transaction rolls back with the
-        // released claim, so that the retry it invites runs on a clean slate.
         await unit?.rollback();
         await this.#completions.release(beat, "not_cacheable");
         return response;
       }
-      // From here the beat is the completion's: it stops it once the
-      // record's write has an outcome, which may be after the response was
-      // sent.
+      // From here the beat is the completion's to stop.
       return await this.#settle(flight, response, unit);
     } finally {
       this.#settleTime.observe(performance.now() - running);
@@ -313,20 +286,16 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /** Whether the `cacheable` option records `response`. */
   #cacheable(response: Response): boolean {
     try {
       return this.#config.cacheable(response);
     } catch {
-      // A throwing predicate cannot tell: keep the terminal rule's side and record.
+      // docs/architecture.md, Terminal rule: a throw counts as cacheable.
       return true;
     }
   }
 
-  /**
-   * The terminal rule: after a cacheable response the slot ends completed,
-   * with its body or without it, and the client gets the handler's bytes.
-   */
+  /** See docs/architecture.md, Terminal rule and Body integrity. */
   async #settle(
     flight: Flight<A>,
     response: Response,
@@ -352,8 +321,7 @@ export class Guard<A extends unknown[]> {
       const record = { status, headers, body };
       const refused = await this.#record(flight, unit, record);
       if (refused !== null) return refused;
-      // The record's header pairs (one pass over the headers, not two)
-      // unless the record left some out.
+      // The record's pairs, unless it left some out: one pass, not two.
       return new Response(bodyInit(body, typed), {
         status,
         statusText,
@@ -373,8 +341,6 @@ export class Guard<A extends unknown[]> {
       live.cancel().catch(() => {});
       return refused;
     }
-    // A streamed body keeps the handler's headers as they are,
-    // Content-Length included.
     return new Response(live, {
       status,
       statusText,
@@ -382,11 +348,7 @@ export class Guard<A extends unknown[]> {
     });
   }
 
-  /**
-   * Writes the record: in the handler's transaction when it opened one (a
-   * problem then answers instead of the response when it did not commit),
-   * else the plain way (never a problem).
-   */
+  /** Writes the record; a problem when the handler's transaction did not commit. */
   async #record(
     flight: Flight<A>,
     unit: UnitOfWork | undefined,
@@ -405,7 +367,6 @@ export class Guard<A extends unknown[]> {
     return null;
   }
 
-  /** Waits until no record write is pending in the background. */
   drain(): Promise<void> {
     return this.#completions.drain();
   }

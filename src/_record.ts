@@ -1,12 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Helpers that stores share to write and read records: the header list as
- * text, checks that tell a record of ours from a foreign or damaged value,
- * the answer for a value that fails them, and plain byte views.
- *
- * A store that reads something these checks reject reports the slot as
- * `in_flight` with `fingerprint: null` (docs/architecture.md, "Rules":
- * unreadable is in flight).
+ * What stores share to write and read records; a value these checks reject
+ * is unreadable (docs/architecture.md, Unreadable is in flight).
  *
  * @module
  */
@@ -18,23 +13,12 @@ import type { ClaimResult, OmittedReason, StoredResponse } from "./store.ts";
 /** The record format version every store writes; an unknown one is unreadable. */
 export const RECORD_VERSION = 1;
 
-/**
- * Encodes a header list as JSON text: an array of `[name, value]` pairs.
- *
- * @param headers The pairs, in order.
- * @returns The JSON text.
- */
+/** A header list as JSON text. */
 export function encodeHeaders(headers: readonly [string, string][]): string {
   return JSON.stringify(headers);
 }
 
-/**
- * Decodes what {@linkcode encodeHeaders} wrote, or returns `null` for
- * anything else (never throws).
- *
- * @param text The stored text.
- * @returns The pairs, or `null`.
- */
+/** What {@linkcode encodeHeaders} wrote, or `null` for anything else. */
 export function decodeHeaders(text: unknown): [string, string][] | null {
   if (typeof text !== "string") return null;
   let value: unknown;
@@ -46,12 +30,7 @@ export function decodeHeaders(text: unknown): [string, string][] | null {
   return isHeaderList(value) ? value : null;
 }
 
-/**
- * Tells whether `value` is an array of `[string, string]` pairs.
- *
- * @param value Anything.
- * @returns Whether it is a header list.
- */
+/** Whether `value` is an array of `[string, string]` pairs. */
 export function isHeaderList(value: unknown): value is [string, string][] {
   if (!Array.isArray(value)) return false;
   for (const pair of value) {
@@ -64,34 +43,17 @@ export function isHeaderList(value: unknown): value is [string, string][] {
 }
 
 /**
- * RFC 9110 `field-value` characters: tab, space, visible ASCII and obs-text
- * (U+0080–U+00FF, sent as one Latin-1 byte). No NUL, CR, LF, other control
- * characters or DEL: `new Response()` throws on NUL, CR, LF and anything past
- * U+00FF, and `Deno.serve` (2.9) aborts the whole process when it writes a
- * response header that holds any other control character.
+ * RFC 9110 `field-value`: tab, space, visible ASCII, obs-text. `new Response()`
+ * throws on NUL, CR, LF; `Deno.serve` (2.9) aborts the process on other controls.
  */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
-/**
- * Tells whether a header pair can be sent again as it is: the name an RFC
- * 9110 token, the value only tab, space, visible ASCII and obs-text.
- *
- * @param name The field name.
- * @param value The field value.
- * @returns Whether the pair is valid HTTP.
- */
+/** Whether a header pair can be sent again as it is. */
 export function isHeaderPair(name: string, value: string): boolean {
   return TOKEN.test(name) && FIELD_VALUE.test(value);
 }
 
-/**
- * Tells whether `value` is a list of header pairs that a replay can send:
- * a {@linkcode isHeaderList} whose every pair passes {@linkcode isHeaderPair}.
- * The check a decoded record goes through, once, before a store hands it out.
- *
- * @param value Anything.
- * @returns Whether it is such a list.
- */
+/** Whether `value` is a header list a replay can send. */
 export function isReplayableHeaderList(
   value: unknown,
 ): value is [string, string][] {
@@ -99,36 +61,18 @@ export function isReplayableHeaderList(
     value.every((pair) => isHeaderPair(pair[0], pair[1]));
 }
 
-/**
- * Tells whether `value` is an HTTP status a record may hold (200–599).
- *
- * @param value Anything.
- * @returns Whether it is such a status.
- */
+/** Whether `value` is a status a record may hold (200–599). */
 export function isStatus(value: unknown): value is number {
   return Number.isInteger(value) && (value as number) >= 200 &&
     (value as number) <= 599;
 }
 
-/**
- * Tells whether `value` is one of the {@linkcode OmittedReason}s.
- *
- * @param value Anything.
- * @returns Whether it is a reason.
- */
+/** Whether `value` is an {@linkcode OmittedReason}. */
 export function isOmittedReason(value: unknown): value is OmittedReason {
   return (OMITTED_REASONS as readonly unknown[]).includes(value);
 }
 
-/**
- * Checks a response handed to `complete` and throws a `TypeError` naming the
- * first thing wrong with it: a status outside 200–599, a header list that is
- * not string pairs or holds a pair that is not valid HTTP (so that no store
- * keeps a record it could not replay), a body that is neither bytes nor
- * `null`, or an `omitted` reason that does not match the body.
- *
- * @param response The response to check.
- */
+/** Throws a `TypeError` naming what is wrong with a response given to `complete`. */
 export function assertStoredResponse(response: StoredResponse): void {
   if (!isStatus(response?.status)) {
     throw new TypeError(
@@ -164,19 +108,7 @@ export function assertStoredResponse(response: StoredResponse): void {
   }
 }
 
-/**
- * Builds a record from decoded parts, or returns `null` when the parts are
- * not a record of ours: a status outside 200–599, headers that are not
- * replayable (see {@linkcode isReplayableHeaderList}: a damaged record must
- * read as in flight, not make `new Response()` throw on every retry), or a
- * body and reason that do not match. Every store's read path ends here.
- *
- * @param status The decoded status.
- * @param headers The decoded header list.
- * @param body The decoded body, or `null`.
- * @param omitted The decoded reason, when the body is `null`.
- * @returns The record, or `null`.
- */
+/** A record from decoded parts, or `null` when they are not one of ours. */
 export function toStoredResponse(
   status: unknown,
   headers: unknown,
@@ -192,13 +124,7 @@ export function toStoredResponse(
   return { status, headers, body };
 }
 
-/**
- * What a claim answers for a value it cannot read: in flight, owner unknown,
- * with a retry hint of at least 1 ms, rounded up to whole milliseconds.
- *
- * @param retryAfterMs The hint: what is left of the value's life, or a lease.
- * @returns The `in_flight` result.
- */
+/** A claim's answer for a value it cannot read, the hint at least 1 ms. */
 export function unreadable(retryAfterMs: number): ClaimResult {
   return {
     state: "in_flight",
@@ -207,13 +133,7 @@ export function unreadable(retryAfterMs: number): ClaimResult {
   };
 }
 
-/**
- * A plain `Uint8Array` over the same memory as `value` (a Node `Buffer`
- * from a driver, say), or `null` when `value` holds no bytes.
- *
- * @param value Anything.
- * @returns The view, or `null`.
- */
+/** A plain `Uint8Array` over `value`'s memory (a driver's `Buffer`), or `null`. */
 export function byteView(value: unknown): Uint8Array | null {
   if (!(value instanceof Uint8Array)) return null;
   return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);

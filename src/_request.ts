@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The guarded request: its body read once and bounded, its scope and
- * fingerprint, and the request rebuilt for the handler with the same bytes.
+ * The guarded request: its body read once, its scope and fingerprint, and its
+ * rebuild for the handler.
  *
  * @module
  */
@@ -13,24 +13,15 @@ import { codeUnits, requestFingerprint } from "./fingerprint.ts";
 /** An empty body, shared. */
 export const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
 
-/** What {@linkcode readBody} found when it could not return the bytes. */
+/** Why {@linkcode readBody} returned no bytes. */
 export type Unread =
   | { outcome: "too_large" }
   | { outcome: "failed"; error: unknown };
 const TOO_LARGE: Unread = Object.freeze({ outcome: "too_large" });
 
 /**
- * Reads the request body, counting the bytes the stream yields: at most `max`
- * of them are buffered, whatever `Content-Length` says (a `Request` built in
- * process may declare less than its stream holds). A declared length over
- * the bound is refused without reading. A stream that errors before its end
- * (an upload cut off, broken chunked framing) is `failed`, never a throw.
- *
- * @param request The guarded request, its body unread.
- * @param max The most bytes buffered.
- * @returns The bytes, or why they could not be read.
- * @throws {TypeError} When the body was read before the middleware: a
- * programming error, not the client's.
+ * The request body, at most `max` bytes counted as they arrive (see
+ * docs/architecture.md, Bounded memory); a stream that errors is `failed`.
  */
 export async function readBody(
   request: Request,
@@ -72,15 +63,7 @@ export async function readBody(
   return concatBytes(chunks, total);
 }
 
-/**
- * The request's scope, as the `scope` option returns it ("" for `"global"`);
- * synchronous when the option is.
- *
- * @param request The guarded request.
- * @param scope The `scope` option.
- * @returns The scope.
- * @throws {TypeError} When `scope` returns something else than a string.
- */
+/** The `scope` option's answer ("" for `"global"`); synchronous when it is. */
 export function scopeOf(
   request: Request,
   scope: ((request: Request) => string | Promise<string>) | undefined,
@@ -98,18 +81,7 @@ async function checkedScope(found: Promise<string>): Promise<string> {
   return value;
 }
 
-/**
- * The request's fingerprint: the `fingerprint` option's value, hashed, or
- * by default {@linkcode requestFingerprint} of the method (in upper case:
- * `patch` and `PATCH` are one guarded method), URL and body; synchronous
- * when that is.
- *
- * @param request The guarded request.
- * @param body Its body.
- * @param custom The `fingerprint` option.
- * @returns The fingerprint: 64 hex characters.
- * @throws {TypeError} When `custom` returns something else than a string.
- */
+/** The `fingerprint` option's value hashed, else the default (method upper-cased). */
 export function fingerprintOf(
   request: Request,
   body: Uint8Array<ArrayBuffer>,
@@ -121,11 +93,7 @@ export function fingerprintOf(
   return requestFingerprint(request.method.toUpperCase(), request.url, body);
 }
 
-/**
- * Runs a `fingerprint` option and hashes what it returns, so that a store
- * only ever keeps 64 hex characters: never request data, whatever the
- * function returns, and never more than a store's value limit.
- */
+/** Hashed, so that a store keeps 64 hex characters, never request data. */
 async function customFingerprint(
   fingerprint: (request: Request, body: Uint8Array) => string | Promise<string>,
   request: Request,
@@ -137,8 +105,7 @@ async function customFingerprint(
       `'fingerprint' must return a string: it returned ${value}`,
     );
   }
-  // Hashed like a slot: UTF-8 when well formed, UTF-16 code units (under
-  // another prefix) when not, so two values never share a fingerprint.
+  // Injective, as a slot is.
   return value.isWellFormed()
     ? sha256Hex("idempotency-fingerprint\n", value)
     : sha256Hex("idempotency-fingerprint-utf16\n", codeUnits(value));
@@ -147,11 +114,7 @@ async function customFingerprint(
 /** Where a rebuilt request keeps the original, for its `signal`. */
 const ORIGINAL = Symbol("idempotency original request");
 
-/**
- * The rebuilt request's `signal`: the original's. One getter shared by every
- * rebuilt request, so that V8 gives them all one hidden class (a closure per
- * request would give each request a class of its own).
- */
+/** The original's `signal`: one getter for all, so V8 keeps one hidden class. */
 const SIGNAL: PropertyDescriptor = {
   configurable: true,
   enumerable: true,
@@ -161,13 +124,8 @@ const SIGNAL: PropertyDescriptor = {
 };
 
 /**
- * The request the handler sees: the same URL, method, headers and bytes.
- * Its `signal` is the original's, read only when the handler reads it (under
- * `Deno.serve`, touching a request's signal prints a warning).
- *
- * @param request The guarded request, its body read.
- * @param body Its bytes.
- * @returns The request to hand the handler.
+ * The request the handler sees: the same URL, method, headers and bytes; its
+ * `signal` read lazily (`Deno.serve` warns when one is touched).
  */
 export function rebuild(
   request: Request,
@@ -190,11 +148,7 @@ export function rebuild(
   return forward;
 }
 
-/**
- * The headers as a record, which `new Request()` converts faster than it
- * iterates a `Headers` object; the `Headers` themselves when a name repeats
- * (`set-cookie`, the one `Headers` does not combine).
- */
+/** The headers as a record (faster for `new Request()`), unless a name repeats. */
 function headerInit(headers: Headers): Headers | Record<string, string> {
   const record: Record<string, string> = Object.create(null);
   let repeated = false;

@@ -1,8 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Responses out of the middleware: a response's headers and body as a
- * record keeps them (with the live body the client gets when the record
- * keeps none), and the replay of a record.
+ * A response as a record keeps it, with the live body, and a record's replay.
  *
  * @module
  */
@@ -18,7 +16,7 @@ const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
 
 /** Statuses whose responses have no body, live or replayed. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
-/** Headers not kept in a record: the runtime frames the replay itself. */
+/** Framing headers, never stored. */
 const UNSTORED = new Set([
   "content-length",
   "transfer-encoding",
@@ -27,15 +25,8 @@ const UNSTORED = new Set([
 ]);
 
 /**
- * A response's headers as a record keeps them: ordered pairs, without the
- * framing headers, the `unstoredHeaders`, and any value `Deno.serve` could
- * not send again (a control character). `partial` says whether anything
- * but framing was left out, so that the live response keeps it.
- *
- * @param headers The handler's response headers.
- * @param unstored The `unstoredHeaders` option, lower case.
- * @returns The pairs to store, whether any but framing was left out, and
- * whether the headers hold a `Content-Type` (stored or not).
+ * The pairs to store (no framing, `unstoredHeaders` or control characters),
+ * whether any but framing was left out, and whether there is a `Content-Type`.
  */
 export function storedHeaders(
   headers: Headers,
@@ -54,23 +45,11 @@ export function storedHeaders(
   return { pairs, partial, typed };
 }
 
-/**
- * A control character other than tab: `Headers` lets them through, but
- * `Deno.serve` (2.9) aborts the process when it writes one, and a record
- * holding one reads as damaged.
- */
+/** A control but tab: `Deno.serve` (2.9) aborts the process writing one. */
 // deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
-/**
- * Builds the replay of a record: same status, headers in order (less the
- * `unstoredHeaders`, whatever the record holds), same bytes.
- *
- * @param record The completed record.
- * @param replayHeader The replay marker's name, lower case.
- * @param unstored The `unstoredHeaders` option, lower case.
- * @returns The replay.
- */
+/** A record's replay, less the `unstoredHeaders` whatever it holds. */
 export function replay(
   record: StoredResponse,
   replayHeader: string,
@@ -95,34 +74,17 @@ export function replay(
   return new Response(body, { status: record.status, headers });
 }
 
-/**
- * A cacheable response's body as its record keeps it: all of it (`within`),
- * or none, with why and the live body the client gets instead.
- */
+/** A body as its record keeps it: all (`within`), or none, and the live body. */
 export type RecordedBody =
   | { outcome: "within"; bytes: Uint8Array<ArrayBuffer> }
   | {
     outcome: "overflow" | "unfinished" | "failed";
-    /** Why the record keeps no body. */
     omitted: OmittedReason;
-    /** The live body: the handler's bytes, or its stream's error after them. */
     live: ReadableStream<Uint8Array<ArrayBuffer>>;
-    /** The stream's error, when `failed`. */
     error?: unknown;
   };
 
-/**
- * Captures a response body up to `cap`. When it does not get all of it, the
- * record keeps no body, and the client gets the prefix, then the rest (too
- * large, too slow), or the prefix, then the same error (failed; an abort
- * counts as cancelled). A body `capture()` cannot read (a locked stream)
- * counts as a stream error.
- *
- * @param body The response body.
- * @param cap The most bytes a record keeps.
- * @param stop Settles when the body has taken too long.
- * @returns The body as the record keeps it.
- */
+/** Captures a body up to `cap`; a locked stream counts as a stream error. */
 export async function recordedBody(
   body: ReadableStream<Uint8Array>,
   cap: number,
@@ -137,15 +99,10 @@ export async function recordedBody(
     case "within":
       return captured;
     case "overflow":
-      return {
-        outcome: "overflow",
-        omitted: "too_large",
-        live: concat(captured.prefix, captured.rest),
-      };
     case "unfinished":
       return {
-        outcome: "unfinished",
-        omitted: "too_slow",
+        outcome: captured.outcome,
+        omitted: captured.outcome === "overflow" ? "too_large" : "too_slow",
         live: concat(captured.prefix, captured.rest),
       };
     case "failed":
@@ -158,7 +115,7 @@ export async function recordedBody(
   }
 }
 
-/** The live body of an overflow: the prefix, then the rest, cancellation passed on. */
+/** The prefix, then the rest, cancellation passed on. */
 function concat(
   prefix: Uint8Array<ArrayBuffer>,
   rest: ReadableStream<Uint8Array<ArrayBuffer>>,
@@ -180,7 +137,7 @@ function concat(
   }, { highWaterMark: 0 });
 }
 
-/** The live body of a failed capture: the bytes read, then the same error. */
+/** The bytes read, then the same error. */
 function failAfter(
   prefix: Uint8Array<ArrayBuffer>,
   error: unknown,

@@ -1,28 +1,19 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The `Retry-After` of a 409: when the request that holds the key is likely
- * to have settled, from how long the requests this middleware instance ran
- * took to settle.
+ * The `Retry-After` of a 409, from how long this instance's requests settle.
  *
  * @module
  */
 
 /**
- * A running estimate of how long a claimed request takes from its handler's
- * start to its slot being settled (completed or released): the smoothed mean
- * and mean deviation of TCP's retransmission timer (RFC 6298, gains 1/8 and
- * 1/4), read as mean + 4 × deviation, a likely upper bound that follows a
- * change within a few observations. Two numbers, no allocation per request.
+ * How long a claimed request takes to settle: RFC 6298's smoothed mean and
+ * deviation (gains 1/8, 1/4), read as mean + 4 × deviation.
  */
 export class SettleEstimate {
   #mean = -1;
   #deviation = 0;
 
-  /**
-   * Adds one observed duration.
-   *
-   * @param ms How long a request took to settle, in milliseconds.
-   */
+  /** Adds one duration, in milliseconds. */
   observe(ms: number): void {
     if (!(ms >= 0) || !Number.isFinite(ms)) return;
     if (this.#mean < 0) {
@@ -35,14 +26,8 @@ export class SettleEstimate {
   }
 
   /**
-   * The `Retry-After` for a request found in flight, in whole seconds: the
-   * estimate minus what the holder has already run, at least 1 s and at most
-   * the rest of its lease, rounded up. With nothing observed yet, the rest of
-   * the lease.
-   *
-   * @param leaseLeftMs The rest of the holder's lease, as the store reported it.
-   * @param elapsedMs How long the holder has run, when known (0 when not).
-   * @returns Seconds, at least 1.
+   * The estimate less what the holder has run, in whole seconds: at least 1,
+   * at most the rest of its lease (all of it with nothing observed yet).
    */
   retryAfterSeconds(leaseLeftMs: number, elapsedMs: number): number {
     let ms = leaseLeftMs;
@@ -54,12 +39,7 @@ export class SettleEstimate {
   }
 }
 
-/**
- * A `Retry-After` of `ms` milliseconds: whole seconds, rounded up, at least 1.
- *
- * @param ms The wait, in milliseconds.
- * @returns Seconds, at least 1.
- */
+/** `ms` in whole seconds, rounded up, at least 1. */
 export function wholeSeconds(ms: number): number {
   return Math.max(1, Math.ceil(ms / 1000));
 }

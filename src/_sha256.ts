@@ -1,22 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A synchronous SHA-256 (FIPS 180-4) for the request path: every guarded
- * request's slot, and the fingerprint of bodies under 8 KiB. The core runs on
- * workerd without `nodejs_compat` (tests/runtimes_test.ts), so `node:crypto`
- * is not there, and `crypto.subtle.digest` is async, a hop per call that
- * costs many times the hash of a slot; larger bodies do go to it
- * (`fingerprint.ts`).
- *
- * Why a reviewer can trust it: it does one thing, the FIPS 180-4 padding and
- * compression over the concatenation of up to four parts, text encoded as
- * UTF-8 (a lone surrogate as U+FFFD, as `TextEncoder` does), and
- * tests/sha256_test.ts checks it against `crypto.subtle` on bytes, ASCII
- * text, non-ASCII text and mixes of parts at every length around the block
- * and padding edges (0, 1, 54 to 57, 63 to 65, 119, 120, 128, 300), so a
- * slip in padding, length, carry or encoding fails there. It does not hash
- * across calls (no streaming API), does not take inputs of 2^53 bits or more,
- * and is not constant-time: it hashes slots and fingerprints, never a secret
- * key.
+ * A synchronous SHA-256 (FIPS 180-4) for slots and small fingerprints: the
+ * core has no `node:crypto` on workerd, and `crypto.subtle` is an async hop.
+ * Checked against `crypto.subtle` at every padding edge
+ * (tests/sha256_test.ts); not constant-time, never given a secret.
  *
  * @module
  */
@@ -39,7 +26,6 @@ function words(hex: string): Int32Array {
   return new Int32Array(hex.split(" ").map((word) => parseInt(word, 16)));
 }
 
-/** The char codes of the hex digits. */
 const DIGITS = Array.from("0123456789abcdef", (c) => c.charCodeAt(0));
 
 const encoder = new TextEncoder();
@@ -51,22 +37,13 @@ const IV = words(
 const H = new Int32Array(8);
 const W = new Int32Array(64);
 const BLOCK = new Uint8Array(64);
-/** The digest's hex digits as char codes, made into one flat string at the end. */
+/** The digest's hex digits as char codes. */
 const OUT: number[] = new Array(64).fill(0);
 let used = 0;
 let length = 0;
 let text = new Uint8Array(256);
 
-/**
- * Hashes the concatenation of the parts given (text as UTF-8) in one
- * synchronous call.
- *
- * @param a The first part of the input.
- * @param b The second part, if any.
- * @param c The third part, if any.
- * @param d The fourth part, if any.
- * @returns The digest as 64 lower-case hex characters, a flat string.
- */
+/** The hex SHA-256 of the parts' concatenation (text as UTF-8). */
 export function sha256Hex(
   a: Uint8Array | string,
   b?: Uint8Array | string,
@@ -83,12 +60,7 @@ export function sha256Hex(
   return finish();
 }
 
-/**
- * Adds one part. ASCII text goes into the block a character at a time: the
- * slot's and the fingerprint's heads are ASCII, and `encodeInto` is a call
- * into the runtime that costs more than hashing their bytes. Text from the
- * first other character on goes through the encoder.
- */
+/** ASCII text goes in a character at a time (`encodeInto` costs more), the rest encoded. */
 function add(part: Uint8Array | string): void {
   if (typeof part !== "string") return update(part);
   const count = part.length;
@@ -146,17 +118,12 @@ function finish(): string {
   BLOCK.fill(0, used, 56);
   const high = Math.floor(bits / 0x100000000);
   const low = bits >>> 0;
-  BLOCK[56] = high >>> 24;
-  BLOCK[57] = high >>> 16;
-  BLOCK[58] = high >>> 8;
-  BLOCK[59] = high;
-  BLOCK[60] = low >>> 24;
-  BLOCK[61] = low >>> 16;
-  BLOCK[62] = low >>> 8;
-  BLOCK[63] = low;
+  for (let i = 0; i < 4; i++) {
+    BLOCK[56 + i] = high >>> (24 - 8 * i);
+    BLOCK[60 + i] = low >>> (24 - 8 * i);
+  }
   compress(BLOCK, 0);
-  // One flat string from the char codes: a store keeps it as it is, where
-  // 32 concatenations left a tree of pieces to flatten.
+  // One flat string, not a tree of 32 concatenations.
   for (let i = 0; i < 8; i++) {
     const word = H[i]!;
     for (let j = 0; j < 8; j++) {

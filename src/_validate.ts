@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Option checks shared by the middleware, the client and the stores. Each
- * takes the option's name and its value, and returns the value (as noted)
- * or throws an error whose message names the option and the value.
+ * Option checks: each takes a name and a value, and returns the value or
+ * throws naming both.
  *
  * @module
  */

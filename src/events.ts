@@ -1,7 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The events the middleware reports through `onEvent`. The library never
- * logs: route these to your logger, metrics or traces.
+ * The events reported through `onEvent` (the library never logs).
  *
  * @module
  */
@@ -16,52 +15,33 @@ export interface EventBase {
   elapsedMs: number;
 }
 
-/**
- * The outcome of a store write: `unknown` when the store threw and the
- * write's retries were given up (each throw is also a `store_error`).
- */
+/** A store write's outcome: `unknown` when its retries were given up. */
 export type WriteResult = "applied" | "lost" | "unknown";
 
 /**
  * One thing that happened to one request.
  *
- * - `claimed`: the request owns its slot and the handler runs
- *   (`recovered`: it took over an expired lease).
- * - `replayed`: a completed response was answered again.
- * - `conflict`: 409, a request with this key is in flight
- *   (`unreadable`: the stored value could not be read).
- * - `mismatch`: 422, the key was used for a different request.
- * - `rejected`: 400 (missing or malformed key, or a request body that broke
- *   mid-read: `incomplete`, with the stream's `error`) or 413 (body too
- *   large).
- * - `released`: the slot was freed because the handler threw or its
- *   response is not cacheable (`attempts`: store calls made).
- * - `completed`: the response's record was written, or its write ended
- *   (`stored` says how it was recorded; `outcome` whether it landed;
- *   `attempts`: store calls made; `background`: the response was sent
- *   before the outcome). `lost` after a failed attempt may mean that attempt
- *   landed (the store then fences out the retry).
+ * - `claimed`: the handler runs (`recovered`: an expired lease taken over).
+ * - `replayed`: a completed response answered again.
+ * - `conflict`: 409, the key in flight (`unreadable`: its value could not be read).
+ * - `mismatch`: 422, the key used for a different request.
+ * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
+ * - `released`: the slot freed: the handler threw or its response is not cacheable.
+ * - `completed`: the record's write ended (`stored`: how; `outcome`;
+ *   `background`: after the response was sent). `lost` after a failed
+ *   attempt may mean that attempt landed.
  * - `write_retry`: a `complete` or `release` that threw is tried again
- *   (`attempt` is the coming attempt's number, after `delayMs`;
- *   `background`: the response was already sent).
- * - `overflow`: the response body was larger than `maxResponseBytes`; it is
- *   streamed to the client in full and recorded without a body.
- * - `body_error`: the response body stream errored after a cacheable status.
- * - `lease_lost`: a heartbeat found that another request took the slot over.
- * - `store_error`: a store operation threw (`operation` says which).
- * - `fail_open`: the store was unreachable and `failOpen` let the handler run
- *   unguarded.
- * - `waiting`: with `waitForInFlight`, a duplicate began to wait for the
- *   request that holds its key (`via`: `owner`, parked until that request,
- *   running in this instance, settles; `poll`, polling the store because it
- *   runs elsewhere).
- * - `woken`: the wait ended because the slot changed: a `replayed` or a
- *   `claimed` follows (`reads`: claims made while waiting, `waitedMs`).
- * - `wait_ended`: the wait gave up: `timed_out` (a 409 follows), `gone`
- *   (the request's `signal` aborted: its client left) or `unreachable` (a
- *   claim while waiting threw: a `store_error` came first, and a 503
- *   follows, or the handler runs unguarded with `failOpen`).
- * - `wait_refused`: `maxWaiting` duplicates were already waiting: 409 at once.
+ *   (`attempt`, after `delayMs`).
+ * - `overflow`: the body was over `maxResponseBytes`, recorded without it.
+ * - `body_error`: the body stream errored after a cacheable status.
+ * - `lease_lost`: a heartbeat found the slot taken over.
+ * - `store_error`: a store operation threw.
+ * - `fail_open`: the store was unreachable; `failOpen` ran the handler.
+ * - `waiting`: a duplicate waits (`via`: `owner`, in this instance, or `poll`).
+ * - `woken`: the slot changed: a `replayed` or `claimed` follows.
+ * - `wait_ended`: `timed_out` (409), `gone` (the client left) or
+ *   `unreachable` (after a `store_error`: 503, or `failOpen`).
+ * - `wait_refused`: `maxWaiting` already waiting: 409.
  *
  * @example Count outcomes
  * ```ts
@@ -145,20 +125,10 @@ export type EventDraft = IdempotencyEvent extends infer E
   ? E extends unknown ? Omit<E, "elapsedMs"> : never
   : never;
 
-/**
- * Reports one event of a request that began at `started` (by
- * `performance.now()`): `make` runs only when someone listens.
- */
+/** Reports an event of a request begun at `started`; `make` runs only if someone listens. */
 export type Report = (make: () => EventDraft, started: number) => void;
 
-/**
- * The middleware's way to report events to an `onEvent` listener: an event
- * is built only when there is one, timed from its request's start, and a
- * listener's throw is ignored (it must not change the answer).
- *
- * @param listener The `onEvent` option.
- * @returns The reporter.
- */
+/** A {@linkcode Report} to `listener`: events built only when there is one. */
 export function reporter(
   listener: ((event: IdempotencyEvent) => void) | undefined,
 ): Report {
@@ -168,7 +138,7 @@ export function reporter(
       const elapsedMs = performance.now() - started;
       listener({ ...make(), elapsedMs } as IdempotencyEvent);
     } catch {
-      // A listener's failure must not change the answer.
+      // A listener's throw must not change the answer.
     }
   };
 }

@@ -5,27 +5,17 @@
  * @module
  */
 
+import { concatBytes } from "./_bytes.ts";
 import { sha256Hex } from "./_sha256.ts";
 
-/**
- * Bodies from this size on are hashed by `crypto.subtle`: its async hop
- * costs about as much as hashing this many bytes in TypeScript, and it is
- * faster per byte beyond (`bench/middleware_bench.ts` measures it).
- */
+/** Bodies from this size on are hashed by `crypto.subtle` (`bench/middleware_bench.ts`). */
 export const SUBTLE_FROM_BYTES = 8192;
 
 /**
- * The slot for a key within a scope: the hex SHA-256 of the scope and the
- * key, length-prefixed so that no two (scope, key) pairs share a slot. The
- * raw key is never stored.
- *
- * Injective over JavaScript strings, ill-formed ones included: well-formed
- * text is hashed as UTF-8 (the encoding slots have always had), and a scope
- * or key with a lone surrogate, which UTF-8 cannot represent (it would turn
- * into U+FFFD and share a slot with every other such string), is hashed
- * under another prefix as its UTF-16 code units. So `"\uD800"`, `"\uDBFF"`
- * and `"\uFFFD"` are three scopes, and a scope taken from request data
- * cannot be bent into someone else's.
+ * The slot for a key within a scope: the hex SHA-256 of both,
+ * length-prefixed, injective over all JavaScript strings (a lone surrogate
+ * is hashed as UTF-16 code units under another prefix). The raw key is never
+ * stored.
  *
  * @param scope The scope (tenant, principal), `""` for one global scope.
  * @param key The parsed idempotency key.
@@ -53,10 +43,7 @@ export function slotOf(scope: string, key: string): string {
   );
 }
 
-/**
- * Text as its UTF-16 code units, each as 4 hex digits: injective for any
- * string, and ASCII, so hashing it as UTF-8 loses nothing.
- */
+/** Text as its UTF-16 code units, 4 hex digits each: injective, and ASCII. */
 export function codeUnits(text: string): string {
   let out = "";
   for (let i = 0; i < text.length; i++) {
@@ -66,19 +53,8 @@ export function codeUnits(text: string): string {
 }
 
 /**
- * The default fingerprint of a request: the hex SHA-256 of its method, its
- * path with query, and its body bytes. Two requests with one key but another
- * body, method, path or query have different fingerprints, and the second is
- * answered 422. Headers are not part of it; pass a `fingerprint` option to
- * add some.
- *
- * Synchronous for bodies under 8 KiB; larger ones are hashed by
- * `crypto.subtle` and the result is a promise.
- *
- * @param method The request method.
- * @param url The request URL.
- * @param body The request body.
- * @returns 64 hex characters, or a promise of them.
+ * The default fingerprint: the hex SHA-256 of the method, the path with
+ * query, and the body (no headers). Synchronous under 8 KiB, else a promise.
  *
  * @example
  * ```ts
@@ -98,10 +74,8 @@ export function requestFingerprint(
 ): string | Promise<string> {
   const head = `idempotency-request\n${method}\n${pathAndQuery(url)}\n`;
   if (body.byteLength < SUBTLE_FROM_BYTES) return sha256Hex(head, body);
-  const headBytes = new TextEncoder().encode(head);
-  const all = new Uint8Array(headBytes.byteLength + body.byteLength);
-  all.set(headBytes);
-  all.set(body, headBytes.byteLength);
+  const bytes = new TextEncoder().encode(head);
+  const all = concatBytes([bytes, body], bytes.byteLength + body.byteLength);
   return crypto.subtle.digest("SHA-256", all).then(toHex);
 }
 

@@ -24,19 +24,12 @@ export type {
 /**
  * Wraps a fetch handler so that a request carrying an `Idempotency-Key` runs
  * it at most once per key: a retry gets the first response back, byte for
- * byte, with `Idempotent-Replayed: true`; a retry that races the first is
- * answered 409; a key reused for another request is answered 422.
+ * byte, with `Idempotent-Replayed: true`; one that races the first, 409; a key
+ * reused for another request, 422. Other requests go straight through.
  *
- * Requests with another method, or without a key while keys are optional,
- * go straight to the handler: no body read, no hash, no store call. A guarded
- * request whose body broke off mid-read is answered 400, with nothing
- * claimed; one whose body was already read before the middleware is a
- * programming error, and the guarded handler rejects with a `TypeError`.
- *
- * A guarded handler gets a request with the same method, URL, headers, body
- * bytes and `signal` as the original. `req.clone()`, `new Request(req)` and
- * `fetch(req)` do not carry that signal: pass `signal: req.signal` when you
- * proxy the request.
+ * The handler gets a request with the same bytes and `signal`; a body read
+ * before the middleware is a `TypeError`. `req.clone()` and `fetch(req)` drop
+ * that signal: pass `signal: req.signal` when you proxy it.
  *
  * @typeParam A The arguments after the request, passed through.
  * @param handler The handler to guard.
@@ -102,23 +95,15 @@ export function idempotency<
   return idempotent;
 }
 
-/** The guard behind each handler `idempotency()` returned, for draining. */
+/** The guard behind each handler `idempotency()` returned. */
 const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
 
 /**
- * Waits until every record write that a guarded handler is retrying in the
- * background has ended: landed, fenced out, or given up after
- * `completionTimeout`. Call it at shutdown, after the server stopped taking
- * requests, so that no completion is cut off by the exit (a cut-off one lets
- * a retry run the handler again once its lease has run out). Writes started
- * while it waits are waited for too.
- *
- * Pending writes keep the process alive by their timers until they end;
- * with a healthy store there are none and this resolves at once.
+ * Waits until every record write a guarded handler retries in the background
+ * has ended (those started meanwhile too). Call it at shutdown, after the
+ * server stopped taking requests, so that the exit cuts none off.
  *
  * @param handler A handler returned by {@linkcode idempotency}.
- * @returns A promise that resolves when none is pending.
- * @throws {TypeError} When `handler` did not come from `idempotency()`.
  *
  * @example Flush before exit
  * ```ts

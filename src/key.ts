@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Parsing the `Idempotency-Key` header value.
+ * Parsing the `Idempotency-Key` header.
  *
  * @module
  */
@@ -8,29 +8,16 @@
 /** The longest key accepted, in characters. */
 export const MAX_KEY_LENGTH = 255;
 
-/**
- * What {@linkcode parseIdempotencyKey} makes of a header value: the key, or
- * why it is malformed.
- */
+/** The key {@linkcode parseIdempotencyKey} read, or why it is malformed. */
 export type ParsedKey =
   | { ok: true; key: string }
   | { ok: false; reason: string };
 
 /**
- * Reads an `Idempotency-Key` header value. Two spellings name the same key:
- *
- * - an RFC 8941 sf-string, as the IETF draft writes it: `"abc"`, with `\"`
- *   and `\\` as its only escapes;
- * - a bare value, as Stripe's clients send it: `abc`.
- *
- * The key itself must be 1 to 255 characters of printable ASCII (`0x20` to
- * `0x7E`; a bare value cannot contain a space, nor start with `"`), and no
- * comma: HTTP joins repeated header lines with commas, so two
- * `Idempotency-Key` lines never read as one key.
- * Surrounding spaces and tabs are ignored, as HTTP ignores them.
- *
- * @param value The header value.
- * @returns The key, or the reason it is malformed.
+ * Reads an `Idempotency-Key` header value: an RFC 8941 sf-string (`"abc"`,
+ * escapes `\"` and `\\` only) or a bare value (`abc`) name the same key, 1
+ * to 255 characters of printable ASCII without a comma (repeated header
+ * lines are joined with commas). Surrounding spaces and tabs are ignored.
  *
  * @example Both spellings name one key
  * ```ts
@@ -48,19 +35,16 @@ export function parseIdempotencyKey(value: string): ParsedKey {
   let end = value.length;
   while (start < end && isSpace(value.charCodeAt(start))) start++;
   while (end > start && isSpace(value.charCodeAt(end - 1))) end--;
-  if (start === end) return { ok: false, reason: "the key is empty" };
+  if (start === end) return bad("the key is empty");
   if (value.charCodeAt(start) === 0x22) return parseString(value, start, end);
   for (let i = start; i < end; i++) {
     const c = value.charCodeAt(i);
     if (c === 0x2c) return COMMA;
     if (c < 0x21 || c > 0x7e) {
-      return {
-        ok: false,
-        reason:
-          `the key has a character that is not printable ASCII at position ${
-            i - start + 1
-          }`,
-      };
+      const at = i - start + 1;
+      return bad(
+        `the key has a character that is not printable ASCII at position ${at}`,
+      );
     }
   }
   if (end - start > MAX_KEY_LENGTH) return tooLong(end - start);
@@ -70,17 +54,10 @@ export function parseIdempotencyKey(value: string): ParsedKey {
   };
 }
 
-/**
- * HTTP joins repeated header lines with ", ", and `Headers.get()` hands the
- * joined value over: two lines `k` and `""` would read as the one key `k,`,
- * and two lines `"` as the quoted key `, `. No key may hold a comma, so two
- * lines never make one valid key.
- */
-const COMMA: ParsedKey = {
-  ok: false,
-  reason:
-    "the key has a comma (repeated header lines are joined with commas, so a key may not contain one)",
-};
+/** Two header lines `k` and `""` would read as the key `k,`: no comma, then. */
+const COMMA = bad(
+  "the key has a comma (repeated header lines are joined with commas, so a key may not contain one)",
+);
 
 function parseString(value: string, start: number, end: number): ParsedKey {
   let key = "";
@@ -89,24 +66,19 @@ function parseString(value: string, start: number, end: number): ParsedKey {
     const c = value.charCodeAt(i);
     if (c === 0x22) {
       if (i !== end - 1) {
-        return {
-          ok: false,
-          reason:
-            "the quoted key is followed by more text (parameters are not accepted)",
-        };
+        return bad(
+          "the quoted key is followed by more text (parameters are not accepted)",
+        );
       }
       key += value.slice(from, i);
-      if (key.length === 0) return { ok: false, reason: "the key is empty" };
+      if (key.length === 0) return bad("the key is empty");
       if (key.length > MAX_KEY_LENGTH) return tooLong(key.length);
       return { ok: true, key };
     }
     if (c === 0x5c) {
       const next = value.charCodeAt(i + 1);
       if (next !== 0x22 && next !== 0x5c) {
-        return {
-          ok: false,
-          reason: 'the quoted key has an escape other than \\" or \\\\',
-        };
+        return bad('the quoted key has an escape other than \\" or \\\\');
       }
       key += value.slice(from, i);
       from = i + 1;
@@ -115,13 +87,10 @@ function parseString(value: string, start: number, end: number): ParsedKey {
     }
     if (c === 0x2c) return COMMA;
     if (c < 0x20 || c > 0x7e) {
-      return {
-        ok: false,
-        reason: "the quoted key has a character that is not printable ASCII",
-      };
+      return bad("the quoted key has a character that is not printable ASCII");
     }
   }
-  return { ok: false, reason: "the quoted key has no closing quote" };
+  return bad("the quoted key has no closing quote");
 }
 
 function isSpace(c: number): boolean {
@@ -129,9 +98,11 @@ function isSpace(c: number): boolean {
 }
 
 function tooLong(length: number): ParsedKey {
-  return {
-    ok: false,
-    reason:
-      `the key is ${length} characters long; at most ${MAX_KEY_LENGTH} are accepted`,
-  };
+  return bad(
+    `the key is ${length} characters long; at most ${MAX_KEY_LENGTH} are accepted`,
+  );
+}
+
+function bad(reason: string): ParsedKey {
+  return { ok: false, reason };
 }

@@ -1,9 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The middleware's options (types and defaults), {@linkcode configure},
- * which checks them into the {@linkcode Config} a guard runs on, and
- * {@linkcode guardedKey}, which tells a guarded request from one that passes
- * through.
+ * The middleware's options, their defaults, and {@linkcode configure}.
  *
  * @module
  */
@@ -23,10 +20,8 @@ import type { IdempotencyStore } from "./store.ts";
 import { MemoryStore } from "./stores/memory.ts";
 
 /**
- * The `info` argument `Deno.serve` passes a handler, written out member for
- * member (`Deno.ServeHandlerInfo` fits it) so that the package's types name
- * no `Deno` namespace: `tsc` on Node or Bun, without Deno's types, checks
- * them as they are.
+ * The `info` argument `Deno.serve` passes a handler (`Deno.ServeHandlerInfo`
+ * fits it), written out so that the types name no `Deno` namespace.
  */
 export interface ServeHandlerInfo {
   /** The remote address of the connection, as `Deno.Addr`. */
@@ -52,9 +47,7 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
  */
 export interface IdempotencyOptions {
   /**
-   * Where records are kept. Share one store between the middleware
-   * instances that must see each other's keys.
-   *
+   * Where records are kept; instances that must see each other's keys share one.
    * @default {new MemoryStore()}
    */
   store?: IdempotencyStore;
@@ -95,88 +88,56 @@ export interface IdempotencyOptions {
   scope: ((request: Request) => string | Promise<string>) | "global";
   /**
    * The request header that carries the key.
-   *
    * @default {"Idempotency-Key"}
    */
   header?: string;
   /**
-   * The methods the middleware guards, compared in any case (a request sent
-   * as `patch` is guarded by `PATCH`); any other is a bare call-through.
-   * `CONNECT`, `TRACE` and `TRACK` cannot be guarded (`new Request()`
-   * refuses them, and a guarded request is rebuilt for its handler).
-   *
+   * The methods guarded, in any case; others are a bare call-through.
+   * `CONNECT`, `TRACE` and `TRACK` cannot be (`new Request()` refuses them).
    * @default {["POST", "PATCH"]}
    */
   methods?: readonly string[];
   /**
-   * Requests of a guarded method that the middleware leaves alone: when it
-   * returns `true` the request is a bare call-through, as an unguarded
-   * method's (no body read, no store call). It runs on guarded methods
-   * only, before the key is looked at; a throw propagates as the handler's
-   * would.
-   *
+   * Requests of a guarded method to pass through, asked before the key is read.
    * @default {undefined} (none skipped)
    */
   skip?: (request: Request) => boolean;
   /**
-   * Whether a guarded request without a key is answered 400 instead of
-   * passed through.
-   *
+   * Whether a guarded request without a key is answered 400, not passed through.
    * @default {false}
    */
   required?: boolean;
   /**
    * How long a record is kept, in milliseconds, from the first claim.
-   *
    * @default {86_400_000} (24 hours)
    */
   ttl?: number;
   /**
-   * How long a claim is owned without renewal, in milliseconds. It is
-   * renewed while the handler runs, between a third and a half of it after
-   * the last renewal; after a crash, a retry may run the handler again once
-   * it runs out. Keep it longer than the handler's longest pause.
-   *
-   * A 409's `Retry-After` is at most the rest of the holder's lease: once
-   * this middleware has run a request, it is how long its requests usually
-   * take to settle (a running estimate of the mean plus four mean
-   * deviations) minus the time since the holder's claim or last renewal, at
-   * least 1 s, rounded up to whole seconds; before that, the rest of the
-   * lease.
-   *
+   * How long a claim is owned without renewal, in milliseconds; renewed while
+   * the handler runs. After a crash a retry may run the handler again once it
+   * runs out: keep it longer than the handler's longest pause. A 409's
+   * `Retry-After` is at most the rest of the holder's lease.
    * @default {30_000}
    */
   lease?: number;
   /**
-   * The largest request body buffered for the fingerprint; larger ones are
-   * answered 413 (guarded requests with a key only).
-   *
+   * The largest request body buffered for the fingerprint; larger: 413.
    * @default {1_048_576} (1 MiB)
    */
   maxRequestBytes?: number;
   /**
-   * The largest response body recorded. A larger cacheable response is
-   * streamed to the client in full and recorded without its body.
-   *
+   * The largest response body recorded; a larger one is streamed, not recorded.
    * @default {1_048_576} (1 MiB)
    */
   maxResponseBytes?: number;
   /**
-   * Which responses are recorded and replayed. The others release the key,
-   * so that a retry runs the handler again.
-   *
+   * Which responses are recorded; the others release the key for a retry.
    * @default {(response) => response.ok} (2xx)
    */
   cacheable?: (response: Response) => boolean;
   /**
-   * The request's fingerprint: a retry with the same key and another
-   * fingerprint is answered 422. `body` is the request body, read once. What
-   * it returns is hashed (SHA-256) before it is stored, so it may return
-   * request data without that data reaching the store. The default needs a
-   * retry to send the same bytes: for clients that re-encode the body on
-   * each attempt (a new multipart boundary, JSON keys in another order),
-   * return what matters, such as a canonical form of the parsed body.
-   *
+   * The request's fingerprint (same key, another one: 422), hashed before it is
+   * stored. For clients that re-encode bodies, return a canonical form.
    * @default {requestFingerprint} (method, path with query, body)
    */
   fingerprint?: (
@@ -184,98 +145,60 @@ export interface IdempotencyOptions {
     body: Uint8Array,
   ) => string | Promise<string>;
   /**
-   * Whether to run the handler unguarded when the store cannot be reached,
-   * instead of answering 503.
-   *
+   * Whether to run the handler unguarded, not answer 503, when the store is down.
    * @default {false}
    */
   failOpen?: boolean;
   /**
-   * Response headers left out of records, so that a replay never carries
-   * them (names, any case). For headers that belong to one response rather
-   * than to the operation: a request id, a CORS origin echoed by the
-   * handler, a fresh `Set-Cookie` session. The live response keeps them; a
-   * replay leaves them out even when an older record holds them. `Date` is
-   * left out by default: the runtime dates each replay when it sends it.
-   * `Content-Length`, `Transfer-Encoding`, `Connection` and `Keep-Alive` are
-   * never stored, whatever this says. Passing a list replaces the default.
-   *
+   * Response headers never replayed (any case), for what belongs to one
+   * response (a request id, a fresh session cookie); the live response keeps
+   * them. Framing headers are never stored. A list replaces the default.
    * @default {["date"]}
    */
   unstoredHeaders?: readonly string[];
   /**
    * The response header that marks a replay, with the value `true`.
-   *
    * @default {"Idempotent-Replayed"}
    */
   replayHeader?: string;
   /**
-   * Receives an event for every outcome (see {@linkcode IdempotencyEvent}).
-   * It runs synchronously on the request path; a throw is ignored.
-   *
+   * Receives every {@linkcode IdempotencyEvent}, synchronously; a throw is ignored.
    * @default {undefined}
    */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
-   * How long, in milliseconds from its first failure, a cacheable response
-   * waits for its record to be written. A write that throws is retried (the
-   * claim's lease kept renewed) until it lands or is fenced out; the response
-   * is sent as soon as it does, or once this time has passed, and the write
-   * then goes on in the background (see `maxPendingCompletions`). The
-   * first attempt is bounded by the store's own timeout; when it answers,
-   * there is nothing to wait for.
-   *
+   * How long, in milliseconds from its first failure, a response waits for its
+   * record's write before the write goes on in the background.
    * @default {1_000}
    */
   completionWait?: number;
   /**
    * How long, in milliseconds from its first failure, a record's write is
-   * retried (with jittered exponential backoff, at most 2 s apart) before it
-   * is given up: a `completed` event with outcome `unknown`. Past it, the
-   * claim's lease is no longer renewed, and a retry may run the handler
-   * again once the lease has run out.
-   *
+   * retried before it is given up (`completed` with outcome `unknown`).
    * @default {300_000} (5 minutes)
    */
   completionTimeout?: number;
   /**
-   * How many record writes one middleware instance retries in the background
-   * at once. Each holds its record (at most `maxResponseBytes` of body) until
-   * it ends. Past this bound a response waits until one ends, or until its
-   * own write ends (backpressure): a write is never dropped. 0 makes every
-   * failing write wait inline. {@linkcode drainCompletions} waits for them.
-   *
+   * How many record writes one instance retries in the background at once;
+   * past it responses wait (a write is never dropped). 0: all wait inline.
    * @default {100}
    */
   maxPendingCompletions?: number;
   /**
-   * How long, in milliseconds, a duplicate that arrives while the first
-   * request with its key runs waits for it, to get its response (a replay)
-   * instead of a 409. 0 answers 409 at once. A duplicate whose first request
-   * runs in the same middleware instance is woken by that request's settle
-   * and touches no store while it waits; one whose first request runs
-   * elsewhere polls the store (one claim per step, with jittered backoff
-   * from about 10 ms to 250 ms apart), or is woken by the store's
-   * `waitForChange()` when it has one (`KvStore`). If the first request fails (throws,
-   * or its response is not cacheable), one waiter takes the key and runs the
-   * handler, and the others wait for it. Past the bound, or when the
-   * request's `signal` aborts (the client left), the 409 as without waiting.
-   * A waiting duplicate reads `request.signal`: under `Deno.serve` that
-   * prints a one-time notice, which `--unstable-no-legacy-abort` silences.
-   *
+   * How long, in milliseconds, a duplicate of a running request waits for its
+   * replay instead of a 409 (0: at once). Waiting reads `request.signal`:
+   * `Deno.serve` prints a notice, which `--unstable-no-legacy-abort` silences.
    * @default {0}
    */
   waitForInFlight?: number;
   /**
-   * How many duplicates may wait at once (`waitForInFlight`) in one
-   * middleware instance; past it a duplicate is answered 409 at once.
-   *
+   * How many duplicates one instance lets wait at once; past it: 409.
    * @default {1_000}
    */
   maxWaiting?: number;
 }
 
-/** The default of every option that has a value for a default. */
+/** The options' default values. */
 export const DEFAULTS = Object.freeze({
   header: "Idempotency-Key",
   methods: Object.freeze(["POST", "PATCH"]) as readonly string[],
@@ -294,51 +217,12 @@ export const DEFAULTS = Object.freeze({
   maxWaiting: 1_000,
 });
 
-/** The options, checked, with their defaults filled in. */
-export interface Config {
-  store: IdempotencyStore;
-  /** `undefined` for `"global"`: the empty scope. */
-  scope: Exclude<IdempotencyOptions["scope"], "global"> | undefined;
-  /** Lower case. */
-  header: string;
-  /** Upper case. */
-  methods: Set<string>;
-  /** The standard methods not in `methods`, as `Request` spells them. */
-  unguarded: Set<string>;
-  required: boolean;
-  ttl: number;
-  lease: number;
-  maxRequestBytes: number;
-  maxResponseBytes: number;
-  cacheable: NonNullable<IdempotencyOptions["cacheable"]>;
-  fingerprint: IdempotencyOptions["fingerprint"];
-  failOpen: boolean;
-  /** Lower case. */
-  replayHeader: string;
-  /** Lower case. */
-  unstoredHeaders: ReadonlySet<string>;
-  onEvent: IdempotencyOptions["onEvent"];
-  completionWait: number;
-  completionTimeout: number;
-  maxPendingCompletions: number;
-  /** The heartbeat's time: the system's unless a test set `[HEARTBEAT_CLOCK]`. */
-  heartbeatClock: Clock | undefined;
-  /** 0: answer 409 at once. */
-  waitForInFlight: number;
-  maxWaiting: number;
-  skip: IdempotencyOptions["skip"];
-}
+/** The options checked, defaults filled in, header names lower case. */
+export type Config = ReturnType<typeof configure>;
 
-/**
- * Checks the options and fills in their defaults.
- *
- * @param options What the caller passed.
- * @returns The configuration.
- * @throws {TypeError} When an option has the wrong type.
- * @throws {RangeError} When a number option is out of range, or `lease`
- * exceeds `ttl`, or `completionWait` exceeds `completionTimeout`.
- */
-export function configure(options: IdempotencyOptions): Config {
+/** Checks the options (`TypeError`, `RangeError`) and fills in their defaults. */
+// deno-lint-ignore explicit-module-boundary-types -- its return type is `Config`
+export function configure(options: IdempotencyOptions) {
   // Without options (from JavaScript), the `scope` check says what to pass.
   if (options === undefined) options = {} as IdempotencyOptions;
   if (options === null || typeof options !== "object") {
@@ -346,12 +230,11 @@ export function configure(options: IdempotencyOptions): Config {
       `'options' must be an object: current value is ${options}`,
     );
   }
-  /** Checks an option that has a default, or its default. */
   const option = <T>(
     name: keyof typeof DEFAULTS,
     check: (name: string, value: unknown) => T,
   ): T => check(name, options[name] ?? DEFAULTS[name]);
-  const store = options.store ?? new MemoryStore();
+  const store: IdempotencyStore = options.store ?? new MemoryStore();
   for (const method of ["claim", "complete", "release", "extend"] as const) {
     if (typeof store?.[method] !== "function") {
       throw new TypeError(
@@ -394,7 +277,8 @@ export function configure(options: IdempotencyOptions): Config {
     store,
     scope: scopeOption(options.scope),
     header: option("header", headerName),
-    methods: guarded,
+    methods: guarded, // Upper case.
+    // The standard methods not in `methods`, as `Request` spells them.
     unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
     required: option("required", optionalBoolean),
     ttl,
@@ -410,6 +294,7 @@ export function configure(options: IdempotencyOptions): Config {
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
+    // A test's, else the system's.
     heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: Clock })[
       HEARTBEAT_CLOCK
     ],
@@ -420,22 +305,15 @@ export function configure(options: IdempotencyOptions): Config {
 }
 
 /**
- * Whether the middleware guards `request`, and with which key: `undefined`
- * when it passes through untouched (a method it does not guard, `skip`, or
- * no key while keys are optional), else the key header's value (`null`: no
- * key, and one is required). It calls `skip` at most once.
- *
- * @param config The middleware's configuration.
- * @param request The incoming request.
- * @returns The key header's value, or `undefined` for a bare call-through.
+ * The key header's value of a guarded request (`null`: none, and one is
+ * required), or `undefined` for a bare call-through (docs/architecture.md,
+ * No header no cost).
  */
 export function guardedKey(
   config: Config,
   request: Request,
 ): string | null | undefined {
-  // Method names are compared in any case (`fetch` sends `patch` as written
-  // and `Deno.serve` passes it on as sent), but an unguarded standard method
-  // still costs one lookup: the exact name first.
+  // Any case (`patch` arrives as sent), but an unguarded standard method costs one lookup.
   const { methods, unguarded, skip } = config;
   const method = request.method;
   if (
@@ -450,9 +328,13 @@ export function guardedKey(
 }
 
 /** The `scope` option: a function, or `undefined` for `"global"`. */
-function scopeOption(scope: unknown): Config["scope"] {
+function scopeOption(
+  scope: unknown,
+): Exclude<IdempotencyOptions["scope"], "global"> | undefined {
   if (scope === "global") return undefined;
-  if (typeof scope === "function") return scope as Config["scope"];
+  if (typeof scope === "function") {
+    return scope as Exclude<IdempotencyOptions["scope"], "global">;
+  }
   throw new TypeError(
     `'scope' is required: pass (request) => the stable id of the user, tenant or API client the request acts for (resolved after authentication), or "global" for one key space shared by every caller: current value is ${
       typeof scope === "string" ? JSON.stringify(scope) : scope
@@ -460,10 +342,9 @@ function scopeOption(scope: unknown): Config["scope"] {
   );
 }
 
-/** What `methods` cannot hold: `new Request()` refuses them (see `methods`). */
+/** What `new Request()` refuses, so `methods` cannot hold. */
 const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
 
-/** The default of `cacheable`: a 2xx. */
 function isSuccess(response: Response): boolean {
   return response.ok;
 }

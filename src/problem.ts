@@ -1,7 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The middleware's error answers, as RFC 9457 `application/problem+json`:
- * the whole catalogue (type, title, detail, status) in one place.
+ * The middleware's error answers: RFC 9457 problems, in one catalogue.
  *
  * @module
  */
@@ -25,10 +24,8 @@ export interface ProblemTypes {
 }
 
 /**
- * The stable `type` URI of each problem the middleware answers with. Each
- * points at the README section that explains it (an explicit anchor there,
- * so that renaming a heading never changes them); match on these, not on
- * the `title` or `detail` text.
+ * The stable `type` URI of each problem, an anchor in the README: match on
+ * these, not on `title` or `detail`.
  *
  * @example
  * ```ts
@@ -64,25 +61,17 @@ export interface Problem {
   instance: string;
 }
 
-/** What each problem's `detail` (and `Retry-After`) is made of. */
+/** What each problem's `detail` (and `Retry-After`, in seconds) is made of. */
 export interface ProblemDetails {
-  /** The key header's name, as configured. */
   missing: { header: string };
-  /** The key header's name, and what is wrong with the key. */
   malformed: { header: string; reason: string };
-  /** The `Retry-After` hint, in seconds. */
   inFlight: { retryAfter: number };
-  /** The key header's name and the bound that was passed. */
   tooLarge: { header: string; maxRequestBytes: number };
-  /** Nothing: the detail is fixed. */
   incomplete: Record<never, never>;
-  /** Nothing: the detail is fixed. */
   reused: Record<never, never>;
-  /** Nothing: the detail and its `Retry-After` are fixed. */
   unavailable: Record<never, never>;
 }
 
-/** One entry of the catalogue. */
 interface Entry<D> {
   status: number;
   title: string;
@@ -90,10 +79,10 @@ interface Entry<D> {
   retryAfter?: (details: D) => number;
 }
 
-/** How long a client waits before retrying when the store is unreachable. */
+/** The 503's `Retry-After`. */
 const STORE_RETRY_SECONDS = 1;
 
-/** Every problem the middleware answers with, by its `PROBLEM_TYPES` name. */
+/** Every problem, by its `PROBLEM_TYPES` name. */
 const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
   missing: {
     status: 400,
@@ -140,46 +129,30 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
   },
 };
 
-/**
- * The problem response for one case of the catalogue, about `request`.
- *
- * @typeParam K The case.
- * @param request The request answered: its path is the `instance`.
- * @param kind The case, by its `PROBLEM_TYPES` name.
- * @param details What its `detail` and `Retry-After` are made of.
- * @returns The response.
- */
+/** The problem response for one case of the catalogue, about `request`. */
 export function reject<K extends keyof ProblemDetails>(
   request: Request,
   kind: K,
   details: ProblemDetails[K],
 ): Response {
   const entry = CATALOGUE[kind] as Entry<ProblemDetails[K]>;
-  return problemResponse({
+  const { status, title } = entry;
+  const problem: Problem = {
     type: PROBLEM_TYPES[kind],
-    title: entry.title,
-    status: entry.status,
+    title,
+    status,
     detail: entry.detail(details),
     instance: pathOf(request.url),
-  }, entry.retryAfter?.(details));
-}
-
-/** Builds a problem response, with a `Retry-After` when one is given. */
-function problemResponse(
-  problem: Problem,
-  retryAfterSeconds?: number,
-): Response {
+  };
   const headers: [string, string][] = [
     ["content-type", "application/problem+json"],
     ["cache-control", "no-store"],
   ];
-  if (retryAfterSeconds !== undefined) {
-    headers.push(["retry-after", String(retryAfterSeconds)]);
+  const retryAfter = entry.retryAfter?.(details);
+  if (retryAfter !== undefined) {
+    headers.push(["retry-after", String(retryAfter)]);
   }
-  return new Response(JSON.stringify(problem), {
-    status: problem.status,
-    headers,
-  });
+  return new Response(JSON.stringify(problem), { status, headers });
 }
 
 function pathOf(url: string): string {

@@ -1,7 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The contract's types, re-exported by every store's entry point so that its
- * documentation is complete on its own.
+ * The contract's types, re-exported by every store's entry point.
  *
  * @module
  */
@@ -13,6 +12,7 @@ export type {
   OmittedReason,
   StoredResponse,
   StoreOperation,
+  UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 export { StoreError } from "../store.ts";

@@ -272,8 +272,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "terminal-throwing-predicate-releases",
     file: GUARD,
-    text: "and record.\n      return true;",
-    replacement: "and record.\n      return false;",
+    text: "counts as cacheable.\n      return true;",
+    replacement: "counts as cacheable.\n      return false;",
     tests: [T.guardCapture, T.protocol, T.edges],
     what: "a cacheable() that throws releases the key after a 2xx",
   },
