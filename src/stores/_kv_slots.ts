@@ -237,12 +237,8 @@ export class KvSlots {
 }
 
 function contended(operation: StoreOperation, slot: string): StoreError {
-  return new StoreError(
-    `Deno KV stayed contended on slot ${
-      JSON.stringify(slot)
-    } after ${MAX_ATTEMPTS} attempts`,
-    { operation },
-  );
+  const where = `slot ${JSON.stringify(slot)} after ${MAX_ATTEMPTS} attempts`;
+  return new StoreError(`Deno KV stayed contended on ${where}`, { operation });
 }
 
 /** The in-flight record `token` owns at `now`, or `null` when it owns none. */

@@ -50,22 +50,18 @@ export class PostgresUnit implements UnitOfWork {
   }
 
   /** Opens the transaction, or returns the one already open. */
-  open(): Promise<TransactionSql> {
-    if (this.#tx !== undefined) return this.#tx;
+  async open(): Promise<TransactionSql> {
+    if (this.#tx !== undefined) return await this.#tx;
     const { sql, begin, statementTimeoutMs, complete } = this.#setup;
     if (typeof sql.begin !== "function") {
-      return Promise.reject(
-        new TypeError(
-          "'sql' must be a postgres.js instance: it has no begin()",
-        ),
+      throw new TypeError(
+        "'sql' must be a postgres.js instance: it has no begin()",
       );
     }
     const max = sql.options?.max;
     if (max !== undefined && max < 2) {
-      return Promise.reject(
-        new RangeError(
-          `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): 'max' is ${max}`,
-        ),
+      throw new RangeError(
+        `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): 'max' is ${max}`,
       );
     }
     const decision = new Promise<StoredResponse | null>((resolve) => {
@@ -96,7 +92,7 @@ export class PostgresUnit implements UnitOfWork {
         reject(error);
       });
     });
-    return this.#tx;
+    return await this.#tx;
   }
 
   /** Writes the record in the transaction, fenced by the token, and commits. */

@@ -28,7 +28,7 @@ export { KvMutations } from "./_kv_unit.ts";
 
 /** Options of the {@linkcode KvStore} constructor. */
 export interface KvStoreOptions {
-  /** The database, opened (and closed) by the caller: the store never closes it. */
+  /** The database, opened and closed by the caller (the store never closes it). */
   kv: Deno.Kv;
   /**
    * The prefix of every key of the store: a slot's record at

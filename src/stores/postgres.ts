@@ -237,16 +237,14 @@ export class PostgresStore implements IdempotencyStore {
    * });
    * ```
    */
-  transaction(request: Request): Promise<TransactionSql> {
+  async transaction(request: Request): Promise<TransactionSql> {
     const unit = this.#units.get(request);
     if (unit === undefined) {
-      return Promise.reject(
-        new TypeError(
-          "No transaction for this request: only a request this PostgresStore's middleware claimed has one (pass the request the handler received; a FailoverStore does not open one)",
-        ),
+      throw new TypeError(
+        "No transaction for this request: only a request this PostgresStore's middleware claimed has one (pass the request the handler received; a FailoverStore does not open one)",
       );
     }
-    return unit.open();
+    return await unit.open();
   }
 
   /**
