@@ -1,11 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * KvStore's chunk values on Deno KV: reading a completed record's response,
- * writing a large one's chunks, deleting what a token wrote.
- *
- * @module
- */
+/** KvStore's Deno KV calls for bodies, and their retry while a file is locked. @module */
 
+import { backoff, delay } from "../_async.ts";
 import type { StoredResponse } from "../store.ts";
 import { toStoredResponse } from "../_record.ts";
 import {
@@ -17,20 +13,35 @@ import {
   type KvRecord,
   READ_WINDOW,
 } from "./_kv_chunks.ts";
-import { unlocked } from "./_kv_unlocked.ts";
 
 /** Deletes per cleanup commit (Deno KV's limit is 1000 mutations). */
 export const DELETE_BATCH = 500;
+const LOCKED_ATTEMPTS = 10;
+
+/**
+ * Runs a Deno KV call, again after a short random pause while a local file
+ * is locked by another handle ("database is locked"): SQLite refuses such a
+ * call before doing anything, so repeating it is safe.
+ */
+export async function unlocked<T>(call: () => Promise<T>): Promise<T> {
+  for (let attempt = 1;; attempt++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (
+        attempt >= LOCKED_ATTEMPTS ||
+        !String((error as Error)?.message).includes("database is locked")
+      ) throw error;
+      await delay(backoff(attempt, { first: 2, max: 50, jitter: "full" }));
+    }
+  }
+}
 
 /** The bodies of one KvStore: chunk values under `[...prefix, "chunk"]`. */
 export class KvBodies {
   #kv: Deno.Kv;
   #prefix: Deno.KvKey;
 
-  /**
-   * @param kv The database.
-   * @param prefix The store's key prefix.
-   */
   constructor(kv: Deno.Kv, prefix: Deno.KvKey) {
     this.#kv = kv;
     this.#prefix = prefix;
@@ -47,33 +58,26 @@ export class KvBodies {
     record: InlineRecord | ChunkedRecord,
   ): Promise<StoredResponse | null> {
     if (!("set" in record)) {
-      return toStoredResponse(
-        record.status,
-        record.headers,
-        record.body,
-        record.omitted,
-      );
+      const { status, headers, body, omitted } = record;
+      return toStoredResponse(status, headers, body, omitted);
     }
-    // Chunks are read a window at a time and the read stops at the first
-    // missing or surplus byte, so that what a reader allocates is bounded by
-    // what is really stored, whatever counts a hostile value claims.
+    // A window at a time, stopping at the first missing or surplus byte: a
+    // reader allocates what is stored, whatever a hostile record claims.
     const total = record.headersLength + (record.bodyLength ?? 0);
     const values: Uint8Array[] = [];
     let length = 0;
     for (let first = 0; first < record.chunks; first += READ_WINDOW) {
-      const batches: Deno.KvKey[][] = [];
       const end = Math.min(record.chunks, first + READ_WINDOW);
-      for (let i = first; i < end; i += GET_MANY) {
-        batches.push(
-          Array.from(
-            { length: Math.min(GET_MANY, end - i) },
-            (_, j) => this.key(slot, record.token, record.set, i + j),
-          ),
-        );
+      const keys = Array.from(
+        { length: end - first },
+        (_, j) => this.key(slot, record.token, record.set, first + j),
+      );
+      const reads: Promise<Deno.KvEntryMaybe<unknown>[]>[] = [];
+      for (let i = 0; i < keys.length; i += GET_MANY) {
+        const batch = keys.slice(i, i + GET_MANY);
+        reads.push(unlocked(() => this.#kv.getMany(batch)));
       }
-      const entries = (await Promise.all(
-        batches.map((batch) => unlocked(() => this.#kv.getMany(batch))),
-      )).flat();
+      const entries = (await Promise.all(reads)).flat();
       for (const entry of entries) {
         if (!(entry.value instanceof Uint8Array)) return null;
         length += entry.value.byteLength;
@@ -84,7 +88,7 @@ export class KvBodies {
     return assemble(record, values, length);
   }
 
-  /** Writes chunk values, as many per commit as fit, the commits concurrently. */
+  /** Writes chunks, as many per commit as fit, concurrently; deletes them on a failure. */
   async write(
     keys: Deno.KvKey[],
     parts: Uint8Array[],
@@ -99,7 +103,10 @@ export class KvBodies {
       ops.map((op) => unlocked(() => op.commit())),
     );
     for (const result of results) {
-      if (result.status === "rejected") throw result.reason;
+      if (result.status === "rejected") {
+        await this.delete(keys);
+        throw result.reason;
+      }
     }
   }
 

@@ -1,11 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * KvStore's record layout: a record as a Deno KV value, a large completed
- * record split across chunk values, and the checks that read a damaged or
- * foreign value as unreadable. No Deno KV calls here.
- *
- * @module
- */
+/** KvStore's record layout: values, chunks and their checks; no Deno KV calls. @module */
 
 import type { StoredResponse } from "../store.ts";
 import {
@@ -32,7 +26,6 @@ export const READ_WINDOW = 8 * GET_MANY;
 /** How much longer than its record a chunk lives, against clock skew. */
 export const CHUNK_SLACK_MS = 60_000;
 
-/** What every record holds. */
 interface RecordBase {
   v: number;
   fp: string;
@@ -41,7 +34,7 @@ interface RecordBase {
   deadline: number;
 }
 
-/** A claim being worked on. */
+/** A claim in flight. */
 export interface InFlightRecord extends RecordBase {
   state: "in_flight";
 }
@@ -55,10 +48,7 @@ export interface InlineRecord extends RecordBase {
   omitted?: string;
 }
 
-/**
- * A completed record whose header list (as JSON text) and body live, one
- * after the other, in `chunks` values under `[..., "chunk", slot, token, set]`.
- */
+/** A completed record whose header JSON, then body, fill `chunks` chunk values. */
 export interface ChunkedRecord extends RecordBase {
   state: "completed";
   status: number;
@@ -81,11 +71,7 @@ function tight(bytes: Uint8Array): Uint8Array {
     : bytes.slice();
 }
 
-/**
- * Splits the concatenation of `head` and `body` into values of at most
- * {@linkcode CHUNK_BYTES}: views where a value lies within one of them, a
- * copy only for the value that straddles both.
- */
+/** `head` then `body` in chunks: views, but a copy for the one that straddles both. */
 function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
   const split = head.byteLength;
   const total = split + (body?.byteLength ?? 0);
@@ -106,16 +92,12 @@ function pack(head: Uint8Array, body: Uint8Array | null): Uint8Array[] {
   return parts;
 }
 
-/** An upper bound of a string's serialized size (two-byte strings included). */
+// Upper bounds of serialized sizes (two-byte strings included).
 function stringSize(text: string): number {
   return 2 * text.length + 8;
 }
 
-/** An upper bound of the serialized size of a completed inline record. */
-function inlineSize(
-  owned: InFlightRecord,
-  response: StoredResponse,
-): number {
+function inlineSize(owned: InFlightRecord, response: StoredResponse): number {
   let size = 256 + stringSize(owned.fp) + stringSize(owned.token);
   for (const [name, value] of response.headers) {
     size += stringSize(name) + stringSize(value) + 16;
@@ -123,7 +105,6 @@ function inlineSize(
   return size + (response.body?.byteLength ?? 0);
 }
 
-/** An upper bound of a key's encoded size. */
 function keySize(key: Deno.KvKey): number {
   let size = 0;
   for (const part of key) {
@@ -154,33 +135,24 @@ export function parseRecord(value: unknown): KvRecord | null {
   if (r.omitted !== undefined && !isOmittedReason(r.omitted)) return null;
   if (r.set === undefined) {
     if (!isHeaderList(r.headers)) return null;
-    if (
-      r.body === null
-        ? r.omitted === undefined
-        : !(r.body instanceof Uint8Array)
-    ) {
-      return null;
-    }
-    return r as unknown as InlineRecord;
+    const bodyOk = r.body === null
+      ? r.omitted !== undefined
+      : r.body instanceof Uint8Array;
+    return bodyOk ? r as unknown as InlineRecord : null;
   }
   if (
     typeof r.set !== "string" || !isCount(r.chunks) ||
     !isCount(r.headersLength) ||
     !(r.bodyLength === null ? r.omitted !== undefined : isCount(r.bodyLength))
   ) return null;
-  // The chunk count must follow from the lengths, so that a damaged record
-  // cannot make a reader fetch an absurd number of keys.
+  // The count follows from the lengths: no reader fetches an absurd number.
   const total = (r.headersLength as number) +
     ((r.bodyLength as number | null) ?? 0);
   if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;
   return r as unknown as ChunkedRecord;
 }
 
-/**
- * Lays out the completed record of `owned` with `response`: inline when it
- * fits in one value, else chunked under a fresh chunk set, with the chunk
- * values (`parts`) to write before it.
- */
+/** The completed record of `owned`: inline if it fits, else chunked, `parts` first. */
 export function completion(
   owned: InFlightRecord,
   response: StoredResponse,
@@ -221,11 +193,7 @@ export function completion(
   };
 }
 
-/**
- * Reads a chunked record's response from its chunk `values` (in order, of
- * total `length`), or returns `null` when they are torn (missing, surplus or
- * damaged bytes).
- */
+/** A chunked record's response from its chunk `values`, or `null` when torn. */
 export function assemble(
   record: ChunkedRecord,
   values: readonly Uint8Array[],

@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * KvStore's operations on Deno KV, each a read-decide-commit loop on one
- * slot's record, checked on the versionstamp it read.
- *
- * @module
- */
+/** KvStore's operations: read-decide-commit loops checked on the versionstamp. @module */
 
 import { StoreError } from "../store.ts";
 import type {
@@ -22,34 +17,24 @@ import {
   type KvRecord,
   parseRecord,
 } from "./_kv_chunks.ts";
-import { DELETE_BATCH, KvBodies } from "./_kv_bodies.ts";
+import { DELETE_BATCH, KvBodies, unlocked } from "./_kv_bodies.ts";
 import { applyMutations, hasChecks, type KvMutations } from "./_kv_unit.ts";
-import { unlocked } from "./_kv_unlocked.ts";
 
 /** Read-decide-commit attempts before a contended operation gives up. */
 const MAX_ATTEMPTS = 16;
 
-/** What a read of a slot found. */
 type Found =
   | { kind: "absent" }
   | { kind: "unreadable" }
   | { kind: "record"; record: KvRecord };
 
-/**
- * The slots of one KvStore, records at `[...prefix, "rec", slot]`: the
- * store's operations without their deadline.
- */
+/** The store's operations, without their deadline, on `[...prefix, "rec", slot]`. */
 export class KvSlots {
   #kv: Deno.Kv;
   #prefix: Deno.KvKey;
   #clock: () => number;
   #bodies: KvBodies;
 
-  /**
-   * @param kv The database.
-   * @param prefix The store's key prefix.
-   * @param clock The clock leases and deadlines are measured with.
-   */
   constructor(kv: Deno.Kv, prefix: Deno.KvKey, clock: () => number) {
     this.#kv = kv;
     this.#prefix = prefix;
@@ -119,12 +104,7 @@ export class KvSlots {
       const set = completed.set;
       written = parts.map((_, i) => this.#bodies.key(slot, token, set, i));
       const expiry = expireIn(owned.deadline, this.#clock()) + CHUNK_SLACK_MS;
-      try {
-        await this.#bodies.write(written, parts, expiry);
-      } catch (error) {
-        await this.#bodies.delete(written);
-        throw error;
-      }
+      await this.#bodies.write(written, parts, expiry);
     }
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       if (await this.#replace(slot, entry, completed, undefined, mutations)) {
@@ -224,10 +204,7 @@ export class KvSlots {
     }
   }
 
-  /**
-   * Replaces the slot's record, if it is still the `entry` read, keeping the
-   * record's deadline as its expiry. Returns whether it was replaced.
-   */
+  /** Whether the record, still the `entry` read, was replaced (expiry: its deadline). */
   async #replace(
     slot: string,
     entry: Deno.KvEntryMaybe<unknown>,
@@ -260,12 +237,8 @@ export class KvSlots {
 }
 
 function contended(operation: StoreOperation, slot: string): StoreError {
-  return new StoreError(
-    `Deno KV stayed contended on slot ${
-      JSON.stringify(slot)
-    } after ${MAX_ATTEMPTS} attempts`,
-    { operation },
-  );
+  const where = `slot ${JSON.stringify(slot)} after ${MAX_ATTEMPTS} attempts`;
+  return new StoreError(`Deno KV stayed contended on ${where}`, { operation });
 }
 
 /** The in-flight record `token` owns at `now`, or `null` when it owns none. */

@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * PostgresStore's table: its name, checked and quoted, and the migration
- * that creates it.
- *
- * @module
- */
+/** PostgresStore's table: its name, checked and quoted, and migration. @module */
 
 import type { PostgresSql } from "./_postgres_sql.ts";
 
@@ -14,13 +9,7 @@ export const DEFAULT_TABLE = "idempotency_keys";
 const MAX_TABLE_BYTES = 48;
 const MAX_SCHEMA_BYTES = 63;
 
-/**
- * Validates a table name and returns its quoted parts.
- *
- * @param name The table, optionally `schema.table`.
- * @returns The quoted name, the bare table part and the schema, if any.
- * @throws {TypeError} When the name is invalid.
- */
+/** The quoted name, the bare table part and the schema of a valid `table`. */
 export function parseTable(
   name: string,
 ): { quoted: string; table: string; schema: string | null } {
@@ -29,41 +18,29 @@ export function parseTable(
       `'table' must be a string: current value is ${String(name)}`,
     );
   }
+  const invalid = (rule: string) =>
+    new TypeError(
+      `'table' must ${rule}: current value is ${JSON.stringify(name)}`,
+    );
+  const bytes = (part: string) => new TextEncoder().encode(part).byteLength;
   const parts = name.split(".");
-  const encoder = new TextEncoder();
   if (
     parts.length > 2 || parts.some((part) => part.length === 0) ||
     name.includes("\0")
   ) {
-    throw new TypeError(
-      `'table' must be "table" or "schema.table" with non-empty parts and no NUL: current value is ${
-        JSON.stringify(name)
-      }`,
+    throw invalid(
+      'be "table" or "schema.table" with non-empty parts and no NUL',
     );
   }
   const table = parts.at(-1)!;
-  if (encoder.encode(table).byteLength > MAX_TABLE_BYTES) {
-    throw new TypeError(
-      `'table' must name a table of at most ${MAX_TABLE_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
+  if (bytes(table) > MAX_TABLE_BYTES) {
+    throw invalid(`name a table of at most ${MAX_TABLE_BYTES} bytes`);
   }
-  if (
-    parts.length === 2 &&
-    encoder.encode(parts[0]!).byteLength > MAX_SCHEMA_BYTES
-  ) {
-    throw new TypeError(
-      `'table' must name a schema of at most ${MAX_SCHEMA_BYTES} bytes: current value is ${
-        JSON.stringify(name)
-      }`,
-    );
+  const schema = parts.length === 2 ? parts[0]! : null;
+  if (schema !== null && bytes(schema) > MAX_SCHEMA_BYTES) {
+    throw invalid(`name a schema of at most ${MAX_SCHEMA_BYTES} bytes`);
   }
-  return {
-    quoted: parts.map(quoteIdentifier).join("."),
-    table,
-    schema: parts.length === 2 ? parts[0]! : null,
-  };
+  return { quoted: parts.map(quoteIdentifier).join("."), table, schema };
 }
 
 function quoteIdentifier(part: string): string {
@@ -75,11 +52,9 @@ function quoteLiteral(text: string): string {
 }
 
 /**
- * Creates `schema` when it is absent. Not `CREATE SCHEMA IF NOT EXISTS`:
- * PostgreSQL checks the database's CREATE privilege before it looks for the
- * schema, so that statement fails for a role that may use an existing schema
- * but not create one. The DO body is a plain string literal (no dollar
- * quoting a name could close).
+ * Not `CREATE SCHEMA IF NOT EXISTS`: PostgreSQL checks the database's CREATE
+ * privilege before it looks, which fails a role that may only use the
+ * schema. A plain literal body: no dollar quote that a name could close.
  */
 function createSchema(schema: string): string {
   const body = `BEGIN
@@ -93,17 +68,13 @@ END`;
 }
 
 /**
- * The SQL that creates the store's schema (when the table names one), table
- * and index if they are absent: what {@linkcode PostgresStore.migrate} runs,
- * for teams that run their own migrations. The statements take a
- * transaction-scoped advisory lock first, so concurrent runs queue instead
- * of racing, and silence the "already exists, skipping" notices; run them in
- * one transaction (one simple-protocol query, as `psql -c` sends, is one).
- * The schema is created only when it is missing, so a role without the
- * database's CREATE privilege can still migrate into an existing schema.
+ * The SQL that {@linkcode PostgresStore.migrate} runs, for teams that run
+ * their own migrations: it creates the schema (only when missing, so that a
+ * role without the database's CREATE privilege can use an existing one), the
+ * table and its index, under a transaction-scoped advisory lock so that
+ * concurrent runs queue. Run it as one transaction (one simple-protocol
+ * query, as `psql -c` sends, is one).
  *
- * @param table The table, optionally `schema.table`.
- * @returns The statements, separated by semicolons.
  * @throws {TypeError} When the table name is invalid.
  *
  * @example The migration of a schema-qualified table
@@ -145,22 +116,17 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${quoted} (expires_at);
 }
 
 /**
- * Runs the migration of `table` on `sql`. No parameters: postgres.js sends
- * one simple-protocol query, which the server runs as one implicit
- * transaction, so the advisory lock is held until both CREATEs commit.
- *
- * @param sql The postgres.js instance.
- * @param table The table, optionally `schema.table`.
+ * Runs the migration without parameters: one simple-protocol query, one
+ * implicit transaction, so the advisory lock holds until both CREATEs commit.
  */
 export async function migrate(sql: PostgresSql, table: string): Promise<void> {
   const text = postgresMigration(table);
   try {
     await sql.unsafe(text);
   } catch (error) {
-    // A catalog race the lock did not cover (say, a migration run by other
-    // means) leaves the objects in place.
+    // A catalog race the lock did not cover (a migration run by other means):
+    // unique_violation on the catalog, duplicate_table, duplicate_object.
     const code = (error as { code?: unknown } | null)?.code;
-    // unique_violation on the catalog, duplicate_table, duplicate_object
     if (code !== "23505" && code !== "42P07" && code !== "42710") throw error;
     await sql.unsafe(text);
   }

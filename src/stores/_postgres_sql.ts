@@ -1,13 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * PostgresStore's SQL: the part of postgres.js it uses, the statement of
- * each operation, the reading of a claim's row and of a driver's error.
- *
- * @module
- */
+/** PostgresStore's SQL: the driver's shape, the statements, their results. @module */
 
 import type { TransactionSql } from "postgres";
-import type { ClaimResult, StoredResponse } from "../store.ts";
+import type { ClaimResult, StoredResponse, StoreOperation } from "../store.ts";
 import {
   byteView,
   decodeHeaders,
@@ -20,18 +15,10 @@ import {
 /** A row as postgres.js returns it. */
 export type PostgresRow = Record<string, unknown>;
 
-/**
- * A statement in flight, as postgres.js returns it from `sql.unsafe()`: a
- * promise of the rows, with the number of rows affected, that can be
- * cancelled.
- */
+/** A statement in flight, as `sql.unsafe()` returns it: its rows, and how many changed. */
 export interface PostgresQuery
   extends PromiseLike<PostgresRow[] & { count: number }> {
-  /**
-   * Asks the server to cancel the statement. Not called by the store (see
-   * {@linkcode PostgresStoreOptions.timeoutMs}); kept so that a postgres.js
-   * query is still described whole.
-   */
+  /** Never called by the store (docs/architecture.md, "Nothing left behind"). */
   cancel?(): unknown;
 }
 
@@ -40,31 +27,18 @@ export interface PostgresQuery
  * result fits, and so does a transaction-free wrapper around one.
  */
 export interface PostgresSql {
-  /**
-   * Runs one statement with `$1`-style parameters.
-   *
-   * @param query The SQL text.
-   * @param parameters The values of `$1`, `$2`, ….
-   * @param options Whether to use a named prepared statement.
-   * @returns The statement in flight.
-   */
+  /** Runs one statement with `$1`-style parameters. */
   unsafe(
     query: string,
     parameters?: (string | number | boolean | null | Uint8Array)[],
     options?: { prepare?: boolean },
   ): PostgresQuery;
-  /**
-   * The instance's parsed options; the store follows its `prepare`, and a
-   * transaction needs a pool (`max`) of at least two connections.
-   */
+  /** Parsed options: the store follows `prepare`; a transaction needs `max` ≥ 2. */
   options?: { prepare?: boolean; max?: number };
   /**
-   * Runs `fn` in a transaction on one connection of the pool: postgres.js's
-   * `sql.begin`. Needed only by {@linkcode PostgresStore.transaction}.
-   *
-   * @param options What follows `BEGIN` (the isolation level).
-   * @param fn The transaction's work; it commits when `fn` resolves.
-   * @returns What `fn` resolved to, once committed.
+   * postgres.js's `sql.begin(options, fn)`: `fn` in a transaction on one
+   * connection, committed when it resolves. Only
+   * {@linkcode PostgresStore.transaction} needs it.
    */
   begin?(
     options: string,
@@ -72,25 +46,18 @@ export interface PostgresSql {
   ): Promise<unknown>;
 }
 
-/** The time of the statement, on the database's clock (stable within it). */
+/** The database's clock, stable within a statement. */
 const NOW = "statement_timestamp()";
 
-/** The statements of one table, built once per store. */
-export interface Statements {
-  claim: string;
-  complete: string;
-  release: string;
-  extend: string;
-  sweep: string;
-}
+/** One table's statements, built once per store. */
+export type Statements = Record<StoreOperation | "sweep", string>;
 
-/** The statements of the table `t` (quoted). */
+/** The statements of the quoted table `t`. */
 export function statements(t: string): Statements {
-  // A row is free when its TTL ran out (whatever it holds: the sweeper would
-  // delete it), or when it is a readable claim of ours whose lease ran out
-  // within its TTL. An unreadable row (unknown version, unknown state, no
-  // owner, no deadline) is only ever freed by its own expires_at: NULL
-  // comparisons make both tests NULL, and CASE takes NULL as false.
+  // Free: past its TTL (whatever it holds), or a readable claim whose lease
+  // ran out within its TTL. An unreadable row (unknown version or state, no
+  // owner, no deadline) is freed by its expires_at only: NULL comparisons
+  // make both tests NULL, and CASE takes NULL as false.
   const expired = `(r.expires_at <= ${NOW})`;
   const leaseOver = `(r.version = ${RECORD_VERSION} AND r.state = 'in_flight'
     AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
@@ -108,13 +75,11 @@ export function statements(t: string): Statements {
   ${alias}.body, ${alias}.omitted, (${alias}.expires_at IS NOT NULL) AS has_deadline,
   ${retryAfter(alias)}`;
   return {
-    // One statement: read the row; when it is absent or free, insert a fresh
-    // claim or take the free row over (ON CONFLICT … DO UPDATE … WHERE free,
-    // judged on the latest committed row); return the row written, else the
-    // row read. A replay or a conflict reads and writes nothing, so it takes
-    // no row lock and flushes no WAL. `free` on a returned row read, and no
-    // row at all, mean another claim won between the snapshot and the
-    // upsert: the caller runs the statement again (see claim()).
+    // Read the row; when absent or free, insert a claim or take the row over
+    // (ON CONFLICT … WHERE free, judged on the latest committed row) and
+    // return it, else return the row read: a replay or a conflict writes
+    // nothing, so takes no row lock and flushes no WAL. No row, or `free` on
+    // a row read, means another claim won after the snapshot: run it again.
     claim: `WITH cur AS (
   SELECT ${columns("r")}, COALESCE(${free}, false) AS free
   FROM ${t} AS r WHERE r.slot = $1
@@ -176,12 +141,9 @@ export function decodeClaim(
     row.version !== RECORD_VERSION || typeof row.fingerprint !== "string" ||
     row.has_deadline !== true
   ) return unreadable(retry);
+  const fingerprint = row.fingerprint;
   if (row.state === "in_flight" && typeof row.retry_after_ms === "number") {
-    return {
-      state: "in_flight",
-      fingerprint: row.fingerprint,
-      retryAfterMs: retry,
-    };
+    return { state: "in_flight", fingerprint, retryAfterMs: retry };
   }
   if (row.state === "completed") {
     const response = toStoredResponse(
@@ -191,7 +153,7 @@ export function decodeClaim(
       row.omitted,
     );
     if (response !== null) {
-      return { state: "completed", fingerprint: row.fingerprint, response };
+      return { state: "completed", fingerprint, response };
     }
   }
   return unreadable(retry);
@@ -214,23 +176,15 @@ export function completeParams(
 }
 
 /**
- * Whether a statement that failed with `error` may have committed: not when
- * the server refused it (an error response of severity `ERROR`, such as
- * 57014 for a statement it cancelled: a single statement rolls back whole),
- * nor when no connection could be opened to send it; any other failure may
- * hide a commit. That includes a socket error such as `EPIPE` or
- * `ECONNRESET`: postgres.js pipelines statements on a connection and rejects
- * every one in flight with the socket's error, also one that the server
- * had already committed. The error's shape, not its code, tells a server
- * error (postgres.js gives it a `severity`): `EPIPE` has the shape of a
- * SQLSTATE too. A `FATAL` one (the backend was terminated) may have come
- * after the commit.
+ * Whether a failed statement may have committed: not when the server refused
+ * it (severity `ERROR`, such as 57014: a statement rolls back whole) or no
+ * connection was opened. Anything else may hide a commit, socket errors
+ * included: postgres.js rejects every statement pipelined on a broken socket,
+ * committed ones too. A server error is told by its `severity`, not its code
+ * (`EPIPE` looks like a SQLSTATE); a `FATAL` one may follow a commit.
  */
 export function mayHaveCommitted(error: unknown): boolean {
-  const { code, severity } = (error ?? {}) as {
-    code?: unknown;
-    severity?: unknown;
-  };
+  const { code, severity } = (error ?? {}) as Record<string, unknown>;
   if (typeof severity === "string" && typeof code === "string") {
     return severity !== "ERROR";
   }

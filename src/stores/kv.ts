@@ -6,7 +6,7 @@
  * @module
  */
 
-import { StoreError } from "../store.ts";
+import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -15,76 +15,61 @@ import type {
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
-import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { optionalFunction } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
-import { kvSettings, type KvStoreOptions } from "./_kv_options.ts";
 import { type KvMutations, KvUnit } from "./_kv_unit.ts";
 import { StoreCalls } from "./_store_call.ts";
 
 export * from "./_contract.ts";
+export type { UnitOfWork } from "../store.ts";
 export { KvMutations } from "./_kv_unit.ts";
-export type { KvStoreOptions } from "./_kv_options.ts";
+
+/** Options of the {@linkcode KvStore} constructor. */
+export interface KvStoreOptions {
+  /** The database, opened and closed by the caller (the store never closes it). */
+  kv: Deno.Kv;
+  /**
+   * The prefix of every key of the store: a slot's record at
+   * `[...prefix, "rec", slot]`, a large body's chunks at
+   * `[...prefix, "chunk", slot, token, set, i]`.
+   *
+   * @default {["idempotency"]}
+   */
+  prefix?: Deno.KvKey;
+  /**
+   * The clock of leases and deadlines, in milliseconds since the epoch: inject
+   * one to test expiry. On Deno Deploy each region reads its own, assumed in
+   * sync (a skew shortens or lengthens leases and TTLs by as much).
+   *
+   * @default {Date.now}
+   */
+  clock?: () => number;
+  /**
+   * How long one operation may take, in milliseconds (docs/architecture.md,
+   * "Store calls and deadlines"): Deno KV cannot cancel a call, so a write
+   * may still apply after the error. `Infinity` waits as long as Deno KV does.
+   *
+   * @default {10_000}
+   */
+  timeoutMs?: number;
+}
 
 /**
- * An {@linkcode IdempotencyStore} on Deno KV: one process keeps its records
- * across restarts in a local file (`Deno.openKv("./idempotency.db")`), and
- * the same code runs distributed on Deno Deploy (`Deno.openKv()`).
- *
- * - **Claims** read the slot's record and commit the decision with
- *   `atomic().check()` on the versionstamp read: of concurrent claims exactly
- *   one commits, the others read again and report what won. `complete`,
- *   `release` and `extend` are fenced the same way, after checking that the
- *   token owns the slot.
- * - **TTL.** Every record carries its deadline and is written with
- *   `expireIn` up to it. Deno KV deletes expired keys late, so the store
- *   checks the deadline itself: an expired record never blocks. `complete`
- *   and `extend` recompute `expireIn` from the stored deadline (KV has no
- *   `KEEPTTL`).
- * - **Bodies.** A small record (up to about 60 KiB) is one value. A larger
- *   one is split into 64 KiB chunks written first, in as many commits as
- *   Deno KV's 800 KB per commit needs, under keys tied to the claim's token;
- *   one fenced commit then flips the record to completed. A reader never
- *   sees a torn body: a completed record whose chunks are missing or damaged
- *   reads as in flight with `fingerprint: null` until its deadline. Chunks of
- *   a lost completion, a release or a taken-over claim are deleted; chunks
- *   that a failure leaves behind expire a minute after their record.
- * - **Unreadable values** (not written by this store, or by a later version
- *   of it) read as in flight with `fingerprint: null` and are never taken
- *   over: such a value has no deadline the store trusts, so it stays until
- *   it is deleted or expires by Deno KV's own expiry, if one was set on it.
- * - **Failures** of Deno KV (a closed database, a network error on Deploy,
- *   too much contention, no answer within `timeoutMs`) throw
- *   {@linkcode StoreError} with the cause. A local file that another handle
- *   holds locked ("database is locked") is waited for briefly first, so
- *   several processes may share one file.
- *
- * **The handler's own writes, exactly once (opt-in).** A guarded handler
- * may collect Deno KV checks and mutations with
- * {@linkcode KvStore.atomic}; they are committed in the atomic commit that
- * completes the record (fenced by the claim's versionstamp), so both land
- * or neither does: a throw, a response that is not cacheable or a claim
- * lost to a takeover (409) commits none of them, a failed check of the
- * handler's commits nothing (503, the retry runs).
- *
- * @example Claim, complete and replay on an in-memory database
- * ```ts
- * import { KvStore } from "@idempotent/http/kv";
- * import assert from "node:assert/strict";
- *
- * using kv = await Deno.openKv(":memory:");
- * const store = new KvStore({ kv });
- * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 86_400_000 };
- * const claim = await store.claim("slot-1", options);
- * assert.equal(claim.state, "acquired");
- * if (claim.state === "acquired") {
- *   const body = new TextEncoder().encode("created");
- *   assert.equal(await store.complete("slot-1", claim.token, { status: 201, headers: [], body }), "applied");
- * }
- * const replay = await store.claim("slot-1", options);
- * assert.equal(replay.state, "completed");
- * ```
+ * An {@linkcode IdempotencyStore} on Deno KV: a local file
+ * (`Deno.openKv("./idempotency.db")`) keeps one process's records across
+ * restarts, and the same code runs distributed on Deno Deploy
+ * (`Deno.openKv()`). Every record carries its deadline (Deno KV deletes
+ * expired keys late) and is written with `expireIn` up to it. A body over
+ * about 60 KiB goes first in 64 KiB chunks under the claim's token, then one
+ * fenced commit completes the record: a reader never sees a torn body
+ * (missing chunks read as in flight, `fingerprint: null`), and chunks a
+ * failure leaves expire a minute after their record. An unreadable value
+ * stays in flight until it is deleted or Deno KV expires it. A local file
+ * locked by another handle is waited for briefly, so processes may share
+ * one. The handler's own writes can commit with the record:
+ * {@linkcode KvStore.atomic}.
  *
  * @example Persist records in a local file
  * ```ts
@@ -98,7 +83,7 @@ export type { KvStoreOptions } from "./_kv_options.ts";
  *   const store = new KvStore({ kv, prefix: ["my-app", "idempotency"] });
  *   const claim = await store.claim("slot-1", options);
  *   if (claim.state === "acquired") {
- *     await store.complete("slot-1", claim.token, { status: 200, headers: [], body: null, omitted: "too_large" });
+ *     await store.complete("slot-1", claim.token, { status: 201, headers: [], body: new Uint8Array([1]) });
  *   }
  * }
  * {
@@ -118,8 +103,8 @@ export class KvStore implements IdempotencyStore {
   /**
    * Makes a store on a database the caller opened.
    *
-   * @param options The database, the key prefix and the clock.
    * @throws {TypeError} When `kv`, `prefix` or `clock` is not what it should be.
+   * @throws {RangeError} When `timeoutMs` is not a positive number.
    */
   constructor(options: KvStoreOptions) {
     const { kv, prefix, clock, timeoutMs } = kvSettings(options);
@@ -138,36 +123,10 @@ export class KvStore implements IdempotencyStore {
     });
   }
 
-  /**
-   * Reserves `slot` if it is free (absent, or past its deadline), takes it
-   * over if its owner's lease ran out, or reports what holds it, in one
-   * check-and-commit on the record's versionstamp.
-   *
-   * @param slot The slot, at most 256 bytes.
-   * @param options The fingerprint, lease and TTL of the claim.
-   * @returns What the claim found.
-   * @throws {TypeError} When `slot` is not a slot.
-   * @throws {RangeError} When `leaseMs` or `ttlMs` is not a positive number.
-   * @throws {StoreError} When Deno KV fails, or stays contended.
-   *
-   * @example A second claim sees the first one in flight
-   * ```ts
-   * import { KvStore } from "@idempotent/http/kv";
-   * import assert from "node:assert/strict";
-   *
-   * using kv = await Deno.openKv(":memory:");
-   * const store = new KvStore({ kv });
-   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
-   * assert.equal((await store.claim("slot-1", options)).state, "acquired");
-   * const second = await store.claim("slot-1", options);
-   * assert.equal(second.state, "in_flight");
-   * ```
-   */
+  /** {@linkcode IdempotencyStore.claim}, checked against the versionstamp read. */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const checked = claimOptions(options);
-    // A claim that acquires the slot after its caller got an error is
-    // undone, fenced by the token it acquired under.
     const claim = () => this.#slots.claim(slot, checked);
     return await this.#calls.run("claim", claim, {
       slot,
@@ -176,37 +135,7 @@ export class KvStore implements IdempotencyStore {
     });
   }
 
-  /**
-   * Records `response` as the slot's answer if `token` still owns the slot,
-   * keeping the first claim's deadline. A large record's chunks are written
-   * first; one fenced commit then flips the record to completed.
-   *
-   * @param slot The slot.
-   * @param token The token of the claim.
-   * @param response The response to replay.
-   * @returns `applied`, or `lost` when the token no longer owns the slot.
-   * @throws {TypeError} When `slot` or `response` is malformed.
-   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
-   *
-   * @example Complete a claim with a 1 MiB body
-   * ```ts
-   * import { KvStore } from "@idempotent/http/kv";
-   * import assert from "node:assert/strict";
-   *
-   * using kv = await Deno.openKv(":memory:");
-   * const store = new KvStore({ kv });
-   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
-   * const claim = await store.claim("slot-1", options);
-   * assert.equal(claim.state, "acquired");
-   * if (claim.state === "acquired") {
-   *   const body = new Uint8Array(1_048_576).fill(7);
-   *   assert.equal(await store.complete("slot-1", claim.token, { status: 200, headers: [], body }), "applied");
-   *   assert.equal(await store.complete("slot-1", claim.token, { status: 200, headers: [], body }), "lost");
-   * }
-   * const replay = await store.claim("slot-1", options);
-   * assert.equal(replay.state === "completed" && replay.response.body?.byteLength, 1_048_576);
-   * ```
-   */
+  /** {@linkcode IdempotencyStore.complete}; a large body's chunks go first. */
   async complete(
     slot: string,
     token: string,
@@ -214,70 +143,18 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    return await this.#calls.run(
-      "complete",
-      () => this.#slots.complete(slot, token, response),
-    );
+    const call = () => this.#slots.complete(slot, token, response);
+    return await this.#calls.run("complete", call);
   }
 
-  /**
-   * Frees the slot if `token` still owns it, and deletes the chunks written
-   * under the token.
-   *
-   * @param slot The slot.
-   * @param token The token of the claim.
-   * @returns `applied`, or `lost` when the token no longer owns the slot.
-   * @throws {TypeError} When `slot` is not a slot.
-   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
-   *
-   * @example Release a claim so that the next request runs
-   * ```ts
-   * import { KvStore } from "@idempotent/http/kv";
-   * import assert from "node:assert/strict";
-   *
-   * using kv = await Deno.openKv(":memory:");
-   * const store = new KvStore({ kv });
-   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
-   * const claim = await store.claim("slot-1", options);
-   * if (claim.state === "acquired") {
-   *   assert.equal(await store.release("slot-1", claim.token), "applied");
-   * }
-   * assert.equal((await store.claim("slot-1", options)).state, "acquired");
-   * ```
-   */
+  /** {@linkcode IdempotencyStore.release}, with the chunks written under the token. */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#calls.run(
-      "release",
-      () => this.#slots.release(slot, token),
-    );
+    const call = () => this.#slots.release(slot, token);
+    return await this.#calls.run("release", call);
   }
 
-  /**
-   * Renews the lease to `leaseMs` from now if `token` still owns the slot,
-   * keeping the record's deadline.
-   *
-   * @param slot The slot.
-   * @param token The token of the claim.
-   * @param leaseMs The new lease, from now.
-   * @returns `applied`, or `lost` when the token no longer owns the slot.
-   * @throws {TypeError} When `slot` is not a slot.
-   * @throws {RangeError} When `leaseMs` is not a positive number.
-   * @throws {StoreError} When Deno KV fails: the outcome is unknown.
-   *
-   * @example Extend a lease while the handler runs
-   * ```ts
-   * import { KvStore } from "@idempotent/http/kv";
-   * import assert from "node:assert/strict";
-   *
-   * using kv = await Deno.openKv(":memory:");
-   * const store = new KvStore({ kv });
-   * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 });
-   * if (claim.state === "acquired") {
-   *   assert.equal(await store.extend("slot-1", claim.token, 30_000), "applied");
-   * }
-   * ```
-   */
+  /** {@linkcode IdempotencyStore.extend}; the record's deadline stays. */
   async extend(
     slot: string,
     token: string,
@@ -285,44 +162,14 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    return await this.#calls.run(
-      "extend",
-      () => this.#slots.extend(slot, token, leaseMs),
-    );
+    const call = () => this.#slots.extend(slot, token, leaseMs);
+    return await this.#calls.run("extend", call);
   }
 
   /**
-   * Resolves when the slot may have changed since a claim found it in
-   * flight (see {@linkcode IdempotencyStore.waitForChange}): at once when its
-   * record is absent, completed or past its lease, else (in flight, or
-   * unreadable) at the record's next write, seen through `Deno.Kv.watch()`,
-   * which pushes changes without any cost to the writers. On Deno Deploy a watch sees
-   * every instance's writes; a local database file sees the writes made
-   * through any handle of this process only, so a waiter in another
-   * process falls back on the middleware's safety net (a claim at least once
-   * a second).
-   *
-   * @param slot The slot.
-   * @param signal Ends the watch: the promise then resolves.
-   * @returns When the slot may have changed, or the signal aborted.
-   *
-   * @example Wake on a completion
-   * ```ts
-   * import { KvStore } from "@idempotent/http/kv";
-   * import assert from "node:assert/strict";
-   *
-   * using kv = await Deno.openKv(":memory:");
-   * const store = new KvStore({ kv });
-   * const options = { fingerprint: "f", leaseMs: 30_000, ttlMs: 60_000 };
-   * const claim = await store.claim("slot-1", options);
-   * assert.equal(claim.state, "acquired");
-   * const changed = store.waitForChange("slot-1", new AbortController().signal);
-   * if (claim.state === "acquired") {
-   *   await store.complete("slot-1", claim.token, { status: 201, headers: [], body: null, omitted: "too_large" });
-   * }
-   * await changed;
-   * assert.equal((await store.claim("slot-1", options)).state, "completed");
-   * ```
+   * {@linkcode IdempotencyStore.waitForChange} through `Deno.Kv.watch()`. On
+   * Deno Deploy a watch sees every instance's writes; on a local file, only
+   * those of this process's handles (another process's waiter polls).
    */
   async waitForChange(slot: string, signal: AbortSignal): Promise<void> {
     assertSlot(slot);
@@ -330,16 +177,11 @@ export class KvStore implements IdempotencyStore {
   }
 
   /**
-   * The request's own checks and mutations, committed in the one atomic
-   * commit that completes its record, or never (a throw, a response that is
-   * not cacheable, a claim lost to a takeover). Call it from a handler
-   * guarded by `idempotency(handler, { store, scope })` with this store,
-   * passing the request the handler received (in Hono, `c.req.raw`).
+   * The request's own checks and mutations, committed in the commit that
+   * completes its record, or never (a throw, an uncacheable response, a lost
+   * claim). Pass the request the guarded handler received (`c.req.raw`).
    *
-   * @param request The request the guarded handler received.
-   * @returns The request's mutations (the same on every call).
-   * @throws {TypeError} When the request is not one this store's middleware
-   * claimed.
+   * @throws {TypeError} When the request is not one this store's middleware claimed.
    *
    * @example An order and its record in one commit
    * ```ts
@@ -370,25 +212,38 @@ export class KvStore implements IdempotencyStore {
   }
 
   /**
-   * The capability the middleware uses (see
-   * {@linkcode IdempotencyStore.unitOfWork}): remembers the claimed request,
-   * so that its handler can collect mutations with
-   * {@linkcode KvStore.atomic}.
-   *
-   * @param request The request the handler receives.
-   * @param slot The claimed slot.
-   * @param token The claim's token.
-   * @returns The request's unit of work.
+   * {@linkcode IdempotencyStore.unitOfWork}: remembers the claimed request
+   * for {@linkcode KvStore.atomic}.
    */
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
     const unit = new KvUnit((record, mutations) => {
       assertStoredResponse(record);
-      return this.#calls.run(
-        "complete",
-        () => this.#slots.complete(slot, token, record, mutations),
-      );
+      const call = () => this.#slots.complete(slot, token, record, mutations);
+      return this.#calls.run("complete", call);
     });
     this.#units.set(request, unit);
     return unit;
   }
+}
+
+function kvSettings(options: KvStoreOptions): Required<KvStoreOptions> {
+  const { kv, prefix = ["idempotency"] } = options ?? {};
+  const timeoutMs = options?.timeoutMs ?? 10_000;
+  if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+    throw new RangeError(
+      `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
+    );
+  }
+  if (
+    kv === null || typeof kv !== "object" || typeof kv.atomic !== "function"
+  ) {
+    throw new TypeError("'kv' must be a Deno.Kv: current value is " + kv);
+  }
+  if (!Array.isArray(prefix)) {
+    throw new TypeError(
+      `'prefix' must be an array of key parts: current value is ${prefix}`,
+    );
+  }
+  const clock = optionalFunction("clock", options?.clock) ?? Date.now;
+  return { kv, prefix: [...prefix], clock, timeoutMs };
 }
