@@ -27,9 +27,13 @@ import type {
   StoredResponse,
   StoreOperation,
 } from "../src/store.ts";
-import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
-import { deleteRedisKeys } from "../tests/_redis.ts";
-import { StoreWrapper } from "../tests/_helpers.ts";
+import {
+  DATABASE_URL,
+  REDIS_URL,
+  uniquePrefix,
+} from "../tests/_support/services.ts";
+import { deleteRedisKeys } from "../tests/_support/redis.ts";
+import { StoreWrapper } from "../tests/_support/stores.ts";
 import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);

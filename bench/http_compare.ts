@@ -23,8 +23,8 @@
  */
 // deno-lint-ignore-file no-console
 
-import { freePort, listening } from "../tests/_services.ts";
-import { waitFor } from "../tests/_helpers.ts";
+import { freePort, listening } from "../tests/_support/services.ts";
+import { waitFor } from "../tests/_support/time.ts";
 import { interleaved, markdownTable, median, ratio } from "./_measure.ts";
 
 const seconds = Number(Deno.args[0] ?? 5);

@@ -17,7 +17,7 @@
 import postgres from "postgres";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import type { StoredResponse } from "../src/store.ts";
-import { DATABASE_URL, uniquePrefix } from "../tests/_services.ts";
+import { DATABASE_URL, uniquePrefix } from "../tests/_support/services.ts";
 import { type Case, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args[0] ?? 2000);

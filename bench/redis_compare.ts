@@ -37,7 +37,7 @@
  * @module
  */
 
-import { deleteRedisKeys } from "../tests/_redis.ts";
+import { deleteRedisKeys } from "../tests/_support/redis.ts";
 import { parseArgs } from "node:util";
 import { createClient } from "redis";
 import { Redis } from "ioredis";

@@ -21,8 +21,12 @@ import { requestFingerprint, slotOf } from "../src/fingerprint.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { KvStore } from "../src/stores/kv.ts";
-import { DATABASE_URL, REDIS_URL, uniquePrefix } from "../tests/_services.ts";
-import { deleteRedisKeys } from "../tests/_redis.ts";
+import {
+  DATABASE_URL,
+  REDIS_URL,
+  uniquePrefix,
+} from "../tests/_support/services.ts";
+import { deleteRedisKeys } from "../tests/_support/redis.ts";
 
 const kind = Deno.args[0] ?? "redis";
 const holds = Deno.args.slice(1).map(Number);

@@ -18,14 +18,15 @@ import {
   type RetryInfo,
 } from "../src/client.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import { deferred, frames, pattern, sameBytes } from "./_helpers.ts";
+import { deferred } from "./_support/time.ts";
+import { frames, pattern, sameBytes } from "./_support/bytes.ts";
 import {
   REDIS_IGNORE,
   startRedisServer,
   testName,
   uniquePrefix,
   waitFor,
-} from "./_services.ts";
+} from "./_support/services.ts";
 
 function serve(
   handler: (req: Request) => Response | Promise<Response>,

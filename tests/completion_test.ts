@@ -21,15 +21,11 @@ import type { IdempotencyStore, StoreOperation } from "../src/store.ts";
 import { StoreError } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { RedisStore } from "../src/stores/redis.ts";
-import {
-  bytesOf,
-  deferred,
-  pattern,
-  post,
-  sameBytes,
-  StoreWrapper,
-} from "./_helpers.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
+import { deferred } from "./_support/time.ts";
+import { post } from "./_support/http.ts";
+import { StoreWrapper } from "./_support/stores.ts";
+import { deleteRedisKeys } from "./_support/redis.ts";
 import {
   POSTGRES_IGNORE,
   postgresStore,
@@ -37,7 +33,7 @@ import {
   REDIS_URL,
   testName,
   uniquePrefix,
-} from "./_services.ts";
+} from "./_support/services.ts";
 
 /** What a fault does to one store call: throw before it, throw after it, or let it through. */
 type Fault = "throw" | "after" | "pass";

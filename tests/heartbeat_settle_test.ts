@@ -24,9 +24,10 @@ import {
 import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import type { StoreOperation } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { deferred, FakeClock, post } from "./_helpers.ts";
+import { deferred, FakeClock } from "./_support/time.ts";
+import { post } from "./_support/http.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
-import { until } from "./_wait.ts";
+import { until } from "./_support/time.ts";
 
 const LEASE = 600;
 

@@ -12,7 +12,9 @@ import { setCookie } from "hono/cookie";
 import { idempotent } from "../src/hono.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { PROBLEM_TYPES } from "../src/problem.ts";
-import { deferred, pattern, recorder, sameBytes } from "./_helpers.ts";
+import { deferred } from "./_support/time.ts";
+import { pattern, sameBytes } from "./_support/bytes.ts";
+import { recorder } from "./_support/stores.ts";
 
 function pay(
   app: Hono,

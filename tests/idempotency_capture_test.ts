@@ -11,17 +11,12 @@
 import assert from "node:assert/strict";
 import { BODY_OMITTED_HEADER, drainCompletions, idempotency } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import {
-  bytesOf,
-  deferred,
-  frames,
-  pattern,
-  post,
-  recorder,
-  sameBytes,
-} from "./_helpers.ts";
+import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
+import { deferred } from "./_support/time.ts";
+import { post } from "./_support/http.ts";
+import { recorder } from "./_support/stores.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
-import { CAP, counting } from "./_idempotency.ts";
+import { CAP, counting } from "./_support/idempotency.ts";
 
 Deno.test("idempotency() streams an oversized 2xx intact and records it without a body", async () => {
   const body = pattern(3 * CAP + 17);

@@ -16,9 +16,10 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { slotOf } from "../src/fingerprint.ts";
-import { post, recorder } from "./_helpers.ts";
-import { counting } from "./_idempotency.ts";
-import { deleteRedisKeys } from "./_redis.ts";
+import { post } from "./_support/http.ts";
+import { recorder } from "./_support/stores.ts";
+import { counting } from "./_support/idempotency.ts";
+import { deleteRedisKeys } from "./_support/redis.ts";
 import {
   integrationTest,
   POSTGRES_IGNORE,
@@ -26,7 +27,7 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   uniquePrefix,
-} from "./_services.ts";
+} from "./_support/services.ts";
 
 /** The message of a missing or unknown `scope`, with what to pass. */
 const SCOPE_REQUIRED =

@@ -16,7 +16,8 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { idempotency } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { deferred, pattern } from "./_helpers.ts";
+import { deferred } from "./_support/time.ts";
+import { pattern } from "./_support/bytes.ts";
 
 const CAP = 64;
 type Behavior =

@@ -9,17 +9,12 @@
 import assert from "node:assert/strict";
 import { idempotency, PROBLEM_TYPES } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import {
-  bytesOf,
-  deferred,
-  frames,
-  pattern,
-  post,
-  recorder,
-  sameBytes,
-} from "./_helpers.ts";
+import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
+import { deferred } from "./_support/time.ts";
+import { post } from "./_support/http.ts";
+import { recorder } from "./_support/stores.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
-import { counting } from "./_idempotency.ts";
+import { counting } from "./_support/idempotency.ts";
 
 Deno.test("idempotency() answers 422 when a key is reused with another body, path or query", async () => {
   const { state, handler } = counting(() => new Response("ok"));

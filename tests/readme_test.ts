@@ -61,8 +61,8 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   testName,
-} from "./_services.ts";
-import { freePort } from "./_helpers.ts";
+} from "./_support/services.ts";
+import { freePort } from "./_support/http.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");

@@ -19,7 +19,7 @@ import {
   REDIS_URL,
   testName,
   uniquePrefix,
-} from "./_services.ts";
+} from "./_support/services.ts";
 import type { Check } from "./runtimes/smoke.ts";
 import {
   BUN,

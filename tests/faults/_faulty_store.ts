@@ -30,7 +30,7 @@ import {
   StoreError,
   type StoreOperation,
 } from "../../src/store.ts";
-import { callCounts, StoreWrapper } from "../_helpers.ts";
+import { callCounts, StoreWrapper } from "../_support/stores.ts";
 
 /** What an injected fault does. */
 export type FaultKind = "throw" | "late" | "lost" | "hang";

@@ -22,7 +22,7 @@
 import assert from "node:assert/strict";
 import { idempotency, type IdempotencyOptions } from "../../mod.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
-import { sleep } from "../_helpers.ts";
+import { sleep } from "../_support/time.ts";
 
 /** One run of the app handler, as the ledger saw it. */
 export interface Execution {

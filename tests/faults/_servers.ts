@@ -3,13 +3,13 @@
  * App processes of the fault-injection suite, which print their port when
  * they listen; each is stopped by the test that started it, in `finally`,
  * never by name. The private redis-server these tests pause, kill and restart
- * is `startRedisServer` of `tests/_services.ts`.
+ * is `startRedisServer` of `tests/_support/services.ts`.
  *
  * @module
  */
 
-// Where it lived before tests/_services.ts: kept for the files that import it from here.
-export { haveRedisServer } from "../_services.ts";
+// Where it lived before tests/_support/services.ts: kept for the files that import it from here.
+export { haveRedisServer } from "../_support/services.ts";
 
 /**
  * The test's own control server on a free port: app processes report to it

@@ -31,8 +31,8 @@ import {
   REDIS_URL,
   testName,
   uniquePrefix,
-} from "../_services.ts";
-import { deleteRedisKeys } from "../_redis.ts";
+} from "../_support/services.ts";
+import { deleteRedisKeys } from "../_support/redis.ts";
 import { type FaultRule, FaultyStore } from "./_faulty_store.ts";
 import {
   app,
@@ -45,7 +45,7 @@ import {
   settle,
   tally,
 } from "./_load.ts";
-import { waitFor } from "../_helpers.ts";
+import { waitFor } from "../_support/time.ts";
 
 interface Scenario {
   name: string;

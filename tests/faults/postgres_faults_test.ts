@@ -35,7 +35,7 @@ import {
   POSTGRES_IGNORE,
   testName,
   uniquePrefix,
-} from "../_services.ts";
+} from "../_support/services.ts";
 import {
   assertNoHarm,
   duplicates,
@@ -47,7 +47,7 @@ import {
   settle,
   tally,
 } from "./_load.ts";
-import { waitFor } from "../_helpers.ts";
+import { waitFor } from "../_support/time.ts";
 
 const KEYS = 300;
 const DUPLICATES = 3;

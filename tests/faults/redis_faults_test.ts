@@ -22,7 +22,11 @@
 import assert from "node:assert/strict";
 import { createClient } from "redis";
 import { RedisStore } from "../../src/stores/redis.ts";
-import { redisServerIgnore, startRedisServer, testName } from "../_services.ts";
+import {
+  redisServerIgnore,
+  startRedisServer,
+  testName,
+} from "../_support/services.ts";
 import {
   assertNoHarm,
   duplicates,
@@ -34,7 +38,7 @@ import {
   settle,
   tally,
 } from "./_load.ts";
-import { waitFor } from "../_helpers.ts";
+import { waitFor } from "../_support/time.ts";
 
 const ignore = await redisServerIgnore();
 const KEYS = 300;

@@ -24,7 +24,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { redisServerIgnore, startRedisServer, testName } from "../_services.ts";
+import {
+  redisServerIgnore,
+  startRedisServer,
+  testName,
+} from "../_support/services.ts";
 import {
   assertNoHarm,
   duplicates,
@@ -37,7 +41,7 @@ import {
   settle,
   tally,
 } from "./_load.ts";
-import { waitFor } from "../_helpers.ts";
+import { waitFor } from "../_support/time.ts";
 import { AppProcess, ControlServer } from "./_servers.ts";
 
 const ignore = await redisServerIgnore();

@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { REQUIRE_SERVICES } from "../_services.ts";
+import { REQUIRE_SERVICES } from "../_support/services.ts";
 
 /** The folder `.ci/runtimes.sh` installs into. */
 export const TOOLS: string =

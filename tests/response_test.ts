@@ -1,0 +1,140 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Edges of what a retry is told, through the middleware: the headers of a
+ * replay whose body was not recorded, the rounding of `Retry-After` on an
+ * injected clock, and a `cacheable` predicate that throws. Each test here kills a mutant that survived the rest of the
+ * suite (issue 16).
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { BODY_OMITTED_HEADER, idempotency } from "../mod.ts";
+import { MemoryStore } from "../src/stores/memory.ts";
+import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
+import { deferred } from "./_support/time.ts";
+import { post } from "./_support/http.ts";
+
+Deno.test("idempotency() replays an omitted body without its Content-Encoding or Content-Length", async () => {
+  const body = pattern(100, 16);
+  let runs = 0;
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response(body, {
+      status: 200,
+      headers: {
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "content-length": "100",
+      },
+    });
+  }, { scope: "global", maxResponseBytes: 10 });
+
+  const live = await guarded(post("gz"));
+  assert.equal(live.headers.get("content-encoding"), "gzip");
+  assert.ok(sameBytes(await bytesOf(live), body), "the live body is intact");
+
+  const replay = await guarded(post("gz"));
+  assert.equal(runs, 1);
+  assert.equal(replay.status, 200);
+  assert.equal(replay.headers.get(BODY_OMITTED_HEADER), "too_large");
+  assert.equal(replay.headers.get("content-type"), "application/json");
+  assert.equal(
+    replay.headers.get("content-encoding"),
+    null,
+    "an empty body is not gzip",
+  );
+  assert.equal(
+    replay.headers.get("content-length"),
+    null,
+    "an empty body is not 100 bytes",
+  );
+  assert.equal((await bytesOf(replay)).byteLength, 0);
+});
+
+Deno.test("idempotency() rounds Retry-After up to whole seconds", async () => {
+  let now = 1_000_000;
+  const store = new MemoryStore({ clock: () => now });
+  const gate = deferred();
+  const started = deferred();
+  const guarded = idempotency(async () => {
+    started.resolve();
+    await gate.promise;
+    return new Response("done", { status: 201 });
+  }, { scope: "global", store, lease: 10_000 });
+
+  const winner = guarded(post("slow"));
+  await started.promise;
+  try {
+    now += 8_500; // 1.5 s of the lease left
+    const early = await guarded(post("slow"));
+    assert.equal(early.status, 409);
+    await early.body?.cancel();
+    assert.equal(early.headers.get("retry-after"), "2", "1.5 s rounds up");
+
+    now += 500; // exactly 1 s left
+    const late = await guarded(post("slow"));
+    assert.equal(late.status, 409);
+    await late.body?.cancel();
+    assert.equal(late.headers.get("retry-after"), "1", "1 s is 1 s");
+  } finally {
+    gate.resolve();
+    assert.equal((await winner).status, 201);
+  }
+});
+
+Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry replays it", async () => {
+  let runs = 0;
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response(`run ${runs}`, { status: 201 });
+  }, {
+    scope: "global",
+    cacheable: () => {
+      throw new Error("the predicate broke");
+    },
+  });
+  const first = await guarded(post("predicate"));
+  assert.equal(first.status, 201);
+  assert.equal(await first.text(), "run 1");
+  const retry = await guarded(post("predicate"));
+  assert.equal(retry.headers.get("idempotent-replayed"), "true");
+  assert.equal(await retry.text(), "run 1");
+  assert.equal(runs, 1, "a 2xx was seen: the handler must not run again");
+});
+
+Deno.test("idempotency() hands on small bodies byte for byte, typed or not, ASCII or not, live, replayed and to the handler", async () => {
+  const ascii = new TextEncoder().encode('{"id":"pay_1","note":"plain"}');
+  const wide = new TextEncoder().encode('{"note":"café €"}');
+  const binary = pattern(300, 7);
+  const cases: [string, Uint8Array<ArrayBuffer>, Record<string, string>][] = [
+    ["ascii-typed", ascii, { "content-type": "application/json" }],
+    ["ascii-untyped", ascii, {}],
+    ["wide-typed", wide, { "content-type": "application/json" }],
+    ["binary-typed", binary, { "content-type": "application/octet-stream" }],
+    ["binary-untyped", binary, {}],
+  ];
+  for (const [key, body, headers] of cases) {
+    const seen: { bytes: Uint8Array; type: string | null }[] = [];
+    const guarded = idempotency(async (req) => {
+      seen.push({
+        bytes: new Uint8Array(await req.arrayBuffer()),
+        type: req.headers.get("content-type"),
+      });
+      return new Response(body, { status: 201, headers });
+    }, { scope: "global" });
+    const live = await guarded(post(key, body, { headers }));
+    const replay = await guarded(post(key, body, { headers }));
+    assert.equal(seen.length, 1, key);
+    assert.ok(sameBytes(seen[0]!.bytes, body), `${key}: the handler's bytes`);
+    assert.equal(seen[0]!.type, headers["content-type"] ?? null, key);
+    for (const res of [live, replay]) {
+      assert.equal(
+        res.headers.get("content-type"),
+        headers["content-type"] ?? null,
+        key,
+      );
+      assert.ok(sameBytes(await bytesOf(res), body), `${key}: the bytes`);
+    }
+  }
+});

@@ -1,0 +1,90 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The 409's `Retry-After`: the rest of the holder's lease until this
+ * middleware has seen how long its requests take, then that estimate minus
+ * what the holder has run, within [1 s, rest of the lease].
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { idempotency } from "../src/idempotency.ts";
+import { MemoryStore } from "../src/stores/memory.ts";
+import { SettleEstimate } from "../src/_settle_estimate.ts";
+import { post } from "./_support/http.ts";
+
+Deno.test("SettleEstimate with nothing observed answers the rest of the lease, rounded up", () => {
+  const estimate = new SettleEstimate();
+  assert.equal(estimate.retryAfterSeconds(1_500, 8_500), 2);
+  assert.equal(estimate.retryAfterSeconds(30_000, 0), 30);
+  assert.equal(estimate.retryAfterSeconds(1, 29_999), 1);
+});
+
+Deno.test("SettleEstimate answers the expected rest of a run, within [1 s, rest of the lease]", () => {
+  const estimate = new SettleEstimate();
+  estimate.observe(500); // mean 500, deviation 250: expect up to 1,500 ms
+  assert.equal(estimate.retryAfterSeconds(29_800, 200), 2); // 1,300 ms left
+  assert.equal(estimate.retryAfterSeconds(28_000, 2_000), 1); // overdue: 1 s
+  assert.equal(estimate.retryAfterSeconds(600, 29_400), 1); // lease nearly out
+  for (let i = 0; i < 50; i++) estimate.observe(500); // steady: deviation → 0
+  assert.equal(estimate.retryAfterSeconds(30_000, 0), 1);
+  estimate.observe(Number.NaN); // ignored
+  estimate.observe(-5); // ignored
+  assert.equal(estimate.retryAfterSeconds(30_000, 0), 1);
+
+  const slow = new SettleEstimate();
+  slow.observe(120_000); // longer than the lease: the lease bounds the hint
+  assert.equal(slow.retryAfterSeconds(12_300, 17_700), 13);
+  slow.observe(4_000);
+  // mean 105,500, deviation 74,000: still past the rest of the lease
+  assert.equal(slow.retryAfterSeconds(9_000, 21_000), 9);
+});
+
+Deno.test("idempotency() 409: Retry-After is the rest of the lease until a run was observed, then the observed run time", async () => {
+  let now = 1_000_000;
+  const store = new MemoryStore({ clock: () => now });
+  let release = () => {};
+  const held = new Promise<void>((resolve) => release = resolve);
+  let holding = () => {};
+  const holds = new Promise<void>((resolve) => holding = resolve);
+  const guarded = idempotency(async (req) => {
+    if (new URL(req.url).pathname === "/slow") {
+      holding();
+      await held;
+    }
+    return new Response("done", { status: 201 });
+  }, { scope: "global", store });
+
+  const holder = guarded(post("held", "{}", { path: "/slow" }));
+  await holds;
+  const first = await guarded(post("held", "{}", { path: "/slow" }));
+  await first.body?.cancel();
+  assert.equal(first.status, 409);
+  assert.equal(first.headers.get("retry-after"), "30", "nothing observed yet");
+
+  now += 8_500;
+  const later = await guarded(post("held", "{}", { path: "/slow" }));
+  await later.body?.cancel();
+  assert.equal(later.headers.get("retry-after"), "22");
+
+  // One quick request runs to the end: the middleware has seen one run.
+  const outer = performance.now();
+  const quick = await guarded(post("quick"));
+  await quick.text();
+  const observedAtMost = performance.now() - outer;
+
+  const hinted = await guarded(post("held", "{}", { path: "/slow" }));
+  await hinted.body?.cancel();
+  assert.equal(hinted.status, 409);
+  // The estimate of one observation d is 3·d (mean d, deviation d/2), so the
+  // hint is at most that, whatever this machine's speed, and at least 1.
+  const seconds = Number(hinted.headers.get("retry-after"));
+  assert.ok(seconds >= 1);
+  assert.ok(
+    seconds <= Math.max(1, Math.ceil(3 * observedAtMost / 1000)),
+    `Retry-After ${seconds} for a run observed at most ${observedAtMost} ms`,
+  );
+
+  release();
+  assert.equal((await holder).status, 201);
+});

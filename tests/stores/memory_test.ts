@@ -1,0 +1,568 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import { MemoryStore } from "../../src/stores/memory.ts";
+import { StoreError } from "../../src/store.ts";
+import type { ClaimResult, StoredResponse } from "../../src/store.ts";
+import { storeConformance } from "../../src/testing.ts";
+import { FakeClock } from "../_support/time.ts";
+
+storeConformance({
+  name: "MemoryStore",
+  setup() {
+    const time = new FakeClock();
+    const clock = () => time.now();
+    const store = new MemoryStore({ maxEntries: 100_000, clock });
+    const advance = (ms: number) => time.advance(ms);
+    return Promise.resolve({ store, elapse: advance, advanceClock: advance });
+  },
+});
+
+const options = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 10_000 };
+const record = (n: number): StoredResponse => ({
+  status: 200,
+  headers: [],
+  body: new Uint8Array(n),
+});
+
+async function completeNew(
+  store: MemoryStore,
+  slot: string,
+  body = 10,
+  ttlMs = options.ttlMs,
+) {
+  const claim = await store.claim(slot, { ...options, ttlMs });
+  assert.equal(claim.state, "acquired");
+  if (claim.state !== "acquired") throw new Error("unreachable");
+  assert.equal(
+    await store.complete(slot, claim.token, record(body)),
+    "applied",
+  );
+}
+
+Deno.test("MemoryStore evicts the completed record nearest its expiry first", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxEntries: 3, clock: () => now });
+  await completeNew(store, "late", 10, 9_000);
+  await completeNew(store, "early", 10, 2_000);
+  await completeNew(store, "middle", 10, 5_000);
+  now += 1;
+  await completeNew(store, "new");
+  assert.equal(store.size, 3);
+  assert.equal((await store.claim("late", options)).state, "completed");
+  assert.equal((await store.claim("middle", options)).state, "completed");
+  assert.equal((await store.claim("early", options)).state, "acquired");
+});
+
+Deno.test("MemoryStore never evicts a live claim and refuses a claim when all are live", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxEntries: 2, clock: () => now });
+  const a = await store.claim("a", options);
+  await store.claim("b", options);
+  await assert.rejects(() => store.claim("c", options), StoreError);
+  assert.equal((await store.claim("a", options)).state, "in_flight");
+  assert.equal((await store.claim("b", options)).state, "in_flight");
+  // Once a lease runs out, its claim is no longer live and makes room.
+  now += options.leaseMs;
+  assert.equal((await store.claim("c", options)).state, "acquired");
+  if (a.state === "acquired") {
+    assert.equal(await store.complete("a", a.token, record(1)), "lost");
+  }
+});
+
+Deno.test("MemoryStore keeps its bytes under maxBytes by dropping the oldest bodies, not the records", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxBytes: 4_000, clock: () => now });
+  for (let i = 0; i < 20; i++) {
+    now++; // each record expires a little after the one before
+    await completeNew(store, `s${i}`, 300);
+    assert.ok(store.bytes <= 4_000, `bytes ${store.bytes}`);
+  }
+  assert.equal(store.size, 20, "every record is kept");
+  let kept = 0;
+  for (let i = 0; i < 20; i++) {
+    const replay = await store.claim(`s${i}`, options);
+    assert.equal(replay.state, "completed", `s${i} still replays`);
+    if (replay.state !== "completed") continue;
+    if (replay.response.body !== null) {
+      assert.equal(replay.response.body.byteLength, 300, `s${i}'s body`);
+      kept++;
+    } else {
+      assert.equal(kept, 0, `s${i} lost its body after a newer one kept it`);
+      assert.equal(replay.response.omitted, "too_large");
+    }
+  }
+  assert.ok(kept >= 2 && kept < 20, `${kept} bodies kept`);
+});
+
+Deno.test("MemoryStore keeps a record larger than maxBytes with its body omitted", async () => {
+  const store = new MemoryStore({ maxBytes: 100 });
+  await completeNew(store, "big", 500);
+  const replay = await store.claim("big", options);
+  assert.equal(replay.state, "completed");
+  if (replay.state === "completed") {
+    assert.equal(replay.response.body, null);
+    assert.equal(replay.response.omitted, "too_large");
+  }
+});
+
+Deno.test("MemoryStore keeps its own copy of a body that is a view or a small array", async () => {
+  const store = new MemoryStore();
+  const buffer = new Uint8Array(65_536).map((_, i) => i % 251);
+  const view = buffer.subarray(1_000, 6_000);
+  const small = new Uint8Array(128).map((_, i) => 255 - i);
+  for (const [slot, body] of [["view", view], ["small", small]] as const) {
+    const claim = await store.claim(slot, options);
+    if (claim.state !== "acquired") throw new Error("unreachable");
+    await store.complete(slot, claim.token, { status: 200, headers: [], body });
+  }
+  const expected = [view.slice(), small.slice()];
+  buffer.fill(0); // the caller reuses its buffers: the records do not change
+  small.fill(0);
+  for (const [i, slot] of ["view", "small"].entries()) {
+    const replay = await store.claim(slot, options);
+    if (replay.state !== "completed") throw new Error("unreachable");
+    assert.deepEqual(replay.response.body, expected[i]);
+  }
+  const replay = await store.claim("view", options);
+  if (replay.state !== "completed") throw new Error("unreachable");
+  assert.equal(replay.response.body!.buffer.byteLength, 5_000, "sized exactly");
+});
+
+Deno.test("MemoryStore replays every byte value of a small body", async () => {
+  const store = new MemoryStore();
+  for (const length of [0, 1, 127, 128, 129, 256]) {
+    const body = new Uint8Array(length).map((_, i) => (i * 37 + 255) % 256);
+    await completeNew(store, `b${length}`, 0);
+    const claim = await store.claim(`c${length}`, options);
+    if (claim.state !== "acquired") throw new Error("unreachable");
+    await store.complete(`c${length}`, claim.token, {
+      status: 200,
+      headers: [],
+      body,
+    });
+    const replay = await store.claim(`c${length}`, options);
+    if (replay.state !== "completed") throw new Error("unreachable");
+    assert.deepEqual(replay.response.body, body, `${length} bytes`);
+  }
+});
+
+Deno.test("MemoryStore counts each record's header list and keeps a frozen copy of its own", async () => {
+  const store = new MemoryStore();
+  const headers = (): [string, string][] => [
+    ["content-type", "application/json"],
+    ["x-request-id", "same"],
+  ];
+  const put = async (slot: string, list: [string, string][]) => {
+    const claim = await store.claim(slot, options);
+    if (claim.state !== "acquired") throw new Error("unreachable");
+    await store.complete(slot, claim.token, {
+      status: 200,
+      headers: list,
+      body: new Uint8Array(4),
+    });
+  };
+  await put("a", headers());
+  const one = store.bytes;
+  assert.equal(
+    one,
+    4 + JSON.stringify(headers()).length,
+    "a record counts its body and its header list as JSON",
+  );
+  await put("b", headers());
+  assert.equal(store.bytes, 2 * one, "the second record counts the same");
+  const given = headers();
+  await put("c", given);
+  given[0]![1] = "text/plain"; // the caller's list is not the record's
+  const replays = await Promise.all(
+    ["a", "c"].map((s) => store.claim(s, options)),
+  );
+  for (const replay of replays) {
+    if (replay.state !== "completed") throw new Error("unreachable");
+    assert.deepEqual(replay.response.headers, headers());
+    assert.ok(Object.isFrozen(replay.response.headers));
+  }
+  // Once no record holds it, a list no longer counts.
+  let now = 0;
+  const timed = new MemoryStore({ clock: () => now });
+  await completeNew(timed, "t", 0);
+  assert.ok(timed.bytes > 0, "the list is counted");
+  now += options.ttlMs;
+  assert.equal((await timed.claim("t", options)).state, "acquired");
+  assert.equal(timed.bytes, 0, "the list went with its last record");
+});
+
+Deno.test("MemoryStore forgets the records nearest expiry when their headers alone pass maxBytes", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxBytes: 4_000, clock: () => now });
+  for (let i = 0; i < 10; i++) {
+    now++;
+    const claim = await store.claim(`h${i}`, options);
+    if (claim.state !== "acquired") throw new Error("unreachable");
+    await store.complete(`h${i}`, claim.token, {
+      status: 200,
+      headers: [["set-cookie", `session=${i}${"x".repeat(600)}`]],
+      body: null,
+      omitted: "too_large",
+    });
+    assert.ok(store.bytes <= 4_000, `bytes ${store.bytes}`);
+  }
+  assert.ok(store.size < 10, `${store.size} records`);
+  assert.equal((await store.claim("h9", options)).state, "completed");
+  assert.equal((await store.claim("h0", options)).state, "acquired");
+});
+
+Deno.test("MemoryStore counts slot and fingerprint characters past 64 against maxBytes", async () => {
+  const store = new MemoryStore({ maxBytes: 1_000 });
+  const fingerprint = "f".repeat(464);
+  const claim = await store.claim("s".repeat(164), { ...options, fingerprint });
+  assert.equal(store.bytes, 100 + 400);
+  await store.claim("t".repeat(164), { ...options, fingerprint });
+  assert.equal(store.bytes, 1_000);
+  // Live claims are never dropped for bytes: a third one is refused.
+  await assert.rejects(
+    () => store.claim("u".repeat(164), { ...options, fingerprint }),
+    StoreError,
+  );
+  if (claim.state !== "acquired") throw new Error("unreachable");
+  await store.release("s".repeat(164), claim.token);
+  assert.equal(store.bytes, 500);
+  assert.equal((await store.claim("x".repeat(64), options)).state, "acquired");
+  assert.equal(
+    store.bytes,
+    500,
+    "64 characters are part of a record's overhead",
+  );
+});
+
+Deno.test("MemoryStore drops expired records as it meets them", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxEntries: 2, clock: () => now });
+  await completeNew(store, "a");
+  await completeNew(store, "b");
+  now += options.ttlMs;
+  await completeNew(store, "c");
+  await completeNew(store, "d");
+  assert.equal(store.size, 2);
+});
+
+Deno.test("MemoryStore validates its options and arguments", async () => {
+  assert.throws(() => new MemoryStore({ maxEntries: 0 }), RangeError);
+  assert.throws(() => new MemoryStore({ maxBytes: -1 }), RangeError);
+  assert.throws(
+    () => new MemoryStore({ maxEntries: 1.5 }),
+    /'maxEntries' must be a positive integer: current value is 1.5/,
+  );
+  const store = new MemoryStore();
+  await assert.rejects(
+    () => store.claim("s", { ...options, leaseMs: 0 }),
+    RangeError,
+  );
+  await assert.rejects(
+    () => store.claim("s", { ...options, ttlMs: NaN }),
+    RangeError,
+  );
+  const claim = await store.claim("s", options);
+  if (claim.state !== "acquired") throw new Error("unreachable");
+  await assert.rejects(
+    () =>
+      store.complete("s", claim.token, {
+        status: 200,
+        headers: [],
+        body: null,
+      }),
+    TypeError,
+  );
+  await assert.rejects(
+    () =>
+      store.complete("s", claim.token, {
+        status: 99,
+        headers: [],
+        body: null,
+        omitted: "too_large",
+      }),
+    TypeError,
+  );
+});
+
+// The model: what the contract says, written as plainly as possible.
+type ModelEntry =
+  | {
+    state: "in_flight";
+    fp: string;
+    token: string;
+    leaseUntil: number;
+    deadline: number;
+  }
+  | { state: "completed"; fp: string; body: number; deadline: number };
+
+type Command =
+  | { op: "claim"; slot: number; fp: number; lease: number; ttl: number }
+  | { op: "complete"; slot: number; which: number; body: number }
+  | { op: "release"; slot: number; which: number }
+  | { op: "extend"; slot: number; which: number; lease: number }
+  | { op: "advance"; ms: number };
+
+// Few distinct durations, so that time often lands exactly on a lease or TTL edge.
+/** Writes a claim the store granted into the model and the tokens seen. */
+function acquired(
+  model: Map<number, ModelEntry>,
+  tokens: string[],
+  command: Extract<Command, { op: "claim" }>,
+  fp: string,
+  token: string,
+  now: number,
+): void {
+  tokens.push(token);
+  model.set(command.slot, {
+    state: "in_flight",
+    fp,
+    token,
+    leaseUntil: now + command.lease,
+    deadline: now + command.ttl,
+  });
+}
+
+/**
+ * Runs a write command (complete, release, extend) with one of the tokens
+ * ever handed out, on the store and on the model, and asserts that it is
+ * applied exactly when the model says the token owns the slot (`entry` is
+ * the slot's live model entry, if any).
+ */
+async function write(
+  store: MemoryStore,
+  model: Map<number, ModelEntry>,
+  tokens: string[],
+  command: Exclude<Command, { op: "claim" | "advance" }>,
+  at: { entry: ModelEntry | undefined; now: number; message: string },
+): Promise<void> {
+  const { entry, now } = at;
+  const slot = `s${command.slot}`;
+  const token = tokens.length ? tokens[command.which % tokens.length]! : "none";
+  const owns = entry?.state === "in_flight" && entry.token === token;
+  let outcome;
+  if (command.op === "complete") {
+    outcome = await store.complete(slot, token, record(command.body));
+    if (owns) {
+      model.set(command.slot, {
+        state: "completed",
+        fp: entry!.fp,
+        body: command.body,
+        deadline: entry!.deadline,
+      });
+    }
+  } else if (command.op === "release") {
+    outcome = await store.release(slot, token);
+    if (owns) model.delete(command.slot);
+  } else {
+    outcome = await store.extend(slot, token, command.lease);
+    if (owns && entry?.state === "in_flight") {
+      entry.leaseUntil = now + command.lease;
+    }
+  }
+  assert.equal(outcome, owns ? "applied" : "lost", at.message);
+}
+
+const msArb = fc.constantFrom(1, 5, 10, 20, 50);
+function commandsOver(slots: number): fc.Arbitrary<Command> {
+  const slotArb = fc.integer({ min: 0, max: slots - 1 });
+  return fc.oneof(
+    fc.record({
+      op: fc.constant("claim" as const),
+      slot: slotArb,
+      fp: fc.integer({ min: 0, max: 2 }),
+      lease: msArb,
+      ttl: fc.oneof(msArb, fc.constant(200)),
+    }),
+    fc.record({
+      op: fc.constant("complete" as const),
+      slot: slotArb,
+      which: fc.nat(),
+      body: fc.integer({ min: 0, max: 5 }),
+    }),
+    fc.record({
+      op: fc.constant("release" as const),
+      slot: slotArb,
+      which: fc.nat(),
+    }),
+    fc.record({
+      op: fc.constant("extend" as const),
+      slot: slotArb,
+      which: fc.nat(),
+      lease: msArb,
+    }),
+    fc.record({
+      op: fc.constant("advance" as const),
+      ms: fc.oneof(msArb, fc.constant(0)),
+    }),
+  );
+}
+const commandArb = commandsOver(4);
+
+Deno.test("MemoryStore agrees with a reference model over random interleavings", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.array(commandArb, { maxLength: 60 }),
+      async (commands) => {
+        let now = 0;
+        const store = new MemoryStore({ clock: () => now });
+        const model = new Map<number, ModelEntry>();
+        const tokens: string[] = []; // every token ever handed out, stale ones included
+        for (const command of commands) {
+          if (command.op === "advance") {
+            now += command.ms;
+            continue;
+          }
+          const slot = `s${command.slot}`;
+          let entry = model.get(command.slot);
+          if (entry && entry.deadline <= now) {
+            model.delete(command.slot);
+            entry = undefined;
+          }
+          if (command.op === "claim") {
+            const fp = `f${command.fp}`;
+            const got: ClaimResult = await store.claim(slot, {
+              fingerprint: fp,
+              leaseMs: command.lease,
+              ttlMs: command.ttl,
+            });
+            if (entry?.state === "completed") {
+              assert.equal(got.state, "completed");
+              if (got.state === "completed") {
+                assert.equal(got.fingerprint, entry.fp);
+                assert.equal(got.response.body?.byteLength, entry.body);
+              }
+            } else if (entry && entry.leaseUntil > now) {
+              assert.deepEqual(got, {
+                state: "in_flight",
+                fingerprint: entry.fp,
+                retryAfterMs: entry.leaseUntil - now,
+              });
+            } else {
+              assert.equal(got.state, "acquired");
+              if (got.state !== "acquired") return;
+              assert.equal(got.recovered, entry !== undefined);
+              assert.ok(!tokens.includes(got.token), "tokens are never reused");
+              acquired(model, tokens, command, fp, got.token, now);
+            }
+            continue;
+          }
+          await write(store, model, tokens, command, {
+            entry,
+            now,
+            message: `${command.op} on ${slot}`,
+          });
+        }
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+// The eviction policy as a model: the store is nearly always full, so most
+// claims evict. Each command runs at its own fraction
+// of a millisecond, so no two deadlines or lease ends ever tie and the
+// record to evict is always one.
+Deno.test("MemoryStore evicts as its policy says over random interleavings at its bound", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      // 3 records of 5 slots; or 12 of 24, so that the heaps run deep.
+      fc.constantFrom(3, 12).chain((max) =>
+        fc.tuple(
+          fc.constant(max),
+          fc.array(commandsOver(max * 5 / 3 | 0), {
+            minLength: 40,
+            maxLength: 160,
+          }),
+        )
+      ),
+      async ([max, commands]) => {
+        let now = 0;
+        const store = new MemoryStore({ maxEntries: max, clock: () => now });
+        const model = new Map<number, ModelEntry>();
+        const tokens: string[] = [];
+        const claimEnd = (e: ModelEntry & { state: "in_flight" }) =>
+          Math.min(e.leaseUntil, e.deadline);
+        const evict = (): boolean => {
+          let victim: number | undefined;
+          let key = Infinity;
+          for (const [slot, e] of model) {
+            if (
+              e.state === "in_flight" && claimEnd(e) <= now && claimEnd(e) < key
+            ) {
+              [victim, key] = [slot, claimEnd(e)];
+            }
+          }
+          if (victim === undefined) {
+            for (const [slot, e] of model) {
+              if (e.state === "completed" && e.deadline < key) {
+                [victim, key] = [slot, e.deadline];
+              }
+            }
+          }
+          if (victim === undefined) return false;
+          model.delete(victim);
+          return true;
+        };
+        for (const [i, command] of commands.entries()) {
+          now = Math.floor(now) + i / 1_024; // a fraction of its own
+          if (command.op === "advance") {
+            now += command.ms;
+            continue;
+          }
+          const slot = `s${command.slot}`;
+          let entry = model.get(command.slot);
+          // The store drops an expired record when a claim meets it; until
+          // then it holds its room, and only its owner's writes are lost.
+          const expired = entry !== undefined && entry.deadline <= now;
+          if (expired && command.op === "claim") {
+            model.delete(command.slot);
+            entry = undefined;
+          }
+          if (command.op === "claim") {
+            const fp = `f${command.fp}`;
+            const claim = store.claim(slot, {
+              fingerprint: fp,
+              leaseMs: command.lease,
+              ttlMs: command.ttl,
+            });
+            if (entry?.state === "completed") {
+              assert.equal((await claim).state, "completed", slot);
+            } else if (entry && entry.leaseUntil > now) {
+              assert.equal((await claim).state, "in_flight", slot);
+            } else if (!entry && model.size >= max && !evict()) {
+              await assert.rejects(() => claim, StoreError);
+            } else {
+              if (entry) model.delete(command.slot);
+              const got = await claim;
+              assert.equal(got.state, "acquired", slot);
+              if (got.state !== "acquired") return;
+              assert.equal(got.recovered, entry !== undefined);
+              acquired(model, tokens, command, fp, got.token, now);
+            }
+            assert.equal(store.size <= max, true);
+            continue;
+          }
+          await write(store, model, tokens, command, {
+            entry: expired ? undefined : entry,
+            now,
+            message: `${command.op} ${slot}`,
+          });
+        }
+        // Every record the model holds is there, and nothing else.
+        for (const [slot, e] of model) {
+          if (e.deadline <= now) model.delete(slot);
+        }
+        for (const [slot, e] of model) {
+          if (e.state === "in_flight" && e.leaseUntil <= now) continue;
+          const got = await store.claim(`s${slot}`, options);
+          assert.equal(
+            got.state,
+            e.state === "completed" ? "completed" : "in_flight",
+          );
+        }
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
