@@ -1,19 +1,14 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * A `fetch` that is safe to retry: every attempt of an operation carries one
- * `Idempotency-Key`, so a server guarded by `idempotency()` runs it once and
- * answers the retries with a replay. The key is the caller's, else a random
- * UUID v4 (unguessable; the server hashes it, so v7's order buys nothing)
- * for a `POST` or `PATCH`, and never changes: another key could run the
- * operation twice.
+ * `Idempotency-Key` (the caller's, else a random UUID v4 for a `POST` or
+ * `PATCH`), so a server guarded by `idempotency()` runs it once and replays.
  *
- * Retried: a network error (the request may have run: the key settles it),
- * 409 (the first attempt still runs), 429, 503 and `retryStatuses`, after
- * `Retry-After` or a backoff with full jitter; not 422 (the key was used for
- * another request) nor other 4xx. Methods RFC 9110 calls idempotent are
- * retried without a key; others without one are sent once. Stream and
- * `FormData` bodies are buffered once, so that every attempt sends the same
- * bytes. Web APIs only: Deno, Node, Bun, Cloudflare Workers and browsers.
+ * Retried: a network error, 409, 429, 503 and `retryStatuses`, after
+ * `Retry-After` or a backoff with full jitter; not 422 nor other 4xx. Methods
+ * RFC 9110 calls idempotent are retried without a key; others without one are
+ * sent once. Stream and `FormData` bodies are buffered once, so that every
+ * attempt sends the same bytes. Web APIs only: it runs on every runtime.
  *
  * @module
  */
@@ -64,12 +59,8 @@ export interface IdempotentFetchResult {
 
 /**
  * Makes a `fetch` whose calls are safe to retry. The options are checked
- * once, here: make one per API you call, as you would an SDK client.
- *
- * @param options How to retry.
- * @returns The retrying `fetch`.
- * @throws {TypeError} When an option has the wrong type.
- * @throws {RangeError} When a number option is out of range.
+ * once, here (a `TypeError`, or a `RangeError` for a number): make one per
+ * API you call, as you would an SDK client.
  *
  * @example Retry a payment whose first response was lost
  * ```ts
@@ -103,12 +94,8 @@ export function createIdempotentFetch(
 
 /**
  * Sends one operation with the default options: a fresh UUID key for a
- * `POST` or `PATCH`, up to 5 attempts within 60 s.
- *
- * @param input What `fetch` takes: a URL or a `Request`.
- * @param init What `fetch` takes, plus `idempotencyKey`.
- * @returns The last response and how it came.
- * @throws {IdempotentFetchError} When no response came.
+ * `POST` or `PATCH`, up to 5 attempts within 60 s; an
+ * {@linkcode IdempotentFetchError} when no response came.
  *
  * @example A `POST` gets a fresh key (a `data:` URL answers any request)
  * ```ts
@@ -151,10 +138,11 @@ async function run(op: Operation): Promise<IdempotentFetchResult> {
   }
 }
 
-type Next = IdempotentFetchResult | RetryInfo;
-
 /** After a response: the result to hand back, or the retry to make. */
-async function answered(op: Operation, response: Response): Promise<Next> {
+async function answered(
+  op: Operation,
+  response: Response,
+): Promise<IdempotentFetchResult | RetryInfo> {
   const { config, attempts, key, method, retried } = op;
   const status = response.status;
   const replayed = response.headers.get(config.replayHeader) === "true";
