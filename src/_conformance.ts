@@ -92,7 +92,7 @@ export interface ConformanceCase {
   run(c: CaseContext): Promise<void>;
 }
 
-/** What every case runs with: fresh slots; fields, so a case takes apart what it uses. */
+/** What every case runs with; fields, so that a case takes apart what it uses. */
 export class CaseContext {
   readonly store: IdempotencyStore;
   /** What every slot of this run begins with. */

@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The conformance cases on claims and writes (docs/architecture.md, Fencing). @module */
+/** The cases on claims and writes (docs/architecture.md, Fencing). @module */
 
 import assert from "node:assert/strict";
 import {

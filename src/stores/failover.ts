@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** {@linkcode FailoverStore}: a primary store, and a fallback behind it. @module */
+/** {@linkcode FailoverStore}: a primary, and a fallback behind it. @module */
 
 import {
   assertSlot,
