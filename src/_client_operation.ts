@@ -119,10 +119,8 @@ export class Operation {
     cause?: unknown,
   ): IdempotentFetchError {
     const data = { reason, key: this.key, attempts: this.attempts };
-    return new IdempotentFetchError(
-      message,
-      cause === undefined ? data : { ...data, cause },
-    );
+    const all = cause === undefined ? data : { ...data, cause };
+    return new IdempotentFetchError(message, all);
   }
 
   /** The error of an operation whose {@linkcode signal} aborted. */

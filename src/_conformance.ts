@@ -177,11 +177,8 @@ function needed<T>(value: T | undefined, need: Need): T {
   return value;
 }
 
-const encoder = new TextEncoder();
-
-export function bytes(text: string): Uint8Array<ArrayBuffer> {
-  return encoder.encode(text);
-}
+export const bytes = (text: string): Uint8Array<ArrayBuffer> =>
+  new TextEncoder().encode(text);
 
 /** Deterministic bytes covering every octet value. */
 export function pattern(length: number, seed = 7): Uint8Array<ArrayBuffer> {

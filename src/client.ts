@@ -164,11 +164,9 @@ async function answered(
         : `Not retried: ${status} is not in 'retryStatuses'`,
     );
   }
+  const last = `the last answer was ${status}`;
   if (attempts >= config.maxAttempts) {
-    return stop(
-      "attempts",
-      `Gave up after ${attempts} attempts: the last answer was ${status}`,
-    );
+    return stop("attempts", `Gave up after ${attempts} attempts: ${last}`);
   }
   const retryAfter = retryAfterMs(response, config.clock());
   if (retryAfter !== null && retryAfter > config.maxRetryAfter) {
@@ -181,7 +179,7 @@ async function answered(
   if (config.clock() + delay >= op.deadlineAt) {
     return stop(
       "deadline",
-      `Gave up after ${attempts} attempt(s): the last answer was ${status}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
+      `Gave up after ${attempts} attempt(s): ${last}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
     );
   }
   await response.body?.cancel().catch(() => {}); // frees the connection

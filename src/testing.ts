@@ -34,23 +34,16 @@ const CASES = [...CLAIM_CASES, ...EDGE_CASES];
 
 /**
  * Registers the conformance suite for one store as a Deno test, one step per
- * case. Call it at the top level of a test file (Deno registers tests only
- * there, so this example is not run by `deno test --doc`;
- * {@linkcode checkStoreConformance}'s runs the same cases).
+ * case. Call it at the top level of a test file (so `deno test --doc` cannot
+ * run this example; {@linkcode checkStoreConformance}'s runs the same cases).
  *
  * @example Register the suite in my_store_test.ts
  * ```ts ignore
  * import { storeConformance } from "@idempotent/http/testing";
  * import { MemoryStore } from "@idempotent/http";
  *
- * storeConformance({
- *   name: "MemoryStore",
- *   setup: () =>
- *     Promise.resolve({
- *       store: new MemoryStore(),
- *       elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
- *     }),
- * });
+ * const elapse = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+ * storeConformance({ name: "MemoryStore", setup: async () => ({ store: new MemoryStore(), elapse }) });
  * ```
  */
 export function storeConformance(options: ConformanceOptions): void {
@@ -83,16 +76,9 @@ export function storeConformance(options: ConformanceOptions): void {
  * let now = 0;
  * const broken = new MemoryStore({ clock: () => now });
  * broken.release = () => Promise.resolve("applied"); // never checks the token
- * await assert.rejects(
- *   checkStoreConformance({
- *     setup: () =>
- *       Promise.resolve({
- *         store: broken,
- *         elapse: (ms) => Promise.resolve(void (now += ms)),
- *       }),
- *   }),
- *   /Store conformance case failed/,
- * );
+ * const elapse = async (ms: number) => void (now += ms);
+ * const check = checkStoreConformance({ setup: async () => ({ store: broken, elapse }) });
+ * await assert.rejects(check, /Store conformance case failed/);
  * ```
  */
 export async function checkStoreConformance(

@@ -139,10 +139,9 @@ async function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  * (`write_failed`); when both do, a {@linkcode StoreError}.
  *
  * **Costs and limits**: a fresh key costs a claim on each store and a write
- * on both; a replay one primary round trip. In an outage each claim first
- * waits for the primary to fail: give it a short timeout. A record completed
- * while the fallback was unreachable is lost if the primary restarts empty;
- * one copied into the primary gets a new TTL window there.
+ * on both; a replay one primary round trip; in an outage, the primary's
+ * timeout. A record completed while the fallback was unreachable is lost if
+ * the primary restarts empty; one copied into it gets a new TTL there.
  *
  * @example Serve through the fallback while the primary is down, and recover
  * ```ts
