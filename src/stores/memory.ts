@@ -76,13 +76,11 @@ class Done {
  * let now = 0;
  * const store = new MemoryStore({ maxEntries: 100, clock: () => now });
  * const options = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 60_000 };
- *
  * const first = await store.claim("slot", options);
  * assert.ok(first.state === "acquired");
  * assert.equal((await store.claim("slot", options)).state, "in_flight");
  * await store.complete("slot", first.token, { status: 201, headers: [], body: new Uint8Array([7]) });
  * assert.equal((await store.claim("slot", options)).state, "completed");
- *
  * now += 60_000; // the TTL ran out: the slot is free again
  * assert.equal((await store.claim("slot", options)).state, "acquired");
  * ```
