@@ -162,7 +162,10 @@ export class Completions {
 }
 
 /** What `p` resolves to, or `undefined` once `ms` pass first. */
-async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+export async function within<T>(
+  p: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
   const end = new AbortController();
   try {
     return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);

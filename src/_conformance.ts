@@ -2,7 +2,7 @@
 /** The conformance suite's types and the context its cases share. @module */
 
 import assert from "node:assert/strict";
-import { delay } from "./_async.ts";
+import { within } from "./_completion.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -131,10 +131,8 @@ export class CaseContext {
     return [s, acquired(result)];
   };
 
-  /**
-   * `count` claims on `s` at once, the i-th with fingerprint `${tag}-${i}`:
-   * their results, and the indexes of those acquired.
-   */
+  /** `count` claims on `s` at once, the i-th with fingerprint `${tag}-${i}`:
+   * their results, and the indexes of those acquired. */
   readonly claimAll = async (
     s: string,
     count: number,
@@ -244,14 +242,6 @@ export async function resolves(
   promise: Promise<void>,
   what: string,
 ): Promise<void> {
-  const stop = new AbortController();
-  try {
-    const first = await Promise.race([
-      promise.then(() => "resolved" as const),
-      delay(10_000, stop.signal),
-    ]);
-    if (first === "elapsed") throw new Error(`${what} did not resolve`);
-  } finally {
-    stop.abort();
-  }
+  const resolved = await within(promise.then(() => true), 10_000);
+  if (!resolved) throw new Error(`${what} did not resolve`);
 }

@@ -3,9 +3,7 @@
  * Lease renewal, one timer per middleware: it ticks every sixth of a lease
  * while claims are in progress, renewing those last renewed a third of a
  * lease ago or more, so a handler that answers within a third of its lease
- * costs no store call. It stops at a tick that finds none.
- *
- * @module
+ * costs no store call. It stops at a tick that finds none. @module
  */
 
 import { type Clock, type Linked, List, SYSTEM_CLOCK } from "./_async.ts";
@@ -20,8 +18,7 @@ export interface Beat extends Linked<Beat> {
   /** When the middleware began on its request, by `performance.now()` (0 when no one listens). */
   readonly started: number;
   pending: boolean; // a renewal is under way
-  /** Whether it left the list (settled, or lost). */
-  stopped: boolean;
+  stopped: boolean; // it left the list (settled, or lost)
   /** When the response body's capture began, on the heartbeat's clock, if it has. */
   capturingSince?: number;
   /** Ends the capture: called by a tick a lease after it began. */

@@ -6,7 +6,6 @@
  * touching no store; else it polls with backoff ({@linkcode POLL}), a step
  * also ended by the store's `waitForChange()` ({@linkcode WATCHED_POLL}) or
  * just after the holder's lease would run out (a watch cannot see that).
- *
  * @module
  */
 
@@ -113,10 +112,8 @@ export interface WaitContext {
   readonly slot: string;
   readonly fingerprint: string;
   readonly started: number; // when the middleware began on the request
-  /** The request's abort signal, read only when the wait begins. */
-  readonly signal: () => AbortSignal | null;
-  /** Claims the slot once more: one store round trip. */
-  readonly claim: () => Promise<Claimed>;
+  readonly signal: () => AbortSignal | null; // read when the wait begins
+  readonly claim: () => Promise<Claimed>; // one store round trip
   readonly watch: ((signal: AbortSignal) => Promise<void>) | undefined;
   readonly report: Report;
 }
