@@ -108,14 +108,7 @@ export function createIdempotentFetch(
  * assert.equal(result.attempts, 1);
  * ```
  */
-export function idempotentFetch(
-  input: RequestInfo | URL,
-  init?: IdempotentRequestInit,
-): Promise<IdempotentFetchResult> {
-  return withDefaults(input, init);
-}
-
-const withDefaults: IdempotentFetch = createIdempotentFetch();
+export const idempotentFetch: IdempotentFetch = createIdempotentFetch();
 
 async function run(op: Operation): Promise<IdempotentFetchResult> {
   try {
