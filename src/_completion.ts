@@ -27,10 +27,9 @@ export class Completions {
   #heartbeat: Heartbeat;
   #report: Report;
   #pending = new Set<Promise<void>>(); // the writes retried in the background
-  /** Resolved when a background write ends, for requests held by backpressure. */
+  // Resolved when a background write ends, for requests held by backpressure.
   #room: PromiseWithResolvers<void> | undefined;
 
-  /** A claim's beat is stopped in `heartbeat` once its write has an outcome. */
   constructor(config: Config, heartbeat: Heartbeat, report: Report) {
     this.#config = config;
     this.#heartbeat = heartbeat;

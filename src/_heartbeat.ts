@@ -33,10 +33,8 @@ export interface HeartbeatReport {
   error(beat: Beat, error: unknown): void;
 }
 
-/**
- * The options key under which a test hands the middleware its heartbeat's
- * {@linkcode Clock}. Internal: not in the options type, nor exported.
- */
+/** The options key under which a test hands the middleware its heartbeat's
+ * {@linkcode Clock}. Internal: not in the options type, nor exported. */
 export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
 
 /** Renews the leases of the claims in progress for one middleware. */

@@ -1,13 +1,12 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The store contract of the `IdempotencyStore` interface as one suite, the
- * same cases this package runs against each of its own stores (see
- * docs/architecture.md, Store contract). {@linkcode storeConformance}
- * registers one `Deno.test` per store, one step per case;
- * {@linkcode checkStoreConformance} runs the same cases for another test
- * runner or a script. Every case uses slots of its own, `only: [name]` runs
- * one alone, and a case that needs what the harness lacks (`advanceClock`,
- * `poison`, or the store's `waitForChange`) is skipped.
+ * The store contract of `IdempotencyStore` as one suite, the cases this
+ * package runs against each of its stores (docs/architecture.md, Store
+ * contract). {@linkcode storeConformance} registers one `Deno.test` per
+ * store, one step per case; {@linkcode checkStoreConformance} runs them for
+ * another runner. Each case uses slots of its own, `only: [name]` runs one
+ * alone, and a case that needs what the harness lacks (`advanceClock`,
+ * `poison`, the store's `waitForChange`) is skipped.
  *
  * @module
  */

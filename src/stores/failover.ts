@@ -20,13 +20,12 @@ export * from "./_contract.ts";
 export type FailoverRole = "primary" | "fallback";
 
 /**
- * What a {@linkcode FailoverStore} reports to `onEvent`, for logs, metrics
- * and alerts (none changes an answer): `fallback` (the primary threw on a
- * claim, served by the fallback alone), `recovered` (the fallback's completed
- * record answers; `copied` into the primary or not), `fallback_unavailable`
- * (the primary missed and the fallback threw), `write_failed` (one store
- * threw on a write, copy or release; the other's answer stands), `diverged`
- * (a write to both was applied by one and lost by the other).
+ * What a {@linkcode FailoverStore} reports to `onEvent` (none changes an
+ * answer): `fallback` (the primary threw on a claim, served by the fallback
+ * alone), `recovered` (the fallback's completed record answers; `copied` into
+ * the primary or not), `fallback_unavailable` (the primary missed and the
+ * fallback threw), `write_failed` (one store threw; the other's answer
+ * stands), `diverged` (a write was applied by one store and lost by the other).
  */
 export type FailoverEvent =
   | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
@@ -176,8 +175,7 @@ export class FailoverStore implements IdempotencyStore {
   #fallback: IdempotencyStore;
   #strict: boolean;
   #onEvent: ((event: FailoverEvent) => void) | undefined;
-  /** Whether the fallback has answered once: only then is `strict: false` lenient. */
-  #fallbackAnswered = false;
+  #fallbackAnswered = false; // once true, `strict: false` is lenient
 
   /** Makes a store on two stores; throws a TypeError on a bad option. */
   constructor(options: FailoverStoreOptions) {
