@@ -66,17 +66,14 @@ export class Operation {
   readonly method: string;
   readonly headers: Headers;
   readonly key: string | null;
-  /** Whether sending it again is safe at all (`maxAttempts` says how often). */
-  readonly retried: boolean;
-  /** A stream or `FormData` body to buffer first, if it may be sent again. */
-  readonly unbuffered?: ReadableStream<Uint8Array> | FormData;
+  readonly retried: boolean; // whether sending it again is safe at all
+  readonly unbuffered?: ReadableStream<Uint8Array> | FormData; // buffer it
   readonly deadlineAt: number;
   readonly init: RequestInit; // each attempt's
   attempts = 0;
   readonly #controller = new AbortController();
-  /** Aborts when the caller's signal does or `timeout` passes. */
+  /** Aborts when the caller's signal does or `timeout` passes (`aborted`). */
   readonly signal: AbortSignal = this.#controller.signal;
-  /** Resolves when the signal aborts. */
   readonly aborted: Promise<void> = new Promise((resolve) =>
     this.signal.addEventListener("abort", () => resolve(), { once: true })
   );
@@ -189,10 +186,8 @@ function checkKey(name: string, key: unknown): void {
 
 const NOT_BYTES = "The request body stream must yield Uint8Array chunks";
 
-/**
- * {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
- * `FormData` serialized once (each draws a new boundary: another request).
- */
+/** {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
+ * `FormData` serialized once (each draws a new boundary: another request). */
 export async function resendable(
   op: Operation,
   body: ReadableStream<Uint8Array> | FormData,
