@@ -3,7 +3,6 @@
  * A `fetch` that is safe to retry: every attempt of an operation carries one
  * `Idempotency-Key` (the caller's, else a random UUID v4 for a `POST` or
  * `PATCH`), so a server guarded by `idempotency()` runs it once and replays.
- *
  * Retried: a network error, 409, 429, 503 and `retryStatuses`, after
  * `Retry-After` or a backoff with full jitter; not 422 nor other 4xx. Methods
  * RFC 9110 calls idempotent are retried without a key; others without one are
@@ -34,10 +33,8 @@ export {
 } from "./_client_operation.ts";
 export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
 
-/**
- * A configured retrying `fetch`: it resolves whenever a response came (error
- * statuses too) and rejects with an `IdempotentFetchError` when none did.
- */
+/** A configured retrying `fetch`: it resolves whenever a response came (error
+ * statuses too) and rejects with an `IdempotentFetchError` when none did. */
 export type IdempotentFetch = (
   input: RequestInfo | URL,
   init?: IdempotentRequestInit,
@@ -58,9 +55,8 @@ export interface IdempotentFetchResult {
 }
 
 /**
- * Makes a `fetch` whose calls are safe to retry. The options are checked
- * once, here (a `TypeError`, or a `RangeError` for a number): make one per
- * API you call, as you would an SDK client.
+ * Makes a `fetch` whose calls are safe to retry, checking the options once
+ * (`TypeError`, `RangeError`): make one per API you call, as an SDK client.
  *
  * @example Retry a payment whose first response was lost
  * ```ts
@@ -93,9 +89,8 @@ export function createIdempotentFetch(
 }
 
 /**
- * Sends one operation with the default options: a fresh UUID key for a
- * `POST` or `PATCH`, up to 5 attempts within 60 s; an
- * {@linkcode IdempotentFetchError} when no response came.
+ * The retrying `fetch` with the default options: a fresh UUID key for a `POST`
+ * or `PATCH`, up to 5 attempts within 60 s.
  *
  * @example A `POST` gets a fresh key (a `data:` URL answers any request)
  * ```ts
