@@ -58,15 +58,14 @@ class Done {
 
 /**
  * Keeps idempotency records in this process's memory: the default store,
- * right for one instance and for tests (other instances do not see them).
- * Memory is bounded after GC by `maxBytes + maxEntries ×`
- * {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} (docs/architecture.md,
- * Bounded memory): a record counts its body, its header list as JSON, and
- * its key characters past 64 (twice that past U+00FF). Under byte pressure
- * the records nearest expiry lose their bodies (`too_large`), then go; past
- * `maxEntries` a claim whose lease ran out, else the record nearest expiry,
- * goes. A live claim never does: when all are live, a claim is refused with
- * a {@linkcode StoreError} (503). A replay's body is the store's own copy.
+ * for one instance and for tests. Memory is bounded after GC by `maxBytes +
+ * maxEntries ×` {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} (see Bounded
+ * memory in docs/architecture.md): a record counts its body, its header list
+ * as JSON, and its key characters past 64 (twice past U+00FF). Under byte
+ * pressure the records nearest expiry lose their bodies (`too_large`), then
+ * go; past `maxEntries`, an expired lease, else the record nearest expiry. A
+ * live claim never goes: when all are, a claim fails ({@linkcode StoreError}).
+ * A replay's body is the store's own copy: do not change it.
  *
  * @example Claim, complete, replay
  * ```ts
@@ -126,10 +125,7 @@ export class MemoryStore implements IdempotencyStore {
       this.#drop(entry);
       entry = undefined;
     }
-    if (entry instanceof Done) {
-      const response = responseOf(entry);
-      return { state: "completed", fingerprint: entry.fingerprint, response };
-    }
+    if (entry instanceof Done) return completed(entry);
     if (entry !== undefined && entry.leaseUntil > now) {
       const { fingerprint } = entry;
       const retryAfterMs = Math.max(1, Math.ceil(entry.leaseUntil - now));
@@ -285,13 +281,15 @@ function keyBytes(key: string): number {
 }
 
 /** A record as a claim hands it out, its header list frozen. */
-function responseOf(done: Done): StoredResponse {
+function completed(done: Done): ClaimResult {
   const pairs = JSON.parse(done.headers) as [string, string][];
-  const headers = Object.freeze(pairs.map((pair) => Object.freeze(pair)));
-  const { status, body, omitted } = done;
-  return body === null
-    ? { status, headers: headers as [string, string][], body, omitted }
-    : { status, headers: headers as [string, string][], body };
+  const frozen = Object.freeze(pairs.map((pair) => Object.freeze(pair)));
+  const { status, body, omitted, fingerprint } = done;
+  const headers = frozen as [string, string][];
+  const response: StoredResponse = body === null
+    ? { status, headers, body, omitted }
+    : { status, headers, body };
+  return { state: "completed", fingerprint, response };
 }
 
 /** A binary min-heap by `orderBy`; an entry knows its place (`at`), so leaves in O(log n). */
@@ -300,8 +298,7 @@ class Heap<T extends { at: number }> {
   constructor(readonly orderBy: (item: T) => number) {}
 
   push(item: T): void {
-    this.items.push(item);
-    this.update(item, this.items.length - 1);
+    this.update(item, this.items.push(item) - 1);
   }
 
   remove(item: T): void {
