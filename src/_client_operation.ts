@@ -32,18 +32,6 @@ export type StopReason =
  * The rejection of an operation that got no response (aborted, `timeout`,
  * network errors, a body too large). It may have run: another call with
  * `idempotencyKey: error.key` finds out safely.
- *
- * @example Keep the key of a failed operation
- * ```ts
- * import { createIdempotentFetch, IdempotentFetchError } from "@idempotent/http/client";
- * import assert from "node:assert/strict";
- *
- * const send = createIdempotentFetch({ maxAttempts: 1, fetch: () => Promise.reject(new TypeError("refused")) });
- * const error = await send("http://api.test/", { method: "POST", idempotencyKey: "k-1" }).catch((e) => e);
- * assert.ok(error instanceof IdempotentFetchError);
- * assert.equal(error.reason, "attempts");
- * assert.equal(error.key, "k-1"); // send again with it to learn whether it ran
- * ```
  */
 export class IdempotentFetchError extends Error {
   /** Why the operation ended. */
@@ -56,10 +44,7 @@ export class IdempotentFetchError extends Error {
   /** Makes the error; `data.cause`, when given, is the last error. */
   constructor(
     message: string,
-    data: {
-      reason: StopReason;
-      key: string | null;
-      attempts: number;
+    data: Pick<IdempotentFetchError, "reason" | "key" | "attempts"> & {
       cause?: unknown;
     },
   ) {
@@ -81,18 +66,14 @@ export class Operation {
   readonly method: string;
   readonly headers: Headers;
   readonly key: string | null;
-  /** Whether sending it again is safe at all (`maxAttempts` says how often). */
-  readonly retried: boolean;
-  /** A stream or `FormData` body to buffer first, if it may be sent again. */
-  readonly unbuffered?: ReadableStream<Uint8Array> | FormData;
+  readonly retried: boolean; // whether sending it again is safe at all
+  readonly unbuffered?: ReadableStream<Uint8Array> | FormData; // buffer it
   readonly deadlineAt: number;
-  /** Each attempt's `RequestInit`. */
-  readonly init: RequestInit;
+  readonly init: RequestInit; // each attempt's
   attempts = 0;
   readonly #controller = new AbortController();
-  /** Aborts when the caller's signal does or `timeout` passes. */
+  /** Aborts when the caller's signal does or `timeout` passes (`aborted`). */
   readonly signal: AbortSignal = this.#controller.signal;
-  /** Resolves when {@linkcode signal} aborts. */
   readonly aborted: Promise<void> = new Promise((resolve) =>
     this.signal.addEventListener("abort", () => resolve(), { once: true })
   );
@@ -135,10 +116,8 @@ export class Operation {
     cause?: unknown,
   ): IdempotentFetchError {
     const data = { reason, key: this.key, attempts: this.attempts };
-    return new IdempotentFetchError(
-      message,
-      cause === undefined ? data : { ...data, cause },
-    );
+    const all = cause === undefined ? data : { ...data, cause };
+    return new IdempotentFetchError(message, all);
   }
 
   /** The error of an operation whose {@linkcode signal} aborted. */
@@ -207,10 +186,8 @@ function checkKey(name: string, key: unknown): void {
 
 const NOT_BYTES = "The request body stream must yield Uint8Array chunks";
 
-/**
- * {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
- * `FormData` serialized once (each draws a new boundary: another request).
- */
+/** {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
+ * `FormData` serialized once (each draws a new boundary: another request). */
 export async function resendable(
   op: Operation,
   body: ReadableStream<Uint8Array> | FormData,

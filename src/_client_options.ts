@@ -89,25 +89,23 @@ export interface ClientConfig
 
 /** Checks the options (`TypeError`, or `RangeError` for a number). */
 export function configure(options: IdempotentFetchOptions): ClientConfig {
+  const must = (name: string, what: string, value: string) =>
+    `'${name}' must be ${what}: current value is ${value}`;
   if (options === null || typeof options !== "object") {
-    throw new TypeError(
-      `'options' must be an object: current value is ${options}`,
-    );
+    throw new TypeError(must("options", "an object", `${options}`));
   }
   const methods = options.methods ?? ["POST", "PATCH"];
   const isName = (m: string) => typeof m === "string" && /^[A-Za-z]+$/.test(m);
   if (!Array.isArray(methods) || !methods.every(isName)) {
     const value = JSON.stringify(methods);
-    throw new TypeError(
-      `'methods' must be a list of method names: current value is ${value}`,
-    );
+    throw new TypeError(must("methods", "a list of method names", value));
   }
   const retryStatuses = options.retryStatuses ?? [500, 502, 504];
   const is5xx = (s: number) => Number.isInteger(s) && s >= 500 && s <= 599;
   if (!Array.isArray(retryStatuses) || !retryStatuses.every(is5xx)) {
     const value = JSON.stringify(retryStatuses);
     throw new RangeError(
-      `'retryStatuses' must be a list of 5xx statuses: current value is ${value}`,
+      must("retryStatuses", "a list of 5xx statuses", value),
     );
   }
   const send = optionalFunction("fetch", options.fetch) ??

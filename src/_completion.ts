@@ -7,41 +7,29 @@ import type { Config } from "./options.ts";
 import type { Report, WriteResult } from "./events.ts";
 import type { StoredResponse, WriteOutcome } from "./store.ts";
 
-/**
- * A write that threw, being retried until `giveUpAt` (by `performance.now()`)
- * with at most `maxAttempts` in all.
- */
+/** A write that threw, retried until `giveUpAt` (`performance.now()`), `maxAttempts` in all. */
 class Retry {
-  /** Whether the response went out without it: it runs in the background. */
-  background = false;
-  /** How many attempts were made. */
+  background = false; // the response went out without it
   attempts = 1;
   constructor(readonly giveUpAt: number, readonly maxAttempts: number) {}
 }
 
-/** The first retry's delay ceiling; each one after doubles it. */
 const FIRST_BACKOFF_MS = 20;
-/** The longest delay between retries (a quarter lease when that is shorter). */
-const MAX_BACKOFF_MS = 2_000;
-/** How many times a failed release is tried in all. */
+const MAX_BACKOFF_MS = 2_000; // or a quarter lease, when shorter
 const RELEASE_ATTEMPTS = 4;
 
 /**
- * The settling writes of one middleware instance. A write that throws is
- * retried with jittered exponential backoff, inline for a while, then in the
- * background, with at most `maxPendingCompletions` in the background at once
- * (backpressure) and a way to wait for them all ({@linkcode drain}).
+ * The settling writes of one middleware instance, retried with backoff and
+ * bounded in the background (see docs/architecture.md, Terminal rule).
  */
 export class Completions {
   #config: Config;
   #heartbeat: Heartbeat;
   #report: Report;
-  /** The writes being retried in the background. */
-  #pending = new Set<Promise<void>>();
-  /** Resolved when a background write ends, for requests held by backpressure. */
-  #room: { promise: Promise<void>; resolve: () => void } | undefined;
+  #pending = new Set<Promise<void>>(); // the writes retried in the background
+  // Resolved when a background write ends, for requests held by backpressure.
+  #room: PromiseWithResolvers<void> | undefined;
 
-  /** A claim's beat is stopped in `heartbeat` once its write has an outcome. */
   constructor(config: Config, heartbeat: Heartbeat, report: Report) {
     this.#config = config;
     this.#heartbeat = heartbeat;
@@ -49,15 +37,9 @@ export class Completions {
   }
 
   /**
-   * Writes the record; never throws. The common case is one store call. A
-   * write that throws is retried until it is `applied` or `lost` (fenced
-   * out), or until `completionTimeout`, with the lease renewed all along:
-   * inline for up to `completionWait`, then in the background, so that a
-   * failed write never hands the slot back to a retry while this process
-   * lives. The beat stops at the outcome, not before.
-   *
-   * @param beat The claim: its slot, token and request's start.
-   * @param record What to store.
+   * Writes the record; never throws. A write that throws is retried until
+   * `applied`, `lost` or `completionTimeout`, inline for `completionWait`,
+   * then in the background; the beat stops at the outcome, not before.
    */
   async complete(beat: Beat, record: StoredResponse): Promise<void> {
     const config = this.#config;
@@ -83,15 +65,9 @@ export class Completions {
   }
 
   /**
-   * Stops renewing the claim and frees the slot; never throws. A release
-   * that throws leaves the slot in flight until its lease runs out: retries
-   * get 409 meanwhile, never a second run. So it is retried only cheaply: in
-   * the background, when there is room, a few times within one lease (after
-   * which the slot is free anyway). The response never waits for those
-   * retries.
-   *
-   * @param beat The claim: its slot, token and request's start.
-   * @param reason Why the slot is freed, for the event.
+   * Stops renewing the claim and frees the slot; never throws. A release that
+   * throws only delays the slot (409s until the lease ends), so it is retried
+   * cheaply: in the background, if there is room, a few times in one lease.
    */
   async release(beat: Beat, reason: "thrown" | "not_cacheable"): Promise<void> {
     this.#heartbeat.stop(beat);
@@ -108,9 +84,11 @@ export class Completions {
       released("unknown", 1);
       return;
     }
-    const giveUpAt = performance.now() + this.#config.lease;
-    const retry = new Retry(giveUpAt, RELEASE_ATTEMPTS);
-    retry.background = true; // the response does not wait for it
+    const retry = new Retry(
+      performance.now() + this.#config.lease,
+      RELEASE_ATTEMPTS,
+    );
+    retry.background = true;
     const task = this.#retry("release", beat, write, retry);
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));
   }
@@ -135,14 +113,8 @@ export class Completions {
       const delayMs = Math.ceil(Math.min(left, wait));
       const attempt = ++retry.attempts;
       const { background } = retry;
-      this.#report(() => ({
-        type: "write_retry",
-        slot,
-        operation,
-        attempt,
-        delayMs,
-        background,
-      }), started);
+      const event = { slot, operation, attempt, delayMs, background };
+      this.#report(() => ({ type: "write_retry", ...event }), started);
       await delay(delayMs);
       try {
         const ms = Math.max(0, retry.giveUpAt - performance.now());
@@ -153,16 +125,11 @@ export class Completions {
     }
   }
 
-  /**
-   * Holds the response while `task` runs, until `until`; then moves it to
-   * the background if there is room, else waits for room or for the task
-   * (backpressure).
-   */
+  /** Holds the response while `task` runs, until `until`; then moves it to
+   * the background when there is room, else waits for room or the task. */
   async #wait(task: Promise<void>, retry: Retry, until: number): Promise<void> {
     let done = false;
-    const finished = task.then(() => {
-      done = true;
-    });
+    const finished = task.then(() => void (done = true));
     const left = until - performance.now();
     if (left > 0) await within(finished, left);
     while (!done && this.#pending.size >= this.#config.maxPendingCompletions) {
@@ -184,12 +151,7 @@ export class Completions {
   }
 
   #roomFreed(): Promise<void> {
-    if (this.#room === undefined) {
-      let resolve!: () => void;
-      const promise = new Promise<void>((r) => resolve = r);
-      this.#room = { promise, resolve };
-    }
-    return this.#room.promise;
+    return (this.#room ??= Promise.withResolvers<void>()).promise;
   }
 
   /** Waits until no write is pending in the background, later ones included. */
@@ -199,7 +161,10 @@ export class Completions {
 }
 
 /** What `p` resolves to, or `undefined` once `ms` pass first. */
-async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+export async function within<T>(
+  p: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
   const end = new AbortController();
   try {
     return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
@@ -208,10 +173,7 @@ async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   }
 }
 
-/**
- * Reports that `record` was written for `beat`'s claim (`completed`): at the
- * first attempt, before the response went out, unless `retry` says otherwise.
- */
+/** Reports `completed`: at the first attempt, inline, unless `retry` says otherwise. */
 export function reportCompleted(
   report: Report,
   { slot, started }: Beat,
@@ -219,8 +181,7 @@ export function reportCompleted(
   outcome: WriteResult,
   retry?: { readonly attempts: number; readonly background: boolean },
 ): void {
-  const attempts = retry?.attempts ?? 1;
-  const background = retry?.background ?? false;
+  const { attempts = 1, background = false } = retry ?? {};
   report(() => ({
     type: "completed",
     slot,
@@ -232,7 +193,7 @@ export function reportCompleted(
   }), started);
 }
 
-/** Reports that `beat`'s slot was freed (`released`). */
+/** Reports `released`. */
 export function reportReleased(
   report: Report,
   { slot, started }: Beat,
@@ -246,7 +207,7 @@ export function reportReleased(
   );
 }
 
-/** Reports that a settling write of `beat`'s claim threw (`store_error`). */
+/** Reports `store_error`: a settling write threw. */
 export function reportStoreError(
   report: Report,
   { slot, started }: Beat,

@@ -1,17 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The conformance cases on claims and writes: one claim wins a slot, its
- * response replays exactly, its lease ends and is taken over, and its token
- * fences every write (see "Store contract" and the rules one-round-trip
- * claim and fencing in docs/architecture.md). `testing.ts` runs them, then
- * the cases of `_conformance_edges.ts`.
- *
- * @module
- */
+/** The cases on claims and writes (docs/architecture.md, Fencing). @module */
 
 import assert from "node:assert/strict";
 import {
-  acquired,
   assertSameResponse,
   bytes,
   completedResponse,
@@ -25,7 +16,6 @@ import type { StoredResponse } from "./store.ts";
 export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name: "many concurrent claims on one slot have exactly one winner",
-    needs: [],
     async run({ lease, slot, claimAll }) {
       const s = slot();
       const { results, winners } = await claimAll(s, 50, "fp");
@@ -46,7 +36,6 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "a fresh claim is acquired with a unique token and recovered: false",
-    needs: [],
     async run({ store, slot, opts }) {
       const a = await store.claim(slot(), opts("a"));
       const b = await store.claim(slot(), opts("b"));
@@ -63,10 +52,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name:
       "complete then claim returns the response with headers in order and every Set-Cookie",
-    needs: [],
-    async run({ store, slot, opts }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("fp-1")));
+    async run({ store, opts, claimed }) {
+      const [s, token] = await claimed("fp-1");
       const response: StoredResponse = {
         status: 201,
         headers: [
@@ -92,11 +79,9 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name:
       "binary bodies of 0 bytes, 1 byte, 64 KiB and 1 MiB round-trip exactly",
-    needs: [],
-    async run({ store, slot, opts, assertReplays }) {
+    async run({ store, claimed, assertReplays }) {
       for (const length of [0, 1, 65_536, 65_537, 1_048_576]) {
-        const s = slot();
-        const token = acquired(await store.claim(s, opts("bin")));
+        const [s, token] = await claimed("bin");
         const response: StoredResponse = {
           status: 200,
           headers: [["content-type", "application/octet-stream"]],
@@ -109,12 +94,10 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "omitted bodies keep their reason",
-    needs: [],
-    async run({ store, slot, opts, assertReplays }) {
+    async run({ store, claimed, assertReplays }) {
       const reasons = ["too_large", "stream_error", "cancelled"] as const;
       for (const reason of reasons) {
-        const s = slot();
-        const token = acquired(await store.claim(s, opts("om")));
+        const [s, token] = await claimed("om");
         const response: StoredResponse = {
           status: 200,
           headers: [["content-type", "text/plain"]],
@@ -128,10 +111,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "a live claim reads as in flight with the owner's fingerprint",
-    needs: [],
-    async run({ store, lease, slot, opts }) {
-      const s = slot();
-      acquired(await store.claim(s, opts("owner")));
+    async run({ store, lease, opts, claimed }) {
+      const [s] = await claimed("owner");
       const other = await store.claim(s, opts("other"));
       assert.equal(other.state, "in_flight");
       if (other.state === "in_flight") {
@@ -143,13 +124,9 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name:
       "many concurrent claims on an expired lease have at most one winner, which recovers it",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse, claimAll }) {
-      // At most: a store of two stores (FailoverStore) may see each
-      // pick another winner and answer every claim in flight; never
-      // two winners.
-      const s = slot();
-      acquired(await store.claim(s, opts("first")));
+    async run({ lease, claimed, elapse, claimAll }) {
+      // At most: each store of a FailoverStore may pick another winner.
+      const [s] = await claimed("first");
       await elapse(lease + 100);
       const { results, winners } = await claimAll(s, 20, "late");
       assert.ok(winners.length <= 1, `winners: ${winners.length}`);
@@ -168,10 +145,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name:
       "an expired lease is taken over; the stale owner's writes are lost and change nothing",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse }) {
-      const s = slot();
-      const stale = acquired(await store.claim(s, opts("first")));
+    async run({ store, lease, opts, claimed, elapse }) {
+      const [s, stale] = await claimed("first");
       await elapse(lease + 100);
       const takeover = await store.claim(s, opts("second"));
       assert.equal(takeover.state, "acquired");
@@ -201,10 +176,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "extend keeps a live owner past its first lease",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("ext")));
+    async run({ store, lease, opts, claimed, elapse }) {
+      const [s, token] = await claimed("ext");
       await elapse(lease * 0.5);
       assert.equal(await store.extend(s, token, lease * 3), "applied");
       await elapse(lease * 1.2);
@@ -216,10 +189,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name:
       "an owner whose lease ran out but was not taken over still owns the slot",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse, assertReplays }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("late")));
+    async run({ store, lease, opts, claimed, elapse, assertReplays }) {
+      const [s, token] = await claimed("late");
       await elapse(lease + 100);
       assert.equal(await store.extend(s, token, lease * 3), "applied");
       assert.equal((await store.claim(s, opts("late"))).state, "in_flight");
@@ -230,10 +201,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "release frees the slot and a released token cannot write",
-    needs: [],
-    async run({ store, lease, slot, opts }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("rel")));
+    async run({ store, lease, opts, claimed }) {
+      const [s, token] = await claimed("rel");
       assert.equal(await store.release(s, token), "applied");
       assert.equal(await store.release(s, token), "lost");
       assert.equal(await store.extend(s, token, lease), "lost");
@@ -245,10 +214,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "a completed record cannot be released, extended or completed again",
-    needs: [],
-    async run({ store, lease, slot, opts, assertReplays }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("done")));
+    async run({ store, lease, claimed, assertReplays }) {
+      const [s, token] = await claimed("done");
       const first: StoredResponse = plain("first");
       assert.equal(await store.complete(s, token, first), "applied");
       assert.equal(await store.release(s, token), "lost");
@@ -259,10 +226,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "writes with a foreign token or on an absent slot are lost",
-    needs: [],
-    async run({ store, slot, opts, assertWritesLost }) {
-      const s = slot();
-      const token = acquired(await store.claim(s, opts("own")));
+    async run({ store, slot, opts, claimed, assertWritesLost }) {
+      const [s, token] = await claimed("own");
       const wrong = `${token}x`;
       await assertWritesLost(s, wrong, plain("x"));
       assert.equal((await store.claim(s, opts("own"))).state, "in_flight");

@@ -1,13 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The conformance cases at the edges of a record's life and of the input: the
- * TTL window, expiry, the bounds of a slot and a duration, the exact end of
- * a lease or TTL on an injected clock, `waitForChange`, and values no store
- * wrote (see "Store contract" and the rules expired is absent and unreadable
- * is in flight in docs/architecture.md). `testing.ts` runs them after the
- * cases of `_conformance_claims.ts`.
- *
- * @module
+ * The conformance cases at the edges of a record's life and of the input (see
+ * docs/architecture.md, Expired is absent and Unreadable is in flight). @module
  */
 
 import assert from "node:assert/strict";
@@ -23,13 +17,9 @@ import {
 export const EDGE_CASES: readonly ConformanceCase[] = [
   {
     name: "the TTL window is the first claim's: completing does not restart it",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse }) {
-      const s = slot();
+    async run({ store, lease, opts, claimed, elapse }) {
       const window = lease * 4;
-      const token = acquired(
-        await store.claim(s, opts("ttl", { ttlMs: window })),
-      );
+      const [s, token] = await claimed("ttl", { ttlMs: window });
       await elapse(window * 0.6);
       assert.equal(await store.complete(s, token, plain("t")), "applied");
       assert.equal(
@@ -47,21 +37,12 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "expired records never block, completed or in flight",
-    needs: [],
-    async run({ store, lease, slot, opts, elapse }) {
+    async run({ store, lease, opts, claimed, elapse }) {
       const window = lease * 2;
-      const done = slot();
-      const token = acquired(
-        await store.claim(done, opts("exp", { ttlMs: window })),
-      );
+      const [done, token] = await claimed("exp", { ttlMs: window });
       assert.equal(await store.complete(done, token, plain("e")), "applied");
-      const open = slot();
-      acquired(
-        await store.claim(
-          open,
-          opts("exp", { ttlMs: window, leaseMs: window * 10 }),
-        ),
-      );
+      const leaseMs = window * 10;
+      const [open] = await claimed("exp", { ttlMs: window, leaseMs });
       await elapse(window + 100);
       const a = await store.claim(done, opts("exp-2"));
       assert.equal(a.state, "acquired");
@@ -76,7 +57,6 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "slots are independent and may be up to 256 bytes",
-    needs: [],
     async run({ store, prefix, opts }) {
       const long = prefix + "x".repeat(256 - prefix.length);
       assert.equal(new TextEncoder().encode(long).byteLength, 256);
@@ -93,12 +73,9 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
   {
     name:
       "a lease or TTL is a positive number of ms (a fraction rounds up); anything else is a RangeError",
-    needs: [],
-    async run({ store, lease, slot, opts }) {
-      const s = slot();
-      const token = acquired(
-        await store.claim(s, opts("dur", { leaseMs: 1.5, ttlMs: 60_000.5 })),
-      );
+    async run({ store, lease, slot, opts, claimed }) {
+      const durations = { leaseMs: 1.5, ttlMs: 60_000.5 };
+      const [s, token] = await claimed("dur", durations);
       assert.equal(await store.extend(s, token, lease + 0.5), "applied");
       for (
         const bad of [0, -1, -0.5, NaN, Infinity, 2 ** 53, "100", null]
@@ -134,11 +111,8 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
   {
     name: "a claim whose lease ends exactly now no longer blocks (rule 5)",
     needs: ["advanceClock"],
-    async run({ store, lease, slot, opts, advance }) {
-      const s = slot();
-      const first = acquired(
-        await store.claim(s, opts("edge", { leaseMs: 1_000 })),
-      );
+    async run({ store, lease, opts, claimed, advance }) {
+      const [s, first] = await claimed("edge", { leaseMs: 1_000 });
       await advance(999);
       const before = await store.claim(s, opts("edge"));
       assert.equal(before.state, "in_flight", "1 ms of lease is left");
@@ -158,11 +132,8 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
   {
     name: "a record whose TTL ends exactly now is absent (rule 5)",
     needs: ["advanceClock"],
-    async run({ store, slot, opts, advance }) {
-      const s = slot();
-      const token = acquired(
-        await store.claim(s, opts("ttl-edge", { ttlMs: 1_000 })),
-      );
+    async run({ store, opts, claimed, advance }) {
+      const [s, token] = await claimed("ttl-edge", { ttlMs: 1_000 });
       assert.equal(await store.complete(s, token, plain("edge")), "applied");
       await advance(999);
       assert.equal(
@@ -184,11 +155,10 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
     name:
       "waitForChange() resolves at a completion or a release, at once for a settled slot, and when its signal aborts",
     needs: ["waitForChange"],
-    async run({ store, slot, opts, watch }) {
+    async run({ store, claimed, watch }) {
       const never = new AbortController().signal;
       for (const settle of ["complete", "release"] as const) {
-        const s = slot();
-        const token = acquired(await store.claim(s, opts("w")));
+        const [s, token] = await claimed("w");
         const changed = watch(s, never);
         if (settle === "complete") {
           await store.complete(s, token, {
@@ -206,8 +176,7 @@ export const EDGE_CASES: readonly ConformanceCase[] = [
           `waitForChange() after ${settle}, again`,
         );
       }
-      const s = slot();
-      acquired(await store.claim(s, opts("w")));
+      const [s] = await claimed("w");
       const stop = new AbortController();
       const watching = watch(s, stop.signal);
       stop.abort();

@@ -1,15 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Lease renewal while handlers run, with one timer per middleware: every
- * claim in progress joins a list, and the timer ticks every sixth of the
- * lease while the list is not empty, renewing the claims last renewed a
- * third of a lease ago or more. So a claim is renewed between a third and a
- * half of a lease after its last renewal, and a handler that answers within
- * a third of its lease costs no timer and no store call. The timer stops at
- * the first tick that finds the list empty, and never keeps the process
- * alive.
- *
- * @module
+ * Lease renewal, one timer per middleware: it ticks every sixth of a lease
+ * while claims are in progress, renewing those last renewed a third of a
+ * lease ago or more, so a handler that answers within a third of its lease
+ * costs no store call. It stops at a tick that finds none. @module
  */
 
 import { type Clock, type Linked, List, SYSTEM_CLOCK } from "./_async.ts";
@@ -17,18 +11,14 @@ import type { IdempotencyStore } from "./store.ts";
 
 /** One claim being renewed, an entry of the heartbeat's list. */
 export interface Beat extends Linked<Beat> {
-  /** The claim's slot. */
   readonly slot: string;
-  /** The claim's token. */
   readonly token: string;
   /** When it was claimed or last renewed, on the heartbeat's clock. */
   renewedAt: number;
   /** When the middleware began on its request, by `performance.now()` (0 when no one listens). */
   readonly started: number;
-  /** Whether a renewal is under way. */
-  pending: boolean;
-  /** Whether it left the list (settled, or lost). */
-  stopped: boolean;
+  pending: boolean; // a renewal is under way
+  stopped: boolean; // it left the list (settled, or lost)
   /** When the response body's capture began, on the heartbeat's clock, if it has. */
   capturingSince?: number;
   /** Ends the capture: called by a tick a lease after it began. */
@@ -43,15 +33,12 @@ export interface HeartbeatReport {
   error(beat: Beat, error: unknown): void;
 }
 
-/**
- * The options key under which a test hands the middleware its heartbeat's
- * {@linkcode Clock}. Internal: not in the options type, nor exported.
- */
+/** The options key under which a test hands the middleware its heartbeat's
+ * {@linkcode Clock}. Internal: not in the options type, nor exported. */
 export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
 
 /** Renews the leases of the claims in progress for one middleware. */
 export class Heartbeat {
-  /** The claims renewed, oldest first. */
   #beats = new List<Beat>();
   #ticking = false;
   #store: IdempotencyStore;
@@ -59,10 +46,7 @@ export class Heartbeat {
   #report: HeartbeatReport;
   #clock: Clock;
 
-  /**
-   * An idle heartbeat: it renews claims in `store` for `leaseMs` each time,
-   * tells `report` of losses and errors, and runs on `clock`.
-   */
+  /** An idle heartbeat, renewing claims in `store` for `leaseMs` each time. */
   constructor(
     store: IdempotencyStore,
     leaseMs: number,
@@ -80,7 +64,6 @@ export class Heartbeat {
     return this.#beats.size;
   }
 
-  /** Whether the timer is scheduled. */
   get ticking(): boolean {
     return this.#ticking;
   }
@@ -103,10 +86,8 @@ export class Heartbeat {
   }
 
   /**
-   * Marks the start of a response body's capture, and returns a promise that
-   * settles once the capture has lasted a whole lease (checked at each tick):
-   * a body that slow is streamed on and recorded without its body, so that
-   * the claim can never be renewed for ever by a body that does not end.
+   * Marks the start of a body's capture; settles once it lasted a whole lease
+   * (then the body is streamed on, unrecorded: renewals never run for ever).
    */
   capturing(beat: Beat): Promise<void> {
     beat.capturingSince = this.#clock.now();

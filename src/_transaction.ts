@@ -13,22 +13,10 @@ import type { IdempotencyStore, StoredResponse, UnitOfWork } from "./store.ts";
 
 /**
  * Commits the record, fenced by the claim's token, in the unit of work that
- * holds the handler's writes ({@linkcode IdempotencyStore.unitOfWork}):
- * both commit or neither does. Returns `null` when both committed (the live
- * response goes out), else the answer that replaces it:
- *
- * - the fenced write found the claim lost (a takeover after an expired
- *   lease): everything rolled back; 409, the new owner's answer will replay;
- * - the transaction failed (a serialization failure, a connection lost
- *   around COMMIT): whether it committed is asked with a fenced `release`
- *   outside it. `applied`: nothing committed and the slot is free, 503 (a
- *   retry runs, once). `lost`: it committed (or was taken over), 409 (a
- *   retry replays). No answer: 503, the lease frees the slot if nothing
- *   committed.
- *
- * @param unit The request's opened unit of work.
- * @param beat The claim; its renewals stop before the record is written.
- * @param record What to store.
+ * holds the handler's writes: both commit or neither does. Returns `null`
+ * when both did, else the answer: the claim was lost (all rolled back): 409;
+ * the transaction failed: a fenced `release` outside it asks whether it
+ * committed (`applied`: no, 503; `lost`: yes, 409; no answer: 503).
  */
 export async function commitInTransaction(
   unit: UnitOfWork,

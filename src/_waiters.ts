@@ -1,22 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Waiting for the request that holds a key instead of answering 409
- * (`waitForInFlight`), for at most that long, and at most `maxWaiting`
- * duplicates at once per middleware instance (past that, 409 at once).
- *
- * - **The owner runs here** ({@linkcode Waiters} knows the slots this
- *   instance holds). The duplicate parks and touches no store until the
- *   owner settles; the settle wakes every waiter of the slot, and each claims
- *   once more, which finds the completed record (a replay) or, after a
- *   release, lets exactly one of them acquire the slot (the store's claim is
- *   atomic) while the others park again on the new owner.
- * - **The owner runs elsewhere.** The duplicate polls the store, one claim
- *   per step, with jittered exponential backoff ({@linkcode POLL}), holding
- *   no store connection in between. When the store has `waitForChange()`
- *   (Deno KV), a step also ends when the slot's record changes, and the
- *   steps are longer ({@linkcode WATCHED_POLL}), or end just after the
- *   holder's lease would run out (a watch cannot see a lease expire).
- *
+ * Waiting for the request that holds a key instead of answering 409 (see
+ * docs/architecture.md, The request's way, step 3), at most `maxWaiting` at
+ * once per middleware. A duplicate of a local owner parks until its settle,
+ * touching no store; else it polls with backoff ({@linkcode POLL}), a step
+ * also ended by the store's `waitForChange()` ({@linkcode WATCHED_POLL}) or
+ * just after the holder's lease would run out (a watch cannot see that).
  * @module
  */
 
@@ -29,22 +18,14 @@ export type Claimed = ClaimResult | { state: "unreachable"; error: unknown };
 
 /** A polling waiter's steps: the first about 10 ms, doubling up to 250 ms. */
 const POLL = { first: 10, max: 250, jitter: "equal" } as const;
-/**
- * The steps of a waiter that watches its slot: ten times longer, up to 1 s,
- * a safety net for a change the watch missed.
- */
+/** A watching waiter's steps: a safety net for a change the watch missed. */
 const WATCHED_POLL = { first: 100, max: 1_000, jitter: "equal" } as const;
 
 /** How a waiter's step ended; `aborted`: the request's signal (its client left). */
 type Step = DelayEnd | "woken";
 
-/** The local owners of one slot and the duplicates parked on them. */
-interface SlotState {
-  /** How many requests of this instance hold a claim on the slot (a takeover makes two). */
-  owners: number;
-  /** Wakes each parked waiter, once. */
-  parked: Set<() => void>;
-}
+/** A slot's local owners (a takeover makes two) and its parked waiters. */
+type SlotState = { owners: number; parked: Set<() => void> };
 
 /** The waiters of one middleware instance. */
 export class Waiters {
@@ -54,7 +35,6 @@ export class Waiters {
   /** A duplicate waits `waitMs` at most; `max` of them may wait at once. */
   constructor(readonly waitMs: number, readonly max: number) {}
 
-  /** How many duplicates are waiting now. */
   get waiting(): number {
     return this.#waiting;
   }
@@ -66,11 +46,7 @@ export class Waiters {
     else this.#slots.set(slot, { owners: 1, parked: new Set() });
   }
 
-  /**
-   * A request of this instance settled `slot` (its record written or the
-   * slot released, or the write given to the background): once no owner of
-   * this instance is left, every waiter parked on it wakes.
-   */
+  /** A request of this instance settled `slot`: once none is left, its waiters wake. */
   settled(slot: string): void {
     const state = this.#slots.get(slot);
     if (state === undefined || --state.owners > 0) return;
@@ -90,7 +66,6 @@ export class Waiters {
     return true;
   }
 
-  /** Gives a waiting place back. */
   leave(): void {
     this.#waiting--;
   }
@@ -136,24 +111,17 @@ async function pause(
 export interface WaitContext {
   readonly slot: string;
   readonly fingerprint: string;
-  /** When the middleware began on the request, for events. */
-  readonly started: number;
-  /** The request's abort signal, read only when the wait begins. */
-  readonly signal: () => AbortSignal | null;
-  /** Claims the slot once more: one store round trip. */
-  readonly claim: () => Promise<Claimed>;
-  /** The store's `waitForChange()` for this slot, when it has one. */
+  readonly started: number; // when the middleware began on the request
+  readonly signal: () => AbortSignal | null; // read when the wait begins
+  readonly claim: () => Promise<Claimed>; // one store round trip
   readonly watch: ((signal: AbortSignal) => Promise<void>) | undefined;
   readonly report: Report;
 }
 
 /**
- * Waits for the request that holds the slot, after `first` found it in
- * flight with the same fingerprint, and returns the claim that ends the
- * wait: `completed` (replay it), `acquired` (run the handler; the slot is
- * already marked owned), `in_flight` (the wait timed out, the client left,
- * or no waiting place was free: answer 409; `retryAfterMs` counts from now)
- * or `unreachable` (503).
+ * Waits for the holder of the slot that `first` found in flight with the same
+ * fingerprint; returns the claim that ends the wait (`acquired`: already
+ * marked owned; `in_flight`: 409, its `retryAfterMs` counted from now).
  */
 export async function waitForOwner(
   waiters: Waiters,
@@ -172,14 +140,11 @@ export async function waitForOwner(
   let step = 0;
   let last: ClaimResult & { state: "in_flight" } = first;
   let lastAt = begun;
-  /** The rest of the holder's lease, as the last claim found it. */
   const leaseLeft = () => last.retryAfterMs - (performance.now() - lastAt);
   const signal = context.signal();
   let via: "owner" | "poll" = waiters.isOwned(slot) ? "owner" : "poll";
-  /** Whether the store's waitForChange() is used (until it throws). */
-  let watching = context.watch !== undefined;
-  /** Whether the last step's watch woke within the first poll's delay. */
-  let quick = false;
+  let watching = context.watch !== undefined; // until it throws
+  let quick = false; // the last watch woke within the first poll's delay
   report(() => ({ type: "waiting", slot, via }), started);
   const ended = (reason: "timed_out" | "gone" | "unreachable") => {
     const waitedMs = performance.now() - begun;

@@ -1,19 +1,13 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * A `fetch` that is safe to retry: every attempt of an operation carries one
- * `Idempotency-Key`, so a server guarded by `idempotency()` runs it once and
- * answers the retries with a replay. The key is the caller's, else a random
- * UUID v4 (unguessable; the server hashes it, so v7's order buys nothing)
- * for a `POST` or `PATCH`, and never changes: another key could run the
- * operation twice.
- *
- * Retried: a network error (the request may have run: the key settles it),
- * 409 (the first attempt still runs), 429, 503 and `retryStatuses`, after
- * `Retry-After` or a backoff with full jitter; not 422 (the key was used for
- * another request) nor other 4xx. Methods RFC 9110 calls idempotent are
- * retried without a key; others without one are sent once. Stream and
- * `FormData` bodies are buffered once, so that every attempt sends the same
- * bytes. Web APIs only: Deno, Node, Bun, Cloudflare Workers and browsers.
+ * `Idempotency-Key` (the caller's, else a random UUID v4 for a `POST` or
+ * `PATCH`), so a server guarded by `idempotency()` runs it once and replays.
+ * Retried: a network error, 409, 429, 503 and `retryStatuses`, after
+ * `Retry-After` or a backoff with full jitter; not 422 nor other 4xx. Methods
+ * RFC 9110 calls idempotent are retried without a key; others without one are
+ * sent once. Stream and `FormData` bodies are buffered once, so that every
+ * attempt sends the same bytes. Web APIs only: it runs on every runtime.
  *
  * @module
  */
@@ -39,10 +33,8 @@ export {
 } from "./_client_operation.ts";
 export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
 
-/**
- * A configured retrying `fetch`: it resolves whenever a response came (error
- * statuses too) and rejects with an `IdempotentFetchError` when none did.
- */
+/** A configured retrying `fetch`: it resolves whenever a response came (error
+ * statuses too) and rejects with an `IdempotentFetchError` when none did. */
 export type IdempotentFetch = (
   input: RequestInfo | URL,
   init?: IdempotentRequestInit,
@@ -63,13 +55,8 @@ export interface IdempotentFetchResult {
 }
 
 /**
- * Makes a `fetch` whose calls are safe to retry. The options are checked
- * once, here: make one per API you call, as you would an SDK client.
- *
- * @param options How to retry.
- * @returns The retrying `fetch`.
- * @throws {TypeError} When an option has the wrong type.
- * @throws {RangeError} When a number option is out of range.
+ * Makes a `fetch` whose calls are safe to retry, checking the options once
+ * (`TypeError`, `RangeError`): make one per API you call, as an SDK client.
  *
  * @example Retry a payment whose first response was lost
  * ```ts
@@ -106,13 +93,8 @@ export function createIdempotentFetch(
 }
 
 /**
- * Sends one operation with the default options: a fresh UUID key for a
- * `POST` or `PATCH`, up to 5 attempts within 60 s.
- *
- * @param input What `fetch` takes: a URL or a `Request`.
- * @param init What `fetch` takes, plus `idempotencyKey`.
- * @returns The last response and how it came.
- * @throws {IdempotentFetchError} When no response came.
+ * The retrying `fetch` with the default options: a fresh UUID key for a `POST`
+ * or `PATCH`, up to 5 attempts within 60 s.
  *
  * @example A `POST` gets a fresh key (a `data:` URL answers any request)
  * ```ts
@@ -125,14 +107,7 @@ export function createIdempotentFetch(
  * assert.equal(result.attempts, 1);
  * ```
  */
-export function idempotentFetch(
-  input: RequestInfo | URL,
-  init?: IdempotentRequestInit,
-): Promise<IdempotentFetchResult> {
-  return withDefaults(input, init);
-}
-
-const withDefaults: IdempotentFetch = createIdempotentFetch();
+export const idempotentFetch: IdempotentFetch = createIdempotentFetch();
 
 async function run(op: Operation): Promise<IdempotentFetchResult> {
   try {
@@ -155,10 +130,11 @@ async function run(op: Operation): Promise<IdempotentFetchResult> {
   }
 }
 
-type Next = IdempotentFetchResult | RetryInfo;
-
 /** After a response: the result to hand back, or the retry to make. */
-async function answered(op: Operation, response: Response): Promise<Next> {
+async function answered(
+  op: Operation,
+  response: Response,
+): Promise<IdempotentFetchResult | RetryInfo> {
   const { config, attempts, key, method, retried } = op;
   const status = response.status;
   const replayed = response.headers.get(config.replayHeader) === "true";
@@ -180,11 +156,9 @@ async function answered(op: Operation, response: Response): Promise<Next> {
         : `Not retried: ${status} is not in 'retryStatuses'`,
     );
   }
+  const last = `the last answer was ${status}`;
   if (attempts >= config.maxAttempts) {
-    return stop(
-      "attempts",
-      `Gave up after ${attempts} attempts: the last answer was ${status}`,
-    );
+    return stop("attempts", `Gave up after ${attempts} attempts: ${last}`);
   }
   const retryAfter = retryAfterMs(response, config.clock());
   if (retryAfter !== null && retryAfter > config.maxRetryAfter) {
@@ -197,7 +171,7 @@ async function answered(op: Operation, response: Response): Promise<Next> {
   if (config.clock() + delay >= op.deadlineAt) {
     return stop(
       "deadline",
-      `Gave up after ${attempts} attempt(s): the last answer was ${status}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
+      `Gave up after ${attempts} attempt(s): ${last}, and the next attempt would start after the 'timeout' of ${config.timeout} ms`,
     );
   }
   await response.body?.cancel().catch(() => {}); // frees the connection

@@ -1,36 +1,12 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The store contract of the `IdempotencyStore` interface as one suite, the
- * same cases this package runs against each of its own stores: one winner
- * among concurrent claims, fencing of stale owners, lease takeover, exact
- * lease and TTL boundaries, expiry that never blocks, the first claim's TTL
- * kept on completion, binary bodies up to 1 MiB, omitted bodies, many
- * `Set-Cookie` headers, and unreadable values read as in flight.
- *
- * {@linkcode storeConformance} registers Deno tests (one `Deno.test` per
- * store, one step per case, named as the case): call it at the top level of
- * a `*_test.ts` file and run `deno test`. {@linkcode checkStoreConformance}
- * runs the same cases without registering anything, for another test runner
- * or a script. Every case uses slots of its own, so no case depends on
- * another's leftovers, and `only: [name]` runs one case alone. A case that
- * needs what the harness lacks (`advanceClock`, `poison`, or the store's
- * `waitForChange`) is skipped.
- *
- * @example Prove a store against the contract
- * ```ts
- * import { checkStoreConformance } from "@idempotent/http/testing";
- * import { MemoryStore } from "@idempotent/http";
- *
- * let now = 0;
- * await checkStoreConformance({
- *   setup: () =>
- *     Promise.resolve({
- *       store: new MemoryStore({ clock: () => now }),
- *       elapse: (ms) => Promise.resolve(void (now += ms)),
- *       advanceClock: (ms) => Promise.resolve(void (now += ms)),
- *     }),
- * }); // rejects, naming the case, if the store breaks the contract
- * ```
+ * The store contract of `IdempotencyStore` as one suite, the cases this
+ * package runs against each of its stores (docs/architecture.md, Store
+ * contract). {@linkcode storeConformance} registers one `Deno.test` per
+ * store, one step per case; {@linkcode checkStoreConformance} runs them for
+ * another runner. Each case uses slots of its own, `only: [name]` runs one
+ * alone, and a case that needs what the harness lacks (`advanceClock`,
+ * `poison`, the store's `waitForChange`) is skipped.
  *
  * @module
  */
@@ -57,25 +33,16 @@ const CASES = [...CLAIM_CASES, ...EDGE_CASES];
 
 /**
  * Registers the conformance suite for one store as a Deno test, one step per
- * case. Call it at the top level of a test file (Deno registers tests only
- * there, so this example is not run by `deno test --doc`;
- * {@linkcode checkStoreConformance}'s runs the same cases).
- *
- * @param options The store's name, setup and timing.
+ * case. Call it at the top level of a test file (so `deno test --doc` cannot
+ * run this example; {@linkcode checkStoreConformance}'s runs the same cases).
  *
  * @example Register the suite in my_store_test.ts
  * ```ts ignore
  * import { storeConformance } from "@idempotent/http/testing";
  * import { MemoryStore } from "@idempotent/http";
  *
- * storeConformance({
- *   name: "MemoryStore",
- *   setup: () =>
- *     Promise.resolve({
- *       store: new MemoryStore(),
- *       elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
- *     }),
- * });
+ * const elapse = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+ * storeConformance({ name: "MemoryStore", setup: async () => ({ store: new MemoryStore(), elapse }) });
  * ```
  */
 export function storeConformance(options: ConformanceOptions): void {
@@ -95,13 +62,9 @@ export function storeConformance(options: ConformanceOptions): void {
 /**
  * Runs the conformance suite against one store without registering a test:
  * sets the store up, runs every case (or those `only` names) that the
- * harness can run, and tears it down.
- *
- * @param options The store's setup, timing and how each case runs.
- * @returns A promise that settles when every case has run.
- * @throws {TypeError} When `only` names no case, before setup.
- * @throws {Error} With the failing case's name, and its assertion as `cause`,
- * when a case fails under the default `step`.
+ * harness can run, and tears it down. A name in `only` that is no case's is
+ * a `TypeError`, before setup; a failing case rejects (under the default
+ * `step`) with an `Error` naming it, its assertion as `cause`.
  *
  * @example A store that lets a stale owner release fails
  * ```ts
@@ -112,16 +75,9 @@ export function storeConformance(options: ConformanceOptions): void {
  * let now = 0;
  * const broken = new MemoryStore({ clock: () => now });
  * broken.release = () => Promise.resolve("applied"); // never checks the token
- * await assert.rejects(
- *   checkStoreConformance({
- *     setup: () =>
- *       Promise.resolve({
- *         store: broken,
- *         elapse: (ms) => Promise.resolve(void (now += ms)),
- *       }),
- *   }),
- *   /Store conformance case failed/,
- * );
+ * const elapse = async (ms: number) => void (now += ms);
+ * const check = checkStoreConformance({ setup: async () => ({ store: broken, elapse }) });
+ * await assert.rejects(check, /Store conformance case failed/);
  * ```
  */
 export async function checkStoreConformance(
@@ -139,7 +95,7 @@ export async function checkStoreConformance(
     const context = new CaseContext(h, options.leaseMs ?? 200);
     for (const c of CASES) {
       if (only && !only.has(c.name)) continue;
-      if (!c.needs.every((need) => HAS[need](h))) continue;
+      if (!(c.needs ?? []).every((need) => HAS[need](h))) continue;
       await step(c.name, () => c.run(context));
     }
   } finally {
@@ -152,8 +108,7 @@ async function inLine(name: string, fn: () => Promise<void>): Promise<void> {
   try {
     await fn();
   } catch (error) {
-    throw new Error(`Store conformance case failed: ${name}`, {
-      cause: error,
-    });
+    const cause = { cause: error };
+    throw new Error(`Store conformance case failed: ${name}`, cause);
   }
 }

@@ -1,11 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * {@linkcode FailoverStore}: a primary store that serves while it is
- * reachable and a fallback that serves while it is not, consulted on every
- * primary miss.
- *
- * @module
- */
+/** {@linkcode FailoverStore}: a primary, and a fallback behind it. @module */
 
 import {
   assertSlot,
@@ -26,21 +20,12 @@ export * from "./_contract.ts";
 export type FailoverRole = "primary" | "fallback";
 
 /**
- * What a {@linkcode FailoverStore} reports through
- * {@linkcode FailoverStoreOptions.onEvent}, for logs, metrics and alerts
- * (none changes an answer):
- *
- * - `fallback`: the primary threw on a claim, which went to the fallback
- *   alone; `error` is the primary's.
- * - `recovered`: the fallback held the completed record that answers the
- *   claim; `copied` says whether it was copied into the primary.
- * - `fallback_unavailable`: the primary missed and the fallback threw: the
- *   claim went to the primary alone, or was refused as the fallback had
- *   never answered.
- * - `write_failed`: one store threw on a write that went to both, or on a
- *   best-effort copy or release; the other store's answer stands.
- * - `diverged`: a write that went to both was applied by one and lost by
- *   the other.
+ * What a {@linkcode FailoverStore} reports to `onEvent` (none changes an
+ * answer): `fallback` (the primary threw on a claim, served by the fallback
+ * alone), `recovered` (the fallback's completed record answers; `copied` into
+ * the primary or not), `fallback_unavailable` (the primary missed and the
+ * fallback threw), `write_failed` (one store threw; the other's answer
+ * stands), `diverged` (a write was applied by one store and lost by the other).
  */
 export type FailoverEvent =
   | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
@@ -72,27 +57,19 @@ export interface FailoverStoreOptions {
   primary: IdempotencyStore;
   /** The durable store, such as a `PostgresStore`. */
   fallback: IdempotencyStore;
-  /**
-   * Whether a claim fails when the primary misses and the fallback cannot
-   * be reached, rather than being granted on the primary alone.
-   *
-   * @default {false}
-   */
+  /** Whether a primary miss that the fallback cannot claim is refused,
+   * not granted on the primary alone.
+   * @default {false} */
   strict?: boolean;
   /** Receives every {@linkcode FailoverEvent}, synchronously; a throw is ignored. */
   onEvent?: (event: FailoverEvent) => void;
 }
 
-/** A decoded token: the tokens of the stores that issued it. */
-type Route = { primary?: string; fallback?: string };
-
-// Tokens: "p:<primary>", "f:<fallback>", "b:<plen>.<flen>:<primary><fallback>".
-// Both lengths must add up exactly, so a token with anything appended or cut
-// off is malformed (every write `lost`) rather than the primary's real token
-// followed by a wrong fallback token.
+// Tokens: "p:<primary>", "f:<fallback>", "b:<plen>.<flen>:<primary><fallback>";
+// the lengths must add up exactly, so a token cut or extended is malformed.
 const B_TOKEN = /^b:(\d{1,6})\.(\d{1,6}):/;
 
-function route(token: unknown): Route | null {
+function route(token: unknown): { primary?: string; fallback?: string } | null {
   if (typeof token !== "string" || token.length < 3 || token[1] !== ":") {
     return null;
   }
@@ -100,8 +77,7 @@ function route(token: unknown): Route | null {
   if (token[0] === "f") return { fallback: token.slice(2) };
   const match = token[0] === "b" ? B_TOKEN.exec(token) : null;
   if (match === null) return null;
-  const p = Number(match[1]);
-  const f = Number(match[2]);
+  const [p, f] = [Number(match[1]), Number(match[2])];
   const start = match[0].length;
   if (p === 0 || f === 0 || token.length !== start + p + f) return null;
   return { primary: token.slice(start, start + p), fallback: token.slice(-f) };
@@ -122,7 +98,6 @@ function assertStore(name: string, store: unknown): void {
   }
 }
 
-/** What one store did with a write: its outcome, or the error it threw. */
 type Settled =
   | { ok: true; value: WriteOutcome }
   | { ok: false; error: unknown };
@@ -140,54 +115,32 @@ async function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
  * `RedisStore`) that serves while it is reachable, and a fallback (such as a
  * `PostgresStore`) that serves while it is not and is consulted on every
  * primary miss, so that a primary outage neither stops the service nor, once
- * the primary is back (possibly empty), lets a retry run a handler twice.
- * When one store is enough, use it alone: this one costs a round trip to
- * each for every fresh key. It never connects or closes its stores
- * (`examples/failover.ts` wires Redis first, PostgreSQL as the fallback).
+ * the primary is back (possibly empty), lets a retry run a handler twice. It
+ * never connects or closes its stores (see `examples/failover.ts`).
  *
- * **Claims.**
- * 1. The primary claims. If it throws, the fallback claims alone (event
- *    `fallback`, an `f:` token); if that throws too, a {@linkcode StoreError}
- *    whose cause is an `AggregateError` of both.
- * 2. A primary `completed` is the answer: one round trip.
- * 3. A primary `in_flight` may be an orphan (a claim that timed out in an
- *    outage and landed late) while the key completed through the fallback,
- *    so the fallback claims too: its `completed` is the answer (event
- *    `recovered`, not copied); else the primary's answer stands, and a
- *    fallback claim so made is released.
- * 4. A primary miss claims the fallback with the same options (a claim, not
- *    a read: of two instances that disagree on whether the primary is up,
- *    the first to claim the fallback wins). Its `acquired` owns both (a `b:`
- *    token); its `completed` is the answer, copied into the primary when the
- *    fingerprints match (event `recovered`); its `in_flight` is the answer.
- *    If it throws, with `strict` or while the fallback has never answered
- *    the claim throws; otherwise the slot is granted on the primary alone (a
- *    `p:` token, event `fallback_unavailable`). A primary claim that the
- *    answer does not use is released.
+ * **Claims.** The primary claims; if it throws, the fallback claims alone
+ * (event `fallback`, an `f:` token), and if that throws too, a
+ * {@linkcode StoreError}. A primary `completed` is the answer. A primary
+ * `in_flight` may be an orphan of an outage, so the fallback claims too: its
+ * `completed` is the answer (`recovered`), else the primary's stands. A
+ * primary miss claims the fallback (a claim, not a read: the first instance
+ * to claim it wins): `acquired` owns both (a `b:` token); `completed` is the
+ * answer, copied into the primary when the fingerprints match (`recovered`);
+ * `in_flight` is the answer. If the fallback throws, with `strict` or while it
+ * has never answered (a claim, or {@linkcode FailoverStore.migrate}), the
+ * claim is refused (503: a missing table would look like an endless outage);
+ * else it is granted on the primary alone (a `p:` token,
+ * `fallback_unavailable`). A claim that the answer does not use is released.
  *
- * **A fallback that never answered is not trusted**: a missing table would
- * look like an outage that never ends, every answer right and no durable
- * copy anywhere. Until the fallback has answered once (a claim, or
- * {@linkcode FailoverStore.migrate} resolving), a miss it cannot claim is
- * refused (503), saying to run `migrate()`. A fallback that breaks later
- * looks like an outage: watch the `fallback_unavailable` events.
+ * **Writes** go to the stores the token names (a malformed token is `lost`);
+ * for a `b:` slot, to both at once, and the fallback's answer is the answer
+ * (`diverged` when they disagree). When one throws, the other's answer stands
+ * (`write_failed`); when both do, a {@linkcode StoreError}.
  *
- * **Writes** go to the stores the token names; a malformed or foreign token
- * is `lost`. A `b:` slot is written in both at once, and the fallback's
- * answer is the answer: every new owner must get past it, and it survives a
- * primary restart (so renewals go on). A disagreement is event `diverged`;
- * when one store throws, the other's answer stands (event `write_failed`);
- * when both do, a {@linkcode StoreError}.
- *
- * **Costs**: a fresh key is a claim on each store in turn and a write on
- * both at once; a replay one primary round trip; a 409 a claim on each. In
- * an outage every claim first waits for the primary to fail: give it a
- * short timeout (and, on node-redis, no offline queue).
- *
- * **Not covered**: a record completed while the fallback was unreachable
- * lives in the primary alone, and is lost if the primary restarts empty. A
- * record copied into the primary gets a new TTL window there (the contract
- * carries no deadline).
+ * **Costs and limits**: a fresh key costs a claim on each store and a write
+ * on both; a replay one primary round trip; in an outage, the primary's
+ * timeout. A record completed while the fallback was unreachable is lost if
+ * the primary restarts empty; one copied into it gets a new TTL there.
  *
  * @example Serve through the fallback while the primary is down, and recover
  * ```ts
@@ -222,8 +175,7 @@ export class FailoverStore implements IdempotencyStore {
   #fallback: IdempotencyStore;
   #strict: boolean;
   #onEvent: ((event: FailoverEvent) => void) | undefined;
-  /** Whether the fallback has answered once: only then is `strict: false` lenient. */
-  #fallbackAnswered = false;
+  #fallbackAnswered = false; // once true, `strict: false` is lenient
 
   /** Makes a store on two stores; throws a TypeError on a bad option. */
   constructor(options: FailoverStoreOptions) {
@@ -246,10 +198,8 @@ export class FailoverStore implements IdempotencyStore {
   }
 
   /**
-   * Runs the fallback's `migrate()`, then the primary's, for each store that
-   * has one (a `PostgresStore` creates its table). Run it at boot: it throws
-   * when the fallback does not work, and once it resolves the fallback
-   * counts as having answered.
+   * Runs the fallback's `migrate()`, then the primary's, where they have one.
+   * Run it at boot: it throws when the fallback does not work.
    */
   async migrate(): Promise<void> {
     await migrateStore(this.#fallback);
@@ -277,26 +227,13 @@ export class FailoverStore implements IdempotencyStore {
       second = await this.#fallback.claim(slot, options);
       this.#fallbackAnswered = true;
     } catch (error) {
-      const unavailable: FailoverEvent = {
-        type: "fallback_unavailable",
-        operation: "claim",
-        slot,
-        error,
-      };
-      if (!this.#fallbackAnswered) {
+      const answered = this.#fallbackAnswered;
+      const event = { type: "fallback_unavailable", slot, error } as const;
+      const unavailable = { ...event, operation: "claim" } as const;
+      if (!answered || this.#strict) {
         await this.#releaseQuietly("primary", slot, first.token);
-        this.#emit(unavailable);
-        throw refused(
-          "The fallback store has not answered once since this FailoverStore was made, so it is not trusted to be working (run 'await store.migrate()' at boot to create its table)",
-          error,
-        );
-      }
-      if (this.#strict) {
-        await this.#releaseQuietly("primary", slot, first.token);
-        throw refused(
-          "The fallback store is unreachable, and 'strict' refuses a claim on the primary alone",
-          error,
-        );
+        if (!answered) this.#emit(unavailable);
+        throw refused(answered ? STRICT : UNTRUSTED, error);
       }
       this.#emit(unavailable);
       const { recovered } = first;
@@ -310,9 +247,7 @@ export class FailoverStore implements IdempotencyStore {
         return { state: "acquired", token, recovered };
       }
       case "completed": {
-        // Copy only a record of this very request: the primary keeps the
-        // fingerprint of the claim just made, so a copy under another
-        // request's fingerprint would turn the original's retries into 422s.
+        // Copied only under this claim's fingerprint, which the primary keeps.
         let copied = false;
         if (second.fingerprint === options.fingerprint) {
           copied = await this.#bestEffort(
@@ -363,12 +298,12 @@ export class FailoverStore implements IdempotencyStore {
     return await this.#write("extend", slot, token, write);
   }
 
-  /** Step 3 of a claim: the fallback decides whether a primary `in_flight` stands. */
+  /** The fallback decides whether a primary `in_flight` stands. */
   async #checkInFlight(
     slot: string,
     options: ClaimOptions,
     first: ClaimResult,
-  ): Promise<ClaimResult> {
+  ) {
     let second: ClaimResult;
     try {
       second = await this.#fallback.claim(slot, options);
@@ -385,12 +320,8 @@ export class FailoverStore implements IdempotencyStore {
     return first;
   }
 
-  /** Step 1 of a claim, when the primary threw. */
-  async #claimFallback(
-    slot: string,
-    options: ClaimOptions,
-    error: unknown,
-  ): Promise<ClaimResult> {
+  /** A claim on the fallback alone, as the primary threw `error`. */
+  async #claimFallback(slot: string, options: ClaimOptions, error: unknown) {
     let result: ClaimResult;
     try {
       result = await this.#fallback.claim(slot, options);
@@ -400,8 +331,8 @@ export class FailoverStore implements IdempotencyStore {
     }
     this.#emit({ type: "fallback", operation: "claim", slot, error });
     if (result.state !== "acquired") return result;
-    const { recovered } = result;
-    return { state: "acquired", token: `f:${result.token}`, recovered };
+    const token = `f:${result.token}`;
+    return { state: "acquired", token, recovered: result.recovered } as const;
   }
 
   async #write(
@@ -422,18 +353,14 @@ export class FailoverStore implements IdempotencyStore {
       settle(() => write(this.#primary, primary)),
       settle(() => write(this.#fallback, fallback)),
     ]);
+    const failed = (store: FailoverRole, error: unknown) =>
+      this.#emit({ type: "write_failed", operation, store, slot, error });
     if (!f.ok) {
-      if (!p.ok) {
-        const what = `${operation} (outcome unknown)`;
-        throw bothFailed(operation, what, p.error, f.error);
-      }
-      this.#writeFailed(operation, "fallback", slot, f.error);
-      return p.value;
+      if (p.ok) return failed("fallback", f.error), p.value;
+      const what = `${operation} (outcome unknown)`;
+      throw bothFailed(operation, what, p.error, f.error);
     }
-    if (!p.ok) {
-      this.#writeFailed(operation, "primary", slot, p.error);
-      return f.value;
-    }
+    if (!p.ok) return failed("primary", p.error), f.value;
     if (p.value !== f.value) {
       this.#emit({
         type: "diverged",
@@ -447,18 +374,10 @@ export class FailoverStore implements IdempotencyStore {
   }
 
   /** Releases a claim that no answer depends on; reports a throw. */
-  #releaseQuietly(
-    role: FailoverRole,
-    slot: string,
-    token: string,
-  ): Promise<boolean> {
+  #releaseQuietly(role: FailoverRole, slot: string, token: string) {
     const store = role === "primary" ? this.#primary : this.#fallback;
-    return this.#bestEffort(
-      "release",
-      role,
-      slot,
-      () => store.release(slot, token),
-    );
+    const release = () => store.release(slot, token);
+    return this.#bestEffort("release", role, slot, release);
   }
 
   /** Runs a write whose failure changes no answer; reports a throw. */
@@ -470,38 +389,33 @@ export class FailoverStore implements IdempotencyStore {
   ): Promise<boolean> {
     const result = await settle(write);
     if (result.ok) return result.value === "applied";
-    this.#writeFailed(operation, store, slot, result.error);
+    this.#emit({
+      type: "write_failed",
+      operation,
+      store,
+      slot,
+      error: result.error,
+    });
     return false;
   }
 
-  #writeFailed(
-    operation: StoreOperation,
-    store: FailoverRole,
-    slot: string,
-    error: unknown,
-  ): void {
-    this.#emit({ type: "write_failed", operation, store, slot, error });
-  }
-
   #emit(event: FailoverEvent): void {
-    const listener = this.#onEvent;
     try {
-      listener?.(event);
-    } catch {
-      // A listener's failure must not change what the store answers.
-    }
+      this.#onEvent?.(event);
+    } catch { /* a listener's throw changes no answer */ }
   }
 }
 
-/** The error of a claim that the fallback's `error` refuses, for `reason`. */
+const UNTRUSTED =
+  "The fallback store has not answered once since this FailoverStore was made, so it is not trusted to be working (run 'await store.migrate()' at boot to create its table)";
+const STRICT =
+  "The fallback store is unreachable, and 'strict' refuses a claim on the primary alone";
+
 function refused(reason: string, error: unknown): StoreError {
   const message = `${reason}: ${messageOf(error)}`;
   return new StoreError(message, { operation: "claim", cause: error });
 }
 
-const BOTH_FAILED = "The primary and the fallback store both failed";
-
-/** The error of an operation that both stores threw on. */
 function bothFailed(
   operation: StoreOperation,
   what: string,
@@ -511,11 +425,13 @@ function bothFailed(
   const message = `Both stores failed to ${what}: primary: ${
     messageOf(primary)
   }; fallback: ${messageOf(fallback)}`;
-  const cause = new AggregateError([primary, fallback], BOTH_FAILED);
+  const cause = new AggregateError(
+    [primary, fallback],
+    "The primary and the fallback store both failed",
+  );
   return new StoreError(message, { operation, cause });
 }
 
-/** Runs a store's `migrate()` when it has one. */
 async function migrateStore(store: IdempotencyStore): Promise<void> {
   const migrate = (store as { migrate?: unknown }).migrate;
   if (typeof migrate === "function") await migrate.call(store);

@@ -1,10 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 // deno-lint-ignore-file require-await -- `async` makes a throw a rejection
-/**
- * {@linkcode MemoryStore}: the store contract for one process.
- *
- * @module
- */
+/** {@linkcode MemoryStore}: the store contract for one process. @module */
 
 import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
@@ -28,23 +24,20 @@ export interface MemoryStoreOptions {
   clock?: () => number;
 }
 
-/** Characters of a slot, and of a fingerprint, that the overhead covers. */
-const KEY_CHARS = 64;
-/** A character that makes a string take two bytes a character. */
-const WIDE = /[\u0100-\uffff]/;
-/** Tokens are unique in the process: a counter, shorter than a UUID. */
-let lastToken = 0;
+const KEY_CHARS = 64; // of a slot or fingerprint, covered by the overhead
+const WIDE = /[\u0100-\uffff]/; // a string with one takes two bytes a character
+let lastToken = 0; // tokens: a counter, unique in the process
 
 /** A claim in flight; `bytes` is what it counts against `maxBytes`, `at` its place in its heap. */
 class Claim {
   at = -1;
-  leaseUntil = 0;
   constructor(
     readonly slot: string,
     readonly fingerprint: string,
     readonly deadline: number,
     readonly bytes: number,
     readonly token: string,
+    public leaseUntil: number,
   ) {}
 }
 
@@ -65,27 +58,14 @@ class Done {
 
 /**
  * Keeps idempotency records in this process's memory: the default store,
- * right for one instance and for tests (records go with the process, and
- * other instances do not see them).
- *
- * Memory is bounded, after GC, by `maxBytes + maxEntries ×`
- * {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} ("bounded memory" in
- * `docs/architecture.md`). A record counts against `maxBytes` its body, its
- * header list as JSON, and its slot's and fingerprint's characters past 64
- * (twice that in a string with a character past U+00FF); the overhead is
- * the rest. The store keeps its own copy of both lists and bodies, and a
- * replay's body is that copy: do not change it. Under byte pressure the
- * completed records nearest their expiry lose their bodies first (a retry
- * gets status and headers, `too_large`, never a second run), then are
- * forgotten. A completion is never refused: one whose header list does not
- * fit beside the live claims passes `maxBytes`.
- *
- * Past `maxEntries`, a new claim forgets a claim whose lease ran out, else
- * the completed record nearest its expiry (a retry of it runs again: size
- * `maxEntries` for your keyed requests over a `ttl`). A live claim is never
- * evicted: when all records are, a claim is refused with a
- * {@linkcode StoreError} (503). Expired records never block and are
- * dropped as they are met.
+ * for one instance and for tests. Memory is bounded after GC by `maxBytes +
+ * maxEntries ×` {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} (see Bounded
+ * memory in docs/architecture.md): a record counts its body, its header list
+ * as JSON, and its key characters past 64 (twice past U+00FF). Under byte
+ * pressure the records nearest expiry lose their bodies (`too_large`), then
+ * go; past `maxEntries`, an expired lease, else the record nearest expiry. A
+ * live claim never goes: when all are, a claim fails ({@linkcode StoreError}).
+ * A replay's body is the store's own copy: do not change it.
  *
  * @example Claim, complete, replay
  * ```ts
@@ -95,16 +75,11 @@ class Done {
  * let now = 0;
  * const store = new MemoryStore({ maxEntries: 100, clock: () => now });
  * const options = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 60_000 };
- *
  * const first = await store.claim("slot", options);
- * assert.equal(first.state, "acquired");
+ * assert.ok(first.state === "acquired");
  * assert.equal((await store.claim("slot", options)).state, "in_flight");
- * if (first.state === "acquired") {
- *   await store.complete("slot", first.token, { status: 201, headers: [], body: new Uint8Array([7]) });
- * }
- * const replay = await store.claim("slot", options);
- * assert.equal(replay.state, "completed");
- *
+ * await store.complete("slot", first.token, { status: 201, headers: [], body: new Uint8Array([7]) });
+ * assert.equal((await store.claim("slot", options)).state, "completed");
  * now += 60_000; // the TTL ran out: the slot is free again
  * assert.equal((await store.claim("slot", options)).state, "acquired");
  * ```
@@ -114,7 +89,7 @@ export class MemoryStore implements IdempotencyStore {
   static readonly RECORD_OVERHEAD_BYTES: number = 640;
 
   #entries = new Map<string, Claim | Done>();
-  #claims = new Heap<Claim>(liveUntil);
+  #claims = new Heap<Claim>((c) => Math.min(c.leaseUntil, c.deadline));
   #withBody = new Heap<Done>((done) => done.deadline);
   #bodiless = new Heap<Done>((done) => done.deadline);
   #bytes = 0;
@@ -150,10 +125,7 @@ export class MemoryStore implements IdempotencyStore {
       this.#drop(entry);
       entry = undefined;
     }
-    if (entry instanceof Done) {
-      const response = responseOf(entry);
-      return { state: "completed", fingerprint: entry.fingerprint, response };
-    }
+    if (entry instanceof Done) return completed(entry);
     if (entry !== undefined && entry.leaseUntil > now) {
       const { fingerprint } = entry;
       const retryAfterMs = Math.max(1, Math.ceil(entry.leaseUntil - now));
@@ -164,14 +136,20 @@ export class MemoryStore implements IdempotencyStore {
     else this.#makeRoom(now);
     const bytes = keyBytes(slot) + keyBytes(fingerprint);
     if (bytes > 0 && !this.#makeBytes(bytes, now)) {
-      throw new StoreError(
-        `MemoryStore is full: live claims hold ${this.#bytes} bytes of keys (maxBytes is ${this.#maxBytes})`,
-        { operation: "claim" },
+      throw full(
+        `live claims hold ${this.#bytes} bytes of keys (maxBytes is ${this.#maxBytes})`,
       );
     }
     const token = (++lastToken).toString(36);
-    const claim = new Claim(slot, fingerprint, now + ttlMs, bytes, token);
-    claim.leaseUntil = now + leaseMs;
+    const lease = now + leaseMs;
+    const claim = new Claim(
+      slot,
+      fingerprint,
+      now + ttlMs,
+      bytes,
+      token,
+      lease,
+    );
     this.#entries.set(slot, claim);
     this.#bytes += bytes;
     this.#claims.push(claim);
@@ -199,10 +177,8 @@ export class MemoryStore implements IdempotencyStore {
     this.#entries.set(slot, done);
     this.#bytes += headers.length;
     const size = body?.byteLength ?? 0;
-    if (
-      body !== null && done.bytes + size <= this.#maxBytes &&
-      this.#makeBytes(size, now)
-    ) {
+    const fits = body !== null && done.bytes + size <= this.#maxBytes;
+    if (fits && this.#makeBytes(size, now)) {
       done.body = new Uint8Array(body);
       done.bytes += size;
       this.#bytes += size;
@@ -239,7 +215,6 @@ export class MemoryStore implements IdempotencyStore {
     return "applied";
   }
 
-  /** The live claim that `token` owns, if any. */
   #owned(slot: string, token: string, now: number): Claim | undefined {
     const entry = this.#entries.get(slot);
     if (
@@ -261,15 +236,15 @@ export class MemoryStore implements IdempotencyStore {
   /** Frees one of the `maxEntries` when the store is full, or throws. */
   #makeRoom(now: number): void {
     if (this.#entries.size < this.#maxEntries) return;
-    const claim = this.#claims.peek();
-    if (claim !== undefined && liveUntil(claim) <= now) {
+    const claim = this.#claims.items[0];
+    if (claim !== undefined && this.#claims.orderBy(claim) <= now) {
       return this.#drop(claim); // its lease or its TTL ran out
     }
-    const record = sooner(this.#withBody.peek(), this.#bodiless.peek());
+    const [a, b] = [this.#withBody.items[0], this.#bodiless.items[0]];
+    const record = a === undefined || (b && b.deadline < a.deadline) ? b : a;
     if (record === undefined) {
-      throw new StoreError(
-        `MemoryStore is full: all ${this.#entries.size} records are live claims (maxEntries is ${this.#maxEntries})`,
-        { operation: "claim" },
+      throw full(
+        `all ${this.#entries.size} records are live claims (maxEntries is ${this.#maxEntries})`,
       );
     }
     this.#drop(record);
@@ -278,7 +253,7 @@ export class MemoryStore implements IdempotencyStore {
   /** Makes `size` more bytes fit, if dropping bodies and records can. */
   #makeBytes(size: number, now: number): boolean {
     while (this.#bytes + size > this.#maxBytes) {
-      const done = this.#withBody.peek() ?? this.#bodiless.peek();
+      const done = this.#withBody.items[0] ?? this.#bodiless.items[0];
       if (done === undefined) return false;
       if (done.body === null || done.deadline <= now) this.#drop(done);
       else this.#dropBody(done);
@@ -286,7 +261,6 @@ export class MemoryStore implements IdempotencyStore {
     return true;
   }
 
-  /** Drops a record's body, keeping the record as `too_large`. */
   #dropBody(done: Done): void {
     this.#withBody.remove(done);
     this.#bodiless.push(done);
@@ -297,61 +271,44 @@ export class MemoryStore implements IdempotencyStore {
   }
 }
 
-/** A claim stops being live at the end of its lease, or of its TTL if sooner. */
-function liveUntil(claim: Claim): number {
-  return Math.min(claim.leaseUntil, claim.deadline);
+function full(why: string): StoreError {
+  return new StoreError(`MemoryStore is full: ${why}`, { operation: "claim" });
 }
 
-/** Of two records, the one that expires first. */
-function sooner(a: Done | undefined, b: Done | undefined): Done | undefined {
-  return a === undefined || (b !== undefined && b.deadline < a.deadline)
-    ? b
-    : a;
-}
-
-/** What a slot or fingerprint counts against `maxBytes`. */
 function keyBytes(key: string): number {
   if (key.length <= KEY_CHARS) return 0;
   return WIDE.test(key) ? 2 * key.length - KEY_CHARS : key.length - KEY_CHARS;
 }
 
-/** A record as a claim hands it out, with a frozen header list of its own. */
-function responseOf(done: Done): StoredResponse {
+/** A record as a claim hands it out, its header list frozen. */
+function completed(done: Done): ClaimResult {
   const pairs = JSON.parse(done.headers) as [string, string][];
-  const headers = Object.freeze(pairs.map((pair) => Object.freeze(pair)));
-  const { status, body, omitted } = done;
-  return body === null
-    ? { status, headers: headers as [string, string][], body, omitted }
-    : { status, headers: headers as [string, string][], body };
+  const frozen = Object.freeze(pairs.map((pair) => Object.freeze(pair)));
+  const { status, body, omitted, fingerprint } = done;
+  const headers = frozen as [string, string][];
+  const response: StoredResponse = body === null
+    ? { status, headers, body, omitted }
+    : { status, headers, body };
+  return { state: "completed", fingerprint, response };
 }
 
-/**
- * A binary min-heap of entries by `orderBy`. Each entry sits in one heap at
- * a time and knows its place there (`at`), so that any entry leaves in
- * O(log n) and none stays referenced once it left.
- */
+/** A binary min-heap by `orderBy`; an entry knows its place (`at`), so leaves in O(log n). */
 class Heap<T extends { at: number }> {
-  #items: T[] = [];
+  readonly items: T[] = [];
   constructor(readonly orderBy: (item: T) => number) {}
 
-  peek(): T | undefined {
-    return this.#items[0];
-  }
-
   push(item: T): void {
-    this.#items.push(item);
-    this.update(item, this.#items.length - 1);
+    this.update(item, this.items.push(item) - 1);
   }
 
   remove(item: T): void {
-    const last = this.#items.pop()!;
+    const last = this.items.pop()!;
     if (last !== item) this.update(last, item.at);
     item.at = -1;
   }
 
-  /** Moves `item`, now at `at`, up or down to where its key belongs. */
   update(item: T, at = item.at): void {
-    const items = this.#items;
+    const items = this.items;
     const key = this.orderBy(item);
     while (at > 0 && this.orderBy(items[(at - 1) >> 1]!) > key) {
       at = this.#put(items[(at - 1) >> 1]!, at);
@@ -365,11 +322,11 @@ class Heap<T extends { at: number }> {
     this.#put(item, at);
   }
 
-  /** Puts `item` at `at`, and returns where it was. */
+  /** Puts `item` at `at`; returns where it was. */
   #put(item: T, at: number): number {
     const from = item.at;
     item.at = at;
-    this.#items[at] = item;
+    this.items[at] = item;
     return from;
   }
 }
