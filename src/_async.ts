@@ -63,6 +63,22 @@ export function delay(
   });
 }
 
+/**
+ * What `p` resolves to, or `undefined` once `ms` pass first; the timer is
+ * cleared either way.
+ */
+export async function within<T>(
+  p: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
+  const end = new AbortController();
+  try {
+    return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
+  } finally {
+    end.abort();
+  }
+}
+
 /** How {@linkcode backoff} grows and draws its waits. */
 export interface BackoffOptions {
   /** The first wait's ceiling, in milliseconds. */

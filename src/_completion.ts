@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Settling a claimed slot, and the events that say how it went. @module */
 
-import { backoff, delay } from "./_async.ts";
+import { backoff, delay, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./options.ts";
 import type { Report, WriteResult } from "./events.ts";
@@ -157,19 +157,6 @@ export class Completions {
   /** Waits until no write is pending in the background, later ones included. */
   async drain(): Promise<void> {
     while (this.#pending.size > 0) await Promise.all(this.#pending);
-  }
-}
-
-/** What `p` resolves to, or `undefined` once `ms` pass first. */
-export async function within<T>(
-  p: Promise<T>,
-  ms: number,
-): Promise<T | undefined> {
-  const end = new AbortController();
-  try {
-    return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
-  } finally {
-    end.abort();
   }
 }
 

@@ -2,7 +2,7 @@
 /** The conformance suite's types and the context its cases share. @module */
 
 import assert from "node:assert/strict";
-import { within } from "./_completion.ts";
+import { within } from "./_async.ts";
 import type {
   ClaimOptions,
   ClaimResult,
