@@ -23,6 +23,7 @@ export {
   BODY_OMITTED_HEADER,
   drainCompletions,
   type FetchHandler,
+  HEADERS_OMITTED_HEADER,
   idempotency,
   type IdempotencyOptions,
   type ServeHandlerInfo,

@@ -13,6 +13,12 @@ import type { OmittedReason, StoredResponse } from "./store.ts";
 /** The header on a replay whose body was not recorded: its value is the reason. */
 export const BODY_OMITTED_HEADER = "Idempotent-Body-Omitted";
 const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
+/**
+ * The header on a replay whose record left headers out (`Date` aside): their
+ * lower-case names, each once (`set-cookie`). A record keeps it as a pair.
+ */
+export const HEADERS_OMITTED_HEADER = "Idempotent-Omitted-Headers";
+const LEFT_OUT = HEADERS_OMITTED_HEADER.toLowerCase();
 
 /** Statuses whose responses have no body, live or replayed. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);
@@ -25,31 +31,59 @@ const UNSTORED = new Set([
 ]);
 
 /**
- * The pairs to store (no framing, `unstoredHeaders` or control characters),
- * whether any but framing was left out, and whether there is a `Content-Type`.
+ * The pairs to store (no framing, `unstoredHeaders`, fields `Cache-Control`
+ * names private, or control characters; then what was left out), whether any
+ * but framing was left out, and whether there is a `Content-Type`.
  */
 export function storedHeaders(
   headers: Headers,
   unstored: ReadonlySet<string>,
 ): { pairs: [string, string][]; partial: boolean; typed: boolean } {
   const pairs: [string, string][] = [];
+  const named = privateFields(headers.get("cache-control"));
+  const left = new Set<string>();
   let partial = false;
   let typed = false;
   for (const pair of headers) {
     const name = pair[0];
     if (UNSTORED.has(name)) continue;
     if (name === "content-type") typed = true;
-    if (unstored.has(name) || CONTROL.test(pair[1])) partial = true;
-    else pairs.push(pair);
+    if (
+      unstored.has(name) || named?.has(name) || name === LEFT_OUT ||
+      CONTROL.test(pair[1])
+    ) {
+      partial = true;
+      if (name !== "date" && name !== LEFT_OUT) left.add(name);
+    } else pairs.push(pair);
   }
+  if (left.size > 0) pairs.push([LEFT_OUT, [...left].join(", ")]);
   return { pairs, partial, typed };
+}
+
+/** `private="…"` and `no-cache="…"` (RFC 9111 §5.2.2.4, §5.2.2.7), token form too. */
+const QUALIFIED =
+  /(?:^|,)\s*(?:private|no-cache)\s*=\s*(?:"([^"]*)"|([^\s,;]+))/gi;
+
+/** The fields a `Cache-Control` value names private, or `undefined`. */
+function privateFields(value: string | null): Set<string> | undefined {
+  if (value === null || !value.includes("=")) return undefined;
+  let names: Set<string> | undefined;
+  for (const match of value.matchAll(QUALIFIED)) {
+    for (const name of (match[1] ?? match[2]!).split(",")) {
+      (names ??= new Set()).add(name.trim().toLowerCase());
+    }
+  }
+  return names;
 }
 
 /** A control but tab: `Deno.serve` (2.9) aborts the process writing one. */
 // deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
-/** A record's replay, less the `unstoredHeaders` whatever it holds. */
+/**
+ * A record's replay, less the `unstoredHeaders` whatever it holds, naming
+ * what it left out and what its record did.
+ */
 export function replay(
   record: StoredResponse,
   replayHeader: string,
@@ -57,15 +91,22 @@ export function replay(
 ): Response {
   const omitted = record.body === null;
   const headers: [string, string][] = [];
+  const left = new Set<string>();
   let typed = false;
   for (const pair of record.headers) {
     const name = pair[0];
     if (name === replayHeader || name === OMITTED_NAME) continue;
     if (omitted && name === "content-encoding") continue;
-    if (unstored.has(name)) continue;
-    if (name === "content-type") typed = true;
-    headers.push(pair);
+    if (name === LEFT_OUT) {
+      for (const each of pair[1].split(",")) left.add(each.trim());
+    } else if (unstored.has(name)) {
+      if (name !== "date") left.add(name);
+    } else {
+      if (name === "content-type") typed = true;
+      headers.push(pair);
+    }
   }
+  if (left.size > 0) headers.push([LEFT_OUT, [...left].join(", ")]);
   headers.push([replayHeader, "true"]);
   if (omitted) headers.push([OMITTED_NAME, record.omitted ?? "too_large"]);
   const body = omitted || NULL_BODY.has(record.status)

@@ -150,10 +150,18 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
-   * Response headers never replayed (any case), for what belongs to one
-   * response (a request id, a fresh session cookie); the live response keeps
-   * them. Framing headers are never stored. A list replaces the default.
-   * @default {["date"]}
+   * Response headers neither stored nor replayed (any case), for what belongs
+   * to one response (a request id, a session cookie); the live response keeps
+   * them. A list replaces the default. Framing headers are never stored, nor
+   * the fields a `Cache-Control: private="…"` or `no-cache="…"` names. A
+   * response marked `private` or `no-store` is still recorded (a retry must
+   * not run the handler again, and the record is no shared cache): sealing
+   * (`encryption`) keeps its body unreadable at rest. A replay names what its
+   * record left out, `Date` aside: `Idempotent-Omitted-Headers: set-cookie`.
+   * `["date"]` stores `Set-Cookie`: each session id then sits in the store,
+   * in clear unless sealed, for `ttl`, and goes to whoever replays the key
+   * within the scope.
+   * @default {["date", "set-cookie"]}
    */
   unstoredHeaders?: readonly string[];
   /**
@@ -208,7 +216,7 @@ export const DEFAULTS = Object.freeze({
   maxRequestBytes: 1_048_576,
   maxResponseBytes: 1_048_576,
   failOpen: false,
-  unstoredHeaders: Object.freeze(["date"]) as readonly string[],
+  unstoredHeaders: Object.freeze(["date", "set-cookie"]) as readonly string[],
   replayHeader: "Idempotent-Replayed",
   completionWait: 1_000,
   completionTimeout: 300_000,

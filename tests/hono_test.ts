@@ -208,7 +208,8 @@ Deno.test("idempotent() releases the key when the routes after it leave no respo
 
 Deno.test("idempotent() replays every Set-Cookie of the response, in order", async () => {
   const app = new Hono();
-  app.post("/login", idempotent({ scope: "global" }), (c) => {
+  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  app.post("/login", idempotent(optIn), (c) => {
     setCookie(c, "session", "s1", { httpOnly: true, path: "/" });
     setCookie(c, "csrf", "c1", { path: "/" });
     c.header("set-cookie", "theme=dark", { append: true });
@@ -233,7 +234,8 @@ Deno.test("idempotent() lays the headers of earlier middleware over replays and 
     await next();
     c.header("x-after", "yes");
   });
-  app.post("/payments", idempotent({ scope: "global" }), (c) => {
+  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  app.post("/payments", idempotent(optIn), (c) => {
     setCookie(c, "receipt", "r1");
     return c.json({ ok: true }, 201);
   });
@@ -330,7 +332,8 @@ Deno.test("idempotent() on a prefix passes GET requests and keyless POSTs throug
 Deno.test("idempotent() under Deno.serve(app.fetch) replays over the wire", async () => {
   let runs = 0;
   const app = new Hono();
-  app.post("/payments", idempotent({ scope: "global" }), async (c) => {
+  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  app.post("/payments", idempotent(optIn), async (c) => {
     runs++;
     const { amount } = await c.req.json();
     setCookie(c, "a", "1");

@@ -57,10 +57,14 @@ function names(headers: Iterable<[string, string]>): string[] {
   return [...headers].map(([name]) => name);
 }
 
-Deno.test("by default a record leaves out Date and keeps Set-Cookie; the live response keeps both", async () => {
+Deno.test('unstoredHeaders: ["date"] leaves out Date and keeps Set-Cookie; the live response keeps both', async () => {
   const store = new MemoryStore();
   const { state, handler } = app();
-  const guarded = idempotency(handler, { scope: "global", store });
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    unstoredHeaders: ["date"],
+  });
   const live = await guarded(post("k"));
   assert.equal(live.headers.get("date"), OLD_DATE);
   assert.deepEqual(live.headers.getSetCookie(), [
@@ -113,12 +117,17 @@ for (
     assert.deepEqual(names(record.headers), [
       "access-control-allow-origin",
       "content-type",
+      "idempotent-omitted-headers",
     ]);
     const replay = await guarded(post("k"));
     assert.equal(replay.status, 201);
     assert.equal(replay.headers.get("idempotent-replayed"), "true");
     assert.equal(replay.headers.get("x-request-id"), null);
     assert.deepEqual(replay.headers.getSetCookie(), []);
+    assert.equal(
+      replay.headers.get("idempotent-omitted-headers"),
+      "set-cookie, x-request-id",
+    );
     assert.equal(
       replay.headers.get("access-control-allow-origin"),
       "https://a.example",
@@ -148,6 +157,7 @@ Deno.test("a replay leaves out unstoredHeaders that an older record still holds"
   assert.equal(replay.headers.get("idempotent-replayed"), "true");
   assert.equal(replay.headers.get("date"), null);
   assert.deepEqual(replay.headers.getSetCookie(), []);
+  assert.equal(replay.headers.get("idempotent-omitted-headers"), "set-cookie");
   assert.equal(replay.headers.get("x-request-id"), "req-1");
   assert.equal(state.runs, 1);
 });
