@@ -64,6 +64,7 @@ const T = {
   time: "tests/stores/store_call_test.ts",
   settle: "tests/heartbeat_settle_test.ts",
   options: "tests/idempotency_options_test.ts",
+  credentials: "tests/idempotency_credentials_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -92,6 +93,30 @@ export const MUTANTS: Mutant[] = [
     replacement: "const UNSTORED = new Set([\n",
     tests: [T.edges, T.guardCapture],
     what: "a replay without its body keeps a stale Content-Length",
+  },
+  {
+    id: "cookies-stored-by-default",
+    file: OPTIONS,
+    text: `unstoredHeaders: Object.freeze(["date", "set-cookie"])`,
+    replacement: `unstoredHeaders: Object.freeze(["date"])`,
+    tests: [T.credentials],
+    what: "every session cookie sits in the store and goes to whoever replays",
+  },
+  {
+    id: "omitted-headers-unnamed",
+    file: RESPONSE,
+    text: `if (left.size > 0) pairs.push([LEFT_OUT, [...left].join(", ")]);`,
+    replacement: "",
+    tests: [T.credentials],
+    what: "a replay cannot tell a dropped cookie from none",
+  },
+  {
+    id: "cache-control-private-stored",
+    file: RESPONSE,
+    text: "unstored.has(name) || named?.has(name) ||",
+    replacement: "unstored.has(name) ||",
+    tests: [T.credentials],
+    what: 'the fields Cache-Control: private="…" names are stored and replayed',
   },
   {
     id: "lease-renewal-late",
