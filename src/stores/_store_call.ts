@@ -1,8 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * {@linkcode StoreCalls}: the one way a store bounds how long it waits for
- * its service, and hands a claim that may land after its caller got an error
- * to {@linkcode Orphans} (docs/architecture.md, "Rules": nothing left behind).
+ * {@linkcode StoreCalls}, the one store-call deadline.
  *
  * @module
  */
@@ -20,15 +18,12 @@ import type { Orphan, Orphans } from "./_orphans.ts";
 
 /** How a store words a call that failed in time, or timed out. */
 export interface StoreErrors {
-  /** The call failed in time with `cause`. */
   failed(operation: StoreOperation, cause: unknown): StoreError;
-  /** The call's deadline passed first. */
   timedOut(operation: StoreOperation): StoreError;
 }
 
 /** How to undo a claim that may land after its caller got an error. */
 export interface Undo<T> {
-  /** The claimed slot and the claim's lease. */
   slot: string;
   leaseMs: number;
   /** The claim's token, when the store made it before sending the claim. */
@@ -67,24 +62,15 @@ class Pending implements StoreCall, Linked<Pending> {
 }
 
 /**
- * A store's calls to its service, each given the same `timeoutMs` on a
- * monotonic clock. One timer watches them all: pending calls are kept in
- * start order, which is deadline order, and the timer is armed for the
- * oldest; it keeps the process alive only while calls are pending (so it
- * is a global `setTimeout`: a `Clock`'s timers never hold the process). A
- * deadline only stops the waiting: the work goes on, and a claim that lands
- * after it is undone (see {@linkcode Undo}).
+ * A store's calls to its service, each given `ms` (`Infinity`: none) on a
+ * monotonic clock and watched by one timer, a global `setTimeout` (a
+ * `Clock`'s timers never hold the process): see docs/architecture.md,
+ * "Store calls and deadlines".
  */
 export class StoreCalls {
   #pending = new List<Pending>();
   #timer: Timer | undefined;
 
-  /**
-   * @param ms How long each call may take (`Infinity`: no deadline).
-   * @param orphans The store's undo work, told when the service answers.
-   * @param errors How the store words a failure or a timeout.
-   * @param clock The monotonic clock deadlines are measured on.
-   */
   constructor(
     readonly ms: number,
     readonly orphans: Orphans,
@@ -93,12 +79,8 @@ export class StoreCalls {
   ) {}
 
   /**
-   * Starts `work` and waits for it until the deadline.
-   *
-   * @param operation What the call does, for its error.
-   * @param work Sends the call; a `work` that throws at once sent nothing.
-   * @param undo For a claim: how to undo it should it land late.
-   * @returns The work's value; rejects with the store's {@linkcode StoreError}.
+   * Starts `work` (one that throws at once sent nothing) and waits for it
+   * until the deadline; `undo`, for a claim, undoes it should it land late.
    */
   run<T>(
     operation: StoreOperation,
@@ -107,7 +89,6 @@ export class StoreCalls {
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const at = this.clock.now() + this.ms;
-      // The value `resolve` gets is the one `work` answers.
       const answer = resolve as (value: unknown) => void;
       const call = new Pending(at, operation, undo, answer, reject);
       if (this.ms !== Infinity) this.#watch(call);
@@ -116,8 +97,7 @@ export class StoreCalls {
         pending = work(call);
       } catch (error) {
         call.undo = undefined; // nothing was sent: nothing can land
-        this.#settle(call, error, true);
-        return;
+        return this.#settle(call, error, true);
       }
       pending.then(
         (value) => this.#settle(call, value, false),
@@ -129,10 +109,8 @@ export class StoreCalls {
   #watch(call: Pending): void {
     const idle = this.#pending.head === undefined;
     this.#pending.push(call);
-    if (!idle) return;
-    if (this.#timer === undefined) {
-      this.#timer = setTimeout(this.#fire, this.ms);
-    } else refTimer(this.#timer, true);
+    if (idle && this.#timer !== undefined) refTimer(this.#timer, true);
+    else if (idle) this.#timer = setTimeout(this.#fire, this.ms);
   }
 
   #settle(call: Pending, value: unknown, failed: boolean): void {
@@ -140,12 +118,11 @@ export class StoreCalls {
     if (this.#pending.remove(call) && this.#pending.head === undefined) {
       refTimer(this.#timer!, false);
     }
-    const undo = call.undo;
     if (!failed) {
       this.orphans.serviceAnswered();
-      call.resolve(value);
-      return;
+      return call.resolve(value);
     }
+    const undo = call.undo;
     if (undo?.token !== undefined && undo.mayHaveRun?.(value)) {
       this.orphans.undo(undo.slot, undo.token, undo.leaseMs);
     }
@@ -155,9 +132,8 @@ export class StoreCalls {
   /** A call settled after its deadline: tells Orphans if its claim landed. */
   #late({ undo, orphan }: Pending, value: unknown, failed: boolean): void {
     if (orphan === undefined) return;
-    let token: string | undefined;
-    if (!failed) token = undo!.acquired(value);
-    else if (value !== ABANDONED && undo!.mayHaveRun?.(value)) {
+    let token = failed ? undefined : undo!.acquired(value);
+    if (failed && value !== ABANDONED && undo!.mayHaveRun?.(value)) {
       token = undo!.token;
     }
     this.orphans.cameBack(orphan, token);
