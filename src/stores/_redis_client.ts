@@ -11,12 +11,11 @@ import { byteView } from "../_record.ts";
 
 /**
  * The one-method client interface, for clients other than node-redis and
- * ioredis: send one command as an array of arguments, get its reply, decoded
- * the usual way: a bulk string as a `Uint8Array` (a `string` works, but a
- * record whose body is not UTF-8 then reads as in flight until it expires),
- * an integer as a `number`, a nil as `null`, an array as an array. An error
- * reply rejects with an `Error` whose message starts with the error code
- * (such as `NOSCRIPT`), optionally after a `-`.
+ * ioredis. A reply is decoded the usual way: a bulk string as a `Uint8Array`
+ * (a `string` works, but then a body that is not UTF-8 reads as in flight
+ * until it expires), an integer as a `number`, a nil as `null`, an array as
+ * an array; an error rejects with an `Error` whose message starts with its
+ * code (`NOSCRIPT`), maybe after a `-`.
  *
  * @example Adapt a `@db/redis` client
  * ```ts
@@ -31,13 +30,10 @@ import { byteView } from "../_record.ts";
  *   ): Promise<unknown>;
  * }
  *
- * function fromDbRedis(redis: DbRedis): RedisCommander {
- *   return {
- *     sendCommand: ([command, ...args]) =>
- *       redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
- *   };
- * }
- *
+ * const fromDbRedis = (redis: DbRedis): RedisCommander => ({
+ *   sendCommand: ([command, ...args]) =>
+ *     redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
+ * });
  * // new RedisStore({ client: fromDbRedis(await connect({ hostname: "127.0.0.1" })) })
  * ```
  */
@@ -69,9 +65,9 @@ export type RedisClientLike =
   | NodeRedisClientLike
   | IoRedisClientLike;
 
-/** node-redis's RESP type code of a bulk string (`RESP_TYPES.BLOB_STRING`). */
-const BLOB_STRING = 36;
-const NODE_REDIS_OPTIONS = { typeMapping: { [BLOB_STRING]: Buffer } };
+/** Bulk strings (node-redis `RESP_TYPES.BLOB_STRING`, 36) as Buffers. */
+const NODE_REDIS_OPTIONS = { typeMapping: { 36: Buffer } };
+type Method = (...args: unknown[]) => Promise<unknown>;
 
 function toBuffer(arg: string | Uint8Array): string | Buffer {
   return typeof arg === "string" || Buffer.isBuffer(arg)
@@ -118,8 +114,7 @@ function clientSend(client: RedisClientLike): Send {
     // ioredis: the command's byte-reply method (setBuffer(key, …)), else
     // callBuffer(command, …): alone, with enableAutoPipelining it drops the
     // command's name (redis/ioredis#1923). Args: strings or Buffers.
-    const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    type Method = (...args: unknown[]) => Promise<unknown>;
+    const call = c.callBuffer as Method;
     const methods = new Map<unknown, Method>();
     for (const name of IOREDIS_COMMANDS) {
       const method = c[`${name.toLowerCase()}Buffer`];
@@ -137,7 +132,7 @@ function clientSend(client: RedisClientLike): Send {
     typeof c.sendCommand === "function" &&
     typeof c.withTypeMapping === "function"
   ) {
-    const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
+    const send = c.sendCommand as Method;
     const map = (args: (string | Uint8Array)[]) => args.map(toBuffer);
     if (typeof c.getSlotMaster === "function") {
       // sendCommand(firstKey, isReadonly, args, options): a script's one key
@@ -162,10 +157,7 @@ function clientSend(client: RedisClientLike): Send {
   );
 }
 
-/**
- * The code of an error by which Redis refused a command, writing nothing:
- * `NOSCRIPT`, `WRONGTYPE`, `ERR syntax error` (`SET … NX … GET` before 7.0).
- */
+/** The code of an error by which Redis refused a command, writing nothing. */
 export function refusal(error: unknown): string | undefined {
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== "string") return undefined;
@@ -204,9 +196,8 @@ export function mayHaveRun(error: unknown): boolean {
 export type Wait = (key: string) => Promise<unknown>;
 
 /**
- * On a cluster `WAIT` is routed by the key, to its master; ioredis routes a
- * keyless command to any node, so there it follows an `EXISTS` of the key in
- * one pipeline.
+ * On a cluster `WAIT` goes to the key's master: ioredis routes a keyless
+ * command to any node, so there it follows an `EXISTS` in one pipeline.
  */
 export function waiter(
   client: RedisClientLike,
@@ -232,9 +223,7 @@ export function waiter(
     typeof c.getSlotMaster === "function" &&
     typeof c.sendCommand === "function"
   ) {
-    const sendCommand = c.sendCommand as (
-      ...args: unknown[]
-    ) => Promise<unknown>;
+    const sendCommand = c.sendCommand as Method;
     return (key) => sendCommand.call(client, key, false, [...args]);
   }
   return () => send([...args]);

@@ -34,18 +34,13 @@ export interface Undo<T> {
   mayHaveRun?(error: unknown): boolean;
 }
 
-/** A call, as its work sees it. */
-export interface StoreCall {
-  /** Throws once the deadline has passed: work checks it before each step. */
-  throwIfExpired(): void;
-}
-
 /** What {@linkcode StoreCall.throwIfExpired} throws: nothing more was sent. */
 const ABANDONED = new Error("The deadline passed: nothing more was sent");
 
-class Pending implements StoreCall, Linked<Pending> {
-  prev: Pending | undefined = undefined;
-  next: Pending | undefined = undefined;
+/** One call: its work calls `throwIfExpired()` before each step. */
+export class StoreCall implements Linked<StoreCall> {
+  prev: StoreCall | undefined = undefined;
+  next: StoreCall | undefined = undefined;
   orphan: Orphan | undefined = undefined;
   expired = false;
   constructor(
@@ -62,13 +57,12 @@ class Pending implements StoreCall, Linked<Pending> {
 }
 
 /**
- * A store's calls to its service, each given `ms` (`Infinity`: none) on a
- * monotonic clock and watched by one timer, a global `setTimeout` (a
- * `Clock`'s timers never hold the process): see docs/architecture.md,
- * "Store calls and deadlines".
+ * A store's calls, each given `ms` (`Infinity`: none) on a monotonic clock
+ * (docs/architecture.md, "Store calls and deadlines"); the one timer is a
+ * global `setTimeout`, as a `Clock`'s never holds the process.
  */
 export class StoreCalls {
-  #pending = new List<Pending>();
+  #pending = new List<StoreCall>();
   #timer: Timer | undefined;
 
   constructor(
@@ -78,10 +72,7 @@ export class StoreCalls {
     readonly clock: Pick<Clock, "now"> = SYSTEM_CLOCK,
   ) {}
 
-  /**
-   * Starts `work` (one that throws at once sent nothing) and waits for it
-   * until the deadline; `undo`, for a claim, undoes it should it land late.
-   */
+  /** Runs `work` until the deadline; `undo` undoes a claim that lands late. */
   run<T>(
     operation: StoreOperation,
     work: (call: StoreCall) => PromiseLike<T>,
@@ -90,7 +81,7 @@ export class StoreCalls {
     return new Promise<T>((resolve, reject) => {
       const at = this.clock.now() + this.ms;
       const answer = resolve as (value: unknown) => void;
-      const call = new Pending(at, operation, undo, answer, reject);
+      const call = new StoreCall(at, operation, undo, answer, reject);
       if (this.ms !== Infinity) this.#watch(call);
       let pending: PromiseLike<T>;
       try {
@@ -106,14 +97,14 @@ export class StoreCalls {
     });
   }
 
-  #watch(call: Pending): void {
+  #watch(call: StoreCall): void {
     const idle = this.#pending.head === undefined;
     this.#pending.push(call);
     if (idle && this.#timer !== undefined) refTimer(this.#timer, true);
     else if (idle) this.#timer = setTimeout(this.#fire, this.ms);
   }
 
-  #settle(call: Pending, value: unknown, failed: boolean): void {
+  #settle(call: StoreCall, value: unknown, failed: boolean): void {
     if (call.expired) return this.#late(call, value, failed);
     if (this.#pending.remove(call) && this.#pending.head === undefined) {
       refTimer(this.#timer!, false);
@@ -130,13 +121,11 @@ export class StoreCalls {
   }
 
   /** A call settled after its deadline: tells Orphans if its claim landed. */
-  #late({ undo, orphan }: Pending, value: unknown, failed: boolean): void {
+  #late({ undo, orphan }: StoreCall, value: unknown, failed: boolean): void {
     if (orphan === undefined) return;
-    let token = failed ? undefined : undo!.acquired(value);
-    if (failed && value !== ABANDONED && undo!.mayHaveRun?.(value)) {
-      token = undo!.token;
-    }
-    this.orphans.cameBack(orphan, token);
+    if (!failed) return this.orphans.cameBack(orphan, undo!.acquired(value));
+    const ran = value !== ABANDONED && undo!.mayHaveRun?.(value);
+    this.orphans.cameBack(orphan, ran ? undo!.token : undefined);
   }
 
   #fire = (): void => {

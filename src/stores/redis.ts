@@ -74,15 +74,14 @@ export interface RedisStoreOptions {
    */
   prefix?: string;
   /**
-   * How long each operation may wait for Redis, in milliseconds, before it
-   * throws a {@linkcode StoreError}.
+   * How long each operation may wait for Redis, in milliseconds.
    * @default {2000}
    */
   timeoutMs?: number;
   /**
-   * A connection in subscriber mode, for `waitForInFlight`: each applied
-   * `complete` and `release` then `PUBLISH`es on the slot's key, which wakes
-   * waiters in every instance instead of polling. The caller owns it.
+   * A connection in subscriber mode: each applied `complete` and `release`
+   * then `PUBLISH`es on the slot's key, waking waiters in every instance
+   * (`waitForInFlight`) instead of polling. The caller owns it.
    * @default {undefined} (waiters poll)
    */
   subscriber?: RedisSubscriberLike;
@@ -157,6 +156,7 @@ export class RedisStore implements IdempotencyStore {
   readonly waitForChange?: (slot: string, signal: AbortSignal) => Promise<void>;
 
   /**
+   * Makes a store on a client the caller connected.
    * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed.
    * @throws {RangeError} When a number option is not a positive integer.
    */
@@ -216,12 +216,11 @@ export class RedisStore implements IdempotencyStore {
     const key = this.#prefix + slot;
     const record = inFlightRecord(token, leaseMs, ttlMs);
     const ttl = String(ttlMs);
+    const set = ["SET", key, record, "NX", "PX", ttl, "GET"];
     const claimed = async (call: StoreCall): Promise<ClaimResult> => {
       if (this.#native) {
         try {
-          const reply = await this.#send(
-            ["SET", key, record, "NX", "PX", ttl, "GET"],
-          );
+          const reply = await this.#send(set);
           if (reply === null) {
             return { state: "acquired", token, recovered: false };
           }
