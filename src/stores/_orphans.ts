@@ -33,8 +33,6 @@ const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
  * first, ready before watched).
  */
 export class Orphans {
-  #release: (slot: string, token: string) => Promise<WriteOutcome>;
-  #max: number;
   #watched = new List<Orphan>();
   #ready = new List<Orphan>();
   #running = false;
@@ -42,12 +40,9 @@ export class Orphans {
   #attempt = 0;
 
   constructor(
-    release: (slot: string, token: string) => Promise<WriteOutcome>,
-    max = 10_000,
-  ) {
-    this.#release = release;
-    this.#max = max;
-  }
+    readonly release: (slot: string, token: string) => Promise<WriteOutcome>,
+    readonly max = 10_000,
+  ) {}
 
   /** How many orphans are watched or ready. */
   get size(): number {
@@ -95,7 +90,7 @@ export class Orphans {
   }
 
   #makeRoom(): void {
-    while (this.size >= this.#max) {
+    while (this.size >= this.max) {
       const from = this.#ready.size > 0 ? this.#ready : this.#watched;
       from.remove(from.head!);
     }
@@ -105,7 +100,7 @@ export class Orphans {
     for (let orphan = this.#ready.head; orphan; orphan = this.#ready.head) {
       if (orphan.until > Date.now()) {
         try {
-          await this.#release(orphan.slot, orphan.token!);
+          await this.release(orphan.slot, orphan.token!);
         } catch {
           return this.#retryLater(); // from this orphan on
         }

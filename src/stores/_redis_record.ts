@@ -21,7 +21,7 @@
 
 import { Buffer } from "node:buffer";
 import type { StoredResponse } from "../store.ts";
-import { toStoredResponse } from "../_record.ts";
+import { byteView, decodeHeaders, toStoredResponse } from "../_record.ts";
 
 /** The head of an in-flight record. */
 export const IN_FLIGHT = "idem2f";
@@ -87,12 +87,7 @@ export function decodeCompleted(
   const fp = /^\d{3}$/.test(status) ? field(bytes, 9) : null;
   const hdr = fp && field(bytes, fp.end);
   if (fp === null || hdr === null) return null;
-  let headers: unknown;
-  try {
-    headers = JSON.parse(bytes.toString("utf8", hdr.start, hdr.end));
-  } catch {
-    return null;
-  }
+  const headers = decodeHeaders(bytes.toString("utf8", hdr.start, hdr.end));
   // The body's length and the body, or the reason it was not kept and ":".
   const body = field(bytes, hdr.end);
   let response: StoredResponse | null = null;
@@ -103,11 +98,7 @@ export function decodeCompleted(
       response = toStoredResponse(+status, headers, null, omitted);
     }
   } else if (body.end === bytes.length) {
-    const view = new Uint8Array(
-      bytes.buffer,
-      bytes.byteOffset + body.start,
-      body.end - body.start,
-    );
+    const view = byteView(bytes.subarray(body.start, body.end));
     response = toStoredResponse(+status, headers, view, undefined);
   }
   const fingerprint = bytes.toString("utf8", fp.start, fp.end);

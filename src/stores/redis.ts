@@ -110,12 +110,12 @@ export interface RedisStoreOptions {
  *   is (`new RedisStore({ client: await createClient().connect() })`); any
  *   other, such as `@db/redis`, through a {@linkcode RedisCommander}. The
  *   store never connects or closes it. On workerd: `nodejs_compat`.
- * - Each operation throws a {@linkcode StoreError} when Redis fails or
- *   misses `timeoutMs`, after which a write's outcome is unknown; a claim
- *   that may still land is undone. The client's offline queue lets a blip
- *   shorter than `timeoutMs` cost no 503; without it (node-redis
- *   `disableOfflineQueue`, ioredis `enableOfflineQueue: false`) a claim
- *   fails at once while disconnected, as suits a `FailoverStore` primary.
+ * - An operation throws a {@linkcode StoreError} when Redis fails or misses
+ *   `timeoutMs` (a write's outcome then unknown; a claim is undone). The
+ *   client's offline queue lets a blip shorter than `timeoutMs` cost no 503;
+ *   without it (node-redis `disableOfflineQueue`, ioredis
+ *   `enableOfflineQueue: false`) a claim fails at once while disconnected,
+ *   as suits a `FailoverStore` primary.
  * - Redis replicates asynchronously: a failover can lose a write its master
  *   acknowledged. `waitReplicas: n` sends `WAIT n waitTimeoutMs` on the
  *   connection that wrote (a `RedisCommander` gets `["WAIT", n, ms]` and
@@ -268,7 +268,6 @@ export class RedisStore implements IdempotencyStore {
     assertSlot(slot);
     assertStoredResponse(response);
     token = String(token);
-    // A token too short to carry a fingerprint was never one of ours.
     const record = completedRecord(token, response);
     if (record === null) return "lost";
     const reply = await this.#eval("complete", slot, [token, record]);
