@@ -38,7 +38,7 @@ import { byteView } from "../_record.ts";
  * ```
  */
 export interface RedisCommander {
-  /** Sends one command (its name, then its arguments); resolves with the reply. */
+  /** Sends one command (name, then arguments); resolves with its reply. */
   sendCommand(args: (string | Uint8Array)[]): Promise<unknown>;
 }
 
@@ -79,8 +79,8 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
 const IOREDIS_COMMANDS = ["SET", "EVALSHA", "EVAL", "PUBLISH", "WAIT"];
 
 /**
- * Sends one command (name, arguments); never throws: a command the client
- * refused at once rejects with an error {@linkcode mayHaveRun} knows.
+ * Sends one command (name, arguments), never throwing: a command the client
+ * refused at once rejects with an error {@linkcode mayHaveRun} knows unsent.
  */
 export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
 
@@ -205,14 +205,14 @@ export function waiter(
   replicas: number,
   timeoutMs: number,
 ): Wait {
-  const args = ["WAIT", String(replicas), String(timeoutMs)] as const;
+  const [n, ms] = [String(replicas), String(timeoutMs)];
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.callBuffer === "function" && c.isCluster === true) {
     const pipeline = c.pipeline as (
       commands: string[][],
     ) => { exec(): Promise<[Error | null, unknown][] | null> };
     return async (key) => {
-      const commands = [["exists", key], ["wait", args[1], args[2]]];
+      const commands = [["exists", key], ["wait", n, ms]];
       const replies = await pipeline.call(client, commands).exec();
       const [error, count] = replies?.[1] ?? [new Error("no reply"), null];
       if (error) throw error;
@@ -224,7 +224,7 @@ export function waiter(
     typeof c.sendCommand === "function"
   ) {
     const sendCommand = c.sendCommand as Method;
-    return (key) => sendCommand.call(client, key, false, [...args]);
+    return (key) => sendCommand.call(client, key, false, ["WAIT", n, ms]);
   }
-  return () => send([...args]);
+  return () => send(["WAIT", n, ms]);
 }
