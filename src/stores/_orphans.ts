@@ -1,7 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * {@linkcode Orphans}: the undo of claims that failed but may still land
- * (docs/architecture.md, "Rules": nothing left behind). Private to the stores.
+ * {@linkcode Orphans}, the stores' undo queue.
  *
  * @module
  */
@@ -19,54 +18,31 @@ export interface Orphan extends Linked<Orphan> {
   until: number;
 }
 
-/** The waits between passes that failed: 100 ms to 5 s, growing. */
+/** The waits between passes that failed, growing to 5 s. */
 const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
 
 /**
- * The pending undo work of one store. A claim answered with an error (the
- * middleware answered 503, so nobody will complete or release it) may still
- * run: a client queued it offline, a hung server holds it, a cancelled
- * statement commits anyway. The store made its token, so it undoes such a
- * claim with a release fenced by that token, a no-op unless that very claim
- * holds the slot. An orphan goes through two states:
- *
- * - **watched** ({@linkcode Orphans.watch}): the claim's command is still
- *   out. The release must not overtake it (sent later on the same connection
- *   it lands after the claim). When the command comes back,
- *   {@linkcode Orphans.cameBack} makes it ready if it acquired the slot or
- *   its outcome is unknown, and forgets it otherwise.
- * - **ready** ({@linkcode Orphans.undo} when the command is back already):
- *   its release is sent, one at a time, oldest first. A pass stops at the
- *   first release that throws and is retried after a backoff, or at once
- *   when {@linkcode Orphans.serviceAnswered} says the service answered. It
- *   is kept until a release answers, or for one lease: by then the orphan's
- *   lease ran out and a new claim takes the slot over anyway. (After a
- *   broken connection the release goes on a new one, and may overtake a
- *   claim a hung server still holds unread: that claim lives one lease.)
- *
- * At most `max` orphans are kept (the oldest dropped first, ready ones
- * before watched ones): a dropped orphan that lands lives at most one lease.
+ * The undo queue of one store (docs/architecture.md, "Nothing left behind").
+ * An orphan is **watched** ({@linkcode Orphans.watch}) while its claim's
+ * command is out, so that its release, sent after it on the same connection,
+ * lands after it; {@linkcode Orphans.cameBack} makes it **ready** if the
+ * claim may hold the slot. A pass sends ready releases one at a time and
+ * stops at the first that throws, retried after a backoff or when
+ * {@linkcode Orphans.serviceAnswered}. An orphan is kept until its release
+ * answers or for one lease; at most `max` are kept (the oldest dropped
+ * first, ready before watched).
  */
 export class Orphans {
-  #release: (slot: string, token: string) => Promise<WriteOutcome>;
-  #max: number;
   #watched = new List<Orphan>();
   #ready = new List<Orphan>();
   #running = false;
   #timer: Timer | undefined;
   #attempt = 0;
 
-  /**
-   * @param release The store's fenced release.
-   * @param max The most orphans kept.
-   */
   constructor(
-    release: (slot: string, token: string) => Promise<WriteOutcome>,
-    max = 10_000,
-  ) {
-    this.#release = release;
-    this.#max = max;
-  }
+    readonly release: (slot: string, token: string) => Promise<WriteOutcome>,
+    readonly max = 10_000,
+  ) {}
 
   /** How many orphans are watched or ready. */
   get size(): number {
@@ -88,10 +64,7 @@ export class Orphans {
     return orphan;
   }
 
-  /**
-   * A watched claim's command came back with `token` when it (may have)
-   * acquired the slot under it, else `undefined`.
-   */
+  /** A watched claim's command came back: `token` if it may hold the slot. */
   cameBack(orphan: Orphan, token: string | undefined): void {
     if (!this.#watched.remove(orphan) || token === undefined) return;
     orphan.token = token;
@@ -108,10 +81,8 @@ export class Orphans {
   /** The store's service answered something: sends waiting releases now. */
   serviceAnswered(): void {
     if (this.#ready.size === 0 || this.#running) return;
-    if (this.#timer !== undefined) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-    }
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     this.#running = true;
     this.#pass().finally(() => {
       this.#running = false;
@@ -119,7 +90,7 @@ export class Orphans {
   }
 
   #makeRoom(): void {
-    while (this.size >= this.#max) {
+    while (this.size >= this.max) {
       const from = this.#ready.size > 0 ? this.#ready : this.#watched;
       from.remove(from.head!);
     }
@@ -129,11 +100,9 @@ export class Orphans {
     for (let orphan = this.#ready.head; orphan; orphan = this.#ready.head) {
       if (orphan.until > Date.now()) {
         try {
-          await this.#release(orphan.slot, orphan.token!);
+          await this.release(orphan.slot, orphan.token!);
         } catch {
-          // Still unreachable: try again later, from this orphan on.
-          this.#retryLater();
-          return;
+          return this.#retryLater(); // from this orphan on
         }
       }
       this.#ready.remove(orphan);
@@ -146,9 +115,7 @@ export class Orphans {
       this.#timer = undefined;
       this.serviceAnswered();
     }, backoff(++this.#attempt, RETRY));
-    // Never keep a process alive for this: an orphan that is not undone
-    // lives one lease at most.
-    refTimer(timer, false);
+    refTimer(timer, false); // an orphan not undone lives one lease at most
     this.#timer = timer;
   }
 }

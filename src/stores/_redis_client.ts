@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore's transport: the client shapes it takes, one {@linkcode Send}
- * for any of them, and the reading of their replies and errors.
+ * RedisStore's transport: the clients it takes, one {@linkcode Send} for
+ * all, and the reading of their replies and errors.
  *
  * @module
  */
@@ -10,17 +10,12 @@ import { Buffer } from "node:buffer";
 import { byteView } from "../_record.ts";
 
 /**
- * The one-method client interface the store talks to: send one command as an
- * array of arguments, get its reply.
- *
- * The reply must be what Redis answered, decoded the usual way: a bulk string
- * as a `Uint8Array` (or a `string`: then a record whose body is not UTF-8
- * text reads as in flight until it expires, so ask your client for bytes), an
- * integer as a `number`, a nil as `null`, an array as an array.
- * An error reply rejects the promise with an `Error` whose message starts with
- * the error code (such as `NOSCRIPT`), optionally after a `-`.
- *
- * node-redis and ioredis clients need no adapter: pass them as they are.
+ * The one-method client interface, for clients other than node-redis and
+ * ioredis. A reply is decoded the usual way: a bulk string as a `Uint8Array`
+ * (a `string` works, but then a body that is not UTF-8 reads as in flight
+ * until it expires), an integer as a `number`, a nil as `null`, an array as
+ * an array; an error rejects with an `Error` whose message starts with its
+ * code (`NOSCRIPT`), maybe after a `-`.
  *
  * @example Adapt a `@db/redis` client
  * ```ts
@@ -35,30 +30,21 @@ import { byteView } from "../_record.ts";
  *   ): Promise<unknown>;
  * }
  *
- * function fromDbRedis(redis: DbRedis): RedisCommander {
- *   return {
- *     sendCommand: ([command, ...args]) =>
- *       redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
- *   };
- * }
- *
+ * const fromDbRedis = (redis: DbRedis): RedisCommander => ({
+ *   sendCommand: ([command, ...args]) =>
+ *     redis.sendCommand(command as string, args, { returnUint8Arrays: true }),
+ * });
  * // new RedisStore({ client: fromDbRedis(await connect({ hostname: "127.0.0.1" })) })
  * ```
  */
 export interface RedisCommander {
-  /**
-   * Sends one command and resolves with its reply.
-   *
-   * @param args The command's name, then its arguments.
-   * @returns The reply.
-   */
+  /** Sends one command (name, then arguments); resolves with its reply. */
   sendCommand(args: (string | Uint8Array)[]): Promise<unknown>;
 }
 
 /**
- * The part of a node-redis 5 client (`createClient()` of npm `redis`) the
- * store detects: `sendCommand(args, options)` and `withTypeMapping`. A
- * node-redis cluster (`createCluster()`) is detected by its `getSlotMaster`.
+ * The part of a node-redis 5 client (`createClient()` of npm `redis`) or
+ * cluster (`createCluster()`, which has `getSlotMaster`) the store detects.
  */
 export interface NodeRedisClientLike {
   /** node-redis's raw command method. */
@@ -67,10 +53,7 @@ export interface NodeRedisClientLike {
   withTypeMapping(...args: never[]): unknown;
 }
 
-/**
- * The part of an ioredis client or cluster the store uses: `callBuffer`, which
- * sends a raw command and answers bulk strings as bytes.
- */
+/** The part of an ioredis client or cluster the store detects. */
 export interface IoRedisClientLike {
   /** ioredis's raw command method with byte replies. */
   callBuffer(...args: never[]): Promise<unknown>;
@@ -82,9 +65,9 @@ export type RedisClientLike =
   | NodeRedisClientLike
   | IoRedisClientLike;
 
-/** node-redis's RESP type code of a bulk string (`RESP_TYPES.BLOB_STRING`). */
-const BLOB_STRING = 36;
-const NODE_REDIS_OPTIONS = { typeMapping: { [BLOB_STRING]: Buffer } };
+/** Bulk strings (node-redis `RESP_TYPES.BLOB_STRING`, 36) as Buffers. */
+const NODE_REDIS_OPTIONS = { typeMapping: { 36: Buffer } };
+type Method = (...args: unknown[]) => Promise<unknown>;
 
 function toBuffer(arg: string | Uint8Array): string | Buffer {
   return typeof arg === "string" || Buffer.isBuffer(arg)
@@ -96,22 +79,15 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
 const IOREDIS_COMMANDS = ["SET", "EVALSHA", "EVAL", "PUBLISH", "WAIT"];
 
 /**
- * Sends one command, given as its name and arguments, and resolves with the
- * reply. Never throws: a command the client refused at once rejects with an
- * error that {@linkcode mayHaveRun} knows never ran.
+ * Sends one command (name, arguments), never throwing: a command the client
+ * refused at once rejects with an error {@linkcode mayHaveRun} knows unsent.
  */
 export type Send = (args: (string | Uint8Array)[]) => Promise<unknown>;
 
 /** The errors of commands a client refused at once, before sending them. */
 const refused = new WeakSet<object>();
 
-/**
- * Turns whatever client was passed into one `send` function.
- *
- * @param client A node-redis or ioredis client or cluster, or a {@linkcode RedisCommander}.
- * @returns The function that sends a command on it.
- * @throws {TypeError} When `client` is none of these.
- */
+/** Turns the client into one {@linkcode Send}; a `TypeError` if it is none. */
 export function commander(client: RedisClientLike): Send {
   const send = clientSend(client);
   return (args) => {
@@ -135,13 +111,10 @@ function clientSend(client: RedisClientLike): Send {
   }
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.callBuffer === "function") {
-    // ioredis: a command's own byte-reply method (setBuffer(key, …),
-    // evalshaBuffer(sha, …)), or callBuffer(command, ...args) for one it
-    // lacks. Not callBuffer for all: with enableAutoPipelining it drops the
-    // command's name (redis/ioredis#1923). Uint8Array args must be Buffers
-    // (others are stringified).
-    const call = c.callBuffer as (...args: unknown[]) => Promise<unknown>;
-    type Method = (...args: unknown[]) => Promise<unknown>;
+    // ioredis: the command's byte-reply method (setBuffer(key, …)), else
+    // callBuffer(command, …): alone, with enableAutoPipelining it drops the
+    // command's name (redis/ioredis#1923). Args: strings or Buffers.
+    const call = c.callBuffer as Method;
     const methods = new Map<unknown, Method>();
     for (const name of IOREDIS_COMMANDS) {
       const method = c[`${name.toLowerCase()}Buffer`];
@@ -159,13 +132,11 @@ function clientSend(client: RedisClientLike): Send {
     typeof c.sendCommand === "function" &&
     typeof c.withTypeMapping === "function"
   ) {
-    const send = c.sendCommand as (...args: unknown[]) => Promise<unknown>;
-    // node-redis takes strings and Buffers only.
+    const send = c.sendCommand as Method;
     const map = (args: (string | Uint8Array)[]) => args.map(toBuffer);
     if (typeof c.getSlotMaster === "function") {
-      // node-redis cluster: sendCommand(firstKey, isReadonly, args, options).
-      // Every script here takes exactly one key, the fourth argument; every
-      // other command (SET, PUBLISH) has its key first.
+      // sendCommand(firstKey, isReadonly, args, options): a script's one key
+      // is its fourth argument, SET's and PUBLISH's the second.
       return (args) =>
         send.call(
           client,
@@ -175,7 +146,6 @@ function clientSend(client: RedisClientLike): Send {
           NODE_REDIS_OPTIONS,
         );
     }
-    // node-redis client: sendCommand(args, options), Buffer args only.
     return (args) => send.call(client, map(args), NODE_REDIS_OPTIONS);
   }
   if (typeof c.sendCommand === "function") {
@@ -187,12 +157,7 @@ function clientSend(client: RedisClientLike): Send {
   );
 }
 
-/**
- * The error code of a reply by which Redis refused a command, writing
- * nothing: `NOSCRIPT` (an EVALSHA of a script it does not know), `WRONGTYPE`
- * (a key of another type), `ERR syntax error` (`SET … NX … GET` before Redis
- * 7.0); `undefined` for any other error.
- */
+/** The code of an error by which Redis refused a command, writing nothing. */
 export function refusal(error: unknown): string | undefined {
   const message = (error as { message?: unknown } | null)?.message;
   if (typeof message !== "string") return undefined;
@@ -214,11 +179,9 @@ export function bytes(value: unknown): Uint8Array | null {
 }
 
 /**
- * Whether a command that failed with `error` may have run on the server: not
- * when Redis refused it ({@linkcode refusal}), nor when the client refused to
- * send it (node-redis offline or closed, ioredis without its offline queue,
- * a client that threw instead of answering). Any other error (a connection
- * that broke under the command) may hide a run.
+ * Whether a command that failed with `error` may have run: not when Redis
+ * ({@linkcode refusal}) or the client (offline, closed, no offline queue,
+ * thrown at once) refused it; a connection that broke under it may hide one.
  */
 export function mayHaveRun(error: unknown): boolean {
   if (Object(error) === error && refused.has(error as object)) return false;
@@ -229,32 +192,28 @@ export function mayHaveRun(error: unknown): boolean {
     message.includes("enableOfflineQueue options is false"));
 }
 
-/** Sends `WAIT replicas timeout` on the connection that serves `key`. */
-export type Wait = (
-  key: string,
-  replicas: string,
-  timeout: string,
-) => Promise<unknown>;
+/** Sends `WAIT` for the write on `key`, on the connection that wrote it. */
+export type Wait = (key: string) => Promise<unknown>;
 
 /**
- * `WAIT` counts what the connection it is sent on wrote: on a cluster it
- * must reach the key's master, so it is routed by the key. ioredis routes a
- * keyless command to any node, so on an ioredis `Cluster` it goes in a
- * pipeline behind an `EXISTS` of the key (one round trip, to the key's
- * master).
+ * On a cluster `WAIT` goes to the key's master: ioredis routes a keyless
+ * command to any node, so there it follows an `EXISTS` in one pipeline.
  */
-export function waiter(client: RedisClientLike, send: Send): Wait {
+export function waiter(
+  client: RedisClientLike,
+  send: Send,
+  replicas: number,
+  timeoutMs: number,
+): Wait {
+  const [n, ms] = [String(replicas), String(timeoutMs)];
   const c = client as unknown as Record<string, unknown>;
   if (typeof c.callBuffer === "function" && c.isCluster === true) {
     const pipeline = c.pipeline as (
       commands: string[][],
     ) => { exec(): Promise<[Error | null, unknown][] | null> };
-    return async (key, replicas, timeout) => {
-      const replies = await pipeline.call(client, [["exists", key], [
-        "wait",
-        replicas,
-        timeout,
-      ]]).exec();
+    return async (key) => {
+      const commands = [["exists", key], ["wait", n, ms]];
+      const replies = await pipeline.call(client, commands).exec();
       const [error, count] = replies?.[1] ?? [new Error("no reply"), null];
       if (error) throw error;
       return count;
@@ -264,11 +223,8 @@ export function waiter(client: RedisClientLike, send: Send): Wait {
     typeof c.getSlotMaster === "function" &&
     typeof c.sendCommand === "function"
   ) {
-    const sendCommand = c.sendCommand as (
-      ...args: unknown[]
-    ) => Promise<unknown>;
-    return (key, replicas, timeout) =>
-      sendCommand.call(client, key, false, ["WAIT", replicas, timeout]);
+    const sendCommand = c.sendCommand as Method;
+    return (key) => sendCommand.call(client, key, false, ["WAIT", n, ms]);
   }
-  return (_key, replicas, timeout) => send(["WAIT", replicas, timeout]);
+  return () => send(["WAIT", n, ms]);
 }

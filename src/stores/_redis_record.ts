@@ -1,46 +1,27 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore's record: one Redis string per slot, so that a claim can be the
- * native `SET key value NX PX ttl GET` (no script), and a replay decodes the
- * reply in place, the body a view into it.
- *
- * Two shapes, both starting with an ASCII head that tells them from any
- * other value (`idem`, the layout version `2`, then the state):
+ * RedisStore's record, one string per slot: a claim is the native `SET … NX
+ * PX ttl GET`, a replay decodes its reply in place. An ASCII head (`idem`,
+ * version `2`, state) tells it from other values; lengths are byte counts
+ * that must match, else the value is unreadable:
  *
  * ```text
  * in flight:  idem2f <floor> ":" <token>
- * completed:  idem2c <status: 3 digits> <fp bytes> ":" <fp> <header bytes> ":" <headers JSON> <body bytes> ":" <body>
- *             idem2c <status: 3 digits> <fp bytes> ":" <fp> <header bytes> ":" <headers JSON> <omitted reason> ":"
+ * completed:  idem2c <status: 3 digits> <fp bytes> ":" <fp> <header bytes> ":" <headers JSON> (<body bytes> ":" <body> | <omitted reason> ":")
  * ```
  *
- * - The deadline is the key's own expiry (`PX ttl` at the claim, kept by
- *   every later write), so a record past its deadline is absent: Redis
- *   removes it, and a claim finds the slot free.
- * - The lease is carried by the expiry too. `<floor>` is the key's `PTTL` at
- *   which the lease ends: the lease runs while `PTTL > floor`. A claim that
- *   sets the key with `PX ttl` writes `floor = ttl - lease`, which it knows
- *   without any clock; `extend` writes `PTTL - lease`. So every lease is on
- *   the server's clock, as the expiry is.
- * - The token is the claim's random id (36 characters) followed by the
- *   claim's fingerprint: `complete()` gets no fingerprint, and builds the
- *   completed record (fingerprint included) from its token alone. The
- *   completion is fenced by the whole token.
- * - Lengths are byte counts in decimal, and must match: a value cut short
- *   or run long is unreadable. A body is kept as it is, binary or not; a
- *   body that was not kept leaves the reason (`too_large`, …) in place of
- *   its length.
- * - Everything before the body is UTF-8 text. A client that answers bulk
- *   strings as text (a `RedisCommander` not asked for bytes) still
- *   reads records whose body is UTF-8; one whose body is not then has another
- *   length than its record says, and reads as unreadable (in flight) until
- *   it expires: never a mangled replay.
+ * The lease runs while the key's `PTTL > floor` (a claim writes `ttl -
+ * lease`, `extend` `PTTL - lease`): the server's clock. The token is a random
+ * id of 36 characters, then the fingerprint, from which `complete()` builds
+ * the record. All before the body is UTF-8: a client that answers text reads
+ * a body that is not UTF-8 as unreadable (in flight), never a mangled replay.
  *
  * @module
  */
 
 import { Buffer } from "node:buffer";
 import type { StoredResponse } from "../store.ts";
-import { toStoredResponse } from "../_record.ts";
+import { byteView, decodeHeaders, toStoredResponse } from "../_record.ts";
 
 /** The head of an in-flight record. */
 export const IN_FLIGHT = "idem2f";
@@ -51,26 +32,12 @@ export const TOKEN_ID_LENGTH = 36;
 
 const COLON = 0x3a;
 
-/**
- * A new token for a claim with `fingerprint`: a random id of
- * {@linkcode TOKEN_ID_LENGTH} characters, then the fingerprint.
- *
- * @param fingerprint The claim's fingerprint.
- * @returns The token.
- */
+/** A new token for a claim: a random id, then the fingerprint. */
 export function newToken(fingerprint: string): string {
   return crypto.randomUUID() + fingerprint;
 }
 
-/**
- * The in-flight record a claim writes with `SET … PX ttlMs`: its lease ends
- * when the key's `PTTL` reaches `ttlMs - leaseMs`.
- *
- * @param token The claim's token (see {@linkcode newToken}).
- * @param leaseMs The lease.
- * @param ttlMs The TTL the key is set with.
- * @returns The value.
- */
+/** The in-flight record a claim writes with `SET … PX ttlMs`. */
 export function inFlightRecord(
   token: string,
   leaseMs: number,
@@ -80,12 +47,8 @@ export function inFlightRecord(
 }
 
 /**
- * The completed record for `response`, claimed under `token`, as one buffer
- * (the body copied once, behind the head).
- *
- * @param token The claim's token, which carries its fingerprint.
- * @param response The response, already checked.
- * @returns The value, or `null` when `token` is too short to be ours.
+ * The completed record for `response` claimed under `token` (the body copied
+ * once), or `null` when `token` is too short to be ours.
  */
 export function completedRecord(
   token: string,
@@ -109,13 +72,9 @@ export function completedRecord(
 }
 
 /**
- * Reads a completed record, or returns `null` for anything else: another
- * head, a length that does not fit, or parts {@linkcode toStoredResponse}
- * rejects. Never throws. The body is a view into `value`. Text is decoded as
- * UTF-8 with replacement: a header that is not UTF-8 fails the HTTP check.
- *
- * @param value The record's bytes.
- * @returns The fingerprint and response, or `null`.
+ * Reads a completed record (the body a view into `value`), or `null` for
+ * anything else; never throws. Text is decoded as UTF-8 with replacement:
+ * a header that is not UTF-8 fails the HTTP check.
  */
 export function decodeCompleted(
   value: Uint8Array,
@@ -128,12 +87,7 @@ export function decodeCompleted(
   const fp = /^\d{3}$/.test(status) ? field(bytes, 9) : null;
   const hdr = fp && field(bytes, fp.end);
   if (fp === null || hdr === null) return null;
-  let headers: unknown;
-  try {
-    headers = JSON.parse(bytes.toString("utf8", hdr.start, hdr.end));
-  } catch {
-    return null;
-  }
+  const headers = decodeHeaders(bytes.toString("utf8", hdr.start, hdr.end));
   // The body's length and the body, or the reason it was not kept and ":".
   const body = field(bytes, hdr.end);
   let response: StoredResponse | null = null;
@@ -144,25 +98,17 @@ export function decodeCompleted(
       response = toStoredResponse(+status, headers, null, omitted);
     }
   } else if (body.end === bytes.length) {
-    const view = new Uint8Array(
-      bytes.buffer,
-      bytes.byteOffset + body.start,
-      body.end - body.start,
-    );
+    const view = byteView(bytes.subarray(body.start, body.end));
     response = toStoredResponse(+status, headers, view, undefined);
   }
   const fingerprint = bytes.toString("utf8", fp.start, fp.end);
   return response && { fingerprint, response };
 }
 
-/**
- * Reads `<byte count> ":"` at `at`: where the text that follows starts and
- * ends, or `null` when the count is malformed or runs past the value.
- */
-function field(
-  bytes: Buffer,
-  at: number,
-): { start: number; end: number } | null {
+type Span = { start: number; end: number };
+
+/** Reads `<byte count> ":"` at `at`: the span that follows, or `null`. */
+function field(bytes: Buffer, at: number): Span | null {
   const colon = bytes.indexOf(COLON, at);
   if (colon < 0 || !/^\d{1,9}$/.test(bytes.toString("latin1", at, colon))) {
     return null;

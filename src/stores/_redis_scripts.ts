@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * RedisStore's Lua scripts ({@linkcode SCRIPTS}), their reply codes
- * ({@linkcode REPLY}) and the reading of a claim's reply. The record they
- * read and write is laid out in `_redis_record.ts`.
+ * RedisStore's Lua scripts, their replies and the reading of a claim's, on
+ * the record of `_redis_record.ts`.
  *
  * @module
  */
@@ -19,15 +18,10 @@ import {
 } from "./_redis_record.ts";
 
 /**
- * What the scripts answer, written into their Lua text and read back here.
- *
- * - claim: `ACQUIRED` (the slot was free) or `RECOVERED` (an in-flight
- *   record past its lease taken over), or a table: `{IN_FLIGHT, fingerprint,
- *   ms left on the lease}`, `{COMPLETED, record, hint}`, `{UNREADABLE,
- *   hint}` for a value that is not ours (hint: when to retry, in ms).
- * - complete, release, extend: `APPLIED`, or `LOST` when the token does not
- *   own the slot (nothing written).
- * - state: `HELD` (in flight or unreadable) or `SETTLED` (absent, completed).
+ * What the scripts answer. claim: `ACQUIRED`, `RECOVERED` (a lease run out),
+ * `{IN_FLIGHT, fingerprint, ms left}`, `{COMPLETED, record, hint}` or
+ * `{UNREADABLE, hint}` (hint: ms to retry after). Fenced writes: `APPLIED` or
+ * `LOST` (nothing written). state: `HELD` (in flight, unreadable), `SETTLED`.
  */
 export const REPLY = {
   ACQUIRED: 1,
@@ -41,10 +35,9 @@ export const REPLY = {
   SETTLED: 0,
 } as const;
 
-// Every script touches one key (Redis Cluster routes it) and reads it with
-// `redis.pcall`, which answers a key of another type with an error table
-// instead of raising WRONGTYPE. Nothing reads the clock: the key's PTTL is
-// the server's clock for both the deadline and the lease.
+// Each script touches one key (Cluster routes by it), reads it with
+// `redis.pcall` (another type answers an error table, not WRONGTYPE), and
+// reads no clock but the key's PTTL, for deadline and lease alike.
 const IN_FLIGHT_LUA = `'${IN_FLIGHT}'`;
 
 /** ARGV: the in-flight record, ttlMs, leaseMs. Unreadable: hint ≤ lease. */
@@ -71,18 +64,12 @@ if not floor or #v - c < ${TOKEN_ID_LENGTH} then return unreadable() end
 local left = redis.call('PTTL', key)
 if left < 0 then return unreadable() end
 -- The hint: what is left of the lease, which the key's expiry caps.
-if left > floor then return {${REPLY.IN_FLIGHT}, string.sub(v, c + ${
-  TOKEN_ID_LENGTH + 1
-}), math.min(left - floor, left)} end
+if left > floor then return {${REPLY.IN_FLIGHT}, string.sub(v, c + 1 + ${TOKEN_ID_LENGTH}), math.min(left - floor, left)} end
 return take(${REPLY.RECOVERED})
 `;
 
-/**
- * The head of the fenced writes: answers LOST unless ARGV[1], the token,
- * owns the slot (an in-flight record under this token: ownership does not
- * depend on the lease, and past its deadline the key is gone). The writes
- * use KEEPTTL, so the deadline never moves.
- */
+// The fenced writes' head: LOST unless ARGV[1], the token, holds the record
+// in flight, lease or not. The writes keep the key's TTL: the deadline.
 const OWNED = `local key = KEYS[1]
 local v = redis.pcall('GET', key)
 if type(v) ~= 'string' or string.sub(v, 1, 6) ~= ${IN_FLIGHT_LUA} then return ${REPLY.LOST} end
@@ -95,9 +82,8 @@ function script(source: string): { source: string; sha: string } {
 }
 
 /**
- * The script of each store operation (ARGV after the token: complete the
- * completed record, extend the lease in ms), and `state`, which tells
- * `waitForChange()` whether the slot is held.
+ * Each operation's script (ARGV after the token: complete's record, extend's
+ * lease), and `state`: whether the slot is held, for `waitForChange()`.
  */
 export const SCRIPTS = {
   claim: script(CLAIM),
@@ -117,26 +103,14 @@ if r == '' or r == '${COMPLETED}' then return ${REPLY.SETTLED} end
 return ${REPLY.HELD}`),
 } satisfies Record<StoreOperation | "state", unknown>;
 
-/**
- * A completed record's bytes as a claim's result.
- *
- * @param value A reply's bulk string.
- * @returns The replay, or `null` when `value` is not a completed record.
- */
+/** A reply's completed record as a claim's result, else `null`. */
 export function completedClaim(value: unknown): ClaimResult | null {
   const record = value instanceof Uint8Array ? value : bytes(value);
   const found = record === null ? null : decodeCompleted(record);
   return found && { state: "completed", ...found };
 }
 
-/**
- * Reads the claim script's reply (see {@linkcode REPLY}).
- *
- * @param reply The reply, decoded by the client.
- * @param token The token the claim offered.
- * @param leaseMs The claim's lease: the retry hint when the reply has none.
- * @returns What the claim found.
- */
+/** The claim script's reply as a result (`leaseMs`: the hint it lacks). */
 export function claimReply(
   reply: unknown,
   token: string,

@@ -1,8 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * {@linkcode StoreCalls}: the one way a store bounds how long it waits for
- * its service, and hands a claim that may land after its caller got an error
- * to {@linkcode Orphans} (docs/architecture.md, "Rules": nothing left behind).
+ * {@linkcode StoreCalls}, the one store-call deadline.
  *
  * @module
  */
@@ -20,15 +18,12 @@ import type { Orphan, Orphans } from "./_orphans.ts";
 
 /** How a store words a call that failed in time, or timed out. */
 export interface StoreErrors {
-  /** The call failed in time with `cause`. */
   failed(operation: StoreOperation, cause: unknown): StoreError;
-  /** The call's deadline passed first. */
   timedOut(operation: StoreOperation): StoreError;
 }
 
 /** How to undo a claim that may land after its caller got an error. */
 export interface Undo<T> {
-  /** The claimed slot and the claim's lease. */
   slot: string;
   leaseMs: number;
   /** The claim's token, when the store made it before sending the claim. */
@@ -39,18 +34,13 @@ export interface Undo<T> {
   mayHaveRun?(error: unknown): boolean;
 }
 
-/** A call, as its work sees it. */
-export interface StoreCall {
-  /** Throws once the deadline has passed: work checks it before each step. */
-  throwIfExpired(): void;
-}
-
 /** What {@linkcode StoreCall.throwIfExpired} throws: nothing more was sent. */
 const ABANDONED = new Error("The deadline passed: nothing more was sent");
 
-class Pending implements StoreCall, Linked<Pending> {
-  prev: Pending | undefined = undefined;
-  next: Pending | undefined = undefined;
+/** One call: its work calls `throwIfExpired()` before each step. */
+export class StoreCall implements Linked<StoreCall> {
+  prev: StoreCall | undefined = undefined;
+  next: StoreCall | undefined = undefined;
   orphan: Orphan | undefined = undefined;
   expired = false;
   constructor(
@@ -67,24 +57,14 @@ class Pending implements StoreCall, Linked<Pending> {
 }
 
 /**
- * A store's calls to its service, each given the same `timeoutMs` on a
- * monotonic clock. One timer watches them all: pending calls are kept in
- * start order, which is deadline order, and the timer is armed for the
- * oldest; it keeps the process alive only while calls are pending (so it
- * is a global `setTimeout`: a `Clock`'s timers never hold the process). A
- * deadline only stops the waiting: the work goes on, and a claim that lands
- * after it is undone (see {@linkcode Undo}).
+ * A store's calls, each given `ms` (`Infinity`: none) on a monotonic clock
+ * (docs/architecture.md, "Store calls and deadlines"); the one timer is a
+ * global `setTimeout`, as a `Clock`'s never holds the process.
  */
 export class StoreCalls {
-  #pending = new List<Pending>();
+  #pending = new List<StoreCall>();
   #timer: Timer | undefined;
 
-  /**
-   * @param ms How long each call may take (`Infinity`: no deadline).
-   * @param orphans The store's undo work, told when the service answers.
-   * @param errors How the store words a failure or a timeout.
-   * @param clock The monotonic clock deadlines are measured on.
-   */
   constructor(
     readonly ms: number,
     readonly orphans: Orphans,
@@ -92,14 +72,7 @@ export class StoreCalls {
     readonly clock: Pick<Clock, "now"> = SYSTEM_CLOCK,
   ) {}
 
-  /**
-   * Starts `work` and waits for it until the deadline.
-   *
-   * @param operation What the call does, for its error.
-   * @param work Sends the call; a `work` that throws at once sent nothing.
-   * @param undo For a claim: how to undo it should it land late.
-   * @returns The work's value; rejects with the store's {@linkcode StoreError}.
-   */
+  /** Runs `work` until the deadline; `undo` undoes a claim that lands late. */
   run<T>(
     operation: StoreOperation,
     work: (call: StoreCall) => PromiseLike<T>,
@@ -107,17 +80,15 @@ export class StoreCalls {
   ): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       const at = this.clock.now() + this.ms;
-      // The value `resolve` gets is the one `work` answers.
       const answer = resolve as (value: unknown) => void;
-      const call = new Pending(at, operation, undo, answer, reject);
+      const call = new StoreCall(at, operation, undo, answer, reject);
       if (this.ms !== Infinity) this.#watch(call);
       let pending: PromiseLike<T>;
       try {
         pending = work(call);
       } catch (error) {
         call.undo = undefined; // nothing was sent: nothing can land
-        this.#settle(call, error, true);
-        return;
+        return this.#settle(call, error, true);
       }
       pending.then(
         (value) => this.#settle(call, value, false),
@@ -126,26 +97,23 @@ export class StoreCalls {
     });
   }
 
-  #watch(call: Pending): void {
+  #watch(call: StoreCall): void {
     const idle = this.#pending.head === undefined;
     this.#pending.push(call);
-    if (!idle) return;
-    if (this.#timer === undefined) {
-      this.#timer = setTimeout(this.#fire, this.ms);
-    } else refTimer(this.#timer, true);
+    if (idle && this.#timer !== undefined) refTimer(this.#timer, true);
+    else if (idle) this.#timer = setTimeout(this.#fire, this.ms);
   }
 
-  #settle(call: Pending, value: unknown, failed: boolean): void {
+  #settle(call: StoreCall, value: unknown, failed: boolean): void {
     if (call.expired) return this.#late(call, value, failed);
     if (this.#pending.remove(call) && this.#pending.head === undefined) {
       refTimer(this.#timer!, false);
     }
-    const undo = call.undo;
     if (!failed) {
       this.orphans.serviceAnswered();
-      call.resolve(value);
-      return;
+      return call.resolve(value);
     }
+    const undo = call.undo;
     if (undo?.token !== undefined && undo.mayHaveRun?.(value)) {
       this.orphans.undo(undo.slot, undo.token, undo.leaseMs);
     }
@@ -153,14 +121,11 @@ export class StoreCalls {
   }
 
   /** A call settled after its deadline: tells Orphans if its claim landed. */
-  #late({ undo, orphan }: Pending, value: unknown, failed: boolean): void {
+  #late({ undo, orphan }: StoreCall, value: unknown, failed: boolean): void {
     if (orphan === undefined) return;
-    let token: string | undefined;
-    if (!failed) token = undo!.acquired(value);
-    else if (value !== ABANDONED && undo!.mayHaveRun?.(value)) {
-      token = undo!.token;
-    }
-    this.orphans.cameBack(orphan, token);
+    if (!failed) return this.orphans.cameBack(orphan, undo!.acquired(value));
+    const ran = value !== ABANDONED && undo!.mayHaveRun?.(value);
+    this.orphans.cameBack(orphan, ran ? undo!.token : undefined);
   }
 
   #fire = (): void => {

@@ -57,7 +57,7 @@ export interface RedisSubscriberLike {
     channel: string,
     listener: (message: string, channel: string) => void,
   ): Promise<unknown>;
-  /** Removes `listener` from `channel` (and unsubscribes when it was the last). */
+  /** Removes `listener` from `channel` (unsubscribing after the last). */
   unsubscribe(
     channel: string,
     listener: (message: string, channel: string) => void,
@@ -66,48 +66,33 @@ export interface RedisSubscriberLike {
 
 /** Options of the {@linkcode RedisStore} constructor. */
 export interface RedisStoreOptions {
-  /**
-   * A connected client: node-redis 5 or ioredis (client or cluster), or a
-   * {@linkcode RedisCommander}. The caller owns it.
-   */
+  /** A connected client (see {@linkcode RedisStore}); the caller owns it. */
   client: RedisClientLike;
   /**
    * What every key starts with: a record lives at `prefix + slot`.
-   *
    * @default {"idempotency:"}
    */
   prefix?: string;
   /**
-   * How long each operation may wait for Redis, in milliseconds, before it
-   * throws a {@linkcode StoreError}.
-   *
+   * How long each operation may wait for Redis, in milliseconds.
    * @default {2000}
    */
   timeoutMs?: number;
   /**
-   * A connection in subscriber mode, for `waitForInFlight`: every applied
-   * `complete` and `release` is then followed by a `PUBLISH` on the slot's
-   * key, which wakes a duplicate waiting in another instance instead of
-   * polling. The caller owns it.
-   *
+   * A connection in subscriber mode: each applied `complete` and `release`
+   * then `PUBLISH`es on the slot's key, waking waiters in every instance
+   * (`waitForInFlight`) instead of polling. The caller owns it.
    * @default {undefined} (waiters poll)
    */
   subscriber?: RedisSubscriberLike;
   /**
-   * How many replicas must acknowledge a claim that acquires and a
-   * completion that applies before the store answers (Redis replicates
-   * asynchronously: a failover can lose a write its master acknowledged).
-   * The store sends `WAIT n waitTimeoutMs` on the connection that wrote (a
-   * {@linkcode RedisCommander} gets `["WAIT", n, ms]` and must do the same);
-   * when fewer acknowledge in time it throws a {@linkcode StoreError}, and a
-   * claim is undone.
-   *
+   * How many replicas must acknowledge (`WAIT`) a claim that acquires and a
+   * completion that applies (see {@linkcode RedisStore}).
    * @default {0} (no `WAIT`)
    */
   waitReplicas?: number;
   /**
-   * How long each `WAIT` may block, in milliseconds (see `waitReplicas`).
-   *
+   * How long each `WAIT` may block, in milliseconds.
    * @default {500}
    */
   waitTimeoutMs?: number;
@@ -115,46 +100,27 @@ export interface RedisStoreOptions {
 
 /**
  * An {@linkcode IdempotencyStore} on Redis 6.0 or later, or Redis Cluster:
- * one string key per slot, every operation one round trip on one key.
+ * one string key per slot, each operation one round trip on its key (a claim
+ * is `SET … NX PX ttl GET`; a record in flight, or Redis before 7.0, adds a
+ * Lua script), the writes fenced by the token, deadline and lease the key's
+ * expiry on the server's clock. A value that is not a record of ours reads
+ * as in flight and is never overwritten.
  *
- * - A claim is `SET key <record> NX PX ttl GET`: nil is acquired, a
- *   completed record the replay, whole. A record in flight goes on to a Lua
- *   script that judges its lease (one more trip), as does every claim on a
- *   server before 7.0. `complete`, `release` and `extend` are Lua scripts
- *   fenced by the claim's token (docs/architecture.md, "Rules": fencing).
- * - Deadline and lease are the key's expiry, on the server's clock:
- *   instances with skewed clocks agree, and a record past its deadline is
- *   absent. A value at the key that is not a record of ours reads as
- *   `in_flight` with `fingerprint: null` and is never overwritten.
- * - Each operation has `timeoutMs`; a client error or a missed deadline
- *   throws a {@linkcode StoreError}, after which a write's outcome is
- *   unknown. A claim that failed but may still run (queued while offline, or
- *   held by a hung server) is undone by a release fenced by its token, sent
- *   until Redis answers it or the claim's lease is over ("nothing left
- *   behind").
- * - A client's offline queue (on by default) lets a blip shorter than
- *   `timeoutMs` cost no 503. Turned off (node-redis `disableOfflineQueue`,
- *   ioredis `enableOfflineQueue: false`) a claim fails at once while
- *   disconnected, which suits a `FailoverStore` primary.
- * - The store never connects or closes the client, and has nothing to
- *   dispose. On workerd it needs the `nodejs_compat` flag.
- *
- * @example Guard a handler with a RedisStore on node-redis
- * ```ts ignore
- * import { idempotency } from "@idempotent/http";
- * import { RedisStore } from "@idempotent/http/redis";
- * import { createClient } from "redis";
- * import { accountOf } from "./auth.ts"; // request => the stable account id
- *
- * const client = await createClient({ url: "redis://127.0.0.1:6379" }).connect();
- * const store = new RedisStore({ client, prefix: "myapp:idem:" });
- * const handler = () => new Response("charged", { status: 201 });
- * Deno.serve(
- *   { hostname: "127.0.0.1" },
- *   // The caller's account, resolved after authentication.
- *   idempotency(handler, { store, scope: accountOf }),
- * );
- * ```
+ * - `client`: a connected node-redis 5 or ioredis client or cluster, as it
+ *   is (`new RedisStore({ client: await createClient().connect() })`); any
+ *   other, such as `@db/redis`, through a {@linkcode RedisCommander}. The
+ *   store never connects or closes it. On workerd: `nodejs_compat`.
+ * - An operation throws a {@linkcode StoreError} when Redis fails or misses
+ *   `timeoutMs` (a write's outcome then unknown; a claim is undone). The
+ *   client's offline queue lets a blip shorter than `timeoutMs` cost no 503;
+ *   without it (node-redis `disableOfflineQueue`, ioredis
+ *   `enableOfflineQueue: false`) a claim fails at once while disconnected,
+ *   as suits a `FailoverStore` primary.
+ * - Redis replicates asynchronously: a failover can lose a write its master
+ *   acknowledged. `waitReplicas: n` sends `WAIT n waitTimeoutMs` on the
+ *   connection that wrote (a `RedisCommander` gets `["WAIT", n, ms]` and
+ *   must do the same) after a claim that acquires and a completion that
+ *   applies, and throws (a claim undone) when fewer acknowledge.
  *
  * @example Any client with `sendCommand(args)` works (here a stub answering "free")
  * ```ts
@@ -179,30 +145,24 @@ export class RedisStore implements IdempotencyStore {
   #wait: Wait;
   #prefix: string;
   #subscriber: RedisSubscriberLike | undefined;
-  #waitReplicas: number;
-  #waitTimeoutMs: number;
+  #replicas: number;
+  #waitMs: number;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #calls: StoreCalls;
   #waits: StoreCalls;
   /** Whether the server takes `SET … NX … GET` (Redis 7.0 and later). */
   #native = true;
-  /**
-   * With a `subscriber` (else `undefined`: waiters poll), resolves at the
-   * `PUBLISH` that follows a `complete` or `release` of the slot (see
-   * {@linkcode IdempotencyStore.waitForChange}).
-   */
+  /** With a `subscriber`: resolves at the slot's next `PUBLISH`. */
   readonly waitForChange?: (slot: string, signal: AbortSignal) => Promise<void>;
 
   /**
    * Makes a store on a client the caller connected.
-   *
-   * @param options The client and the store's options.
    * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed.
    * @throws {RangeError} When a number option is not a positive integer.
    */
   constructor(options: RedisStoreOptions) {
-    this.#send = commander(options?.client);
-    this.#wait = waiter(options.client, this.#send);
+    const client = options?.client;
+    this.#send = commander(client);
     const prefix = options.prefix ?? "idempotency:";
     if (typeof prefix !== "string") {
       throw new TypeError(
@@ -225,40 +185,30 @@ export class RedisStore implements IdempotencyStore {
       this.waitForChange = (slot, signal) => this.#changed(slot, signal);
     }
     const replicas = options.waitReplicas ?? 0;
-    this.#waitReplicas = replicas === 0
+    this.#replicas = replicas === 0
       ? 0
       : positiveInteger("waitReplicas", replicas);
-    const waitMs = positiveInteger(
-      "waitTimeoutMs",
-      options.waitTimeoutMs ?? 500,
-    );
-    this.#waitTimeoutMs = waitMs;
+    const waitMs = options.waitTimeoutMs ?? 500;
+    this.#waitMs = positiveInteger("waitTimeoutMs", waitMs);
+    this.#wait = waiter(client, this.#send, this.#replicas, this.#waitMs);
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause),
+      failed: failure,
       timedOut: (operation) =>
         new StoreError(
           `Redis ${operation} did not answer within ${timeoutMs} ms`,
           { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
         ),
     });
-    // WAIT blocks up to waitTimeoutMs on the server; a hung connection gets
-    // timeoutMs more.
-    const wait = `WAIT ${this.#waitReplicas}: `;
-    const late = `WAIT did not answer within ${waitMs} ms and more`;
-    this.#waits = new StoreCalls(waitMs + timeoutMs, this.#orphans, {
+    // WAIT blocks up to waitTimeoutMs, then gets timeoutMs like any call.
+    const wait = `WAIT ${this.#replicas}: `;
+    const late = `WAIT did not answer within ${this.#waitMs} ms and more`;
+    this.#waits = new StoreCalls(this.#waitMs + timeoutMs, this.#orphans, {
       failed: (operation, cause) => failure(operation, cause, wait),
       timedOut: (operation) => failure(operation, new Error(late), wait),
     });
   }
 
-  /**
-   * Reserves `slot` if it is free (absent, past its deadline, or in flight
-   * past its lease: `recovered: true`, a new TTL window), or reports what
-   * holds it (see {@linkcode IdempotencyStore.claim}).
-   *
-   * @throws {StoreError} When Redis cannot be reached or does not answer in
-   * time.
-   */
+  /** Reserves `slot` if it is free, or reports what holds it. */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
@@ -266,12 +216,11 @@ export class RedisStore implements IdempotencyStore {
     const key = this.#prefix + slot;
     const record = inFlightRecord(token, leaseMs, ttlMs);
     const ttl = String(ttlMs);
+    const set = ["SET", key, record, "NX", "PX", ttl, "GET"];
     const claimed = async (call: StoreCall): Promise<ClaimResult> => {
       if (this.#native) {
         try {
-          const reply = await this.#send(
-            ["SET", key, record, "NX", "PX", ttl, "GET"],
-          );
+          const reply = await this.#send(set);
           if (reply === null) {
             return { state: "acquired", token, recovered: false };
           }
@@ -279,8 +228,8 @@ export class RedisStore implements IdempotencyStore {
           if (completed !== null) return completed;
           // In flight (only a script can judge its lease), or not ours.
         } catch (error) {
-          // Nothing written: a server before 7.0 (which gets the script
-          // from then on), or a key of another type.
+          // Nothing written: Redis before 7.0 (the script from then on), or
+          // a key of another type.
           const refused = refusal(error);
           if (refused === "ERR syntax error") this.#native = false;
           else if (refused !== "WRONGTYPE") throw error;
@@ -298,7 +247,7 @@ export class RedisStore implements IdempotencyStore {
       acquired: (found) => found.state === "acquired" ? token : undefined,
       mayHaveRun,
     });
-    if (result.state === "acquired" && this.#waitReplicas > 0) {
+    if (result.state === "acquired" && this.#replicas > 0) {
       try {
         await this.#replicated("claim", slot);
       } catch (error) {
@@ -310,12 +259,7 @@ export class RedisStore implements IdempotencyStore {
     return result;
   }
 
-  /**
-   * Records `response` as the slot's answer if `token` still owns the slot;
-   * keeps the deadline (see {@linkcode IdempotencyStore.complete}).
-   *
-   * @throws {StoreError} When the outcome is unknown.
-   */
+  /** Records `response` if `token` still owns the slot. */
   async complete(
     slot: string,
     token: string,
@@ -324,22 +268,16 @@ export class RedisStore implements IdempotencyStore {
     assertSlot(slot);
     assertStoredResponse(response);
     token = String(token);
-    // A token too short to carry a fingerprint was never one of ours.
     const record = completedRecord(token, response);
     if (record === null) return "lost";
     const reply = await this.#eval("complete", slot, [token, record]);
     if (reply !== REPLY.APPLIED) return "lost";
-    if (this.#waitReplicas > 0) await this.#replicated("complete", slot);
+    if (this.#replicas > 0) await this.#replicated("complete", slot);
     this.#publish(slot);
     return "applied";
   }
 
-  /**
-   * Deletes the slot if `token` still owns it (see
-   * {@linkcode IdempotencyStore.release}).
-   *
-   * @throws {StoreError} When the outcome is unknown.
-   */
+  /** Deletes the slot if `token` still owns it. */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
     const reply = await this.#eval("release", slot, [String(token)]);
@@ -382,13 +320,7 @@ export class RedisStore implements IdempotencyStore {
     });
   }
 
-  /**
-   * Renews the lease to `leaseMs` from now, on the server's clock, if
-   * `token` still owns the slot; keeps the deadline (see
-   * {@linkcode IdempotencyStore.extend}).
-   *
-   * @throws {StoreError} When the outcome is unknown.
-   */
+  /** Renews the lease to `leaseMs` from now if `token` owns the slot. */
   async extend(
     slot: string,
     token: string,
@@ -403,42 +335,27 @@ export class RedisStore implements IdempotencyStore {
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */
   async #replicated(operation: StoreOperation, slot: string): Promise<void> {
     const key = this.#prefix + slot;
-    const replicas = String(this.#waitReplicas);
-    const timeout = String(this.#waitTimeoutMs);
-    const count = await this.#waits.run(
-      operation,
-      () => this.#wait(key, replicas, timeout),
-    );
-    if (Number(count) < this.#waitReplicas) {
+    const count = await this.#waits.run(operation, () => this.#wait(key));
+    if (Number(count) < this.#replicas) {
       throw new StoreError(
-        `Redis ${operation} was acknowledged by ${count} of ${this.#waitReplicas} replicas within ${this.#waitTimeoutMs} ms`,
+        `Redis ${operation} was acknowledged by ${count} of ${this.#replicas} replicas within ${this.#waitMs} ms`,
         { operation, cause: new Error(`WAIT answered ${count}`) },
       );
     }
   }
 
-  /** Runs the script of a fenced write on the slot's key, within the deadline. */
-  #eval(
-    operation: StoreOperation,
-    slot: string,
-    argv: (string | Uint8Array)[],
-  ): Promise<unknown> {
+  /** Runs a fenced write's script on the slot's key, within the deadline. */
+  #eval(op: StoreOperation, slot: string, argv: Argv): Promise<unknown> {
     const key = this.#prefix + slot;
-    return this.#calls.run(
-      operation,
-      (call) => this.#script(call, operation, key, argv),
-    );
+    return this.#calls.run(op, (call) => this.#script(call, op, key, argv));
   }
 
-  /**
-   * Sends the script of `operation` by `EVALSHA`, and by `EVAL` when Redis
-   * does not know it (after a restart or `SCRIPT FLUSH`).
-   */
+  /** `EVALSHA` of the script, or `EVAL` when Redis lacks it (restarted). */
   async #script(
     call: StoreCall,
     operation: StoreOperation,
     key: string,
-    argv: (string | Uint8Array)[],
+    argv: Argv,
   ): Promise<unknown> {
     const { sha, source } = SCRIPTS[operation];
     try {
@@ -451,15 +368,11 @@ export class RedisStore implements IdempotencyStore {
   }
 }
 
+type Argv = (string | Uint8Array)[];
+
 /** A failed call's error: `what` failed with `cause`. */
-function failure(
-  operation: StoreOperation,
-  cause: unknown,
-  what = "",
-): StoreError {
+function failure(op: StoreOperation, cause: unknown, what = ""): StoreError {
   const reason = (cause as { message?: unknown } | null)?.message ?? cause;
-  return new StoreError(`Redis ${operation} failed: ${what}${reason}`, {
-    operation,
-    cause,
-  });
+  const message = `Redis ${op} failed: ${what}${reason}`;
+  return new StoreError(message, { operation: op, cause });
 }
