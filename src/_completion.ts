@@ -43,7 +43,12 @@ export class Completions {
    */
   async complete(beat: Beat, record: StoredResponse): Promise<void> {
     const config = this.#config;
-    const write = () => config.store.complete(beat.slot, beat.token, record);
+    const { store, encryption } = config;
+    const { slot, token } = beat;
+    const write = encryption === undefined
+      ? () => store.complete(slot, token, record)
+      : async () =>
+        store.complete(slot, token, await encryption.seal(slot, record));
     let outcome: WriteOutcome;
     try {
       outcome = await write();

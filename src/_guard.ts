@@ -19,6 +19,7 @@ import {
   type Unread,
 } from "./_request.ts";
 import { recordedBody, replay, storedHeaders } from "./_response.ts";
+import { isSealed } from "./_seal.ts";
 import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { slotOf } from "./fingerprint.ts";
@@ -106,9 +107,17 @@ export class Guard<A extends unknown[]> {
     switch (claim.state) {
       case "unreachable":
         return await this.#unreachable(flight, body, claim.error);
-      case "completed":
+      case "completed": {
         if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
-        return this.#replay(flight, claim.response);
+        const { encryption, lease } = config;
+        const record = encryption === undefined
+          ? isSealed(claim.response) ? null : claim.response
+          : await encryption.open(flight.slot, claim.response);
+        if (record !== null) return this.#replay(flight, record);
+        // docs/architecture.md, Unreadable is in flight.
+        const unread = { fingerprint: null, retryAfterMs: lease } as const;
+        return this.#conflict(flight, { state: "in_flight", ...unread });
+      }
       case "in_flight":
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
           return this.#mismatch(flight);
@@ -358,6 +367,7 @@ export class Guard<A extends unknown[]> {
     if (unit?.opened) {
       return await commitInTransaction(unit, beat, record, {
         store: this.#config.store,
+        encryption: this.#config.encryption,
         heartbeat: this.#heartbeat,
         report: this.#report,
         request: flight.request,

@@ -7,6 +7,7 @@ import {
   reportStoreError,
 } from "./_completion.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
+import type { Sealer } from "./_seal.ts";
 import type { Report, WriteResult } from "./events.ts";
 import { reject } from "./problem.ts";
 import type { IdempotencyStore, StoredResponse, UnitOfWork } from "./store.ts";
@@ -24,6 +25,7 @@ export async function commitInTransaction(
   record: StoredResponse,
   context: {
     store: IdempotencyStore;
+    encryption: Sealer | undefined;
     heartbeat: Heartbeat;
     report: Report;
     request: Request;
@@ -34,7 +36,9 @@ export async function commitInTransaction(
   // REPEATABLE READ or SERIALIZABLE one committed meanwhile fails the write.
   heartbeat.stop(beat);
   try {
-    if (await unit.commit(record) === "committed") {
+    const { encryption } = context;
+    const stored = encryption && await encryption.seal(beat.slot, record);
+    if (await unit.commit(stored ?? record) === "committed") {
       reportCompleted(report, beat, record, "applied");
       return null;
     }

@@ -7,6 +7,7 @@
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
+import { Sealer } from "./_seal.ts";
 import {
   headerName,
   headerNames,
@@ -165,6 +166,53 @@ export interface IdempotencyOptions {
    */
   unstoredHeaders?: readonly string[];
   /**
+   * Seals records: a store then holds a record's headers and body as one
+   * AES-256-GCM ciphertext (a fresh random nonce each), bound to its slot,
+   * with the status, a left-out body's reason and the key's id in clear. The
+   * first key seals, every key listed opens. A record that does not open
+   * (tampered, copied to another slot, sealed under a key no longer listed,
+   * or written in clear before this was turned on) answers 409 until it
+   * expires, as does a sealed record read without this option: never a
+   * replay of garbage, never a second run. To rotate, list the new key
+   * first and the old one second; drop the old one only a `ttl` after it
+   * stopped sealing. A key is an AES-GCM `CryptoKey` of 256 bits with the
+   * usages `encrypt` and `decrypt`: `crypto.subtle.generateKey({ name:
+   * "AES-GCM", length: 256 }, false, ["encrypt", "decrypt"])` (lost with the
+   * process: one instance only), or 32 random bytes from your secret store
+   * through `crypto.subtle.importKey("raw", bytes, "AES-GCM", false,
+   * ["encrypt", "decrypt"])`.
+   * @default {undefined} (records in clear)
+   *
+   * @example Sealed records, replayed as the handler answered
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const key = await crypto.subtle.generateKey(
+   *   { name: "AES-GCM", length: 256 },
+   *   false,
+   *   ["encrypt", "decrypt"],
+   * );
+   * const handler = idempotency(() => Response.json({ card: "4242" }), {
+   *   scope: "global", // one key space: this example has one caller
+   *   encryption: { keys: [{ id: "2026-01", key }] },
+   * });
+   * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });
+   * await (await handler(post())).text();
+   * const replay = await handler(post());
+   * assert.deepEqual(await replay.json(), { card: "4242" });
+   * ```
+   */
+  encryption?: {
+    /** The keys, the sealing one first. */
+    keys: readonly {
+      /** Its name, stored with each record it seals: 1 to 32 visible ASCII characters but `;`. */
+      id: string;
+      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt` (typed so that Node's types name it too). */
+      key: Parameters<typeof crypto.subtle.encrypt>[1];
+    }[];
+  };
+  /**
    * The response header that marks a replay, with the value `true`.
    * @default {"Idempotent-Replayed"}
    */
@@ -297,6 +345,7 @@ export function configure(options: IdempotencyOptions) {
     fingerprint: optionalFunction("fingerprint", options.fingerprint),
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
+    encryption: Sealer.of(options.encryption),
     unstoredHeaders: option("unstoredHeaders", headerNames),
     onEvent: optionalFunction("onEvent", options.onEvent),
     completionWait,

@@ -18,7 +18,7 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { createClient } from "redis";
-import { idempotency } from "../../mod.ts";
+import { idempotency, type IdempotencyOptions } from "../../mod.ts";
 import type { IdempotencyEvent } from "../../src/events.ts";
 import { MemoryStore } from "../../src/stores/memory.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
@@ -126,6 +126,7 @@ const CONCURRENCY = 16;
 async function runScenarios(
   label: string,
   make: (scenario: number) => Promise<IdempotencyStore>,
+  options: Partial<IdempotencyOptions> = {},
 ): Promise<string[]> {
   const failures: string[] = [];
   for (const [index, scenario] of SCENARIOS.entries()) {
@@ -152,6 +153,7 @@ async function runScenarios(
         lease,
         ttl: 600_000,
         onEvent: (e) => events.push(e),
+        ...options,
       },
     );
     const send = direct(handler);
@@ -269,6 +271,20 @@ Deno.test("faults: FaultyStore over MemoryStore, every operation and outcome, ma
     () => Promise.resolve(new MemoryStore()),
   );
   await completeLost("memory", new MemoryStore());
+  assert.deepEqual(failures, []);
+});
+
+Deno.test("faults: FaultyStore over MemoryStore with sealed records, every operation and outcome", async () => {
+  const key = await crypto.subtle.generateKey(
+    { name: "AES-GCM", length: 256 },
+    false,
+    ["encrypt", "decrypt"],
+  );
+  const failures = await runScenarios(
+    "sealed",
+    () => Promise.resolve(new MemoryStore()),
+    { encryption: { keys: [{ id: "k1", key }] } },
+  );
   assert.deepEqual(failures, []);
 });
 

@@ -65,6 +65,7 @@ const T = {
   settle: "tests/heartbeat_settle_test.ts",
   options: "tests/idempotency_options_test.ts",
   credentials: "tests/idempotency_credentials_test.ts",
+  sealing: "tests/idempotency_sealing_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -608,5 +609,31 @@ export const MUTANTS: Mutant[] = [
     tests: [T.lease],
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
+  },
+  {
+    id: "seal-slot-unbound",
+    file: "src/_seal.ts",
+    text: "const clear = [version, id, slot, status, omitted ?? null];",
+    replacement: "const clear = [version, id, status, omitted ?? null];",
+    tests: [T.sealing],
+    what:
+      "a sealed record copied to another slot opens there: one caller's response replays to another's key",
+  },
+  {
+    id: "seal-read-without-keys",
+    file: GUARD,
+    text: "? isSealed(claim.response) ? null : claim.response",
+    replacement: "? claim.response",
+    tests: [T.sealing],
+    what:
+      "a sealed record read with encryption off replays its ciphertext as the body",
+  },
+  {
+    id: "seal-completion-in-clear",
+    file: "src/_completion.ts",
+    text: "store.complete(slot, token, await encryption.seal(slot, record))",
+    replacement: "store.complete(slot, token, record)",
+    tests: [T.sealing],
+    what: "under encryption, a completion writes the record in clear",
   },
 ];
