@@ -8,6 +8,7 @@
 import { bodyInit } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { EMPTY } from "./_request.ts";
+import { SEALED_HEADER } from "./_seal.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
 /** The header on a replay whose body was not recorded: its value is the reason. */
@@ -50,7 +51,7 @@ export function storedHeaders(
     if (name === "content-type") typed = true;
     if (
       unstored.has(name) || named?.has(name) || name === LEFT_OUT ||
-      CONTROL.test(pair[1])
+      name === SEALED_HEADER || CONTROL.test(pair[1])
     ) {
       partial = true;
       if (name !== "date" && name !== LEFT_OUT) left.add(name);

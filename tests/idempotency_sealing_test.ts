@@ -486,3 +486,27 @@ Deno.test("encryption: keys are checked at idempotency(), naming what is wrong",
   assert.throws(make({ keys: [{ id: "k", key: hmac }] }), TypeError, "AES-GCM");
   make({ keys: [OLD, NEW] })();
 });
+
+Deno.test("idempotency() never stores a handler's own Idempotent-Sealed header: its record replays in clear", async () => {
+  let runs = 0;
+  const handler = idempotency(() => {
+    runs++;
+    return new Response("paid", {
+      status: 201,
+      headers: { "idempotent-sealed": "1;k1", "x-a": "1" },
+    });
+  }, { store: new MemoryStore(), scope: "global" });
+  const first = await handler(post("sealed-name", "{}"));
+  assert.equal(first.headers.get("idempotent-sealed"), "1;k1");
+  await first.body?.cancel();
+  const replay = await handler(post("sealed-name", "{}"));
+  assert.equal(replay.status, 201);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(replay.headers.get("idempotent-sealed"), null);
+  assert.equal(
+    replay.headers.get("idempotent-omitted-headers"),
+    "idempotent-sealed",
+  );
+  assert.equal(await replay.text(), "paid");
+  assert.equal(runs, 1);
+});
