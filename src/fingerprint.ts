@@ -93,24 +93,15 @@ export function hasherOf(secret: unknown): Hasher {
 
 /** Slots and fingerprints, hashed plainly or under one secret. */
 export class Hasher {
-  #hex: (
-    a: Uint8Array | string,
-    b?: Uint8Array | string,
-    c?: Uint8Array | string,
-    d?: Uint8Array | string,
-  ) => string;
+  #hex: typeof sha256Hex;
   /** The secret, for `crypto.subtle`. */
   #key: Uint8Array<ArrayBuffer> | undefined;
   #imported: Promise<CryptoKey> | undefined;
 
   constructor(key: Uint8Array<ArrayBuffer> | undefined) {
     this.#key = key;
-    if (key === undefined) {
-      this.#hex = sha256Hex;
-    } else {
-      const hmac = new Hmac(key);
-      this.#hex = (a, b, c, d) => hmac.hex(a, b, c, d);
-    }
+    const hmac = key && new Hmac(key);
+    this.#hex = hmac ? hmac.hex.bind(hmac) : sha256Hex;
   }
 
   /** See {@linkcode slotOf}. */
