@@ -22,7 +22,6 @@ import { recordedBody, replay, storedHeaders } from "./_response.ts";
 import { isSealed } from "./_seal.ts";
 import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
-import { slotOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { Config, FetchHandler } from "./options.ts";
 import { type ProblemDetails, reject } from "./problem.ts";
@@ -91,11 +90,11 @@ export class Guard<A extends unknown[]> {
     const body = await readBody(request, config.maxRequestBytes);
     if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
     const scope = scopeOf(request, config.scope);
-    flight.slot = slotOf(
+    flight.slot = config.hasher.slot(
       typeof scope === "string" ? scope : await scope,
       parsed.key,
     );
-    const computed = fingerprintOf(request, body, config.fingerprint);
+    const computed = fingerprintOf(request, body, config);
     const fingerprint = typeof computed === "string"
       ? computed
       : await computed;

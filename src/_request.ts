@@ -7,8 +7,8 @@
  */
 
 import { bodyInit, concatBytes } from "./_bytes.ts";
-import { sha256Hex } from "./_sha256.ts";
-import { codeUnits, requestFingerprint } from "./fingerprint.ts";
+import type { Hasher } from "./fingerprint.ts";
+import type { Config } from "./options.ts";
 
 /** An empty body, shared. */
 export const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
@@ -85,12 +85,12 @@ async function checkedScope(found: Promise<string>): Promise<string> {
 export function fingerprintOf(
   request: Request,
   body: Uint8Array<ArrayBuffer>,
-  custom:
-    | ((request: Request, body: Uint8Array) => string | Promise<string>)
-    | undefined,
+  { fingerprint, hasher }: Pick<Config, "fingerprint" | "hasher">,
 ): string | Promise<string> {
-  if (custom !== undefined) return customFingerprint(custom, request, body);
-  return requestFingerprint(request.method.toUpperCase(), request.url, body);
+  if (fingerprint !== undefined) {
+    return customFingerprint(fingerprint, request, body, hasher);
+  }
+  return hasher.request(request.method.toUpperCase(), request.url, body);
 }
 
 /** Hashed, so that a store keeps 64 hex characters, never request data. */
@@ -98,6 +98,7 @@ async function customFingerprint(
   fingerprint: (request: Request, body: Uint8Array) => string | Promise<string>,
   request: Request,
   body: Uint8Array,
+  hasher: Hasher,
 ): Promise<string> {
   const value = await fingerprint(request, body);
   if (typeof value !== "string") {
@@ -105,10 +106,7 @@ async function customFingerprint(
       `'fingerprint' must return a string: it returned ${value}`,
     );
   }
-  // Injective, as a slot is.
-  return value.isWellFormed()
-    ? sha256Hex("idempotency-fingerprint\n", value)
-    : sha256Hex("idempotency-fingerprint-utf16\n", codeUnits(value));
+  return hasher.custom(value);
 }
 
 /** Where a rebuilt request keeps the original, for its `signal`. */

@@ -1,12 +1,13 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The slot a key is kept under and the fingerprint of a request.
+ * The slot a key is kept under and the fingerprint of a request: SHA-256, or
+ * HMAC-SHA-256 under a `secret` (docs/architecture.md, Scoped hashed slots).
  *
  * @module
  */
 
 import { concatBytes } from "./_bytes.ts";
-import { sha256Hex } from "./_sha256.ts";
+import { Hmac, sha256Hex } from "./_sha256.ts";
 
 /** Bodies from this size on are hashed by `crypto.subtle` (`bench/middleware_bench.ts`). */
 export const SUBTLE_FROM_BYTES = 8192;
@@ -14,11 +15,12 @@ export const SUBTLE_FROM_BYTES = 8192;
 /**
  * The slot for a key within a scope: the hex SHA-256 of both,
  * length-prefixed, injective over all JavaScript strings (a lone surrogate
- * is hashed as UTF-16 code units under another prefix). The raw key is never
- * stored.
+ * is hashed as UTF-16 code units under another prefix); with `secret`, the
+ * HMAC-SHA-256 of the same bytes under it. The raw key is never stored.
  *
  * @param scope The scope (tenant, principal), `""` for one global scope.
  * @param key The parsed idempotency key.
+ * @param options `secret`: the middleware's, to find where it keeps a key.
  * @returns 64 hex characters.
  *
  * @example Two tenants, one key, two slots
@@ -29,32 +31,22 @@ export const SUBTLE_FROM_BYTES = 8192;
  * assert.notEqual(slotOf("tenant-a", "1"), slotOf("tenant-b", "1"));
  * assert.notEqual(slotOf("\uD800", "1"), slotOf("\uFFFD", "1"));
  * assert.match(slotOf("", "1"), /^[0-9a-f]{64}$/);
+ * const secret = "0123456789abcdef0123456789abcdef";
+ * assert.notEqual(slotOf("", "1", { secret }), slotOf("", "1"));
  * ```
  */
-export function slotOf(scope: string, key: string): string {
-  if (scope.isWellFormed() && key.isWellFormed()) {
-    return sha256Hex(`idempotency-slot\n${scope.length}:${scope}\n`, key);
-  }
-  return sha256Hex(
-    "idempotency-slot-utf16\n",
-    codeUnits(scope),
-    "\n",
-    codeUnits(key),
-  );
-}
-
-/** Text as its UTF-16 code units, 4 hex digits each: injective, and ASCII. */
-export function codeUnits(text: string): string {
-  let out = "";
-  for (let i = 0; i < text.length; i++) {
-    out += text.charCodeAt(i).toString(16).padStart(4, "0");
-  }
-  return out;
+export function slotOf(
+  scope: string,
+  key: string,
+  options?: { secret?: string | Uint8Array },
+): string {
+  return hasherOf(options?.secret).slot(scope, key);
 }
 
 /**
  * The default fingerprint: the hex SHA-256 of the method, the path with
- * query, and the body (no headers). Synchronous under 8 KiB, else a promise.
+ * query, and the body (no headers); with `secret`, their HMAC-SHA-256 under
+ * it. Synchronous under 8 KiB, else a promise.
  *
  * @example
  * ```ts
@@ -71,12 +63,106 @@ export function requestFingerprint(
   method: string,
   url: string,
   body: Uint8Array<ArrayBuffer>,
+  options?: { secret?: string | Uint8Array },
 ): string | Promise<string> {
-  const head = `idempotency-request\n${method}\n${pathAndQuery(url)}\n`;
-  if (body.byteLength < SUBTLE_FROM_BYTES) return sha256Hex(head, body);
-  const bytes = new TextEncoder().encode(head);
-  const all = concatBytes([bytes, body], bytes.byteLength + body.byteLength);
-  return crypto.subtle.digest("SHA-256", all).then(toHex);
+  return hasherOf(options?.secret).request(method, url, body);
+}
+
+/** The `secret` option made ready, checked (`TypeError`, `RangeError`). */
+export function hasherOf(secret: unknown): Hasher {
+  if (secret === undefined) return PLAIN;
+  const key = typeof secret === "string"
+    ? new TextEncoder().encode(secret)
+    : secret instanceof Uint8Array
+    ? new Uint8Array(secret)
+    : undefined;
+  if (key === undefined) {
+    throw new TypeError(
+      `'secret' must be a string or a Uint8Array: current value is ${
+        secret === null ? "null" : `of type ${typeof secret}`
+      }`,
+    );
+  }
+  if (key.byteLength < 32) {
+    throw new RangeError(
+      `'secret' must be at least 32 bytes (as UTF-8) and random: a shorter one can be guessed from a store dump, and then the dump confirms guessed keys and bodies: current length is ${key.byteLength}`,
+    );
+  }
+  return new Hasher(key);
+}
+
+/** Slots and fingerprints, hashed plainly or under one secret. */
+export class Hasher {
+  #hex: typeof sha256Hex;
+  /** The secret, for `crypto.subtle`. */
+  #key: Uint8Array<ArrayBuffer> | undefined;
+  #imported: Promise<CryptoKey> | undefined;
+
+  constructor(key: Uint8Array<ArrayBuffer> | undefined) {
+    this.#key = key;
+    const hmac = key && new Hmac(key);
+    this.#hex = hmac ? hmac.hex.bind(hmac) : sha256Hex;
+  }
+
+  /** See {@linkcode slotOf}. */
+  slot(scope: string, key: string): string {
+    if (scope.isWellFormed() && key.isWellFormed()) {
+      return this.#hex(`idempotency-slot\n${scope.length}:${scope}\n`, key);
+    }
+    return this.#hex(
+      "idempotency-slot-utf16\n",
+      codeUnits(scope),
+      "\n",
+      codeUnits(key),
+    );
+  }
+
+  /** See {@linkcode requestFingerprint}. */
+  request(
+    method: string,
+    url: string,
+    body: Uint8Array<ArrayBuffer>,
+  ): string | Promise<string> {
+    const head = `idempotency-request\n${method}\n${pathAndQuery(url)}\n`;
+    if (body.byteLength < SUBTLE_FROM_BYTES) return this.#hex(head, body);
+    const bytes = new TextEncoder().encode(head);
+    const all = concatBytes([bytes, body], bytes.byteLength + body.byteLength);
+    return this.#subtle(all);
+  }
+
+  /** A custom `fingerprint`'s value, hashed injectively as a slot is. */
+  custom(value: string): string {
+    return value.isWellFormed()
+      ? this.#hex("idempotency-fingerprint\n", value)
+      : this.#hex("idempotency-fingerprint-utf16\n", codeUnits(value));
+  }
+
+  async #subtle(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
+    const key = this.#key;
+    if (key === undefined) {
+      return toHex(await crypto.subtle.digest("SHA-256", bytes));
+    }
+    // At first use: workerd refuses `crypto.subtle` at startup.
+    this.#imported ??= crypto.subtle.importKey(
+      "raw",
+      key,
+      { name: "HMAC", hash: "SHA-256" },
+      false,
+      ["sign"],
+    );
+    return toHex(await crypto.subtle.sign("HMAC", await this.#imported, bytes));
+  }
+}
+
+const PLAIN = new Hasher(undefined);
+
+/** Text as its UTF-16 code units, 4 hex digits each: injective, and ASCII. */
+function codeUnits(text: string): string {
+  let out = "";
+  for (let i = 0; i < text.length; i++) {
+    out += text.charCodeAt(i).toString(16).padStart(4, "0");
+  }
+  return out;
 }
 
 /** The path and query of an absolute URL, without parsing it fully. */

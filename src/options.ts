@@ -17,6 +17,7 @@ import {
   positiveInteger,
 } from "./_validate.ts";
 import type { IdempotencyEvent } from "./events.ts";
+import { hasherOf } from "./fingerprint.ts";
 import type { IdempotencyStore } from "./store.ts";
 import { MemoryStore } from "./stores/memory.ts";
 
@@ -145,6 +146,38 @@ export interface IdempotencyOptions {
     request: Request,
     body: Uint8Array,
   ) => string | Promise<string>;
+  /**
+   * A key of at least 32 random bytes (a string counts as UTF-8) under which
+   * the slot and the fingerprint are HMAC-SHA-256, not SHA-256, so that a
+   * store dump cannot confirm a guessed key or body. Setting, changing or
+   * removing it moves every slot: the keys in flight and recorded are
+   * forgotten, so a retry across the switch runs again and a duplicate during
+   * it is not caught; switch as README, Security says.
+   * `slotOf(scope, key, { secret })` finds a key's slot.
+   * @default {undefined} (SHA-256)
+   *
+   * @example Under a secret, and a key's slot found
+   * ```ts
+   * import { idempotency, MemoryStore, slotOf } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * // The same on every instance, from where the app keeps its secrets
+   * // (`openssl rand -hex 32`); a literal only in this example.
+   * const secret = "d2f1c8e7b6a5948372615f4e3d2c1b0a99887766554433221100ffeeddccbbaa";
+   * const store = new MemoryStore();
+   * const handler = idempotency(() => new Response("ok"), {
+   *   scope: "global",
+   *   store,
+   *   secret,
+   * });
+   * const headers = { "idempotency-key": "k1" };
+   * await handler(new Request("http://api.test/", { method: "POST", headers }));
+   * const slot = slotOf("", "k1", { secret });
+   * const claim = { fingerprint: "", leaseMs: 1_000, ttlMs: 1_000 };
+   * assert.equal((await store.claim(slot, claim)).state, "completed");
+   * ```
+   */
+  secret?: string | Uint8Array;
   /**
    * Whether to run the handler unguarded, not answer 503, when the store is down.
    * @default {false}
@@ -343,6 +376,7 @@ export function configure(options: IdempotencyOptions) {
     maxResponseBytes: option("maxResponseBytes", nonNegativeInteger),
     cacheable: optionalFunction("cacheable", options.cacheable) ?? isSuccess,
     fingerprint: optionalFunction("fingerprint", options.fingerprint),
+    hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
     encryption: Sealer.of(options.encryption),

@@ -275,6 +275,41 @@ Deno.test("idempotency() stores a hash of a custom fingerprint, never what it re
   }
 });
 
+Deno.test("idempotency() and slotOf() take a secret of 32 bytes or more, and say why not a shorter one", () => {
+  const ok = () => new Response();
+  const short = "a".repeat(31);
+  for (const secret of ["", short, new Uint8Array(31), "é".repeat(15)]) {
+    for (
+      const make of [
+        () => idempotency(ok, { scope: "global", secret }),
+        () => idempotent({ scope: "global", secret }),
+        () => slotOf("", "k", { secret }),
+      ]
+    ) {
+      assert.throws(make, (e: unknown) => {
+        assert.ok(e instanceof RangeError);
+        assert.match(
+          e.message,
+          /^'secret' must be at least 32 bytes \(as UTF-8\) and random: a shorter one can be guessed from a store dump, .*: current length is \d+$/,
+        );
+        assert.ok(!e.message.includes(short)); // Never the secret itself.
+        return true;
+      });
+    }
+  }
+  for (const secret of [null, 42, ["a".repeat(32)], new ArrayBuffer(32)]) {
+    assert.throws(
+      () => idempotency(ok, { scope: "global", secret: secret as never }),
+      /^TypeError: 'secret' must be a string or a Uint8Array: current value is (null|of type number|of type object)$/,
+    );
+  }
+  // 32 bytes: as ASCII, as UTF-8 (16 characters), as bytes.
+  for (const secret of ["a".repeat(32), "é".repeat(16), new Uint8Array(32)]) {
+    idempotency(ok, { scope: "global", secret });
+    assert.match(slotOf("", "k", { secret }), /^[0-9a-f]{64}$/);
+  }
+});
+
 Deno.test("idempotency() refuses to guard a method that the handler's request could not carry (CONNECT, TRACE, TRACK)", () => {
   const ok = () => new Response();
   // `new Request()` refuses these methods, so a guarded one would be claimed

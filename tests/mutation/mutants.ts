@@ -506,6 +506,31 @@ export const MUTANTS: Mutant[] = [
     what: "scopes that differ only in lone surrogates share a slot",
   },
   {
+    id: "secret-ignored",
+    file: "src/fingerprint.ts",
+    text: "  return new Hasher(key);",
+    replacement: "  return PLAIN;",
+    tests: ["tests/fingerprint_test.ts"],
+    what: "with a secret, slots and fingerprints stay plain SHA-256",
+  },
+  {
+    id: "secret-large-body-unkeyed",
+    file: "src/fingerprint.ts",
+    text: 'crypto.subtle.sign("HMAC", await this.#imported, bytes)',
+    replacement: 'crypto.subtle.digest("SHA-256", bytes)',
+    tests: ["tests/fingerprint_test.ts"],
+    what:
+      "with a secret, a body of 8 KiB or more is fingerprinted by plain SHA-256",
+  },
+  {
+    id: "hmac-long-key-edge",
+    file: "src/_sha256.ts",
+    text: "if (key.byteLength > 64) {",
+    replacement: "if (key.byteLength >= 64) {",
+    tests: ["tests/sha256_test.ts"],
+    what: "a secret of exactly 64 bytes is hashed first: not RFC 2104's HMAC",
+  },
+  {
     id: "key-comma-accepted",
     file: "src/key.ts",
     text: "    if (c === 0x2c) return COMMA;\n    if (c < 0x21 || c > 0x7e) {",
