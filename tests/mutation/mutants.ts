@@ -609,4 +609,88 @@ export const MUTANTS: Mutant[] = [
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
   },
+  // src/stores/redis.ts, _redis_scripts.ts, _redis_record.ts: the lease
+  // floor, the TTL every write keeps, the hints, the omitted replay.
+  {
+    id: "redis-claim-floor-off-by-one",
+    file: REDIS_RECORD,
+    text: "return `${IN_FLIGHT}${ttlMs - leaseMs}:${token}`;",
+    replacement: "return `${IN_FLIGHT}${ttlMs - leaseMs - 1}:${token}`;",
+    tests: [T.redis],
+    what: "a claim's lease runs 1 ms longer than leaseMs",
+  },
+  {
+    id: "redis-in-flight-hint-ttl",
+    file: REDIS_SCRIPTS,
+    text: "math.min(left - floor, left)",
+    replacement: "left",
+    tests: [T.redis],
+    what:
+      "a claim in flight answers Retry-After with the key's TTL, not the lease left",
+  },
+  {
+    id: "redis-extend-half-lease",
+    file: REDIS_SCRIPTS,
+    text: "left - tonumber(ARGV[2])",
+    replacement: "left - tonumber(ARGV[2]) / 2",
+    tests: [T.redis],
+    what: "extend renews the lease for half of what it was asked",
+  },
+  {
+    id: "redis-extend-drops-ttl",
+    file: REDIS_SCRIPTS,
+    text: ".. ':' .. ARGV[1], 'KEEPTTL')",
+    replacement: ".. ':' .. ARGV[1])",
+    tests: [T.redis],
+    what: "extend makes the key persist: a crashed owner's slot is never freed",
+  },
+  {
+    id: "redis-complete-drops-ttl",
+    file: REDIS_SCRIPTS,
+    text: "redis.call('SET', key, ARGV[2], 'KEEPTTL')",
+    replacement: "redis.call('SET', key, ARGV[2])",
+    tests: [T.redis],
+    what: "a completed record never expires: ttlMs is ignored after complete",
+  },
+  {
+    id: "redis-unreadable-hint-lease",
+    file: REDIS_SCRIPTS,
+    text: "then return {${REPLY.UNREADABLE}, left} end",
+    replacement: "then return {${REPLY.UNREADABLE}, lease} end",
+    tests: [T.redis],
+    what:
+      "an unreadable value that expires sooner than the lease hints the lease",
+  },
+  {
+    id: "redis-unreadable-no-ttl",
+    file: REDIS_SCRIPTS,
+    text: "if left > 0 and left < lease then",
+    replacement: "if left < lease then",
+    tests: [T.redis],
+    what: "an unreadable value without TTL hints -1 ms, answered as 1 ms",
+  },
+  {
+    id: "redis-omitted-reason-fixed",
+    file: REDIS_RECORD,
+    text: "toStoredResponse(+status, headers, null, omitted)",
+    replacement: 'toStoredResponse(+status, headers, null, "too_large")',
+    tests: [T.redis],
+    what: "an omitted body replays with the wrong reason",
+  },
+  {
+    id: "redis-recovered-as-acquired",
+    file: REDIS_SCRIPTS,
+    text: "recovered: reply === REPLY.RECOVERED",
+    replacement: "recovered: false",
+    tests: [T.redis],
+    what: "a claim that took over a lapsed lease is reported a fresh one",
+  },
+  {
+    id: "redis-in-flight-hint-zero",
+    file: REDIS_SCRIPTS,
+    text: "Math.max(1, Number(b) || 1)",
+    replacement: "Math.max(0, Number(b) || 1)",
+    tests: [T.redis],
+    what: "a claim in flight may hint a Retry-After below 1 ms",
+  },
 ];
