@@ -693,4 +693,73 @@ export const MUTANTS: Mutant[] = [
     tests: [T.redis],
     what: "a claim in flight may hint a Retry-After below 1 ms",
   },
+  // src/_guard.ts: each problem's status and event, the replay's event.
+  {
+    id: "guard-too-large-reason-malformed",
+    file: GUARD,
+    text: `? "too_large"\n      : kind as "missing" | "malformed";`,
+    replacement: `? "malformed"\n      : kind as "missing" | "malformed";`,
+    tests: [T.protocol],
+    what: "a 413 is reported as a malformed key",
+  },
+  {
+    id: "guard-incomplete-status-413",
+    file: GUARD,
+    text: `type: "rejected", slot: null, status: 400, reason, error`,
+    replacement:
+      `type: "rejected", slot: null, status: 413 as 400, reason, error`,
+    tests: [T.protocol],
+    what: "a request body that broke off is reported as a 413",
+  },
+  {
+    id: "guard-conflict-never-unreadable",
+    file: GUARD,
+    text: "const unreadable = fingerprint === null;",
+    replacement: "const unreadable = false;",
+    tests: [T.protocol],
+    what:
+      "a 409 on a value the store cannot read is reported as a live claim's",
+  },
+  {
+    id: "guard-unreachable-as-in-flight",
+    file: GUARD,
+    text: `return reject(request, "unavailable", {});`,
+    replacement: `return reject(request, "inFlight", { retryAfter: 1 });`,
+    tests: [T.protocol],
+    what: "an unreachable store answers 409 instead of 503",
+  },
+  {
+    id: "guard-replayed-status-fixed",
+    file: GUARD,
+    text: "status: response.status,\n",
+    replacement: "status: 200,\n",
+    tests: [T.protocol],
+    what: "the replayed event names 200 whatever status it replays",
+  },
+  {
+    id: "guard-replayed-omitted-dropped",
+    file: GUARD,
+    text: "...(response.omitted ? { omitted: response.omitted } : {}),",
+    replacement: "",
+    tests: [T.protocol],
+    what: "the replayed event of an omitted body does not say so",
+  },
+  {
+    id: "guard-unreadable-hint-estimated",
+    file: GUARD,
+    text: "const retryAfter = unreadable\n      ? wholeSeconds(retryAfterMs)",
+    replacement: "const retryAfter = false\n      ? wholeSeconds(retryAfterMs)",
+    tests: [T.protocol],
+    what:
+      "an unreadable value's Retry-After is the settle estimate, not the store's hint",
+  },
+  // src/events.ts: an event's time is since its request began.
+  {
+    id: "events-elapsed-since-origin",
+    file: "src/events.ts",
+    text: "const elapsedMs = performance.now() - started;",
+    replacement: "const elapsedMs = performance.now();",
+    tests: [T.protocol],
+    what: "elapsedMs counts from the process's start, not the request's",
+  },
 ];
