@@ -829,4 +829,37 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/fingerprint_test.ts"],
     what: "from 8 KiB on, the method and path are not part of the fingerprint",
   },
+  // src/hono.ts: whose headers win on a replay and on a problem.
+  {
+    id: "hono-replay-as-problem",
+    file: "src/hono.ts",
+    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS,",
+    replacement: "PROBLEM_HEADERS,",
+    tests: ["tests/hono_test.ts"],
+    what: "a replay drops earlier middleware's Cache-Control and Retry-After",
+  },
+  {
+    id: "hono-problem-as-replay",
+    file: "src/hono.ts",
+    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS,",
+    replacement: "OWN_HEADERS,",
+    tests: ["tests/hono_test.ts"],
+    what: "a problem takes earlier middleware's Cache-Control: a 409 is cached",
+  },
+  {
+    id: "hono-replay-content-type",
+    file: "src/hono.ts",
+    text: `const OWN_HEADERS = new Set(["content-type", "content-length"]);`,
+    replacement: `const OWN_HEADERS = new Set(["content-length"]);`,
+    tests: ["tests/hono_test.ts"],
+    what: "earlier middleware's Content-Type replaces a replay's",
+  },
+  {
+    id: "hono-replay-content-length",
+    file: "src/hono.ts",
+    text: `const OWN_HEADERS = new Set(["content-type", "content-length"]);`,
+    replacement: `const OWN_HEADERS = new Set(["content-type"]);`,
+    tests: ["tests/hono_test.ts"],
+    what: "earlier middleware's Content-Length is sent with a replay's body",
+  },
 ];
