@@ -693,6 +693,38 @@ export const MUTANTS: Mutant[] = [
     tests: [T.redis],
     what: "a claim in flight may hint a Retry-After below 1 ms",
   },
+  {
+    id: "redis-wait-one-short-accepted",
+    file: "src/stores/redis.ts",
+    text: "if (Number(count) < this.#replicas) {",
+    replacement: "if (Number(count) < this.#replicas - 1) {",
+    tests: [T.redis],
+    what: "a claim one replica short of waitReplicas is kept",
+  },
+  {
+    id: "redis-wait-exact-refused",
+    file: "src/stores/redis.ts",
+    text: "if (Number(count) < this.#replicas) {",
+    replacement: "if (Number(count) <= this.#replicas) {",
+    tests: [T.redis],
+    what: "exactly waitReplicas acknowledgements are refused",
+  },
+  {
+    id: "redis-wait-timeout-default",
+    file: "src/stores/redis.ts",
+    text: "options.waitTimeoutMs ?? 500",
+    replacement: "options.waitTimeoutMs ?? 1000",
+    tests: [T.redis],
+    what: "WAIT blocks 1 s by default, not the documented 500 ms",
+  },
+  {
+    id: "redis-wait-zero-replicas",
+    file: "src/stores/redis.ts",
+    text: `result.state === "acquired" && this.#replicas > 0`,
+    replacement: `result.state === "acquired" && this.#replicas >= 0`,
+    tests: [T.redis],
+    what: "waitReplicas: 0 still sends a WAIT after every claim",
+  },
   // src/_guard.ts: each problem's status and event, the replay's event.
   {
     id: "guard-too-large-reason-malformed",

@@ -1170,3 +1170,60 @@ Deno.test("RedisStore reads the claim script's replies: acquired from recovered,
     retryAfterMs: 700,
   });
 });
+
+Deno.test("RedisStore's waitReplicas: n − 1 acknowledgements undo the claim, n and n + 1 keep it; WAIT blocks 500 ms by default", async () => {
+  const sent: string[][] = [];
+  let acks = 0;
+  const client: RedisCommander = {
+    sendCommand(args) {
+      const command = args.map(String);
+      sent.push(command);
+      if (command[0] === "SET") return Promise.resolve(null);
+      if (command[0] === "WAIT") return Promise.resolve(acks);
+      return Promise.resolve(1); // EVALSHA: applied
+    },
+  };
+  const waits = () => sent.filter((c) => c[0] === "WAIT");
+  const releases = () => sent.filter((c) => isRelease(c));
+
+  const none = new RedisStore({ client, waitReplicas: 0 });
+  assert.equal((await none.claim("s", opts)).state, "acquired");
+  assert.equal(waits().length, 0, "waitReplicas: 0 sends no WAIT");
+
+  const store = new RedisStore({ client, waitReplicas: 2 });
+  for (const n of [2, 3]) {
+    acks = n;
+    const claim = await store.claim("s", opts);
+    assert.equal(claim.state, "acquired", `${n} acknowledged`);
+    if (claim.state === "acquired") {
+      acks = n;
+      const response = { status: 200, headers: [], body: new Uint8Array(0) };
+      assert.equal(await store.complete("s", claim.token, response), "applied");
+    }
+  }
+  assert.deepEqual(waits().at(-1), ["WAIT", "2", "500"]);
+  assert.equal(waits().length, 4, "after each claim and each completion");
+  assert.equal(releases().length, 0);
+
+  acks = 1;
+  await assert.rejects(
+    () => store.claim("s", opts),
+    (error: unknown) =>
+      error instanceof StoreError &&
+      /acknowledged by 1 of 2/.test(error.message),
+  );
+  await waitFor("the claim to be undone", () => releases().length === 1);
+
+  const quick = new RedisStore({ client, waitReplicas: 1, waitTimeoutMs: 1 });
+  acks = 1;
+  assert.equal((await quick.claim("s", opts)).state, "acquired");
+  assert.deepEqual(waits().at(-1), ["WAIT", "1", "1"]);
+  for (const bad of [-1, 1.5]) {
+    assert.throws(
+      () => new RedisStore({ client, waitReplicas: bad }),
+      RangeError,
+    );
+  }
+  assert.throws(() => new RedisStore({ client, waitTimeoutMs: 0 }), RangeError);
+  assert.ok(new RedisStore({ client, timeoutMs: 1 }));
+});
