@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { idempotency, PROBLEM_TYPES } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { ClaimResult } from "../src/store.ts";
+import { type IdempotencyEvent, reporter } from "../src/events.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
@@ -547,4 +548,57 @@ Deno.test("idempotency() tells each answer from its neighbour: status, problem t
   for (const e of log.events) {
     assert.ok(e.elapsedMs >= 0 && e.elapsedMs <= ms, `${e.elapsedMs}`);
   }
+});
+
+/** A store whose claims acquire as if each took over a lapsed lease. */
+class RecoveringStore extends MemoryStore {
+  override async claim(...args: Parameters<MemoryStore["claim"]>) {
+    const claim = await super.claim(...args);
+    return claim.state === "acquired" ? { ...claim, recovered: true } : claim;
+  }
+}
+
+Deno.test("events: claimed says whether a lease was taken over; a throwing listener changes nothing; none is built unheard", async () => {
+  for (
+    const [store, recovered] of [[new MemoryStore(), false], [
+      new RecoveringStore(),
+      true,
+    ]] as const
+  ) {
+    const log = recorder();
+    const guarded = idempotency(() => new Response("ok"), {
+      scope: "global",
+      store,
+      onEvent: log.onEvent,
+    });
+    await (await guarded(post("k"))).text();
+    assert.partialDeepStrictEqual(log.events[0], {
+      type: "claimed",
+      recovered,
+    });
+  }
+
+  const throwing = idempotency(() => new Response("ok", { status: 201 }), {
+    scope: "global",
+    onEvent: () => {
+      throw new Error("listener");
+    },
+  });
+  const first = await throwing(post("t"));
+  assert.equal(first.status, 201);
+  assert.equal(await first.text(), "ok");
+  const again = await throwing(post("t"));
+  assert.equal(again.headers.get("idempotent-replayed"), "true");
+
+  let built = 0;
+  const make = () => {
+    built++;
+    return { type: "mismatch", slot: null } as const;
+  };
+  reporter(undefined)(make, 0);
+  assert.equal(built, 0, "no listener, no event built");
+  const seen: IdempotencyEvent[] = [];
+  reporter((event) => seen.push(event))(make, performance.now());
+  assert.equal(built, 1);
+  assert.equal(seen[0]?.type, "mismatch");
 });

@@ -785,6 +785,14 @@ export const MUTANTS: Mutant[] = [
     what:
       "an unreadable value's Retry-After is the settle estimate, not the store's hint",
   },
+  {
+    id: "guard-claimed-never-recovered",
+    file: GUARD,
+    text: `({ type: "claimed", slot, recovered })`,
+    replacement: `({ type: "claimed", slot, recovered: false })`,
+    tests: [T.protocol],
+    what: "a claim that took over a lapsed lease is reported a fresh one",
+  },
   // src/events.ts: an event's time is since its request began.
   {
     id: "events-elapsed-since-origin",
@@ -793,6 +801,24 @@ export const MUTANTS: Mutant[] = [
     replacement: "const elapsedMs = performance.now();",
     tests: [T.protocol],
     what: "elapsedMs counts from the process's start, not the request's",
+  },
+  {
+    id: "events-built-unheard",
+    file: "src/events.ts",
+    text: "if (listener === undefined) return () => {};",
+    replacement: "if (listener === undefined) return (make) => void make();",
+    tests: [T.protocol],
+    what: "every event is built even when no one listens",
+  },
+  {
+    id: "events-listener-throw-escapes",
+    file: "src/events.ts",
+    text:
+      "} catch {\n      // A listener's throw must not change the answer.\n    }",
+    replacement:
+      "} finally {\n      // A listener's throw must not change the answer.\n    }",
+    tests: [T.protocol],
+    what: "a listener that throws turns the answer into a 500",
   },
   // src/_record.ts: the status range, the header value's bytes, the hint.
   {
