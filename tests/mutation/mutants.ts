@@ -793,6 +793,24 @@ export const MUTANTS: Mutant[] = [
     tests: [T.protocol],
     what: "a claim that took over a lapsed lease is reported a fresh one",
   },
+  {
+    id: "guard-completed-mismatch-replayed",
+    file: GUARD,
+    text:
+      "if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);",
+    replacement: "",
+    tests: [T.protocol],
+    what: "a key reused with another body after completion replays, not 422",
+  },
+  {
+    id: "guard-in-flight-mismatch-as-conflict",
+    file: GUARD,
+    text:
+      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {\n          return this.#mismatch(flight);",
+    replacement: "if (false) {\n          return this.#mismatch(flight);",
+    tests: [T.protocol],
+    what: "a key reused with another body while in flight answers 409, not 422",
+  },
   // src/events.ts: an event's time is since its request began.
   {
     id: "events-elapsed-since-origin",

@@ -252,6 +252,7 @@ async function main(args: string[]): Promise<number> {
       }.\n`,
     );
 
+    const idWidth = Math.max(34, ...runnable.map((m) => m.id.length));
     for (const m of runnable) {
       const original = sources.get(m.file)!;
       const path = `${scratch}/${m.file}`;
@@ -268,7 +269,7 @@ async function main(args: string[]): Promise<number> {
       }
       outcomes.push(outcome);
       console.log(
-        `${outcome.verdict.padEnd(8)} ${m.id.padEnd(34)} ${
+        `${outcome.verdict.padEnd(8)} ${m.id.padEnd(idWidth)} ${
           seconds(outcome.ms).padStart(7)
         }  ${m.what}${outcome.detail ? `\n         ${outcome.detail}` : ""}`,
       );
