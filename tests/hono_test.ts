@@ -404,3 +404,39 @@ Deno.test("idempotent() keeps a problem's own Cache-Control and Retry-After over
   release();
   assert.equal((await first).status, 201);
 });
+
+Deno.test("idempotent() lets earlier middleware's Cache-Control and Retry-After over a replay, never its Content-Type or Content-Length", async () => {
+  const app = new Hono();
+  app.use("*", async (c, next) => {
+    c.header("cache-control", "public, max-age=600");
+    c.header("retry-after", "999");
+    c.header("content-type", "text/html");
+    c.header("content-length", "1");
+    await next();
+  });
+  app.post("/payments", idempotent({ scope: "global" }), (c) => {
+    c.header("cache-control", "private");
+    return c.json({ ok: true }, 201);
+  });
+  const first = await pay(app, "own", "{}");
+  assert.equal(first.status, 201);
+  const body = await first.text();
+
+  const replay = await pay(app, "own", "{}");
+  assert.equal(replay.status, 201);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(replay.headers.get("cache-control"), "public, max-age=600");
+  assert.equal(replay.headers.get("retry-after"), "999");
+  assert.equal(replay.headers.get("content-type"), "application/json");
+  assert.equal(replay.headers.get("content-length"), null, "not the 1 above");
+  assert.equal(await replay.text(), body);
+
+  const reused = await pay(app, "own", '{"x":1}');
+  assert.equal(reused.status, 422);
+  assert.equal(reused.headers.get("cache-control"), "no-store");
+  assert.equal(reused.headers.get("retry-after"), null);
+  assert.equal(reused.headers.get("content-type"), "application/problem+json");
+  const problem = await reused.text();
+  assert.equal(reused.headers.get("content-length"), null, "not the 1 above");
+  assert.equal(JSON.parse(problem).type, PROBLEM_TYPES.reused);
+});

@@ -9,6 +9,8 @@
 import assert from "node:assert/strict";
 import { idempotency, PROBLEM_TYPES } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
+import type { ClaimResult } from "../src/store.ts";
+import { type IdempotencyEvent, reporter } from "../src/events.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
@@ -398,4 +400,205 @@ Deno.test("idempotency() releases the key and throws when the handler returns no
   );
   assert.equal(store.calls.release, 1);
   assert.equal(await (await guarded(post("nothing"))).text(), "second");
+});
+
+/** Once `unreadable` is set, every claim finds a value it cannot read. */
+class UnreadableStore extends MemoryStore {
+  unreadable = false;
+  override claim(...args: Parameters<MemoryStore["claim"]>) {
+    if (!this.unreadable) return super.claim(...args);
+    return Promise.resolve<ClaimResult>({
+      state: "in_flight",
+      fingerprint: null,
+      retryAfterMs: 2_500,
+    });
+  }
+}
+
+Deno.test("idempotency() tells each answer from its neighbour: status, problem type and event", async () => {
+  const log = recorder();
+  const down = new FaultyStore(new MemoryStore());
+  down.failing.add("claim");
+  const gate = deferred();
+  const started = deferred();
+  const handler = async (request: Request) => {
+    if (request.headers.get("idempotency-key") === "held") {
+      started.resolve();
+      await gate.promise;
+    }
+    return new Response("x".repeat(20), { status: 201 });
+  };
+  type Options = Omit<Parameters<typeof idempotency>[1], "scope">;
+  const guard = (options: Options = {}) =>
+    idempotency(handler, {
+      scope: "global",
+      onEvent: log.onEvent,
+      maxRequestBytes: 100,
+      ...options,
+    });
+  const plain = guard();
+  const t0 = performance.now();
+  const broken = new Request("http://api.test/payments", {
+    method: "POST",
+    headers: { "idempotency-key": "cut" },
+    body: new ReadableStream({
+      pull: (controller) => controller.error(new Error("cut")),
+    }),
+  });
+  const held = plain(post("held"));
+  await started.promise;
+  const cases: [
+    string,
+    () => Response | Promise<Response>,
+    number,
+    string,
+    object,
+  ][] = [
+    ["missing", () => guard({ required: true })(post(null)), 400, "missing", {
+      type: "rejected",
+      status: 400,
+      reason: "missing",
+    }],
+    ["malformed", () => plain(post("a b")), 400, "malformed", {
+      type: "rejected",
+      status: 400,
+      reason: "malformed",
+    }],
+    ["too large", () => plain(post("big", pattern(101))), 413, "tooLarge", {
+      type: "rejected",
+      status: 413,
+      reason: "too_large",
+    }],
+    ["incomplete", () => plain(broken), 400, "incomplete", {
+      type: "rejected",
+      status: 400,
+      reason: "incomplete",
+    }],
+    ["in flight", () => plain(post("held")), 409, "inFlight", {
+      type: "conflict",
+      unreadable: false,
+    }],
+    [
+      "unreadable",
+      async () => {
+        // One quick run first: a settle estimate (1 s) that the hint must beat.
+        const store = new UnreadableStore();
+        const guarded = guard({ store });
+        await (await guarded(post("quick"))).text();
+        store.unreadable = true;
+        log.events.length = 0;
+        return await guarded(post("u"));
+      },
+      409,
+      "inFlight",
+      { type: "conflict", unreadable: true, retryAfterMs: 2_500 },
+    ],
+    ["reused", () => plain(post("held", '{"other":1}')), 422, "reused", {
+      type: "mismatch",
+    }],
+    [
+      "unavailable",
+      () => guard({ store: down })(post("down")),
+      503,
+      "unavailable",
+      { type: "store_error", operation: "claim" },
+    ],
+  ];
+  for (const [name, send, status, type, event] of cases) {
+    log.events.length = 0;
+    const res = await send();
+    assert.equal(res.status, status, name);
+    assert.equal((await res.json()).type, PROBLEM_TYPES[type as "missing"]);
+    assert.equal(log.events.length, 1, `${name}: ${log.types()}`);
+    assert.partialDeepStrictEqual(log.events[0], event, name);
+    if (name === "unreadable") {
+      assert.equal(res.headers.get("retry-after"), "3", "the hint, rounded up");
+    }
+  }
+  gate.resolve();
+  await (await held).text();
+
+  log.events.length = 0;
+  const first = await plain(post("replayed"));
+  assert.equal(first.headers.get("idempotent-replayed"), null);
+  assert.equal(await first.text(), "x".repeat(20));
+  const again = await plain(post("replayed"));
+  assert.equal(again.status, 201);
+  assert.equal(again.headers.get("idempotent-replayed"), "true");
+  assert.equal(await again.text(), "x".repeat(20));
+  const replayed = log.events.find((e) => e.type === "replayed");
+  assert.deepEqual(
+    replayed && { ...replayed, elapsedMs: 0 },
+    { type: "replayed", slot: replayed?.slot, status: 201, elapsedMs: 0 },
+    "a full replay names no omitted reason",
+  );
+
+  const capped = guard({ maxResponseBytes: 10 });
+  await (await capped(post("capped"))).text();
+  log.events.length = 0;
+  await (await capped(post("capped"))).text();
+  assert.partialDeepStrictEqual(log.events, [{
+    type: "replayed",
+    status: 201,
+    omitted: "too_large",
+  }]);
+
+  // Each event's time is since this request began, not since some origin.
+  const ms = performance.now() - t0;
+  for (const e of log.events) {
+    assert.ok(e.elapsedMs >= 0 && e.elapsedMs <= ms, `${e.elapsedMs}`);
+  }
+});
+
+/** A store whose claims acquire as if each took over a lapsed lease. */
+class RecoveringStore extends MemoryStore {
+  override async claim(...args: Parameters<MemoryStore["claim"]>) {
+    const claim = await super.claim(...args);
+    return claim.state === "acquired" ? { ...claim, recovered: true } : claim;
+  }
+}
+
+Deno.test("events: claimed says whether a lease was taken over; a throwing listener changes nothing; none is built unheard", async () => {
+  for (
+    const [store, recovered] of [[new MemoryStore(), false], [
+      new RecoveringStore(),
+      true,
+    ]] as const
+  ) {
+    const log = recorder();
+    const guarded = idempotency(() => new Response("ok"), {
+      scope: "global",
+      store,
+      onEvent: log.onEvent,
+    });
+    await (await guarded(post("k"))).text();
+    assert.partialDeepStrictEqual(log.events[0], {
+      type: "claimed",
+      recovered,
+    });
+  }
+
+  const throwing = idempotency(() => new Response("ok", { status: 201 }), {
+    scope: "global",
+    onEvent: () => {
+      throw new Error("listener");
+    },
+  });
+  const first = await throwing(post("t"));
+  assert.equal(first.status, 201);
+  assert.equal(await first.text(), "ok");
+  const again = await throwing(post("t"));
+  assert.equal(again.headers.get("idempotent-replayed"), "true");
+
+  let built = 0;
+  const make = () => {
+    built++;
+    return { type: "mismatch", slot: null } as const;
+  };
+  reporter(undefined)(make, 0);
+  assert.equal(built, 0, "no listener, no event built");
+  const seen: IdempotencyEvent[] = [];
+  reporter((event) => seen.push(event))(make, performance.now());
+  assert.equal(built, 1);
+  assert.equal(seen[0]?.type, "mismatch");
 });

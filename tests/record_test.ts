@@ -18,7 +18,14 @@ import {
   PROBLEM_TYPES,
   slotOf,
 } from "../mod.ts";
-import { isHeaderPair, toStoredResponse } from "../src/_record.ts";
+import {
+  assertStoredResponse,
+  isHeaderPair,
+  isStatus,
+  toStoredResponse,
+  unreadable,
+} from "../src/_record.ts";
+import { OMITTED_REASONS } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
@@ -130,6 +137,53 @@ Deno.test("toStoredResponse refuses every header list that is not valid HTTP", (
     toStoredResponse(200, fine, new Uint8Array(1), undefined)?.headers,
     fine,
   );
+});
+
+Deno.test("a record's status is an integer from 200 to 599, both ends included", () => {
+  for (const status of [200, 201, 599]) {
+    assert.equal(isStatus(status), true, `${status}`);
+    assertStoredResponse({ status, headers: [], body: new Uint8Array(0) });
+  }
+  for (const status of [199, 600, 200.5, "200", NaN]) {
+    assert.equal(isStatus(status), false, `${status}`);
+    assert.equal(toStoredResponse(status, [], new Uint8Array(0), null), null);
+  }
+});
+
+Deno.test("a record holds a body or the reason it was left out, never both or neither", () => {
+  const body = new Uint8Array(1);
+  for (const none of [undefined, null, ""]) {
+    assert.deepEqual(toStoredResponse(200, [], body, none)?.body, body);
+    assert.equal(toStoredResponse(200, [], null, none), null, `${none}`);
+  }
+  for (const reason of OMITTED_REASONS) {
+    assert.equal(toStoredResponse(200, [], body, reason), null, reason);
+    assert.deepEqual(toStoredResponse(200, [], null, reason), {
+      status: 200,
+      headers: [],
+      body: null,
+      omitted: reason,
+    });
+  }
+  assert.equal(toStoredResponse(200, [], null, "too large"), null);
+});
+
+Deno.test("a header value is tab, space to '~' and obs-text (0x80–0xff), nothing next to them", () => {
+  for (const code of [0x09, 0x20, 0x7e, 0x80, 0xff]) {
+    assert.equal(isHeaderPair("x", `a${String.fromCharCode(code)}`), true);
+  }
+  for (const code of [0x08, 0x0a, 0x1f, 0x7f, 0x100]) {
+    assert.equal(isHeaderPair("x", `a${String.fromCharCode(code)}`), false);
+  }
+});
+
+Deno.test("an unreadable claim's hint is rounded up to whole ms, at least 1", () => {
+  const hints = [0, -5, 0.2, 1, 1.2, 2, 2_500].map((ms) => {
+    const claim = unreadable(ms);
+    assert.equal(claim.state === "in_flight" && claim.fingerprint, null);
+    return claim.state === "in_flight" ? claim.retryAfterMs : NaN;
+  });
+  assert.deepEqual(hints, [1, 1, 1, 1, 2, 2, 2_500]);
 });
 
 Deno.test("property: a pair the check accepts is one new Response() accepts", () => {

@@ -13,9 +13,12 @@
  * and counts as an error), and the named test files are run once unmutated:
  * a suite that fails as it stands would make every mutant look caught.
  *
- * Usage: `deno task mutate [--only=id,id] [--list] [--keep]`. The integration
- * tests are required (`IDEMPOTENCY_REQUIRE_SERVICES=1`), so Redis and
- * PostgreSQL must be up. Exits 0 only when every mutant is caught.
+ * Usage: `deno task mutate [--only=id,id] [--module=path] [--list] [--keep]`.
+ * `--module` keeps the mutants of one file (`src/_guard.ts`); `--list` prints
+ * the chosen mutants grouped by file. The score is reported per mutated file,
+ * weakest first, then in total. The integration tests are required
+ * (`IDEMPOTENCY_REQUIRE_SERVICES=1`), so Redis and PostgreSQL must be up.
+ * Exits 0 only when every mutant is caught.
  *
  * @module
  */
@@ -42,7 +45,8 @@ const TEST_FLAGS = [
 /** The test run in progress, stopped with the runner on a signal. */
 let running: Deno.ChildProcess | undefined;
 
-type Verdict = "caught" | "survived" | "timeout" | "invalid";
+/** What one mutant's run showed; a timeout counts as caught (a hang). */
+export type Verdict = "caught" | "survived" | "timeout" | "invalid";
 
 interface Outcome {
   mutant: Mutant;
@@ -51,18 +55,110 @@ interface Outcome {
   detail: string;
 }
 
-async function main(args: string[]): Promise<number> {
+/** One mutated file's score: `caught` of `total` scored mutants. */
+export interface ModuleScore {
+  file: string;
+  caught: number;
+  /** Caught plus survived; invalid mutants are counted apart. */
+  total: number;
+  invalid: number;
+}
+
+/**
+ * The score of each mutated file, weakest first (lowest caught share, then
+ * most survivors, then by name); a file with nothing scored sorts first.
+ */
+export function scoreByModule(
+  outcomes: readonly { mutant: { file: string }; verdict: Verdict }[],
+): ModuleScore[] {
+  const scores = new Map<string, ModuleScore>();
+  for (const { mutant, verdict } of outcomes) {
+    let score = scores.get(mutant.file);
+    if (score === undefined) {
+      score = { file: mutant.file, caught: 0, total: 0, invalid: 0 };
+      scores.set(mutant.file, score);
+    }
+    if (verdict === "invalid") {
+      score.invalid++;
+    } else {
+      score.total++;
+      if (verdict !== "survived") score.caught++;
+    }
+  }
+  return [...scores.values()].sort((a, b) =>
+    share(a) - share(b) ||
+    (b.total - b.caught) - (a.total - a.caught) ||
+    (a.file < b.file ? -1 : a.file > b.file ? 1 : 0)
+  );
+}
+
+/** The per-file lines of the report, as `scoreByModule` sorts them. */
+export function formatScores(scores: readonly ModuleScore[]): string[] {
+  const width = Math.max(0, ...scores.map((s) => s.file.length));
+  return scores.map((s) =>
+    `  ${s.file.padEnd(width)}  ${`${s.caught}/${s.total}`.padStart(7)}  ${
+      percent(s.caught, s.total).padStart(4)
+    }${s.invalid ? `, ${s.invalid} invalid` : ""}`
+  );
+}
+
+/** The mutants listed by file, in file order, each file with its count. */
+export function listByModule(mutants: readonly Mutant[]): string[] {
+  const files = [...new Set(mutants.map((m) => m.file))].sort();
+  return files.flatMap((file) => {
+    const own = mutants.filter((m) => m.file === file);
+    return [
+      `${file} (${own.length})`,
+      ...own.map((m) => `  ${m.id}\t${m.what}`),
+    ];
+  });
+}
+
+/**
+ * The mutants `--only=` and `--module=` choose, or the reason they choose
+ * none that exist.
+ */
+export function choose(
+  mutants: readonly Mutant[],
+  args: readonly string[],
+): Mutant[] | string {
   const only = args.find((a) => a.startsWith("--only="))?.slice(7).split(",");
-  const chosen = only ? MUTANTS.filter((m) => only.includes(m.id)) : MUTANTS;
+  const module = args.find((a) => a.startsWith("--module="))?.slice(9)
+    .replace(/^\.\//, "");
+  let chosen = only ? mutants.filter((m) => only.includes(m.id)) : [...mutants];
   if (only && chosen.length !== only.length) {
-    const known = new Set(MUTANTS.map((m) => m.id));
-    console.error(
-      `Unknown mutant id(s): ${only.filter((id) => !known.has(id)).join(", ")}`,
-    );
+    const known = new Set(mutants.map((m) => m.id));
+    return `Unknown mutant id(s): ${
+      only.filter((id) => !known.has(id)).join(", ")
+    }`;
+  }
+  if (module !== undefined) {
+    if (!mutants.some((m) => m.file === module)) {
+      return `No mutants for module ${module}; the mutated files are:\n  ${
+        [...new Set(mutants.map((m) => m.file))].sort().join("\n  ")
+      }`;
+    }
+    chosen = chosen.filter((m) => m.file === module);
+  }
+  return chosen;
+}
+
+function share(score: ModuleScore): number {
+  return score.total === 0 ? -1 : score.caught / score.total;
+}
+
+function percent(caught: number, total: number): string {
+  return `${total ? Math.floor(100 * caught / total) : 0}%`;
+}
+
+async function main(args: string[]): Promise<number> {
+  const chosen = choose(MUTANTS, args);
+  if (typeof chosen === "string") {
+    console.error(chosen);
     return 2;
   }
   if (args.includes("--list")) {
-    for (const m of chosen) console.log(`${m.id}\t${m.file}\t${m.what}`);
+    for (const line of listByModule(chosen)) console.log(line);
     return 0;
   }
 
@@ -156,6 +252,7 @@ async function main(args: string[]): Promise<number> {
       }.\n`,
     );
 
+    const idWidth = Math.max(34, ...runnable.map((m) => m.id.length));
     for (const m of runnable) {
       const original = sources.get(m.file)!;
       const path = `${scratch}/${m.file}`;
@@ -172,7 +269,7 @@ async function main(args: string[]): Promise<number> {
       }
       outcomes.push(outcome);
       console.log(
-        `${outcome.verdict.padEnd(8)} ${m.id.padEnd(34)} ${
+        `${outcome.verdict.padEnd(8)} ${m.id.padEnd(idWidth)} ${
           seconds(outcome.ms).padStart(7)
         }  ${m.what}${outcome.detail ? `\n         ${outcome.detail}` : ""}`,
       );
@@ -190,10 +287,12 @@ async function main(args: string[]): Promise<number> {
   const survived = outcomes.filter((o) => o.verdict === "survived");
   const invalid = outcomes.filter((o) => o.verdict === "invalid");
   const scored = caught.length + survived.length;
+  console.log(`\nBy module, weakest first:`);
+  for (const line of formatScores(scoreByModule(outcomes))) console.log(line);
   console.log(
     `\nScore: ${caught.length}/${scored} caught (${
-      scored ? (100 * caught.length / scored).toFixed(0) : "0"
-    }%), ${survived.length} survived, ${invalid.length} invalid (do not type-check), ${stale.length} stale.`,
+      percent(caught.length, scored)
+    }), ${survived.length} survived, ${invalid.length} invalid (do not type-check), ${stale.length} stale.`,
   );
   console.log(
     `Time: ${seconds(total)} in all, ${
