@@ -610,7 +610,7 @@ export const MUTANTS: Mutant[] = [
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
   },
 
-  // --- src/_completion.ts: the retry loop's numbers and outcomes (issue 25) --
+  // --- src/_completion.ts: the retry loop's numbers and outcomes -------------
   {
     id: "completion-release-attempts-3",
     file: "src/_completion.ts",
@@ -721,13 +721,13 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-background-unflagged",
     file: "src/_completion.ts",
-    text: "retry.background = true;\n    this.#background(task);",
-    replacement: "this.#background(task);",
+    text: "    background,\n  }), started);",
+    replacement: "    background: false,\n  }), started);",
     tests: [T.completion],
     what: "a completion finished in the background is reported inline",
   },
 
-  // --- src/_waiters.ts: leaving, the bound and each wait_ended reason ---------
+  // --- src/_waiters.ts: leaving, the bound and each wait_ended reason --------
   {
     id: "waiters-gone-before-wait",
     file: "src/_waiters.ts",
@@ -792,5 +792,147 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (this.#waiting > this.max) return false;",
     tests: ["tests/waiters_test.ts"],
     what: "one more than maxWaiting wait at once",
+  },
+
+  // --- src/_heartbeat.ts: the renewal cadence and the capture cut-off --------
+  {
+    id: "heartbeat-due-exclusive",
+    file: "src/_heartbeat.ts",
+    text: "beat.renewedAt <= due",
+    replacement: "beat.renewedAt < due",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "a claim exactly a third of a lease old waits a tick more",
+  },
+  {
+    id: "heartbeat-tick-fifth",
+    file: "src/_heartbeat.ts",
+    text: "Math.floor(this.#leaseMs / 6)",
+    replacement: "Math.floor(this.#leaseMs / 5)",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "the heartbeat ticks every fifth of a lease",
+  },
+  {
+    id: "heartbeat-tick-ceil",
+    file: "src/_heartbeat.ts",
+    text: "Math.floor(this.#leaseMs / 6)",
+    replacement: "Math.ceil(this.#leaseMs / 6)",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "a lease not divisible by 6 ticks a little late",
+  },
+  {
+    id: "heartbeat-due-half",
+    file: "src/_heartbeat.ts",
+    text: "this.#leaseMs / 3;",
+    replacement: "this.#leaseMs / 2;",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "claims are renewed only half a lease old",
+  },
+  {
+    id: "heartbeat-capture-exclusive",
+    file: "src/_heartbeat.ts",
+    text: "now - beat.capturingSince! >= this.#leaseMs",
+    replacement: "now - beat.capturingSince! > this.#leaseMs",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "a capture a whole lease long goes on a tick more",
+  },
+  {
+    id: "heartbeat-capture-half",
+    file: "src/_heartbeat.ts",
+    text: "now - beat.capturingSince! >= this.#leaseMs",
+    replacement: "now - beat.capturingSince! >= this.#leaseMs / 2",
+    tests: ["tests/heartbeat_test.ts"],
+    what: "a capture is cut off after half a lease",
+  },
+
+  // --- src/_settle_estimate.ts: mean + 4 x deviation, within [1 s, lease] ----
+  {
+    id: "settle-deviation-3x",
+    file: "src/_settle_estimate.ts",
+    text: "this.#mean + 4 * this.#deviation",
+    replacement: "this.#mean + 3 * this.#deviation",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the estimate reads mean + 3 x deviation",
+  },
+  {
+    id: "settle-deviation-5x",
+    file: "src/_settle_estimate.ts",
+    text: "this.#mean + 4 * this.#deviation",
+    replacement: "this.#mean + 5 * this.#deviation",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the estimate reads mean + 5 x deviation",
+  },
+  {
+    id: "settle-floor-1001",
+    file: "src/_settle_estimate.ts",
+    text: "Math.max(1000, expected)",
+    replacement: "Math.max(1001, expected)",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the floor is a millisecond over 1 s: 2 s answered",
+  },
+  {
+    id: "settle-lease-cap-ignored",
+    file: "src/_settle_estimate.ts",
+    text: "Math.min(leaseLeftMs, Math.max(1000, expected))",
+    replacement: "Math.max(1000, expected)",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "a hint past the rest of the holder's lease",
+  },
+  {
+    id: "settle-mean-gain",
+    file: "src/_settle_estimate.ts",
+    text: "0.875 * this.#mean + 0.125 * ms",
+    replacement: "0.75 * this.#mean + 0.25 * ms",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the mean moves with a gain of 1/4, not 1/8",
+  },
+  {
+    id: "settle-deviation-gain",
+    file: "src/_settle_estimate.ts",
+    text: "0.75 * this.#deviation + 0.25 *",
+    replacement: "0.875 * this.#deviation + 0.125 *",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the deviation moves with a gain of 1/8, not 1/4",
+  },
+  {
+    id: "settle-first-deviation",
+    file: "src/_settle_estimate.ts",
+    text: "this.#deviation = ms / 2;",
+    replacement: "this.#deviation = ms;",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "the first run's deviation is the run, not half of it",
+  },
+  {
+    id: "settle-zero-ignored",
+    file: "src/_settle_estimate.ts",
+    text: "if (!(ms >= 0) ||",
+    replacement: "if (!(ms > 0) ||",
+    tests: ["tests/settle_estimate_test.ts"],
+    what: "a run of 0 ms is not counted: the hint stays the whole lease",
+  },
+
+  // --- src/_transaction.ts: each commit outcome and its answer ---------------
+  {
+    id: "transaction-lost-as-applied",
+    file: "src/_transaction.ts",
+    text: 'reportCompleted(report, beat, record, "lost");',
+    replacement: 'reportCompleted(report, beat, record, "applied");',
+    tests: ["tests/stores/postgres_transaction_test.ts"],
+    what: "a commit fenced out (all rolled back) is reported applied",
+  },
+  {
+    id: "transaction-lost-as-unavailable",
+    file: "src/_transaction.ts",
+    text: 'return reject(request, "inFlight", { retryAfter: 1 });\n  } catch',
+    replacement: 'return reject(request, "unavailable", {});\n  } catch',
+    tests: ["tests/stores/postgres_transaction_test.ts"],
+    what: "a commit fenced out answers 503, not 409",
+  },
+  {
+    id: "transaction-failed-as-conflict",
+    file: "src/_transaction.ts",
+    text: 'return reject(request, "unavailable", {});\n}',
+    replacement: 'return reject(request, "inFlight", { retryAfter: 1 });\n}',
+    tests: ["tests/stores/postgres_transaction_test.ts"],
+    what: "a failed transaction whose release applied answers 409, not 503",
   },
 ];
