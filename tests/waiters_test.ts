@@ -537,3 +537,28 @@ Deno.test("wait_ended: unreachable when a poll's claim throws, and 503", async (
   assert.deepEqual(waitsEnded(log.events), [["unreachable", 1]]);
   await finish();
 });
+
+Deno.test("waiting: maxWaiting duplicates wait at once, the next is refused at once", async () => {
+  const { app, log, guarded, first } = await firstRunning({
+    store: new MemoryStore(),
+    waitForInFlight: 5_000,
+    maxWaiting: 2,
+  });
+  const waiting = [guarded(post("k"))];
+  await waitFor("one waiter", () => count(log.events, "waiting") === 1);
+  waiting.push(guarded(post("k")));
+  await waitFor("two waiters", () => count(log.events, "waiting") === 2);
+  const refused = await guarded(post("k"));
+  assert.equal(refused.status, 409);
+  await refused.body?.cancel();
+  assert.deepEqual(
+    log.events.flatMap((e) => e.type === "wait_refused" ? [e.waiting] : []),
+    [2],
+  );
+  assert.deepEqual(waitsEnded(log.events), [], "the two still wait");
+  app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+  await (await first).text();
+  for (const res of await Promise.all(waiting)) {
+    assert.equal(await res.text(), "ok");
+  }
+});
