@@ -489,3 +489,135 @@ Deno.test({
     }
   },
 });
+
+/** Runs `fn` with `Math.random()` pinned just under 1: each backoff wait is its ceiling. */
+async function atCeiling(fn: () => Promise<void>): Promise<void> {
+  const random = Math.random;
+  Math.random = () => 1 - 1e-9;
+  try {
+    await fn();
+  } finally {
+    Math.random = random;
+  }
+}
+
+/** The `[outcome, attempts]` of each `released` event. */
+function releases(events: IdempotencyEvent[]) {
+  return events.flatMap((e) =>
+    e.type === "released" ? [[e.outcome, e.attempts]] : []
+  );
+}
+
+/** The `delayMs` of each `write_retry` of `slot`. */
+function retryDelays(events: IdempotencyEvent[], slot: string) {
+  return events.flatMap((e) =>
+    e.type === "write_retry" && e.slot === slot ? [e.delayMs] : []
+  );
+}
+
+Deno.test("completion retries a failing release exactly 4 times", async () => {
+  for (
+    const [failures, outcome] of [[3, "applied"], [4, "unknown"], [
+      5,
+      "unknown",
+    ]] as const
+  ) {
+    const t = setup();
+    const key = `release-${failures}`;
+    t.store.faults.release = (_slot, n) => n <= failures ? "throw" : "pass";
+    t.status = () => 503;
+    await (await t.guarded(post(key))).body?.cancel();
+    await drainCompletions(t.guarded);
+    assert.deepEqual(releases(t.events), [[outcome, 4]], `${failures}`);
+    assert.equal(t.store.count("release", slotOf("", key)), 4);
+  }
+});
+
+Deno.test("completion waits at most a quarter lease between retries, when that is under 2 s", async () => {
+  await atCeiling(async () => {
+    const t = setup({ completionWait: 0, lease: 100 });
+    const slot = slotOf("", "quarter");
+    t.store.faults.complete = (_slot, n) => n <= 4 ? "throw" : "pass";
+    await (await t.guarded(post("quarter"))).body?.cancel();
+    await drainCompletions(t.guarded);
+    assert.deepEqual(retryDelays(t.events, slot), [20, 25, 25, 25]);
+    assert.equal(t.completed(slot)[0]?.outcome, "applied");
+  });
+});
+
+Deno.test("completion waits at most 2 s between retries, a quarter lease being longer", async () => {
+  await atCeiling(async () => {
+    const t = setup({ completionWait: 0, lease: 10_000 });
+    const slot = slotOf("", "two-seconds");
+    t.store.faults.complete = (_slot, n) => n <= 8 ? "throw" : "pass";
+    await (await t.guarded(post("two-seconds"))).body?.cancel();
+    await drainCompletions(t.guarded);
+    assert.deepEqual(
+      retryDelays(t.events, slot),
+      [20, 40, 80, 160, 320, 640, 1280, 2000],
+    );
+    assert.equal(t.completed(slot)[0]?.attempts, 9);
+  });
+});
+
+Deno.test("completion retries a failing release only while fewer than maxPendingCompletions writes are pending", async () => {
+  const t = setup({ completionWait: 0, maxPendingCompletions: 1 });
+  const pending = slotOf("", "pending");
+  let down = true;
+  t.store.faults.complete = () => down ? "throw" : "pass";
+  t.store.faults.release = (_slot, n) => n === 1 ? "throw" : "pass";
+  await (await t.guarded(post("pending"))).body?.cancel();
+  assert.deepEqual(t.completed(pending), [], "one write pending");
+  t.status = () => 503;
+  await (await t.guarded(post("full"))).body?.cancel();
+  assert.deepEqual(releases(t.events), [["unknown", 1]], "no room: no retry");
+  assert.equal(t.store.count("release", slotOf("", "full")), 1);
+  down = false;
+  await drainCompletions(t.guarded);
+  assert.equal(t.completed(pending)[0]?.outcome, "applied");
+  await (await t.guarded(post("room"))).body?.cancel();
+  await drainCompletions(t.guarded);
+  assert.deepEqual(releases(t.events), [["unknown", 1], ["applied", 2]]);
+  // With no room at all, a failed release is never retried.
+  const none = setup({ maxPendingCompletions: 0 });
+  none.store.faults.release = (_slot, n) => n === 1 ? "throw" : "pass";
+  none.status = () => 503;
+  await (await none.guarded(post("none"))).body?.cancel();
+  await drainCompletions(none.guarded);
+  assert.deepEqual(releases(none.events), [["unknown", 1]]);
+});
+
+Deno.test("drainCompletions() waits for a write that moved to the background while it drained", async () => {
+  const t = setup({ completionWait: 0 });
+  const a = slotOf("", "a");
+  const b = slotOf("", "b");
+  const down = new Set([a, b]);
+  t.store.faults.complete = (slot) => down.has(slot) ? "throw" : "pass";
+  await (await t.guarded(post("a"))).body?.cancel();
+  let drained = false;
+  const drain = drainCompletions(t.guarded).then(() => drained = true);
+  await (await t.guarded(post("b"))).body?.cancel(); // b joins the drain
+  down.delete(a);
+  await t.until(() => t.completed(a).length === 1);
+  // b is retried again after a landed: the drain has not ended meanwhile.
+  const retries = retryDelays(t.events, b).length;
+  await t.until(() => retryDelays(t.events, b).length > retries);
+  assert.equal(drained, false);
+  down.delete(b);
+  await drain;
+  assert.equal(t.completed(b)[0]?.outcome, "applied");
+});
+
+Deno.test("completion reports an attempt still unanswered at completionTimeout as unknown, not lost", async () => {
+  const t = setup({ completionWait: 0, completionTimeout: 60 });
+  const slot = slotOf("", "hung");
+  const never = deferred<Fault>();
+  t.store.faults.complete = (_slot, n) => n === 1 ? "throw" : never.promise;
+  await (await t.guarded(post("hung"))).body?.cancel();
+  await drainCompletions(t.guarded);
+  const [done] = t.completed(slot);
+  assert.equal(done?.outcome, "unknown");
+  assert.equal(done?.attempts, 2);
+  assert.equal(done?.background, true);
+  assert.equal(t.store.count("complete", slot), 2);
+});

@@ -128,3 +128,56 @@ Deno.test("Heartbeat renews exactly the claims not stopped, whatever order they 
     { numRuns: 200 },
   );
 });
+
+/** A heartbeat on fake time over a store that records when each renewal was asked. */
+function recordedHeartbeat(lease: number) {
+  const time = new FakeClock(0);
+  const renewals: number[] = [];
+  const store: IdempotencyStore = {
+    claim: () => Promise.reject(new Error("unused")),
+    complete: () => Promise.reject(new Error("unused")),
+    release: () => Promise.reject(new Error("unused")),
+    extend: () => {
+      renewals.push(time.now());
+      return Promise.resolve("applied");
+    },
+  };
+  const heartbeat = new Heartbeat(store, lease, {
+    lost: () => {},
+    error: () => {},
+  }, time);
+  return { time, renewals, heartbeat };
+}
+
+Deno.test("heartbeat ticks every sixth of a lease and renews a claim a third of a lease old, not younger", async () => {
+  // 600: ticks at 100, 200, ...; due at 200 exactly, so renewed at 200, 400, 600.
+  // 601: ticks still every 100 (rounded down); due only past 200.33: at 300, 600.
+  for (
+    const [lease, expected] of [[600, [200, 400, 600]], [601, [
+      300,
+      600,
+    ]]] as const
+  ) {
+    const { time, renewals, heartbeat } = recordedHeartbeat(lease);
+    const beat = heartbeat.start("s", "t");
+    await time.advanceTo(699);
+    assert.deepEqual(renewals, expected, `lease ${lease}`);
+    heartbeat.stop(beat);
+  }
+});
+
+Deno.test("heartbeat ends a capture at the first tick a whole lease after it began, not before", async () => {
+  const lease = 600; // ticks every 100
+  for (const [begin, end] of [[0, 600], [50, 700]] as const) {
+    const { time, heartbeat } = recordedHeartbeat(lease);
+    const beat = heartbeat.start("s", "t");
+    await time.advanceTo(begin);
+    let ended = false;
+    heartbeat.capturing(beat).then(() => ended = true);
+    await time.advanceTo(end - 1);
+    assert.equal(ended, false, `begun at ${begin}: still capturing`);
+    await time.advanceTo(end);
+    assert.equal(ended, true, `begun at ${begin}: cut off at ${end}`);
+    heartbeat.stop(beat);
+  }
+});

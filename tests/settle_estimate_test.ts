@@ -88,3 +88,26 @@ Deno.test("idempotency() 409: Retry-After is the rest of the lease until a run w
   release();
   assert.equal((await holder).status, 201);
 });
+
+Deno.test("SettleEstimate reads mean + 4 × deviation at the second's boundaries", () => {
+  const one = new SettleEstimate();
+  one.observe(1_000); // mean 1,000, deviation 500: 3,000 ms expected
+  assert.equal(one.retryAfterSeconds(30_000, 999), 3); // 2,001 ms left
+  assert.equal(one.retryAfterSeconds(30_000, 1_000), 2); // 2,000 ms left
+  assert.equal(one.retryAfterSeconds(30_000, 1_999), 2); // 1,001 ms left
+  assert.equal(one.retryAfterSeconds(30_000, 2_000), 1); // the 1 s floor
+  // The rest of the lease bounds it: 1,999, 2,000, 2,001 ms.
+  assert.equal(one.retryAfterSeconds(1_999, 0), 2);
+  assert.equal(one.retryAfterSeconds(2_000, 0), 2);
+  assert.equal(one.retryAfterSeconds(2_001, 0), 3);
+
+  // Gains 1/8 and 1/4: mean 1,125, deviation 625, 3,625 ms expected.
+  one.observe(2_000);
+  assert.equal(one.retryAfterSeconds(30_000, 624), 4);
+  assert.equal(one.retryAfterSeconds(30_000, 625), 3);
+
+  // A run of 0 ms is an observation: the floor, not the rest of the lease.
+  const instant = new SettleEstimate();
+  instant.observe(0);
+  assert.equal(instant.retryAfterSeconds(30_000, 0), 1);
+});

@@ -421,3 +421,144 @@ for (
     await settle();
   });
 }
+
+/**
+ * A MemoryStore whose claims each wait for `beforeClaim` (it may throw), and
+ * whose `waitForChange()` sees no change: a poll step ends by its delay.
+ */
+class HookedStore extends StoreWrapper {
+  claims = 0;
+  beforeClaim: (n: number) => Promise<void> | void = () => {};
+  protected override async around<T>(
+    operation: StoreOperation,
+    _slot: string,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    if (operation === "claim") await this.beforeClaim(++this.claims);
+    return await run();
+  }
+  waitForChange(_slot: string, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) =>
+      signal.addEventListener("abort", () => resolve(), { once: true })
+    );
+  }
+}
+
+/** The first request for `k` runs on one instance; `other` waits up to `waitForInFlight` on a second. */
+async function heldByOtherInstance(waitForInFlight: number) {
+  const app = gated();
+  const shared = new MemoryStore();
+  const owner = idempotency(app.handler, { scope: "global", store: shared });
+  const store = new HookedStore(shared);
+  const log = recorder();
+  const other = idempotency(app.handler, {
+    scope: "global",
+    store,
+    waitForInFlight,
+    onEvent: log.onEvent,
+  });
+  const first = owner(post("k"));
+  await waitFor("the first run", () => app.runs === 1);
+  return {
+    store,
+    log,
+    other,
+    async finish() {
+      app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+      await (await first).text();
+      assert.equal(app.runs, 1);
+    },
+  };
+}
+
+/** The `[reason, reads]` of each `wait_ended` event. */
+function waitsEnded(events: IdempotencyEvent[]) {
+  return events.flatMap((e) =>
+    e.type === "wait_ended" ? [[e.reason, e.reads]] : []
+  );
+}
+
+Deno.test("waiting: a client that left before its wait begins gives up its place at once", async () => {
+  const { app, log, guarded, first } = await firstRunning({
+    store: new MemoryStore(),
+    waitForInFlight: 5_000,
+    maxWaiting: 1,
+  });
+  const left = new Request(post("k"), { signal: AbortSignal.abort() });
+  const res = await guarded(left);
+  assert.equal(res.status, 409);
+  await res.body?.cancel();
+  assert.deepEqual(waitsEnded(log.events), [["gone", 0]]);
+  // Its place is free again: the next duplicate waits, it is not refused.
+  const waiting = guarded(post("k"));
+  await waitFor("the waiter", () => count(log.events, "waiting") === 2);
+  assert.equal(count(log.events, "wait_refused"), 0);
+  app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+  await (await first).text();
+  assert.equal(await (await waiting).text(), "ok");
+});
+
+Deno.test("waiting: a client that leaves while a claim is in flight gives up its place at once", async () => {
+  const { store, log, other, finish } = await heldByOtherInstance(5_000);
+  const gate = deferred();
+  store.beforeClaim = (n) => n === 2 ? gate.promise : undefined;
+  const client = new AbortController();
+  const waiting = other(new Request(post("k"), { signal: client.signal }));
+  await waitFor("the poll's claim", () => store.claims === 2);
+  client.abort();
+  gate.resolve();
+  const res = await waiting;
+  assert.equal(res.status, 409);
+  await res.body?.cancel();
+  assert.deepEqual(waitsEnded(log.events), [["gone", 1]]);
+  assert.equal(store.claims, 2, "no read after it left");
+  await finish();
+});
+
+Deno.test("wait_ended: timed_out when the bound passes between polls", async () => {
+  const { log, other, finish } = await heldByOtherInstance(50);
+  const res = await other(post("k"));
+  assert.equal(res.status, 409);
+  await res.body?.cancel();
+  const [[reason, reads] = []] = waitsEnded(log.events);
+  assert.equal(reason, "timed_out");
+  assert.ok(Number(reads) >= 1, "it polled");
+  await finish();
+});
+
+Deno.test("wait_ended: unreachable when a poll's claim throws, and 503", async () => {
+  const { store, log, other, finish } = await heldByOtherInstance(5_000);
+  store.beforeClaim = (n) => {
+    if (n === 2) throw new Error("store down");
+  };
+  const res = await other(post("k"));
+  assert.equal(res.status, 503);
+  await res.body?.cancel();
+  assert.deepEqual(waitsEnded(log.events), [["unreachable", 1]]);
+  await finish();
+});
+
+Deno.test("waiting: maxWaiting duplicates wait at once, the next is refused at once", async () => {
+  const { app, log, guarded, first } = await firstRunning({
+    store: new MemoryStore(),
+    waitForInFlight: 5_000,
+    maxWaiting: 2,
+  });
+  const waiting = [guarded(post("k"))];
+  await waitFor("one waiter", () => count(log.events, "waiting") === 1);
+  waiting.push(guarded(post("k")));
+  await waitFor("two waiters", () => count(log.events, "waiting") === 2);
+  const refused = await guarded(post("k"));
+  assert.equal(refused.status, 409);
+  await refused.body?.cancel();
+  assert.deepEqual(
+    log.events.flatMap((e) => e.type === "wait_refused" ? [e.waiting] : []),
+    [2],
+  );
+  assert.deepEqual(waitsEnded(log.events), [], "the two still wait");
+  app.gates[0]!.resolve(new Response("ok", { status: 201 }));
+  await (await first).text();
+  for (const res of await Promise.all(waiting)) {
+    assert.equal(await res.text(), "ok");
+  }
+});
