@@ -399,3 +399,75 @@ Deno.test("idempotency() releases the key and throws when the handler returns no
   assert.equal(store.calls.release, 1);
   assert.equal(await (await guarded(post("nothing"))).text(), "second");
 });
+
+/** A POST of `size` bytes in frames of 40, its Content-Length `declared`. */
+function sized(key: string, size: number, declared: string | null) {
+  const body = pattern(size, 3);
+  let at = 0;
+  let pulled = 0;
+  const stream = new ReadableStream<Uint8Array<ArrayBuffer>>({
+    pull(controller) {
+      pulled++;
+      if (at >= size) return controller.close();
+      controller.enqueue(body.slice(at, at += 40));
+    },
+  }, { highWaterMark: 0 });
+  const request = new Request("http://api.test/payments", {
+    method: "POST",
+    headers: {
+      "idempotency-key": key,
+      ...(declared === null ? {} : { "content-length": declared }),
+    },
+    body: stream,
+    // @ts-ignore: `duplex` is required for a stream body, missing from the lib types
+    duplex: "half",
+  });
+  return { request, pulled: () => pulled };
+}
+
+Deno.test("idempotency() takes a body of exactly maxRequestBytes, declared or streamed, and answers 413 to one byte more", async () => {
+  const seen: number[] = [];
+  const { state, handler } = counting(async (req) => {
+    seen.push((await req.arrayBuffer()).byteLength);
+    return new Response("ok");
+  });
+  const store = new FaultyStore(new MemoryStore());
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    maxRequestBytes: 100,
+  });
+  for (const size of [99, 100, 101]) {
+    for (const declared of [`${size}`, null]) {
+      const { request } = sized(`${size}-${declared}`, size, declared);
+      const res = await guarded(request);
+      const expected = size <= 100 ? 200 : 413;
+      assert.equal(res.status, expected, `${size} bytes, declared ${declared}`);
+      await res.body?.cancel();
+    }
+  }
+  assert.deepEqual(seen, [99, 99, 100, 100]);
+  assert.equal(state.runs, 4);
+  assert.equal(store.calls.claim, 4);
+});
+
+Deno.test("idempotency() answers 413 to a declared Content-Length over maxRequestBytes without reading the body, and trusts only digits", async () => {
+  const { state, handler } = counting(() => new Response("ok"));
+  const guarded = idempotency(handler, {
+    scope: "global",
+    maxRequestBytes: 100,
+  });
+  const over = sized("declared-101", 50, "101");
+  const res = await guarded(over.request);
+  assert.equal(res.status, 413);
+  assert.equal(over.pulled(), 0, "the body was never read");
+  assert.equal((await res.json()).type, PROBLEM_TYPES.tooLarge);
+  // Not digits: not a length, so the body is read and counted.
+  for (const declared of ["1e3", "+101", "0x100"]) {
+    const odd = sized(`odd-${declared}`, 50, declared);
+    const answer = await guarded(odd.request);
+    assert.equal(answer.status, 200, `Content-Length: ${declared}`);
+    await answer.body?.cancel();
+  }
+  assert.equal(state.runs, 3);
+});
