@@ -11,7 +11,7 @@
 import assert from "node:assert/strict";
 import { BODY_OMITTED_HEADER, idempotency } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
+import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
 
@@ -136,5 +136,33 @@ Deno.test("idempotency() hands on small bodies byte for byte, typed or not, ASCI
       );
       assert.ok(sameBytes(await bytesOf(res), body), `${key}: the bytes`);
     }
+  }
+});
+
+Deno.test("idempotency() records a response body of maxResponseBytes − 1 and maxResponseBytes whole, and omits one byte more as too_large", async () => {
+  for (
+    const [cap, size] of [[64, 63], [64, 64], [64, 65], [0, 0], [0, 1]] as const
+  ) {
+    const body = pattern(size, 5);
+    const split = [body.subarray(0, size >> 1), body.subarray(size >> 1)];
+    let runs = 0;
+    const guarded = idempotency(() => {
+      runs++;
+      return new Response(frames(split), { status: 201 });
+    }, { scope: "global", maxResponseBytes: cap });
+    const live = await guarded(post("sized"));
+    const what = `${size} bytes, cap ${cap}`;
+    assert.ok(sameBytes(await bytesOf(live), body), `${what}: the live body`);
+    const replay = await guarded(post("sized"));
+    assert.equal(runs, 1, what);
+    assert.equal(replay.status, 201, what);
+    const whole = size <= cap;
+    assert.equal(
+      replay.headers.get(BODY_OMITTED_HEADER),
+      whole ? null : "too_large",
+      what,
+    );
+    const replayed = await bytesOf(replay);
+    assert.ok(sameBytes(replayed, whole ? body : new Uint8Array()), what);
   }
 });
