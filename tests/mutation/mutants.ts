@@ -609,4 +609,334 @@ export const MUTANTS: Mutant[] = [
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
   },
+
+  // --- issue 25: the client (client.ts, _client_operation.ts, _client_options.ts)
+  {
+    id: "client-pre-aborted-sent",
+    file: "src/client.ts",
+    text:
+      "    if (op.signal.aborted) throw op.stopped();\n    if (op.unbuffered)",
+    replacement: "    if (op.unbuffered)",
+    tests: [T.client],
+    what: "a call whose signal aborted before it started is still sent",
+  },
+  {
+    id: "client-retry-after-at-max-refused",
+    file: "src/client.ts",
+    text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
+    replacement: "retryAfter !== null && retryAfter >= config.maxRetryAfter",
+    tests: [T.client],
+    what: "a Retry-After of exactly maxRetryAfter stops the operation",
+  },
+  {
+    id: "client-retry-after-second-over-honoured",
+    file: "src/client.ts",
+    text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
+    replacement:
+      "retryAfter !== null && retryAfter > config.maxRetryAfter + 1000",
+    tests: [T.client],
+    what: "a Retry-After a second over maxRetryAfter is waited out",
+  },
+  {
+    id: "client-network-backoff-to-deadline",
+    file: "src/client.ts",
+    text:
+      "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
+    replacement:
+      "const delay = jittered(config, attempt);\n  if (config.clock() + delay > op.deadlineAt) {",
+    tests: [T.client],
+    what: "after a network error, a retry starts exactly at the timeout",
+  },
+  {
+    id: "client-network-deadline-unchecked",
+    file: "src/client.ts",
+    text:
+      "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
+    replacement: "const delay = jittered(config, attempt);\n  if (false) {",
+    tests: [T.client],
+    what: "after a network error, a backoff past the timeout is waited out",
+  },
+  {
+    id: "client-status-backoff-to-deadline",
+    file: "src/client.ts",
+    text:
+      "jittered(config, attempts));\n  if (config.clock() + delay >= op.deadlineAt) {",
+    replacement:
+      "jittered(config, attempts));\n  if (config.clock() + delay > op.deadlineAt) {",
+    tests: [T.client],
+    what: "after a 503, a retry starts exactly at the timeout",
+  },
+  {
+    id: "client-network-one-attempt-more",
+    file: "src/client.ts",
+    text: "if (attempt >= config.maxAttempts) {",
+    replacement: "if (attempt > config.maxAttempts) {",
+    tests: [T.client],
+    what: "a network error is retried past maxAttempts",
+  },
+  {
+    id: "client-attempts-as-deadline",
+    file: "src/client.ts",
+    text: 'throw stop("attempts", `Gave up after ${attempt} attempts',
+    replacement: 'throw stop("deadline", `Gave up after ${attempt} attempts',
+    tests: [T.client],
+    what: "the last attempt's network error is reported as the timeout",
+  },
+  {
+    id: "client-retry-after-as-deadline",
+    file: "src/client.ts",
+    text: 'return stop(\n      "retry_after",',
+    replacement: 'return stop(\n      "deadline",',
+    tests: [T.client],
+    what: "a Retry-After over maxRetryAfter is reported as the timeout",
+  },
+  {
+    id: "client-unkeyed-error-as-attempts",
+    file: "src/client.ts",
+    text: 'throw stop(\n      "not_retryable",',
+    replacement: 'throw stop(\n      "attempts",',
+    tests: [T.client],
+    what: "a keyless POST's network error is reported as out of attempts",
+  },
+  {
+    id: "client-caller-timeout-as-deadline",
+    file: "src/_client_operation.ts",
+    text: "return reason === this.#timeout",
+    replacement:
+      'return reason instanceof DOMException && reason.name === "TimeoutError"',
+    tests: [T.client],
+    what:
+      "the caller's own TimeoutError abort is reported as the client's timeout",
+  },
+  {
+    id: "client-body-at-limit-refused",
+    file: "src/_client_operation.ts",
+    text: "if ((size += value.byteLength) > limit) {",
+    replacement: "if ((size += value.byteLength) >= limit) {",
+    tests: [T.client],
+    what: "a stream body of exactly maxBodyBytes is refused",
+  },
+  {
+    id: "client-default-attempts-6",
+    file: "src/_client_options.ts",
+    text: "options.maxAttempts ?? 5",
+    replacement: "options.maxAttempts ?? 6",
+    tests: [T.client],
+    what: "the documented 5 attempts become 6",
+  },
+  {
+    id: "client-default-base-delay-1000",
+    file: "src/_client_options.ts",
+    text: "options.baseDelay ?? 500",
+    replacement: "options.baseDelay ?? 1000",
+    tests: [T.client],
+    what: "the documented first backoff of 500 ms doubles",
+  },
+  {
+    id: "client-default-max-delay-20000",
+    file: "src/_client_options.ts",
+    text: "options.maxDelay ?? 10_000",
+    replacement: "options.maxDelay ?? 20_000",
+    tests: [T.client],
+    what: "the documented 10 s backoff cap doubles",
+  },
+  {
+    id: "client-default-max-retry-after-61",
+    file: "src/_client_options.ts",
+    text: "options.maxRetryAfter ?? 60_000",
+    replacement: "options.maxRetryAfter ?? 61_000",
+    tests: [T.client],
+    what: "the documented 60 s Retry-After ceiling becomes 61 s",
+  },
+  {
+    id: "client-default-timeout-61",
+    file: "src/_client_options.ts",
+    text: "options.timeout ?? 60_000",
+    replacement: "options.timeout ?? 61_000",
+    tests: [T.client],
+    what: "the documented 60 s timeout becomes 61 s",
+  },
+
+  // --- issue 25: the key parser (key.ts) ------------------------------------
+  {
+    id: "key-length-counts-whitespace",
+    file: "src/key.ts",
+    text: "if (end - start > MAX_KEY_LENGTH) return tooLong(end - start);",
+    replacement:
+      "if (value.length > MAX_KEY_LENGTH) return tooLong(value.length);",
+    tests: [T.key],
+    what: "a bare 255-character key with whitespace around is refused",
+  },
+  {
+    id: "key-bare-255-refused",
+    file: "src/key.ts",
+    text: "if (end - start > MAX_KEY_LENGTH)",
+    replacement: "if (end - start >= MAX_KEY_LENGTH)",
+    tests: [T.key],
+    what: "a bare key of exactly 255 characters is refused",
+  },
+  {
+    id: "key-quoted-counts-escapes",
+    file: "src/key.ts",
+    text: "if (key.length > MAX_KEY_LENGTH) return tooLong(key.length);",
+    replacement:
+      "if (end - start - 2 > MAX_KEY_LENGTH) return tooLong(key.length);",
+    tests: [T.key],
+    what: "a quoted 255-character key with an escape is refused",
+  },
+  {
+    id: "key-quoted-255-refused",
+    file: "src/key.ts",
+    text: "if (key.length > MAX_KEY_LENGTH)",
+    replacement: "if (key.length >= MAX_KEY_LENGTH)",
+    tests: [T.key],
+    what: "a quoted key of exactly 255 characters is refused",
+  },
+
+  // --- issue 25: the request body (_request.ts) -------------------------------
+  {
+    id: "request-declared-at-limit-refused",
+    file: REQUEST,
+    text: "Number(declared) > max",
+    replacement: "Number(declared) >= max",
+    tests: [T.protocol],
+    what: "a Content-Length of exactly maxRequestBytes is a 413",
+  },
+  {
+    id: "request-streamed-at-limit-refused",
+    file: REQUEST,
+    text: "if (total > max) {",
+    replacement: "if (total >= max) {",
+    tests: [T.protocol],
+    what: "a streamed body of exactly maxRequestBytes is a 413",
+  },
+  {
+    id: "request-declared-unchecked",
+    file: REQUEST,
+    text:
+      "if (declared !== null && Number(declared) > max && /^\\d+$/.test(declared)) {",
+    replacement: "if (false) {",
+    tests: [T.protocol],
+    what: "a Content-Length over the bound is claimed and read, not a 413",
+  },
+  {
+    id: "request-declared-not-digits-trusted",
+    file: REQUEST,
+    text: " && /^\\d+$/.test(declared)) {",
+    replacement: ") {",
+    tests: [T.protocol],
+    what: "a Content-Length of 1e3 is taken for a length: a 413 for 50 bytes",
+  },
+
+  // --- issue 25: the option bounds (options.ts) -------------------------------
+  {
+    id: "options-lease-equal-ttl-refused",
+    file: OPTIONS,
+    text: "if (lease > ttl) {",
+    replacement: "if (lease >= ttl) {",
+    tests: [T.options],
+    what: "a lease equal to the ttl is refused",
+  },
+  {
+    id: "options-lease-past-ttl-taken",
+    file: OPTIONS,
+    text: "if (lease > ttl) {",
+    replacement: "if (lease > ttl + 1) {",
+    tests: [T.options],
+    what: "a lease a millisecond over the ttl is taken",
+  },
+  {
+    id: "options-wait-equal-timeout-refused",
+    file: OPTIONS,
+    text: "if (completionWait > completionTimeout) {",
+    replacement: "if (completionWait >= completionTimeout) {",
+    tests: [T.options],
+    what: "a completionWait equal to completionTimeout is refused",
+  },
+  {
+    id: "options-wait-past-timeout-taken",
+    file: OPTIONS,
+    text: "if (completionWait > completionTimeout) {",
+    replacement: "if (completionWait > completionTimeout + 1) {",
+    tests: [T.options],
+    what: "a completionWait a millisecond over completionTimeout is taken",
+  },
+  {
+    id: "options-ttl-zero-taken",
+    file: OPTIONS,
+    text: 'option("ttl", positiveInteger)',
+    replacement: 'option("ttl", nonNegativeInteger)',
+    tests: [T.options],
+    what: "a ttl of 0 is taken",
+  },
+  {
+    id: "options-completion-timeout-zero-taken",
+    file: OPTIONS,
+    text: 'option("completionTimeout", positiveInteger)',
+    replacement: 'option("completionTimeout", nonNegativeInteger)',
+    tests: [T.options],
+    what: "a completionTimeout of 0 is taken",
+  },
+  {
+    id: "options-max-waiting-zero-refused",
+    file: OPTIONS,
+    text: 'option("maxWaiting", nonNegativeInteger)',
+    replacement: 'option("maxWaiting", positiveInteger)',
+    tests: [T.options],
+    what: "a maxWaiting of 0 (documented: every duplicate 409s) is refused",
+  },
+  {
+    id: "options-max-pending-zero-refused",
+    file: OPTIONS,
+    text: 'option("maxPendingCompletions", nonNegativeInteger)',
+    replacement: 'option("maxPendingCompletions", positiveInteger)',
+    tests: [T.options],
+    what:
+      "a maxPendingCompletions of 0 (documented: all wait inline) is refused",
+  },
+  {
+    id: "options-default-lease-31s",
+    file: OPTIONS,
+    text: "  lease: 30_000,\n",
+    replacement: "  lease: 31_000,\n",
+    tests: [T.options],
+    what: "the documented 30 s lease becomes 31 s: a ttl of 30 s is refused",
+  },
+  {
+    id: "options-default-completion-wait-2s",
+    file: OPTIONS,
+    text: "  completionWait: 1_000,\n",
+    replacement: "  completionWait: 2_000,\n",
+    tests: [T.options],
+    what:
+      "the documented 1 s completionWait doubles: a completionTimeout of 1 s is refused",
+  },
+
+  // --- issue 25: capture and the recorded body (_capture.ts, _response.ts) ----
+  {
+    id: "capture-overflow-rest-released",
+    file: "src/_capture.ts",
+    text: "      finished = true;\n      const head = cap - seen;",
+    replacement: "      const head = cap - seen;",
+    tests: [T.capture],
+    what: "a stop that settles after an overflow breaks the live body's rest",
+  },
+  {
+    id: "response-cap-plus-one-recorded",
+    file: "src/_capture.ts",
+    text: "if (seen + frame.byteLength > cap) {",
+    replacement: "if (seen + frame.byteLength > cap + 1) {",
+    tests: [T.edges, T.capture],
+    what: "a body one byte over maxResponseBytes is recorded whole",
+  },
+  {
+    id: "response-overflow-as-too-slow",
+    file: RESPONSE,
+    text:
+      'omitted: captured.outcome === "overflow" ? "too_large" : "too_slow",',
+    replacement:
+      'omitted: captured.outcome === "overflow" ? "too_slow" : "too_large",',
+    tests: [T.edges],
+    what: "a body over maxResponseBytes is replayed as omitted too_slow",
+  },
 ];
