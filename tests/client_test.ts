@@ -824,3 +824,39 @@ Deno.test("createIdempotentFetch() tells every StopReason from its neighbours", 
   assert.deepEqual(await stopped(status(399)), [null, 1]);
   assert.deepEqual(await stopped(status(400)), ["not_retryable", 1]);
 });
+
+Deno.test("createIdempotentFetch() by default keeps a stream body of 1 MiB and refuses one byte more", async () => {
+  for (const [size, sent] of [[1_048_576, true], [1_048_577, false]] as const) {
+    const client = fakeClient(() => new Response("ok"));
+    const outcome = await client.post({ body: frames([pattern(size)]) })
+      .then((r) => r.stopped, (e) => e.reason);
+    assert.equal(outcome, sent ? null : "body_too_large", `${size} bytes`);
+    assert.equal(client.calls(), sent ? 1 : 0);
+  }
+});
+
+Deno.test("createIdempotentFetch() honours a Retry-After date exactly maxRetryAfter away and stops at one second more", async () => {
+  for (
+    const [ahead, reason] of [[5, "attempts"], [6, "retry_after"]] as const
+  ) {
+    const now = Date.UTC(2026, 0, 1, 12, 0, 0);
+    const date = new Date(now + ahead * 1000).toUTCString();
+    const infos: RetryInfo[] = [];
+    const client = fakeClient(
+      () =>
+        new Response(null, { status: 503, headers: { "retry-after": date } }),
+      {
+        clock: () => now,
+        maxRetryAfter: 5_000,
+        maxAttempts: 2,
+        onRetry: (info) => infos.push(info),
+      },
+    );
+    const result = await client.post();
+    assert.equal(result.stopped?.reason, reason, `${ahead} s ahead`);
+    assert.deepEqual(
+      infos.map((i) => i.retryAfter),
+      ahead === 5 ? [5_000] : [],
+    );
+  }
+});

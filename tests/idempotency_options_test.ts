@@ -415,8 +415,13 @@ Deno.test("idempotency() takes a lease up to its ttl and a completionWait up to 
     () => guard({ ttl: 1_000, lease: 1_001 }),
     /^RangeError: 'lease' must not exceed 'ttl' \(1000\): current value is 1001$/,
   );
-  // The defaults: a lease of 30 s within any ttl from 30 s.
+  // The defaults: a lease of 30 s within any ttl from 30 s; a ttl of 24 h.
   guard({ ttl: 30_000 });
+  guard({ lease: 86_400_000 });
+  assert.throws(
+    () => guard({ lease: 86_400_001 }),
+    /'lease' must not exceed 'ttl' \(86400000\)/,
+  );
   assert.throws(() => guard({ ttl: 29_999 }), /'lease' must not exceed 'ttl'/);
   guard({ completionTimeout: 500, completionWait: 499 });
   guard({ completionTimeout: 500, completionWait: 500 });
@@ -426,6 +431,12 @@ Deno.test("idempotency() takes a lease up to its ttl and a completionWait up to 
   );
   // The defaults: a completionWait of 1 s within any completionTimeout from 1 s.
   guard({ completionTimeout: 1_000 });
+  // A completionTimeout of 5 minutes.
+  guard({ completionWait: 300_000 });
+  assert.throws(
+    () => guard({ completionWait: 300_001 }),
+    /'completionWait' must not exceed 'completionTimeout' \(300000\)/,
+  );
   assert.throws(
     () => guard({ completionTimeout: 999 }),
     /'completionWait' must not exceed 'completionTimeout'/,

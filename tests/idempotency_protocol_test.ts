@@ -471,3 +471,17 @@ Deno.test("idempotency() answers 413 to a declared Content-Length over maxReques
   }
   assert.equal(state.runs, 3);
 });
+
+Deno.test("idempotency() by default takes a request body of 1 MiB and answers 413 to one byte more", async () => {
+  const { state, handler } = counting(() => new Response("ok"));
+  const guarded = idempotency(handler, { scope: "global" });
+  for (const [size, status] of [[1_048_576, 200], [1_048_577, 413]] as const) {
+    for (const declared of [`${size}`, null]) {
+      const { request } = sized(`mib-${size}-${declared}`, size, declared);
+      const res = await guarded(request);
+      assert.equal(res.status, status, `${size} bytes, declared ${declared}`);
+      await res.body?.cancel();
+    }
+  }
+  assert.equal(state.runs, 2);
+});

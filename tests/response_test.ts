@@ -166,3 +166,27 @@ Deno.test("idempotency() records a response body of maxResponseBytes − 1 and m
     assert.ok(sameBytes(replayed, whole ? body : new Uint8Array()), what);
   }
 });
+
+Deno.test("idempotency() by default records a response body of 1 MiB whole and omits one byte more", async () => {
+  for (const size of [1_048_576, 1_048_577]) {
+    const body = pattern(size, 9);
+    let runs = 0;
+    const guarded = idempotency(() => {
+      runs++;
+      return new Response(
+        frames([body.subarray(0, 1000), body.subarray(1000)]),
+      );
+    }, { scope: "global" });
+    const live = await guarded(post("mib"));
+    assert.ok(sameBytes(await bytesOf(live), body), `${size}: the live body`);
+    const replay = await guarded(post("mib"));
+    assert.equal(runs, 1);
+    const whole = size === 1_048_576;
+    assert.equal(
+      replay.headers.get(BODY_OMITTED_HEADER),
+      whole ? null : "too_large",
+      `${size} bytes`,
+    );
+    assert.equal((await bytesOf(replay)).byteLength, whole ? size : 0);
+  }
+});

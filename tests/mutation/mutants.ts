@@ -756,6 +756,23 @@ export const MUTANTS: Mutant[] = [
     tests: [T.client],
     what: "the documented 60 s timeout becomes 61 s",
   },
+  {
+    id: "client-default-body-1mib-refused",
+    file: "src/_client_options.ts",
+    text: "options.maxBodyBytes ?? 1_048_576",
+    replacement: "options.maxBodyBytes ?? 1_048_575",
+    tests: [T.client],
+    what: "a stream body of the documented 1 MiB is refused",
+  },
+  {
+    id: "client-retry-after-date-short",
+    file: "src/client.ts",
+    text: "Math.max(0, date - now)",
+    replacement: "Math.max(0, date - now - 1000)",
+    tests: [T.client],
+    what:
+      "a Retry-After date is read a second early: one past maxRetryAfter is waited out",
+  },
 
   // --- issue 25: the key parser (key.ts) ------------------------------------
   {
@@ -910,6 +927,38 @@ export const MUTANTS: Mutant[] = [
     tests: [T.options],
     what:
       "the documented 1 s completionWait doubles: a completionTimeout of 1 s is refused",
+  },
+  {
+    id: "options-default-ttl-short",
+    file: OPTIONS,
+    text: "  ttl: 86_400_000,\n",
+    replacement: "  ttl: 86_399_999,\n",
+    tests: [T.options],
+    what: "the documented 24 h ttl is a millisecond short",
+  },
+  {
+    id: "options-default-completion-timeout-short",
+    file: OPTIONS,
+    text: "  completionTimeout: 300_000,\n",
+    replacement: "  completionTimeout: 299_999,\n",
+    tests: [T.options],
+    what: "the documented 5 min completionTimeout is a millisecond short",
+  },
+  {
+    id: "options-default-request-bytes-short",
+    file: OPTIONS,
+    text: "  maxRequestBytes: 1_048_576,\n",
+    replacement: "  maxRequestBytes: 1_048_575,\n",
+    tests: [T.protocol],
+    what: "a request body of the documented 1 MiB is a 413",
+  },
+  {
+    id: "options-default-response-bytes-short",
+    file: OPTIONS,
+    text: "  maxResponseBytes: 1_048_576,\n",
+    replacement: "  maxResponseBytes: 1_048_575,\n",
+    tests: [T.edges],
+    what: "a response body of the documented 1 MiB is not recorded",
   },
 
   // --- issue 25: capture and the recorded body (_capture.ts, _response.ts) ----
