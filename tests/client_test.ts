@@ -860,3 +860,116 @@ Deno.test("createIdempotentFetch() honours a Retry-After date exactly maxRetryAf
     );
   }
 });
+
+Deno.test("createIdempotentFetch() never retries an attempt that its abort or its timeout ended", async () => {
+  const retries: RetryInfo[] = [];
+  let sleeps = 0;
+  const hanging = (request: Request) =>
+    new Promise<Response>((_, reject) =>
+      request.signal.addEventListener(
+        "abort",
+        () => reject(request.signal.reason),
+        { once: true },
+      )
+    );
+  const options = {
+    fetch: hanging,
+    onRetry: (info: RetryInfo) => retries.push(info),
+    sleep: () => Promise.resolve(void sleeps++),
+  };
+  const controller = new AbortController();
+  const pending = createIdempotentFetch(options)("http://api.test/payments", {
+    method: "POST",
+    signal: controller.signal,
+  }).catch((e) => e);
+  controller.abort();
+  const aborted = await pending;
+  assert.equal(aborted.reason, "aborted");
+  assert.equal(aborted.attempts, 1);
+  const timedOut = await createIdempotentFetch({ ...options, timeout: 1 })(
+    "http://api.test/payments",
+    { method: "POST" },
+  ).catch((e) => e);
+  assert.equal(timedOut.reason, "deadline");
+  assert.equal(timedOut.attempts, 1);
+  assert.deepEqual(retries, []);
+  assert.equal(sleeps, 0);
+});
+
+Deno.test("createIdempotentFetch() waits the longer of Retry-After and the backoff", async () => {
+  for (const [seconds, wait] of [[0, 999], [1, 1_000], [2, 2_000]] as const) {
+    const client = fakeClient(() =>
+      new Response(null, {
+        status: 503,
+        headers: { "retry-after": `${seconds}` },
+      }), {
+      maxAttempts: 2,
+      baseDelay: 1_000,
+      random: () => 0.999,
+    });
+    await client.post();
+    assert.deepEqual(client.waits, [wait], `Retry-After: ${seconds}`);
+  }
+});
+
+Deno.test("createIdempotentFetch() with maxAttempts 1 sends a stream body as it is, whatever maxBodyBytes", async () => {
+  const sent: number[] = [];
+  const client = fakeClient(() => new Response("ok"), {
+    maxAttempts: 1,
+    maxBodyBytes: 10,
+    fetch: async (request) => {
+      sent.push((await request.arrayBuffer()).byteLength);
+      return new Response("ok");
+    },
+  });
+  const result = await client.post({ body: frames([pattern(11)]) });
+  assert.equal(result.stopped, null);
+  assert.deepEqual(sent, [11]);
+});
+
+Deno.test("createIdempotentFetch() takes an idempotencyKey of 255 characters, refuses 256 and one with whitespace around", async () => {
+  const client = fakeClient(() => new Response("ok"));
+  const key = "k".repeat(255);
+  assert.equal((await client.post({ idempotencyKey: key })).key, key);
+  for (const bad of [`${key}k`, " abc", "abc\t"]) {
+    await assert.rejects(
+      () => client.post({ idempotencyKey: bad }),
+      /^TypeError: 'idempotencyKey' must be 1 to 255 printable ASCII/,
+      JSON.stringify(bad),
+    );
+  }
+  assert.equal(client.calls(), 1);
+});
+
+Deno.test("createIdempotentFetch() takes each numeric option from its minimum and refuses one less; retryStatuses from 500 to 599", () => {
+  const bounds = {
+    maxAttempts: 1,
+    timeout: 1,
+    baseDelay: 0,
+    maxDelay: 0,
+    maxRetryAfter: 0,
+    maxBodyBytes: 0,
+  } as const;
+  for (const [name, min] of Object.entries(bounds)) {
+    createIdempotentFetch({ [name]: min });
+    createIdempotentFetch({ [name]: Number.MAX_SAFE_INTEGER });
+    const word = min === 1 ? "positive" : "non-negative";
+    for (const bad of [min - 1, Number.MAX_SAFE_INTEGER + 1]) {
+      assert.throws(
+        () => createIdempotentFetch({ [name]: bad }),
+        new RegExp(
+          `^RangeError: '${name}' must be a ${word} integer: current value is ${bad}$`,
+        ),
+      );
+    }
+  }
+  for (const status of [500, 599]) {
+    createIdempotentFetch({ retryStatuses: [status] });
+  }
+  for (const status of [499, 600]) {
+    assert.throws(
+      () => createIdempotentFetch({ retryStatuses: [status] }),
+      /^RangeError: 'retryStatuses' must be a list of 5xx statuses/,
+    );
+  }
+});

@@ -190,3 +190,25 @@ Deno.test("idempotency() by default records a response body of 1 MiB whole and o
     assert.equal((await bytesOf(replay)).byteLength, whole ? size : 0);
   }
 });
+
+Deno.test("idempotency() records a body its handler's stream aborted as cancelled, and one that broke otherwise as stream_error", async () => {
+  for (
+    const [key, error, reason] of [
+      ["aborted", new DOMException("client left", "AbortError"), "cancelled"],
+      ["broken", new TypeError("db went away"), "stream_error"],
+    ] as const
+  ) {
+    const guarded = idempotency(
+      () =>
+        new Response(frames([pattern(4)], { errorAfter: 1, error }), {
+          status: 201,
+        }),
+      { scope: "global", maxResponseBytes: 64 },
+    );
+    const live = await guarded(post(key));
+    await assert.rejects(() => bytesOf(live));
+    const replay = await guarded(post(key));
+    assert.equal(replay.status, 201, key);
+    assert.equal(replay.headers.get(BODY_OMITTED_HEADER), reason, key);
+  }
+});

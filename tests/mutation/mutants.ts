@@ -773,6 +773,72 @@ export const MUTANTS: Mutant[] = [
     what:
       "a Retry-After date is read a second early: one past maxRetryAfter is waited out",
   },
+  {
+    id: "client-abort-in-attempt-retried",
+    file: "src/client.ts",
+    text: "  if (op.signal.aborted) throw op.stopped();\n  if (!retried) {",
+    replacement: "  if (!retried) {",
+    tests: [T.client],
+    what: "an attempt the caller aborted is reported to onRetry as a retry",
+  },
+  {
+    id: "client-retry-after-over-backoff",
+    file: "src/client.ts",
+    text: "Math.max(retryAfter ?? 0, jittered(config, attempts))",
+    replacement: "retryAfter ?? jittered(config, attempts)",
+    tests: [T.client],
+    what: "a Retry-After: 0 cuts the backoff to nothing",
+  },
+  {
+    id: "client-single-attempt-buffered",
+    file: "src/_client_operation.ts",
+    text: "config.maxAttempts > 1 && (form || stream)",
+    replacement: "(form || stream)",
+    tests: [T.client],
+    what:
+      "a stream that is sent once is buffered and refused over maxBodyBytes",
+  },
+  {
+    id: "client-key-whitespace-accepted",
+    file: "src/_client_operation.ts",
+    text: "if (parsed === null || !parsed.ok || parsed.key !== key) {",
+    replacement: "if (parsed === null || !parsed.ok) {",
+    tests: [T.client],
+    what:
+      "an idempotencyKey with whitespace around is taken: the server reads another key",
+  },
+  {
+    id: "client-timeout-zero-taken",
+    file: "src/_client_options.ts",
+    text: 'positiveInteger("timeout"',
+    replacement: 'nonNegativeInteger("timeout"',
+    tests: [T.client],
+    what: "a timeout of 0 is taken: every call ends before its first attempt",
+  },
+  {
+    id: "client-base-delay-zero-refused",
+    file: "src/_client_options.ts",
+    text: 'nonNegativeInteger("baseDelay"',
+    replacement: 'positiveInteger("baseDelay"',
+    tests: [T.client],
+    what: "a baseDelay of 0 (retry at once) is refused",
+  },
+  {
+    id: "client-retry-status-599-refused",
+    file: "src/_client_options.ts",
+    text: "s >= 500 && s <= 599",
+    replacement: "s >= 500 && s < 599",
+    tests: [T.client],
+    what: "599 cannot be made retryable",
+  },
+  {
+    id: "client-retry-status-500-refused",
+    file: "src/_client_options.ts",
+    text: "s >= 500 && s <= 599",
+    replacement: "s > 500 && s <= 599",
+    tests: [T.client],
+    what: "500 cannot be made retryable",
+  },
 
   // --- issue 25: the key parser (key.ts) ------------------------------------
   {
@@ -987,5 +1053,13 @@ export const MUTANTS: Mutant[] = [
       'omitted: captured.outcome === "overflow" ? "too_slow" : "too_large",',
     tests: [T.edges],
     what: "a body over maxResponseBytes is replayed as omitted too_slow",
+  },
+  {
+    id: "response-cancelled-as-stream-error",
+    file: RESPONSE,
+    text: 'isAbort(captured.error) ? "cancelled" : "stream_error"',
+    replacement: '"stream_error"',
+    tests: [T.edges],
+    what: "a body its stream aborted is replayed as a stream error",
   },
 ];
