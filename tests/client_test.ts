@@ -973,3 +973,23 @@ Deno.test("createIdempotentFetch() takes each numeric option from its minimum an
     );
   }
 });
+
+Deno.test("createIdempotentFetch() keys a method in any case, and takes methods in any case", async () => {
+  const keyed = async (method: string, options: IdempotentFetchOptions) => {
+    let seen: string | null = null;
+    const send = createIdempotentFetch({
+      ...options,
+      fetch: (request) => {
+        seen = request.headers.get("idempotency-key");
+        return new Response("ok");
+      },
+    });
+    const result = await send("http://api.test/x", { method, body: "{}" });
+    assert.equal(seen, result.key);
+    return result.key !== null;
+  };
+  assert.equal(await keyed("post", {}), true);
+  assert.equal(await keyed("Patch", {}), true);
+  assert.equal(await keyed("PUT", { methods: ["put"] }), true);
+  assert.equal(await keyed("POST", { methods: ["put"] }), false);
+});

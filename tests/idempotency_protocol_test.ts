@@ -485,3 +485,17 @@ Deno.test("idempotency() by default takes a request body of 1 MiB and answers 41
   }
   assert.equal(state.runs, 2);
 });
+
+Deno.test("idempotency() refuses a request whose body was read before it, naming where to read it", async () => {
+  const { state, handler } = counting(() => new Response("ok"));
+  const store = new FaultyStore(new MemoryStore());
+  const guarded = idempotency(handler, { scope: "global", store });
+  const request = post("read");
+  await request.text();
+  await assert.rejects(
+    async () => await guarded(request),
+    /^TypeError: The request body was read before idempotency\(\): read it in the handler$/,
+  );
+  assert.equal(state.runs, 0);
+  assert.equal(store.calls.claim, 0);
+});

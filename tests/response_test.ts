@@ -212,3 +212,17 @@ Deno.test("idempotency() records a body its handler's stream aborted as cancelle
     assert.equal(replay.headers.get(BODY_OMITTED_HEADER), reason, key);
   }
 });
+
+Deno.test("idempotency() replays a 205 without a body, as it was sent", async () => {
+  let runs = 0;
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response(null, { status: 205 });
+  }, { scope: "global" });
+  assert.equal((await guarded(post("reset"))).status, 205);
+  const replay = await guarded(post("reset"));
+  assert.equal(runs, 1);
+  assert.equal(replay.status, 205);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(replay.body, null);
+});

@@ -839,6 +839,22 @@ export const MUTANTS: Mutant[] = [
     tests: [T.client],
     what: "500 cannot be made retryable",
   },
+  {
+    id: "client-method-case-kept",
+    file: "src/_client_operation.ts",
+    text: 'request?.method ?? "GET").toUpperCase();',
+    replacement: 'request?.method ?? "GET");',
+    tests: [T.client],
+    what: "a POST written `post` gets no key: it is sent once, never retried",
+  },
+  {
+    id: "client-methods-option-case-kept",
+    file: "src/_client_options.ts",
+    text: "methods: new Set(methods.map((m) => m.toUpperCase())),",
+    replacement: "methods: new Set(methods),",
+    tests: [T.client],
+    what: 'methods: ["put"] keys no PUT',
+  },
 
   // --- issue 25: the key parser (key.ts) ------------------------------------
   {
@@ -909,6 +925,15 @@ export const MUTANTS: Mutant[] = [
     replacement: ") {",
     tests: [T.protocol],
     what: "a Content-Length of 1e3 is taken for a length: a 413 for 50 bytes",
+  },
+  {
+    id: "request-read-body-unchecked",
+    file: REQUEST,
+    text: "if (request.bodyUsed) {",
+    replacement: "if (false) {",
+    tests: [T.protocol],
+    what:
+      "a body read before idempotency() fails with an error that says nothing of where to read it",
   },
 
   // --- issue 25: the option bounds (options.ts) -------------------------------
@@ -1061,5 +1086,13 @@ export const MUTANTS: Mutant[] = [
     replacement: '"stream_error"',
     tests: [T.edges],
     what: "a body its stream aborted is replayed as a stream error",
+  },
+  {
+    id: "response-205-with-body",
+    file: RESPONSE,
+    text: "const NULL_BODY = new Set([101, 103, 204, 205, 304]);",
+    replacement: "const NULL_BODY = new Set([101, 103, 204, 304]);",
+    tests: [T.edges],
+    what: "the replay of a 205 is given a body: a TypeError, a 500",
   },
 ];
