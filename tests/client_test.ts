@@ -993,3 +993,39 @@ Deno.test("createIdempotentFetch() keys a method in any case, and takes methods 
   assert.equal(await keyed("PUT", { methods: ["put"] }), true);
   assert.equal(await keyed("POST", { methods: ["put"] }), false);
 });
+
+Deno.test("createIdempotentFetch() cancels the body of each answer it retries, and leaves the last one's unread", async () => {
+  const cancelled: number[] = [];
+  const client = fakeClient((attempt) =>
+    new Response(
+      frames([pattern(8)], { onCancel: () => cancelled.push(attempt) }),
+      { status: attempt < 3 ? 503 : 201 },
+    ), { maxAttempts: 3 });
+  const result = await client.post();
+  assert.equal(result.response.status, 201);
+  assert.deepEqual(cancelled, [1, 2]);
+  assert.equal((await result.response.arrayBuffer()).byteLength, 8);
+});
+
+Deno.test("createIdempotentFetch() rejects with the error of a sleep that fails, and stops listening to the caller's signal once it has ended", async () => {
+  const broken = new Error("sleep broke");
+  const client = fakeClient(() => new Response(null, { status: 503 }), {
+    sleep: () => Promise.reject(broken),
+  });
+  assert.equal(await client.post().catch((e) => e), broken);
+
+  const seen: Request[] = [];
+  const controller = new AbortController();
+  const result = await createIdempotentFetch({
+    fetch: (request) => {
+      seen.push(request);
+      return new Response("ok");
+    },
+  })("http://api.test/payments", {
+    method: "POST",
+    signal: controller.signal,
+  });
+  controller.abort(); // after the call: the response is the caller's now
+  assert.equal(result.response.status, 200);
+  assert.equal(seen[0]!.signal.aborted, false);
+});

@@ -405,11 +405,15 @@ function sized(key: string, size: number, declared: string | null) {
   const body = pattern(size, 3);
   let at = 0;
   let pulled = 0;
+  let cancelled = false;
   const stream = new ReadableStream<Uint8Array<ArrayBuffer>>({
     pull(controller) {
       pulled++;
       if (at >= size) return controller.close();
       controller.enqueue(body.slice(at, at += 40));
+    },
+    cancel() {
+      cancelled = true;
     },
   }, { highWaterMark: 0 });
   const request = new Request("http://api.test/payments", {
@@ -422,7 +426,7 @@ function sized(key: string, size: number, declared: string | null) {
     // @ts-ignore: `duplex` is required for a stream body, missing from the lib types
     duplex: "half",
   });
-  return { request, pulled: () => pulled };
+  return { request, pulled: () => pulled, cancelled: () => cancelled };
 }
 
 Deno.test("idempotency() takes a body of exactly maxRequestBytes, declared or streamed, and answers 413 to one byte more", async () => {
@@ -439,10 +443,16 @@ Deno.test("idempotency() takes a body of exactly maxRequestBytes, declared or st
   });
   for (const size of [99, 100, 101]) {
     for (const declared of [`${size}`, null]) {
-      const { request } = sized(`${size}-${declared}`, size, declared);
+      const { request, cancelled } = sized(
+        `${size}-${declared}`,
+        size,
+        declared,
+      );
       const res = await guarded(request);
       const expected = size <= 100 ? 200 : 413;
       assert.equal(res.status, expected, `${size} bytes, declared ${declared}`);
+      // A body refused is cancelled, so the connection's rest is not read.
+      assert.equal(cancelled(), expected === 413, `${size}, ${declared}`);
       await res.body?.cancel();
     }
   }
@@ -461,6 +471,7 @@ Deno.test("idempotency() answers 413 to a declared Content-Length over maxReques
   const res = await guarded(over.request);
   assert.equal(res.status, 413);
   assert.equal(over.pulled(), 0, "the body was never read");
+  assert.equal(over.cancelled(), true, "the body was cancelled");
   assert.equal((await res.json()).type, PROBLEM_TYPES.tooLarge);
   // Not digits: not a length, so the body is read and counted.
   for (const declared of ["1e3", "+101", "0x100"]) {

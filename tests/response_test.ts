@@ -226,3 +226,26 @@ Deno.test("idempotency() replays a 205 without a body, as it was sent", async ()
   assert.equal(replay.headers.get("idempotent-replayed"), "true");
   assert.equal(replay.body, null);
 });
+
+Deno.test("idempotency() passes a client's cancel of an overflowing live body on to the handler's stream, mid-read too", async () => {
+  for (const readFirst of [false, true]) {
+    const reasons: unknown[] = [];
+    const guarded = idempotency(
+      () =>
+        new Response(
+          frames([pattern(8), pattern(8), pattern(8)], {
+            onCancel: (reason) => reasons.push(reason),
+          }),
+        ),
+      { scope: "global", maxResponseBytes: 4 },
+    );
+    const live = await guarded(post(`cancel-${readFirst}`));
+    const reader = live.body!.getReader();
+    if (readFirst) {
+      await reader.read(); // the prefix
+      await reader.read(); // the rest of the frame that crossed the cap
+    }
+    await reader.cancel("client left");
+    assert.deepEqual(reasons, ["client left"], `read first: ${readFirst}`);
+  }
+});

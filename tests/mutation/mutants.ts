@@ -855,6 +855,33 @@ export const MUTANTS: Mutant[] = [
     tests: [T.client],
     what: 'methods: ["put"] keys no PUT',
   },
+  {
+    id: "client-sleep-error-swallowed",
+    file: "src/_client_operation.ts",
+    text: "if (!signal.aborted) throw error;",
+    replacement: "",
+    tests: [T.client],
+    what:
+      "a sleep that fails is taken for a wait that ended: the retries go on",
+  },
+  {
+    id: "client-caller-listener-kept",
+    file: "src/_client_operation.ts",
+    text: 'this.#caller?.removeEventListener("abort", this.#onAbort);',
+    replacement: "",
+    tests: [T.client],
+    what:
+      "the caller's abort after the call ends still aborts the request: its body breaks",
+  },
+  {
+    id: "client-retried-body-kept",
+    file: "src/client.ts",
+    text:
+      "await response.body?.cancel().catch(() => {}); // frees the connection",
+    replacement: "",
+    tests: [T.client],
+    what: "a retried answer's body is never cancelled: its connection is held",
+  },
 
   // --- issue 25: the key parser (key.ts) ------------------------------------
   {
@@ -934,6 +961,25 @@ export const MUTANTS: Mutant[] = [
     tests: [T.protocol],
     what:
       "a body read before idempotency() fails with an error that says nothing of where to read it",
+  },
+  {
+    id: "request-declared-over-not-cancelled",
+    file: REQUEST,
+    text:
+      "await request.body?.cancel().catch(() => {});\n    return TOO_LARGE;",
+    replacement: "return TOO_LARGE;",
+    tests: [T.protocol],
+    what:
+      "a body declared over the bound is left uncancelled: the connection's rest waits",
+  },
+  {
+    id: "request-streamed-over-not-cancelled",
+    file: REQUEST,
+    text: "await reader.cancel().catch(() => {});\n        return TOO_LARGE;",
+    replacement: "return TOO_LARGE;",
+    tests: [T.protocol],
+    what:
+      "a streamed body over the bound is left uncancelled: the connection's rest waits",
   },
 
   // --- issue 25: the option bounds (options.ts) -------------------------------
@@ -1094,5 +1140,14 @@ export const MUTANTS: Mutant[] = [
     replacement: "const NULL_BODY = new Set([101, 103, 204, 304]);",
     tests: [T.edges],
     what: "the replay of a 205 is given a body: a TypeError, a 500",
+  },
+  {
+    id: "response-live-cancel-dropped-mid-read",
+    file: RESPONSE,
+    text: "return reader ? reader.cancel(reason) : rest.cancel(reason);",
+    replacement: "return reader ? undefined : rest.cancel(reason);",
+    tests: [T.edges],
+    what:
+      "a client that leaves an overflowing body mid-read never cancels the handler's stream",
   },
 ];
