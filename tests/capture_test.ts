@@ -523,3 +523,32 @@ Deno.test("capture() keeps an overflow's rest whole when stop settles while rest
   assert.equal(rest.errored, false, `rest errored: ${rest.error}`);
   assert.deepEqual(join([result.prefix, ...rest.chunks]), bytes(12));
 });
+
+Deno.test("capture() stops as unfinished when stop rejects, as when it resolves", async () => {
+  for (const settle of ["resolve", "reject"] as const) {
+    let waiting!: () => void;
+    const late = new Promise<void>((resolve) => waiting = resolve);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (sent === 1) {
+          waiting();
+          await new Promise(() => {}); // the second frame never comes
+        }
+        controller.enqueue(bytes(2, 2 * sent++));
+      },
+    }, { highWaterMark: 0 });
+    let end!: { resolve: () => void; reject: (e: Error) => void };
+    const stopping = new Promise<void>((resolve, reject) =>
+      end = { resolve, reject }
+    );
+    stopping.catch(() => {});
+    const pending = capture(body, 1024, stopping);
+    await late;
+    if (settle === "resolve") end.resolve();
+    else end.reject(new Error("handler gone"));
+    const result = await pending;
+    assertOutcome(result, "unfinished");
+    assert.deepEqual(result.prefix, bytes(2), settle);
+  }
+});

@@ -510,3 +510,13 @@ Deno.test("idempotency() refuses a request whose body was read before it, naming
   assert.equal(state.runs, 0);
   assert.equal(store.calls.claim, 0);
 });
+
+Deno.test("idempotency() hands the handler an empty body as no body at all", async () => {
+  const seen: (ReadableStream | null)[] = [];
+  const guarded = idempotency((req) => {
+    seen.push(req.body);
+    return new Response("ok");
+  }, { scope: "global" });
+  await (await guarded(post("empty", ""))).text();
+  assert.deepEqual(seen, [null]);
+});

@@ -981,6 +981,14 @@ export const MUTANTS: Mutant[] = [
     what:
       "a streamed body over the bound is left uncancelled: the connection's rest waits",
   },
+  {
+    id: "request-empty-body-sent",
+    file: REQUEST,
+    text: "body: body.byteLength === 0 ? null : bodyInit(body, typed),",
+    replacement: "body: bodyInit(body, typed),",
+    tests: [T.protocol],
+    what: "an empty request body reaches the handler as a stream of nothing",
+  },
 
   // --- issue 25: the option bounds (options.ts) -------------------------------
   {
@@ -1149,5 +1157,22 @@ export const MUTANTS: Mutant[] = [
     tests: [T.edges],
     what:
       "a client that leaves an overflowing body mid-read never cancels the handler's stream",
+  },
+  {
+    id: "capture-stop-rejection-ignored",
+    file: "src/_capture.ts",
+    text: "stop?.then(halt, halt);",
+    replacement: "stop?.then(halt);",
+    tests: [T.capture],
+    what:
+      "a stop that rejects never ends the capture: a slow body holds the record",
+  },
+  {
+    id: "response-date-named-omitted",
+    file: RESPONSE,
+    text: 'if (name !== "date" && name !== LEFT_OUT) left.add(name);',
+    replacement: "if (name !== LEFT_OUT) left.add(name);",
+    tests: [T.edges],
+    what: "every replay names Date as a header left out",
   },
 ];
