@@ -479,3 +479,76 @@ Deno.test("capture() ignores a stop that settles after the body ended", async ()
   );
   assert.equal(result.outcome, "within");
 });
+
+Deno.test("capture() keeps an overflow's rest whole when stop settles after the capture ended", async () => {
+  const { stream } = source([bytes(4), bytes(4, 4), bytes(4, 8)]);
+  let stop!: () => void;
+  const stopping = new Promise<void>((resolve) => stop = resolve);
+  const result = await capture(stream, 5, stopping);
+  assertOutcome(result, "overflow");
+  stop();
+  await stopping;
+  await Promise.resolve(); // the stop's reaction has run
+  const rest = await drain(result.rest);
+  assert.equal(rest.errored, false, `rest errored: ${rest.error}`);
+  assert.deepEqual(join([result.prefix, ...rest.chunks]), bytes(12));
+});
+
+Deno.test("capture() keeps an overflow's rest whole when stop settles while rest's read is pending", async () => {
+  let sent = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => release = resolve);
+  let waiting!: () => void;
+  const late = new Promise<void>((resolve) => waiting = resolve);
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (sent === 1) {
+        waiting();
+        await gate; // the frame after the overflow's comes late
+      }
+      if (sent < 3) controller.enqueue(bytes(4, 4 * sent++));
+      else controller.close();
+    },
+  }, { highWaterMark: 0 });
+  let stop!: () => void;
+  const stopping = new Promise<void>((resolve) => stop = resolve);
+  const result = await capture(body, 3, stopping);
+  assertOutcome(result, "overflow");
+  const draining = drain(result.rest);
+  await late;
+  stop();
+  await stopping;
+  release();
+  const rest = await draining;
+  assert.equal(rest.errored, false, `rest errored: ${rest.error}`);
+  assert.deepEqual(join([result.prefix, ...rest.chunks]), bytes(12));
+});
+
+Deno.test("capture() stops as unfinished when stop rejects, as when it resolves", async () => {
+  for (const settle of ["resolve", "reject"] as const) {
+    let waiting!: () => void;
+    const late = new Promise<void>((resolve) => waiting = resolve);
+    let sent = 0;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (sent === 1) {
+          waiting();
+          await new Promise(() => {}); // the second frame never comes
+        }
+        controller.enqueue(bytes(2, 2 * sent++));
+      },
+    }, { highWaterMark: 0 });
+    let end!: { resolve: () => void; reject: (e: Error) => void };
+    const stopping = new Promise<void>((resolve, reject) =>
+      end = { resolve, reject }
+    );
+    stopping.catch(() => {});
+    const pending = capture(body, 1024, stopping);
+    await late;
+    if (settle === "resolve") end.resolve();
+    else end.reject(new Error("handler gone"));
+    const result = await pending;
+    assertOutcome(result, "unfinished");
+    assert.deepEqual(result.prefix, bytes(2), settle);
+  }
+});

@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { idempotency } from "../mod.ts";
+import { idempotency, type IdempotencyOptions } from "../mod.ts";
 import { idempotent } from "../src/hono.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
@@ -398,3 +398,82 @@ integrationTest(
     }
   },
 );
+
+Deno.test("idempotency() takes each numeric option from its documented minimum to the largest safe integer, and refuses one past either end", () => {
+  const ok = () => new Response();
+  const MAX = Number.MAX_SAFE_INTEGER;
+  // Wide enough that the relations between options never decide.
+  const room = { ttl: MAX, completionTimeout: MAX };
+  const bounds = {
+    ttl: 1,
+    lease: 1,
+    maxRequestBytes: 0,
+    maxResponseBytes: 0,
+    completionWait: 0,
+    completionTimeout: 1,
+    maxPendingCompletions: 0,
+    waitForInFlight: 0,
+    maxWaiting: 0,
+  } as const;
+  for (const [name, min] of Object.entries(bounds)) {
+    const make = (value: number) =>
+      idempotency(ok, { scope: "global", ...room, [name]: value });
+    const word = min === 1 ? "positive" : "non-negative";
+    const refused = (value: number) =>
+      new RegExp(
+        `^RangeError: '${name}' must be a ${word} integer: current value is ${value}$`,
+      );
+    for (const value of [min, min + 1, MAX]) {
+      if (name === "ttl" || name === "completionTimeout") {
+        // Its partner (lease, completionWait) must fit under it.
+        idempotency(ok, {
+          scope: "global",
+          lease: 1,
+          completionWait: 0,
+          [name]: value,
+        });
+      } else make(value);
+    }
+    assert.throws(() => make(min - 1), refused(min - 1), name);
+    assert.throws(() => make(MAX + 1), refused(MAX + 1), name);
+    assert.throws(() => make(min + 0.5), refused(min + 0.5), name);
+  }
+});
+
+Deno.test("idempotency() takes a lease up to its ttl and a completionWait up to its completionTimeout, and refuses one more", () => {
+  const ok = () => new Response();
+  const guard = (options: Partial<IdempotencyOptions>) =>
+    idempotency(ok, { scope: "global", ...options });
+  guard({ ttl: 1_000, lease: 999 });
+  guard({ ttl: 1_000, lease: 1_000 });
+  assert.throws(
+    () => guard({ ttl: 1_000, lease: 1_001 }),
+    /^RangeError: 'lease' must not exceed 'ttl' \(1000\): current value is 1001$/,
+  );
+  // The defaults: a lease of 30 s within any ttl from 30 s; a ttl of 24 h.
+  guard({ ttl: 30_000 });
+  guard({ lease: 86_400_000 });
+  assert.throws(
+    () => guard({ lease: 86_400_001 }),
+    /'lease' must not exceed 'ttl' \(86400000\)/,
+  );
+  assert.throws(() => guard({ ttl: 29_999 }), /'lease' must not exceed 'ttl'/);
+  guard({ completionTimeout: 500, completionWait: 499 });
+  guard({ completionTimeout: 500, completionWait: 500 });
+  assert.throws(
+    () => guard({ completionTimeout: 500, completionWait: 501 }),
+    /^RangeError: 'completionWait' must not exceed 'completionTimeout' \(500\): current value is 501$/,
+  );
+  // The defaults: a completionWait of 1 s within any completionTimeout from 1 s.
+  guard({ completionTimeout: 1_000 });
+  // A completionTimeout of 5 minutes.
+  guard({ completionWait: 300_000 });
+  assert.throws(
+    () => guard({ completionWait: 300_001 }),
+    /'completionWait' must not exceed 'completionTimeout' \(300000\)/,
+  );
+  assert.throws(
+    () => guard({ completionTimeout: 999 }),
+    /'completionWait' must not exceed 'completionTimeout'/,
+  );
+});

@@ -118,3 +118,37 @@ Deno.test("parseIdempotencyKey() says why a key is malformed", () => {
     if (!parsed.ok) assert.match(parsed.reason, reason);
   }
 });
+
+Deno.test("parseIdempotencyKey() takes a bare key of 254 and 255 characters, whitespace around or not, and refuses 256", () => {
+  for (const length of [254, 255, 256]) {
+    const key = "k".repeat(length);
+    for (const value of [key, ` ${key}`, `${key}\t`, ` \t${key} \t `]) {
+      const parsed = parseIdempotencyKey(value);
+      if (length <= MAX_KEY_LENGTH) {
+        assert.deepEqual(parsed, { ok: true, key }, `${length} in ${value}`);
+      } else {
+        assert.deepEqual(parsed, {
+          ok: false,
+          reason: "the key is 256 characters long; at most 255 are accepted",
+        });
+      }
+    }
+  }
+});
+
+Deno.test("parseIdempotencyKey() counts a quoted key's characters, not its quotes or escapes: 254 and 255 taken, 256 refused", () => {
+  for (const length of [254, 255, 256]) {
+    // Escapes (`\"`, `\\`) make the text longer than the key.
+    const key = `"\\${"q".repeat(length - 2)}`;
+    const value = ` ${sfString(key)}\t`;
+    const parsed = parseIdempotencyKey(value);
+    if (length <= MAX_KEY_LENGTH) {
+      assert.deepEqual(parsed, { ok: true, key }, `${length}`);
+    } else {
+      assert.deepEqual(parsed, {
+        ok: false,
+        reason: "the key is 256 characters long; at most 255 are accepted",
+      });
+    }
+  }
+});

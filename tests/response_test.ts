@@ -9,9 +9,13 @@
  */
 
 import assert from "node:assert/strict";
-import { BODY_OMITTED_HEADER, idempotency } from "../mod.ts";
+import {
+  BODY_OMITTED_HEADER,
+  HEADERS_OMITTED_HEADER,
+  idempotency,
+} from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
+import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
 
@@ -136,5 +140,138 @@ Deno.test("idempotency() hands on small bodies byte for byte, typed or not, ASCI
       );
       assert.ok(sameBytes(await bytesOf(res), body), `${key}: the bytes`);
     }
+  }
+});
+
+Deno.test("idempotency() records a response body of maxResponseBytes − 1 and maxResponseBytes whole, and omits one byte more as too_large", async () => {
+  for (
+    const [cap, size] of [[64, 63], [64, 64], [64, 65], [0, 0], [0, 1]] as const
+  ) {
+    const body = pattern(size, 5);
+    const split = [body.subarray(0, size >> 1), body.subarray(size >> 1)];
+    let runs = 0;
+    const guarded = idempotency(() => {
+      runs++;
+      return new Response(frames(split), { status: 201 });
+    }, { scope: "global", maxResponseBytes: cap });
+    const live = await guarded(post("sized"));
+    const what = `${size} bytes, cap ${cap}`;
+    assert.ok(sameBytes(await bytesOf(live), body), `${what}: the live body`);
+    const replay = await guarded(post("sized"));
+    assert.equal(runs, 1, what);
+    assert.equal(replay.status, 201, what);
+    const whole = size <= cap;
+    assert.equal(
+      replay.headers.get(BODY_OMITTED_HEADER),
+      whole ? null : "too_large",
+      what,
+    );
+    const replayed = await bytesOf(replay);
+    assert.ok(sameBytes(replayed, whole ? body : new Uint8Array()), what);
+  }
+});
+
+Deno.test("idempotency() by default records a response body of 1 MiB whole and omits one byte more", async () => {
+  for (const size of [1_048_576, 1_048_577]) {
+    const body = pattern(size, 9);
+    let runs = 0;
+    const guarded = idempotency(() => {
+      runs++;
+      return new Response(
+        frames([body.subarray(0, 1000), body.subarray(1000)]),
+      );
+    }, { scope: "global" });
+    const live = await guarded(post("mib"));
+    assert.ok(sameBytes(await bytesOf(live), body), `${size}: the live body`);
+    const replay = await guarded(post("mib"));
+    assert.equal(runs, 1);
+    const whole = size === 1_048_576;
+    assert.equal(
+      replay.headers.get(BODY_OMITTED_HEADER),
+      whole ? null : "too_large",
+      `${size} bytes`,
+    );
+    assert.equal((await bytesOf(replay)).byteLength, whole ? size : 0);
+  }
+});
+
+Deno.test("idempotency() records a body its handler's stream aborted as cancelled, and one that broke otherwise as stream_error", async () => {
+  for (
+    const [key, error, reason] of [
+      ["aborted", new DOMException("client left", "AbortError"), "cancelled"],
+      ["broken", new TypeError("db went away"), "stream_error"],
+    ] as const
+  ) {
+    const guarded = idempotency(
+      () =>
+        new Response(frames([pattern(4)], { errorAfter: 1, error }), {
+          status: 201,
+        }),
+      { scope: "global", maxResponseBytes: 64 },
+    );
+    const live = await guarded(post(key));
+    await assert.rejects(() => bytesOf(live));
+    const replay = await guarded(post(key));
+    assert.equal(replay.status, 201, key);
+    assert.equal(replay.headers.get(BODY_OMITTED_HEADER), reason, key);
+  }
+});
+
+Deno.test("idempotency() replays a 205 without a body, as it was sent", async () => {
+  let runs = 0;
+  const guarded = idempotency(() => {
+    runs++;
+    return new Response(null, { status: 205 });
+  }, { scope: "global" });
+  assert.equal((await guarded(post("reset"))).status, 205);
+  const replay = await guarded(post("reset"));
+  assert.equal(runs, 1);
+  assert.equal(replay.status, 205);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(replay.body, null);
+});
+
+Deno.test("idempotency() passes a client's cancel of an overflowing live body on to the handler's stream, mid-read too", async () => {
+  for (const readFirst of [false, true]) {
+    const reasons: unknown[] = [];
+    const guarded = idempotency(
+      () =>
+        new Response(
+          frames([pattern(8), pattern(8), pattern(8)], {
+            onCancel: (reason) => reasons.push(reason),
+          }),
+        ),
+      { scope: "global", maxResponseBytes: 4 },
+    );
+    const live = await guarded(post(`cancel-${readFirst}`));
+    const reader = live.body!.getReader();
+    if (readFirst) {
+      await reader.read(); // the prefix
+      await reader.read(); // the rest of the frame that crossed the cap
+    }
+    await reader.cancel("client left");
+    assert.deepEqual(reasons, ["client left"], `read first: ${readFirst}`);
+  }
+});
+
+Deno.test("idempotency() leaves Date out of a replay without naming it, and names the other headers left out", async () => {
+  for (
+    const [key, extra, named] of [
+      ["dated", {}, null],
+      ["cookie", { "set-cookie": "id=1" }, "set-cookie"],
+    ] as const
+  ) {
+    const guarded = idempotency(
+      () =>
+        new Response("ok", {
+          headers: { date: "Tue, 01 Dec 2026 12:00:00 GMT", ...extra },
+        }),
+      { scope: "global" },
+    );
+    await (await guarded(post(key))).text();
+    const replay = await guarded(post(key));
+    assert.equal(replay.headers.get("idempotent-replayed"), "true", key);
+    assert.equal(replay.headers.get("date"), null, key);
+    assert.equal(replay.headers.get(HEADERS_OMITTED_HEADER), named, key);
   }
 });
