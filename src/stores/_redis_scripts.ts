@@ -18,22 +18,21 @@ import {
 } from "./_redis_record.ts";
 
 /**
- * What the scripts answer. claim: `ACQUIRED`, `RECOVERED` (a lease run out),
- * `{IN_FLIGHT, fingerprint, ms left}`, `{COMPLETED, record, hint}` or
- * `{UNREADABLE, hint}` (hint: ms to retry after). Fenced writes: `APPLIED` or
- * `LOST` (nothing written). state: `HELD` (in flight, unreadable), `SETTLED`.
+ * The claim script's replies: `ACQUIRED`, `RECOVERED` (a lease ran out), or a
+ * table headed by a `table` code: `{IN_FLIGHT, fingerprint, ms left}`,
+ * `{COMPLETED, record, hint}` or `{UNREADABLE, hint}` (hint: ms to retry after).
  */
-export const REPLY = {
+const CLAIM_REPLY = {
   ACQUIRED: 1,
   RECOVERED: 2,
-  IN_FLIGHT: 0,
-  COMPLETED: 3,
-  UNREADABLE: 2,
-  APPLIED: 1,
-  LOST: 0,
-  HELD: 1,
-  SETTLED: 0,
+  table: { IN_FLIGHT: 0, UNREADABLE: 2, COMPLETED: 3 },
 } as const;
+
+/** The fenced writes' replies: `APPLIED` or `LOST` (nothing written). */
+export const WRITE_REPLY = { APPLIED: 1, LOST: 0 } as const;
+
+/** The state script's replies: `HELD` (in flight, unreadable) or `SETTLED`. */
+export const STATE_REPLY = { HELD: 1, SETTLED: 0 } as const;
 
 // Each script touches one key (Cluster routes by it), reads it with
 // `redis.pcall` (another type answers an error table, not WRONGTYPE), and
@@ -49,14 +48,14 @@ local function take(reply)
 end
 local function unreadable()
   local left = redis.call('PTTL', key)
-  if left > 0 and left < lease then return {${REPLY.UNREADABLE}, left} end
-  return {${REPLY.UNREADABLE}, lease}
+  if left > 0 and left < lease then return {${CLAIM_REPLY.table.UNREADABLE}, left} end
+  return {${CLAIM_REPLY.table.UNREADABLE}, lease}
 end
 local v = redis.pcall('GET', key)
 if type(v) == 'table' then return unreadable() end
-if not v then return take(${REPLY.ACQUIRED}) end
+if not v then return take(${CLAIM_REPLY.ACQUIRED}) end
 local head = string.sub(v, 1, 6)
-if head == '${COMPLETED}' then return {${REPLY.COMPLETED}, v, unreadable()[2]} end
+if head == '${COMPLETED}' then return {${CLAIM_REPLY.table.COMPLETED}, v, unreadable()[2]} end
 if head ~= ${IN_FLIGHT_LUA} then return unreadable() end
 local c = string.find(v, ':', 7, true)
 local floor = c and tonumber(string.sub(v, 7, c - 1))
@@ -64,17 +63,17 @@ if not floor or #v - c < ${TOKEN_ID_LENGTH} then return unreadable() end
 local left = redis.call('PTTL', key)
 if left < 0 then return unreadable() end
 -- The hint: what is left of the lease, which the key's expiry caps.
-if left > floor then return {${REPLY.IN_FLIGHT}, string.sub(v, c + 1 + ${TOKEN_ID_LENGTH}), math.min(left - floor, left)} end
-return take(${REPLY.RECOVERED})
+if left > floor then return {${CLAIM_REPLY.table.IN_FLIGHT}, string.sub(v, c + 1 + ${TOKEN_ID_LENGTH}), math.min(left - floor, left)} end
+return take(${CLAIM_REPLY.RECOVERED})
 `;
 
 // The fenced writes' head: LOST unless ARGV[1], the token, holds the record
 // in flight, lease or not. The writes keep the key's TTL: the deadline.
 const OWNED = `local key = KEYS[1]
 local v = redis.pcall('GET', key)
-if type(v) ~= 'string' or string.sub(v, 1, 6) ~= ${IN_FLIGHT_LUA} then return ${REPLY.LOST} end
+if type(v) ~= 'string' or string.sub(v, 1, 6) ~= ${IN_FLIGHT_LUA} then return ${WRITE_REPLY.LOST} end
 local c = string.find(v, ':', 7, true)
-if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${REPLY.LOST} end
+if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end
 `;
 
 function script(source: string): { source: string; sha: string } {
@@ -88,19 +87,19 @@ function script(source: string): { source: string; sha: string } {
 export const SCRIPTS = {
   claim: script(CLAIM),
   complete: script(`${OWNED}redis.call('SET', key, ARGV[2], 'KEEPTTL')
-return ${REPLY.APPLIED}
+return ${WRITE_REPLY.APPLIED}
 `),
   release: script(`${OWNED}redis.call('DEL', key)
-return ${REPLY.APPLIED}
+return ${WRITE_REPLY.APPLIED}
 `),
   extend: script(`${OWNED}local left = redis.call('PTTL', key)
-if left < 0 then return ${REPLY.LOST} end
+if left < 0 then return ${WRITE_REPLY.LOST} end
 redis.call('SET', key, ${IN_FLIGHT_LUA} .. string.format('%d', left - tonumber(ARGV[2])) .. ':' .. ARGV[1], 'KEEPTTL')
-return ${REPLY.APPLIED}
+return ${WRITE_REPLY.APPLIED}
 `),
   state: script(`local r = redis.pcall('GETRANGE', KEYS[1], 0, 5)
-if r == '' or r == '${COMPLETED}' then return ${REPLY.SETTLED} end
-return ${REPLY.HELD}`),
+if r == '' or r == '${COMPLETED}' then return ${STATE_REPLY.SETTLED} end
+return ${STATE_REPLY.HELD}`),
 } satisfies Record<StoreOperation | "state", unknown>;
 
 /** A reply's completed record as a claim's result, else `null`. */
@@ -116,19 +115,20 @@ export function claimReply(
   token: string,
   leaseMs: number,
 ): ClaimResult {
-  if (reply === REPLY.ACQUIRED || reply === REPLY.RECOVERED) {
-    return { state: "acquired", token, recovered: reply === REPLY.RECOVERED };
+  const recovered = reply === CLAIM_REPLY.RECOVERED;
+  if (recovered || reply === CLAIM_REPLY.ACQUIRED) {
+    return { state: "acquired", token, recovered };
   }
   const [kind, a, b] = Array.isArray(reply) ? reply : [];
-  if (kind === REPLY.IN_FLIGHT) {
+  if (kind === CLAIM_REPLY.table.IN_FLIGHT) {
     const fingerprint = text(a);
     if (fingerprint === null) return unreadable(leaseMs);
     const retryAfterMs = Math.max(1, Number(b) || 1);
     return { state: "in_flight", fingerprint, retryAfterMs };
   }
-  if (kind === REPLY.COMPLETED) {
+  if (kind === CLAIM_REPLY.table.COMPLETED) {
     return completedClaim(a) ?? unreadable(Number(b) || leaseMs);
   }
-  const hint = kind === REPLY.UNREADABLE ? Number(a) : 0;
+  const hint = kind === CLAIM_REPLY.table.UNREADABLE ? Number(a) : 0;
   return unreadable(hint || leaseMs);
 }

@@ -41,8 +41,9 @@ import {
 import {
   claimReply,
   completedClaim,
-  REPLY,
   SCRIPTS,
+  STATE_REPLY,
+  WRITE_REPLY,
 } from "./_redis_scripts.ts";
 import { completedRecord, inFlightRecord, newToken } from "./_redis_record.ts";
 import { type StoreCall, StoreCalls } from "./_store_call.ts";
@@ -271,7 +272,7 @@ export class RedisStore implements IdempotencyStore {
     const record = completedRecord(token, response);
     if (record === null) return "lost";
     const reply = await this.#eval("complete", slot, [token, record]);
-    if (reply !== REPLY.APPLIED) return "lost";
+    if (reply !== WRITE_REPLY.APPLIED) return "lost";
     if (this.#replicas > 0) await this.#replicated("complete", slot);
     this.#publish(slot);
     return "applied";
@@ -281,7 +282,7 @@ export class RedisStore implements IdempotencyStore {
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
     const reply = await this.#eval("release", slot, [String(token)]);
-    if (reply !== REPLY.APPLIED) return "lost";
+    if (reply !== WRITE_REPLY.APPLIED) return "lost";
     this.#publish(slot);
     return "applied";
   }
@@ -315,7 +316,7 @@ export class RedisStore implements IdempotencyStore {
         if (done) return;
         const { source } = SCRIPTS.state;
         const state = await this.#send(["EVAL", source, "1", channel]);
-        if (state !== REPLY.HELD) end();
+        if (state !== STATE_REPLY.HELD) end();
       }).catch((error) => end(true, error));
     });
   }
@@ -329,7 +330,7 @@ export class RedisStore implements IdempotencyStore {
     assertSlot(slot);
     const lease = String(durationMs("leaseMs", leaseMs));
     const reply = await this.#eval("extend", slot, [String(token), lease]);
-    return reply === REPLY.APPLIED ? "applied" : "lost";
+    return reply === WRITE_REPLY.APPLIED ? "applied" : "lost";
   }
 
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */

@@ -165,16 +165,16 @@ export const MUTANTS: Mutant[] = [
     id: "redis-fence-token",
     file: REDIS_SCRIPTS,
     text:
-      "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${REPLY.LOST} end",
-    replacement: "if not c then return ${REPLY.LOST} end",
+      "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end",
+    replacement: "if not c then return ${WRITE_REPLY.LOST} end",
     tests: [T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
     id: "redis-lease-floor",
     file: REDIS_SCRIPTS,
-    text: "if left > floor then return {${REPLY.IN_FLIGHT},",
-    replacement: "if left >= 0 then return {${REPLY.IN_FLIGHT},",
+    text: "if left > floor then return {${CLAIM_REPLY.table.IN_FLIGHT},",
+    replacement: "if left >= 0 then return {${CLAIM_REPLY.table.IN_FLIGHT},",
     tests: [T.redis],
     what:
       "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
