@@ -707,8 +707,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-unreadable-hint-lease",
     file: REDIS_SCRIPTS,
-    text: "then return {${REPLY.UNREADABLE}, left} end",
-    replacement: "then return {${REPLY.UNREADABLE}, lease} end",
+    text: "then return {${CLAIM_REPLY.table.UNREADABLE}, left} end",
+    replacement: "then return {${CLAIM_REPLY.table.UNREADABLE}, lease} end",
     tests: [T.redis],
     what:
       "an unreadable value that expires sooner than the lease hints the lease",
@@ -732,8 +732,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-recovered-as-acquired",
     file: REDIS_SCRIPTS,
-    text: "recovered: reply === REPLY.RECOVERED",
-    replacement: "recovered: false",
+    text: "const recovered = reply === CLAIM_REPLY.RECOVERED;",
+    replacement: "const recovered = false;",
     tests: [T.redis],
     what: "a claim that took over a lapsed lease is reported a fresh one",
   },
