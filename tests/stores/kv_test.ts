@@ -126,6 +126,8 @@ interface Spy {
   beforeCommit?: (writesRecord: boolean) => Promise<void>;
   /** How many keys each `getMany` asked for, in order, when given. */
   reads?: number[];
+  /** Runs before each `get` goes out; may throw to fail it. */
+  beforeGet?: () => void;
 }
 
 /**
@@ -134,7 +136,10 @@ interface Spy {
  */
 function spied(kv: Deno.Kv, spy: Spy): Deno.Kv {
   return {
-    get: (key: Deno.KvKey) => kv.get(key),
+    get: async (key: Deno.KvKey) => {
+      spy.beforeGet?.();
+      return await kv.get(key);
+    },
     getMany: (keys: Deno.KvKey[]) => {
       spy.reads?.push(keys.length);
       return kv.getMany(keys);
@@ -566,4 +571,88 @@ Deno.test("KvStore reads only what is stored of a record that claims a huge body
     keysRead <= 80,
     `${keysRead} chunk keys read for 4 stored chunks: the read must stop at the first missing one`,
   );
+});
+
+// --- documented numbers at their boundaries ----------------------------------
+
+Deno.test("KvStore keeps a body inline up to its budget of 60 KiB, and chunks one a byte over", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore({ kv, prefix: ["t"] });
+  // The record's estimate: 256, the fingerprint "fp" (2 × 2 + 8) and the
+  // token, a UUID (2 × 36 + 8), no header, then the body: 61,440 at 61,092.
+  for (
+    const [slot, size, chunks] of [["in", 61_092, 0], [
+      "out",
+      61_093,
+      1,
+    ]] as const
+  ) {
+    const token = tokenOf(await store.claim(slot, options));
+    const body = pattern(size);
+    const response: StoredResponse = { status: 200, headers: [], body };
+    assert.equal(await store.complete(slot, token, response), "applied");
+    const keys = await keysUnder(kv, ["t", "chunk", slot]);
+    assert.equal(keys.length, chunks, `${slot}: ${size} bytes`);
+    assert.deepEqual(responseOf(await store.claim(slot, options)).body, body);
+  }
+});
+
+Deno.test("KvStore fills each chunk with up to 64 KiB of the header JSON and the body", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore({ kv, prefix: ["t"] });
+  // The chunks hold "[]" (2 bytes), then the body.
+  const cases = [["one", 65_534, 1], ["two", 65_535, 2]] as const;
+  for (const [slot, size, chunks] of cases) {
+    const token = tokenOf(await store.claim(slot, options));
+    const body = pattern(size);
+    const response: StoredResponse = { status: 200, headers: [], body };
+    assert.equal(await store.complete(slot, token, response), "applied");
+    const keys = await keysUnder(kv, ["t", "chunk", slot]);
+    assert.equal(keys.length, chunks, `${slot}: ${size} bytes`);
+    assert.deepEqual(responseOf(await store.claim(slot, options)).body, body);
+  }
+});
+
+Deno.test("KvStore retries a record moved under it 16 times in all, then throws a StoreError", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const spy: Spy = { commits: [] };
+  const store = new KvStore({ kv: spied(kv, spy), prefix: ["t"] });
+  const extendMoved = async (slot: string, moves: number) => {
+    const token = tokenOf(await store.claim(slot, options));
+    const key = ["t", "rec", slot];
+    let left = moves;
+    spy.beforeCommit = async (writesRecord) => {
+      if (!writesRecord || left === 0) return;
+      left--;
+      await kv.set(key, (await kv.get(key)).value); // same record, new versionstamp
+    };
+    try {
+      return await store.extend(slot, token, 1_000);
+    } finally {
+      delete spy.beforeCommit;
+    }
+  };
+  assert.equal(await extendMoved("a", 15), "applied");
+  const error = await extendMoved("b", 16).then(() => null, (e) => e);
+  assert.ok(error instanceof StoreError, String(error));
+  assert.equal(error.operation, "extend");
+  assert.match(error.message, /after 16 attempts/);
+});
+
+Deno.test("KvStore waits out a locked database for 10 attempts in all, then throws a StoreError", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const spy: Spy = { commits: [] };
+  const store = new KvStore({ kv: spied(kv, spy), prefix: ["t"] });
+  const claimLocked = (slot: string, locked: number) => {
+    spy.beforeGet = () => {
+      if (locked-- > 0) throw new Error("database is locked");
+    };
+    return store.claim(slot, options);
+  };
+  tokenOf(await claimLocked("a", 9));
+  const error = await claimLocked("b", 10).then(() => null, (e) => e);
+  assert.ok(error instanceof StoreError, String(error));
+  assert.match(String(error.cause), /database is locked/);
+  delete spy.beforeGet;
+  tokenOf(await store.claim("b", options)); // nothing was claimed
 });
