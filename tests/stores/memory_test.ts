@@ -666,3 +666,19 @@ Deno.test("MemoryStore writes are applied for the owner and lost for anyone else
   assert.equal(await store.complete("s", claim.token, record(1)), "lost");
   assert.equal(await store.release("s", claim.token), "lost");
 });
+
+Deno.test("MemoryStore holds 100,000 records and 64 MiB by default", async () => {
+  const store = new MemoryStore();
+  for (let i = 0; i < 100_000; i++) await store.claim(`s${i}`, options);
+  assert.equal(store.size, 100_000);
+  // Every one is a live claim: the next has no room.
+  await assert.rejects(() => store.claim("one more", options), StoreError);
+  const MiB64 = 67_108_864;
+  const exact = new MemoryStore();
+  await completeNew(exact, "s", MiB64 - 2); // with its header list, "[]"
+  assert.equal(exact.bytes, MiB64);
+  assert.equal(await keptBody(exact, "s"), MiB64 - 2);
+  const over = new MemoryStore();
+  await completeNew(over, "s", MiB64 - 1);
+  assert.equal(await keptBody(over, "s"), null);
+});
