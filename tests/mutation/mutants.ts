@@ -609,4 +609,292 @@ export const MUTANTS: Mutant[] = [
     what:
       "a claim stopped twice (lost, then settled) unlinks its neighbours: claims still running lose their renewals",
   },
+  // --- issue 25, src/stores/memory.ts: documented numbers and shared data ---
+  {
+    id: "memory-body-fits-under",
+    file: MEMORY,
+    text: "const fits = body !== null && done.bytes + size <= this.#maxBytes;",
+    replacement:
+      "const fits = body !== null && done.bytes + size < this.#maxBytes;",
+    tests: [T.memory],
+    what: "a body that fills maxBytes exactly is stored without its body",
+  },
+  {
+    id: "memory-bytes-full-early",
+    file: MEMORY,
+    text: "while (this.#bytes + size > this.#maxBytes) {",
+    replacement: "while (this.#bytes + size >= this.#maxBytes) {",
+    tests: [T.memory],
+    what:
+      "an older body is dropped when the store would be exactly at maxBytes",
+  },
+  {
+    id: "memory-entries-one-more",
+    file: MEMORY,
+    text: "if (this.#entries.size < this.#maxEntries) return;",
+    replacement: "if (this.#entries.size <= this.#maxEntries) return;",
+    tests: [T.memory],
+    what: "the store holds maxEntries + 1 records",
+  },
+  {
+    id: "memory-entries-one-less",
+    file: MEMORY,
+    text: "if (this.#entries.size < this.#maxEntries) return;",
+    replacement: "if (this.#entries.size < this.#maxEntries - 1) return;",
+    tests: [T.memory],
+    what: "the store evicts a record to hold its maxEntries-th",
+  },
+  {
+    id: "memory-counts-shared-buffer",
+    file: MEMORY,
+    text: "const size = body?.byteLength ?? 0;",
+    replacement: "const size = body?.buffer.byteLength ?? 0;",
+    tests: [T.memory],
+    what:
+      "a body that views a larger buffer counts the whole buffer against maxBytes",
+  },
+  {
+    id: "memory-default-max-bytes",
+    file: MEMORY,
+    text: "maxBytes ?? 67_108_864",
+    replacement: "maxBytes ?? 67_108_863",
+    tests: [T.memory],
+    what: "the default maxBytes is a byte short of 64 MiB",
+  },
+  {
+    id: "memory-default-max-entries",
+    file: MEMORY,
+    text: "maxEntries ?? 100_000",
+    replacement: "maxEntries ?? 100_001",
+    tests: [T.memory],
+    what: "the default maxEntries is 100,001",
+  },
+  // --- issue 25, src/stores/failover.ts: a fallback trusted once it answered ---
+  {
+    id: "failover-served-fallback-untrusted",
+    file: FAILOVER,
+    text:
+      "result = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
+    replacement: "result = await this.#fallback.claim(slot, options);",
+    tests: [T.failover],
+    what:
+      "a fallback that served claims while the primary was down is still untrusted: its outage refuses every claim",
+  },
+  {
+    id: "failover-both-claim-untrusted",
+    file: FAILOVER,
+    text:
+      "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
+    replacement: "second = await this.#fallback.claim(slot, options);",
+    tests: [T.failover],
+    what:
+      "a fallback that answered b: claims is still untrusted: its outage refuses every claim",
+  },
+  {
+    id: "failover-strict-ignored",
+    file: FAILOVER,
+    text: "if (!answered || this.#strict) {",
+    replacement: "if (!answered) {",
+    tests: [T.failover],
+    what:
+      "strict grants a claim on the primary alone once the fallback answered",
+  },
+  {
+    id: "failover-trusted-from-start",
+    file: FAILOVER,
+    text: "#fallbackAnswered = false;",
+    replacement: "#fallbackAnswered = true;",
+    tests: [T.failover],
+    what:
+      "a fallback that never answered is trusted: a missing table looks like an outage and claims go on",
+  },
+  // --- issue 25, src/stores/kv.ts and its private files: checks, budgets, attempts ---
+  {
+    id: "kv-unit-moved-is-check",
+    file: KV_SLOTS,
+    text: "entry.versionstamp === read",
+    replacement: "entry.versionstamp !== null",
+    tests: ["tests/stores/kv_transaction_test.ts"],
+    what:
+      "a record that moved under a unit with checks is reported as a failed check: a takeover throws, an extend fails the commit",
+  },
+  {
+    id: "kv-unit-check-is-lost",
+    file: KV_SLOTS,
+    text:
+      'throw new Error(\n          "A check of the handler\'s mutations failed: nothing was committed",\n        );',
+    replacement: 'return "lost";',
+    tests: ["tests/stores/kv_transaction_test.ts"],
+    what:
+      "a failed check of the handler's is reported lost (409) instead of unknown (503)",
+  },
+  {
+    id: "kv-inline-budget-under",
+    file: KV_CHUNKS,
+    text: "if (inlineSize(owned, response) <= INLINE_BUDGET) {",
+    replacement: "if (inlineSize(owned, response) < INLINE_BUDGET) {",
+    tests: [T.kv],
+    what: "a record exactly at the inline budget is chunked",
+  },
+  {
+    id: "kv-chunk-bytes-short",
+    file: KV_CHUNKS,
+    text: "const CHUNK_BYTES = 65_536;",
+    replacement: "const CHUNK_BYTES = 65_535;",
+    tests: [T.kv],
+    what: "chunks hold a byte less than 64 KiB",
+  },
+  {
+    id: "kv-attempts-fewer",
+    file: KV_SLOTS,
+    text: "const MAX_ATTEMPTS = 16;",
+    replacement: "const MAX_ATTEMPTS = 15;",
+    tests: [T.kv],
+    what: "a contended operation gives up after 15 attempts",
+  },
+  {
+    id: "kv-attempts-more",
+    file: KV_SLOTS,
+    text: "const MAX_ATTEMPTS = 16;",
+    replacement: "const MAX_ATTEMPTS = 17;",
+    tests: [T.kv],
+    what: "a contended operation tries 17 times",
+  },
+  {
+    id: "kv-locked-fewer",
+    file: "src/stores/_kv_bodies.ts",
+    text: "const LOCKED_ATTEMPTS = 10;",
+    replacement: "const LOCKED_ATTEMPTS = 9;",
+    tests: [T.kv],
+    what: "a locked database is tried 9 times",
+  },
+  {
+    id: "kv-locked-more",
+    file: "src/stores/_kv_bodies.ts",
+    text: "const LOCKED_ATTEMPTS = 10;",
+    replacement: "const LOCKED_ATTEMPTS = 11;",
+    tests: [T.kv],
+    what: "a locked database is tried 11 times",
+  },
+  // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
+  {
+    id: "store-call-deadline-late",
+    file: STORE_CALL,
+    text: "const at = this.clock.now() + this.ms;",
+    replacement: "const at = this.clock.now() + this.ms + 1;",
+    tests: [T.time],
+    what: "a call gets a millisecond more than timeoutMs",
+  },
+  {
+    id: "orphans-keeps-one-more",
+    file: "src/stores/_orphans.ts",
+    text: "while (this.size >= this.max) {",
+    replacement: "while (this.size > this.max) {",
+    tests: [T.time],
+    what: "the undo queue holds max + 1 orphans",
+  },
+  {
+    id: "orphans-drops-watched-first",
+    file: "src/stores/_orphans.ts",
+    text: "const from = this.#ready.size > 0 ? this.#ready : this.#watched;",
+    replacement:
+      "const from = this.#watched.size > 0 ? this.#watched : this.#ready;",
+    tests: [T.time],
+    what: "a full undo queue drops a claim still out before a ready one",
+  },
+  {
+    id: "orphans-default-max",
+    file: "src/stores/_orphans.ts",
+    text: "readonly max = 10_000,",
+    replacement: "readonly max = 9_999,",
+    tests: [T.time],
+    what: "the undo queue holds 9,999 orphans by default",
+  },
+  {
+    id: "orphans-backoff-first",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 100, max: 5_000, jitter: "equal" } as const;',
+    tests: [T.time],
+    what: "a failed undo pass is retried after 100 ms at most, not 200",
+  },
+  {
+    id: "orphans-backoff-max",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 200, max: 6_400, jitter: "equal" } as const;',
+    tests: [T.time],
+    what: "the undo retries grow past 5 s",
+  },
+  {
+    id: "orphans-backoff-full-jitter",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 200, max: 5_000, jitter: "full" } as const;',
+    tests: [T.time],
+    what: "an undo retry may come at once (full jitter)",
+  },
+  {
+    id: "orphans-backoff-not-reset",
+    file: "src/stores/_orphans.ts",
+    text: "this.#attempt = 0;",
+    replacement: "",
+    tests: [T.time],
+    what:
+      "after a pass succeeds the next failure waits as long as the last one",
+  },
+  // --- issue 25, src/stores/postgres.ts: claim attempts, sweep batches, outcomes ---
+  {
+    id: "postgres-claim-attempts-fewer",
+    file: "src/stores/postgres.ts",
+    text: "const CLAIM_ATTEMPTS = 4;",
+    replacement: "const CLAIM_ATTEMPTS = 3;",
+    tests: [T.postgres],
+    what: "a claim that finds no row gives up after 3 statements",
+  },
+  {
+    id: "postgres-claim-attempts-more",
+    file: "src/stores/postgres.ts",
+    text: "const CLAIM_ATTEMPTS = 4;",
+    replacement: "const CLAIM_ATTEMPTS = 5;",
+    tests: [T.postgres],
+    what: "a claim that finds no row runs 5 statements",
+  },
+  {
+    id: "postgres-free-row-decoded",
+    file: "src/stores/postgres.ts",
+    text: "if (row === undefined || row.free === true) continue;",
+    replacement: "if (row === undefined) continue;",
+    tests: [T.postgres],
+    what:
+      "a free row read while another claim won is answered as is, not claimed again",
+  },
+  {
+    id: "postgres-sweep-full-batch-last",
+    file: "src/stores/postgres.ts",
+    text: "if (count < batchSize) return total;",
+    replacement: "if (count <= batchSize) return total;",
+    tests: [T.postgres],
+    what: "sweep stops after a full batch, leaving expired rows",
+  },
+  {
+    id: "postgres-sweep-default-batch",
+    file: "src/stores/postgres.ts",
+    text: "options.batchSize ?? 1000",
+    replacement: "options.batchSize ?? 999",
+    tests: [T.postgres],
+    what: "sweep's default batch is 999 rows",
+  },
+  {
+    id: "postgres-write-outcomes-swapped",
+    file: "src/stores/postgres.ts",
+    text: 'return rows.count === 1 ? "applied" : "lost";',
+    replacement: 'return rows.count === 1 ? "lost" : "applied";',
+    tests: [T.postgres],
+    what:
+      "a fenced write that changed its row is reported lost, one that changed none applied",
+  },
 ];
