@@ -776,6 +776,31 @@ export const MUTANTS: Mutant[] = [
     tests: [T.kv],
     what: "a locked database is tried 11 times",
   },
+  {
+    id: "kv-owner-at-ttl",
+    file: KV_SLOTS,
+    text: "now >= record.deadline\n  ) return null;",
+    replacement: "now > record.deadline\n  ) return null;",
+    tests: [T.kv],
+    what: "an owner still writes at the exact end of its record's TTL",
+  },
+  {
+    id: "kv-retry-after-lease-only",
+    file: KV_SLOTS,
+    text: "const until = Math.min(live.leaseUntil, live.deadline);",
+    replacement: "const until = live.leaseUntil;",
+    tests: [T.kv],
+    what:
+      "an in-flight answer's Retry-After runs to a lease that outlives the TTL",
+  },
+  {
+    id: "kv-claim-live-at-ttl",
+    file: KV_SLOTS,
+    text: "const live = previous !== null && now < previous.deadline",
+    replacement: "const live = previous !== null && now <= previous.deadline",
+    tests: [T.kv],
+    what: "a record blocks a claim at the exact end of its TTL",
+  },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
   {
     id: "store-call-deadline-late",

@@ -656,3 +656,38 @@ Deno.test("KvStore waits out a locked database for 10 attempts in all, then thro
   delete spy.beforeGet;
   tokenOf(await store.claim("b", options)); // nothing was claimed
 });
+
+Deno.test("KvStore's owner writes until the TTL ends, and is lost at it, its lease over or not", async () => {
+  using kv = await Deno.openKv(":memory:");
+  let now = 1_000_000;
+  const store = new KvStore({ kv, clock: () => now });
+  const claim = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 10_000 };
+  const token = tokenOf(await store.claim("s", claim));
+  now += 9_999; // the lease is long over, nobody took over, 1 ms of TTL left
+  assert.equal(await store.extend("s", token, 60_000), "applied");
+  now += 1; // the TTL ended exactly now
+  assert.equal(await store.extend("s", token, 60_000), "lost");
+  const done = { status: 200, headers: [], body: encoder.encode("x") };
+  assert.equal(await store.complete("s", token, done), "lost");
+  assert.equal(await store.release("s", token), "lost");
+});
+
+Deno.test("KvStore holds a claim whose lease outlives its TTL in flight until the TTL, then frees it", async () => {
+  using kv = await Deno.openKv(":memory:");
+  let now = 1_000_000;
+  const store = new KvStore({ kv, clock: () => now });
+  const claim = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 2_000 };
+  tokenOf(await store.claim("s", claim));
+  now += 1_500;
+  assert.deepEqual(await store.claim("s", claim), {
+    state: "in_flight",
+    fingerprint: "fp",
+    retryAfterMs: 500, // until the TTL, not the lease
+  });
+  now += 499;
+  const last = await store.claim("s", claim);
+  assert.ok(last.state === "in_flight" && last.retryAfterMs === 1);
+  now += 1;
+  const free = await store.claim("s", claim);
+  assert.ok(free.state === "acquired" && free.recovered === false);
+});
