@@ -801,6 +801,14 @@ export const MUTANTS: Mutant[] = [
     tests: [T.kv],
     what: "a record blocks a claim at the exact end of its TTL",
   },
+  {
+    id: "kv-default-timeout",
+    file: "src/stores/kv.ts",
+    text: "const timeoutMs = options?.timeoutMs ?? 10_000;",
+    replacement: "const timeoutMs = options?.timeoutMs ?? 9_999;",
+    tests: ["tests/stores/kv_deadline_test.ts"],
+    what: "a KV operation gets 9,999 ms by default, not 10,000",
+  },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
   {
     id: "store-call-deadline-late",
@@ -921,5 +929,46 @@ export const MUTANTS: Mutant[] = [
     tests: [T.postgres],
     what:
       "a fenced write that changed its row is reported lost, one that changed none applied",
+  },
+  {
+    id: "postgres-default-timeout",
+    file: "src/stores/_postgres_options.ts",
+    text: "const timeoutMs = options.timeoutMs ?? 2000;",
+    replacement: "const timeoutMs = options.timeoutMs ?? 2001;",
+    tests: [T.postgres],
+    what: "a PostgreSQL statement gets 2,001 ms by default, not 2,000",
+  },
+  {
+    id: "postgres-table-bytes-boundary",
+    file: "src/stores/_postgres_migration.ts",
+    text: "if (bytes(table) > MAX_TABLE_BYTES) {",
+    replacement: "if (bytes(table) >= MAX_TABLE_BYTES) {",
+    tests: [T.postgres],
+    what: "a table name of exactly 48 bytes is refused",
+  },
+  {
+    id: "postgres-table-chars",
+    file: "src/stores/_postgres_migration.ts",
+    text: "if (bytes(table) > MAX_TABLE_BYTES) {",
+    replacement: "if (table.length > MAX_TABLE_BYTES) {",
+    tests: [T.postgres],
+    what:
+      "a table name is measured in characters: 49 bytes in 25 characters pass",
+  },
+  {
+    id: "postgres-schema-bytes-boundary",
+    file: "src/stores/_postgres_migration.ts",
+    text: "schema !== null && bytes(schema) > MAX_SCHEMA_BYTES",
+    replacement: "schema !== null && bytes(schema) >= MAX_SCHEMA_BYTES",
+    tests: [T.postgres],
+    what: "a schema name of exactly 63 bytes is refused",
+  },
+  {
+    id: "postgres-schema-unbounded",
+    file: "src/stores/_postgres_migration.ts",
+    text: "const MAX_SCHEMA_BYTES = 63;",
+    replacement: "const MAX_SCHEMA_BYTES = 64;",
+    tests: [T.postgres],
+    what: "a schema name of 64 bytes is taken (PostgreSQL would cut it)",
   },
 ];

@@ -1151,3 +1151,43 @@ Deno.test("PostgresStore.sweep() stops at the first batch that deletes fewer tha
   assert.deepEqual(await sweep(999), [999, 1, 1_000]);
   assert.deepEqual(await sweep(1_000), [1_000, 2, 1_000]);
 });
+
+Deno.test("PostgresStore takes a table name of up to 48 bytes and a schema name of up to 63", () => {
+  const { sql } = scripted(() => rows([]));
+  const accepts = (table: string) => new PostgresStore({ sql, table }).table;
+  const refuses = (table: string) =>
+    assert.throws(() => new PostgresStore({ sql, table }), TypeError, table);
+  accepts("t".repeat(47));
+  accepts("t".repeat(48));
+  refuses("t".repeat(49));
+  accepts("é".repeat(24)); // bytes, not characters
+  refuses("é".repeat(24) + "t");
+  accepts(`${"s".repeat(62)}.t`);
+  accepts(`${"s".repeat(63)}.t`);
+  refuses(`${"s".repeat(64)}.t`);
+  refuses(`${"é".repeat(32)}.t`);
+});
+
+Deno.test("PostgresStore gives a statement 2,000 ms by default", async () => {
+  const timers: number[] = [];
+  const real = globalThis.setTimeout;
+  globalThis.setTimeout = ((_fn: () => void, ms = 0) => {
+    timers.push(ms);
+    return { ref() {}, unref() {} };
+  }) as unknown as typeof setTimeout;
+  try {
+    let answer!: () => void;
+    const { sql } = scripted((_kind, [, , token]) =>
+      new Promise((resolve) => {
+        answer = () => resolve(Object.assign([{ token }], { count: 1 }));
+      })
+    );
+    const store = new PostgresStore({ sql });
+    const claim = store.claim("s", opts("fp"));
+    assert.deepEqual(timers, [2_000]);
+    answer();
+    assert.equal((await claim).state, "acquired");
+  } finally {
+    globalThis.setTimeout = real;
+  }
+});
