@@ -708,6 +708,31 @@ export const MUTANTS: Mutant[] = [
     what:
       "a fallback that never answered is trusted: a missing table looks like an outage and claims go on",
   },
+  {
+    id: "failover-either-applied",
+    file: FAILOVER,
+    text: "    return f.value;\n  }",
+    replacement: '    return p.value === "applied" ? p.value : f.value;\n  }',
+    tests: [T.failover],
+    what:
+      "a b: write the fallback lost is applied because the primary applied it",
+  },
+  {
+    id: "failover-fallback-failed-applied",
+    file: FAILOVER,
+    text: 'if (p.ok) return failed("fallback", f.error), p.value;',
+    replacement: 'if (p.ok) return failed("fallback", f.error), "applied";',
+    tests: [T.failover],
+    what: "a b: write the primary lost is applied when the fallback throws",
+  },
+  {
+    id: "failover-primary-failed-applied",
+    file: FAILOVER,
+    text: 'if (!p.ok) return failed("primary", p.error), f.value;',
+    replacement: 'if (!p.ok) return failed("primary", p.error), "applied";',
+    tests: [T.failover],
+    what: "a b: write the fallback lost is applied when the primary throws",
+  },
   // --- issue 25, src/stores/kv.ts and its private files: checks, budgets, attempts ---
   {
     id: "kv-unit-moved-is-check",

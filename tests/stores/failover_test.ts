@@ -480,6 +480,30 @@ Deno.test("FailoverStore b: writes: one store throwing leaves the other's answer
   await failsWithBothCauses(store.complete("s", t, ok("x")), "complete");
 });
 
+Deno.test("FailoverStore b: writes are lost when the store whose answer stands lost the slot", async () => {
+  const { primary, fallback, store, events } = memoryPair();
+  const t = token(await store.claim("s", opts("fp")));
+  // The fallback lost the slot, the primary did not: the fallback's answer.
+  assert.equal(await fallback.inner.release("s", split(t).fallback), "applied");
+  assert.equal(await store.extend("s", t, 30_000), "lost");
+  assert.deepEqual(events.at(-1), {
+    type: "diverged",
+    operation: "extend",
+    slot: "s",
+    primary: "applied",
+    fallback: "lost",
+  });
+  // One store throws: the other's "lost" stands, from either side.
+  primary.down = true;
+  assert.equal(await store.extend("s", t, 30_000), "lost");
+  primary.down = false;
+  const u = token(await store.claim("u", opts("fp")));
+  assert.equal(await primary.inner.release("u", split(u).primary), "applied");
+  fallback.down = true;
+  assert.equal(await store.extend("u", u, 30_000), "lost");
+  assert.ok(events.at(-1)?.type === "write_failed");
+});
+
 Deno.test("FailoverStore.claim() throws a StoreError with both causes when both stores are down", async () => {
   const { primary, fallback, store } = memoryPair();
   primary.down = true;
