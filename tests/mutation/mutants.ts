@@ -669,6 +669,22 @@ export const MUTANTS: Mutant[] = [
     tests: [T.memory],
     what: "the default maxEntries is 100,001",
   },
+  {
+    id: "memory-wide-from-u0080",
+    file: MEMORY,
+    text: "const WIDE = /[\\u0100-\\uffff]/;",
+    replacement: "const WIDE = /[\\u0080-\\uffff]/;",
+    tests: [T.memory],
+    what: "a key with a Latin-1 character counts twice its characters past 64",
+  },
+  {
+    id: "memory-wide-counted-once",
+    file: MEMORY,
+    text: "2 * key.length - KEY_CHARS",
+    replacement: "key.length - KEY_CHARS",
+    tests: [T.memory],
+    what: "a key of two-byte characters counts one byte a character",
+  },
   // --- issue 25, src/stores/failover.ts: a fallback trusted once it answered ---
   {
     id: "failover-served-fallback-untrusted",
@@ -833,6 +849,14 @@ export const MUTANTS: Mutant[] = [
     replacement: "const timeoutMs = options?.timeoutMs ?? 9_999;",
     tests: ["tests/stores/kv_deadline_test.ts"],
     what: "a KV operation gets 9,999 ms by default, not 10,000",
+  },
+  {
+    id: "kv-chunk-slack-short",
+    file: KV_CHUNKS,
+    text: "export const CHUNK_SLACK_MS = 60_000;",
+    replacement: "export const CHUNK_SLACK_MS = 59_999;",
+    tests: [T.kv],
+    what: "chunks expire a millisecond less than a minute after their record",
   },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
   {

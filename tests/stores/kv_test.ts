@@ -691,3 +691,21 @@ Deno.test("KvStore holds a claim whose lease outlives its TTL in flight until th
   const free = await store.claim("s", claim);
   assert.ok(free.state === "acquired" && free.recovered === false);
 });
+
+Deno.test("KvStore's chunks expire a minute after their record", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const now = 1_000_000;
+  const spy: Spy = { commits: [] };
+  const store = new KvStore({ kv: spied(kv, spy), clock: () => now });
+  const token = tokenOf(await store.claim("s", { ...options, ttlMs: 10_000 }));
+  spy.commits.length = 0;
+  const body = pattern(200_000);
+  const response: StoredResponse = { status: 200, headers: [], body };
+  assert.equal(await store.complete("s", token, response), "applied");
+  const sets = spy.commits.flatMap((c) => c.sets);
+  const chunks = sets.filter((s) => s.key.includes("chunk"));
+  const records = sets.filter((s) => s.key.includes("rec"));
+  assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
+  assert.deepEqual(records.map((s) => s.expireIn), [10_000]);
+  assert.deepEqual(new Set(chunks.map((s) => s.expireIn)), new Set([70_000]));
+});

@@ -682,3 +682,15 @@ Deno.test("MemoryStore holds 100,000 records and 64 MiB by default", async () =>
   await completeNew(over, "s", MiB64 - 1);
   assert.equal(await keptBody(over, "s"), null);
 });
+
+Deno.test("MemoryStore counts a key's characters past 64 twice once one is past U+00FF", async () => {
+  const store = new MemoryStore();
+  const bytesOf = async (slot: string) => {
+    const before = store.bytes;
+    await store.claim(slot, options);
+    return store.bytes - before;
+  };
+  assert.equal(await bytesOf("\u00ff".repeat(65)), 1); // one byte a character
+  assert.equal(await bytesOf("\u0100" + "a".repeat(64)), 2 * 65 - 64);
+  assert.equal(await bytesOf("\u0100".repeat(64)), 0); // within the overhead
+});
