@@ -858,6 +858,22 @@ export const MUTANTS: Mutant[] = [
     tests: [T.kv],
     what: "chunks expire a millisecond less than a minute after their record",
   },
+  {
+    id: "kv-get-many-fewer",
+    file: KV_CHUNKS,
+    text: "export const GET_MANY = 10;",
+    replacement: "export const GET_MANY = 9;",
+    tests: [T.kv],
+    what: "chunks are read 9 keys a call",
+  },
+  {
+    id: "kv-read-window-wider",
+    file: KV_CHUNKS,
+    text: "export const READ_WINDOW = 8 * GET_MANY;",
+    replacement: "export const READ_WINDOW = 9 * GET_MANY;",
+    tests: [T.kv],
+    what: "a reader has 9 getMany calls out at once, 90 chunks",
+  },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
   {
     id: "store-call-deadline-late",

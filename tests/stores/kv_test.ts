@@ -126,6 +126,8 @@ interface Spy {
   beforeCommit?: (writesRecord: boolean) => Promise<void>;
   /** How many keys each `getMany` asked for, in order, when given. */
   reads?: number[];
+  /** The most `getMany` calls out at once. */
+  mostReading?: number;
   /** Runs before each `get` goes out; may throw to fail it. */
   beforeGet?: () => void;
 }
@@ -135,14 +137,21 @@ interface Spy {
  * Only what KvStore calls is forwarded.
  */
 function spied(kv: Deno.Kv, spy: Spy): Deno.Kv {
+  let reading = 0;
   return {
     get: async (key: Deno.KvKey) => {
       spy.beforeGet?.();
       return await kv.get(key);
     },
-    getMany: (keys: Deno.KvKey[]) => {
+    getMany: async (keys: Deno.KvKey[]) => {
       spy.reads?.push(keys.length);
-      return kv.getMany(keys);
+      reading++;
+      spy.mostReading = Math.max(spy.mostReading ?? 0, reading);
+      try {
+        return await kv.getMany(keys);
+      } finally {
+        reading--;
+      }
     },
     list: (selector: Deno.KvListSelector) => kv.list(selector),
     atomic: () => {
@@ -708,4 +717,20 @@ Deno.test("KvStore's chunks expire a minute after their record", async () => {
   assert.ok(chunks.length >= 3, `${chunks.length} chunks`);
   assert.deepEqual(records.map((s) => s.expireIn), [10_000]);
   assert.deepEqual(new Set(chunks.map((s) => s.expireIn)), new Set([70_000]));
+});
+
+Deno.test("KvStore reads chunks 10 keys a call, 8 calls at a time", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const spy: Spy = { commits: [], reads: [] };
+  const store = new KvStore({ kv: spied(kv, spy), prefix: ["t"] });
+  const token = tokenOf(await store.claim("s", options));
+  // "[]" then the body: 80 chunks and 1 byte, in 81 chunks.
+  const body = pattern(80 * 65_536 - 1);
+  const response: StoredResponse = { status: 200, headers: [], body };
+  assert.equal(await store.complete("s", token, response), "applied");
+  assert.equal((await keysUnder(kv, ["t", "chunk", "s"])).length, 81);
+  spy.reads!.length = 0;
+  assert.deepEqual(responseOf(await store.claim("s", options)).body, body);
+  assert.deepEqual(spy.reads, [10, 10, 10, 10, 10, 10, 10, 10, 1]);
+  assert.equal(spy.mostReading, 8);
 });
