@@ -944,6 +944,14 @@ export const MUTANTS: Mutant[] = [
     what:
       "after a pass succeeds the next failure waits as long as the last one",
   },
+  {
+    id: "orphans-release-at-lease-end",
+    file: "src/stores/_orphans.ts",
+    text: "if (orphan.until > Date.now()) {",
+    replacement: "if (orphan.until >= Date.now()) {",
+    tests: [T.time],
+    what: "an orphan's release is still sent at the exact end of its lease",
+  },
   // --- issue 25, src/stores/postgres.ts: claim attempts, sweep batches, outcomes ---
   {
     id: "postgres-claim-attempts-fewer",

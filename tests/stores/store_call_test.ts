@@ -497,3 +497,31 @@ Deno.test("Orphans retries a failing pass after 200 ms doubled up to 5 s, from h
     time.restore();
   }
 });
+
+Deno.test("Orphans keeps trying a release for one lease: a millisecond before its end, not at it", async () => {
+  let releases = 0;
+  const orphans = new Orphans(() => {
+    releases++;
+    return Promise.reject(new Error("down"));
+  });
+  const time = fakeGlobalTimers();
+  const realNow = Date.now;
+  let now = 1_000_000;
+  Date.now = () => now;
+  try {
+    const retry = async (at: number) => {
+      await turnsUntil(() => time.pending.length === 1, time.real);
+      now = at;
+      await time.advanceTo(time.pending[0]!.at);
+    };
+    orphans.undo("s", "t", 1_000); // kept until 1,001,000
+    await retry(1_000_999);
+    await turnsUntil(() => releases === 2, time.real);
+    await retry(1_001_000);
+    await turnsUntil(() => orphans.size === 0, time.real);
+    assert.equal(releases, 2, "the lease has ended: no release is sent");
+  } finally {
+    Date.now = realNow;
+    time.restore();
+  }
+});
