@@ -874,6 +874,22 @@ export const MUTANTS: Mutant[] = [
     tests: [T.kv],
     what: "a reader has 9 getMany calls out at once, 90 chunks",
   },
+  {
+    id: "kv-watch-lease-end-waits",
+    file: KV_SLOTS,
+    text: "now >= record.leaseUntil || now >= record.deadline)",
+    replacement: "now > record.leaseUntil || now >= record.deadline)",
+    tests: [T.kv],
+    what: "waitForChange() waits on a lease that ends exactly now",
+  },
+  {
+    id: "kv-watch-ttl-end-waits",
+    file: KV_SLOTS,
+    text: "now >= record.leaseUntil || now >= record.deadline)",
+    replacement: "now >= record.leaseUntil || now > record.deadline)",
+    tests: [T.kv],
+    what: "waitForChange() waits on a claim whose TTL ends exactly now",
+  },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
   {
     id: "store-call-deadline-late",

@@ -734,3 +734,32 @@ Deno.test("KvStore reads chunks 10 keys a call, 8 calls at a time", async () => 
   assert.deepEqual(spy.reads, [10, 10, 10, 10, 10, 10, 10, 10, 1]);
   assert.equal(spy.mostReading, 8);
 });
+
+Deno.test("KvStore.waitForChange() waits on a lease with 1 ms left, not on a lease or a TTL that ended exactly now", async () => {
+  using kv = await Deno.openKv(":memory:");
+  let now = 1_000_000;
+  const store = new KvStore({ kv, clock: () => now });
+  const never = new AbortController().signal;
+  const claim = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 2_000 };
+  const token = tokenOf(await store.claim("lease", claim));
+  now += 999; // 1 ms of lease left: the wait lasts until a change
+  const waiting = store.waitForChange("lease", never);
+  let changed = false;
+  waiting.then(() => changed = true);
+  assert.equal(await store.extend("lease", token, 1), "applied");
+  await waiting;
+  assert.ok(changed);
+  // Nothing to wait for: it resolves at once, long before a bound that
+  // only stops a wait that should not have begun.
+  const atOnce = async (slot: string) => {
+    const bound = AbortSignal.timeout(5_000);
+    await store.waitForChange(slot, bound);
+    assert.equal(bound.aborted, false, `${slot}: waited`);
+  };
+  now += 1; // the renewed lease ends exactly now
+  await atOnce("lease");
+  const long = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 1_000 };
+  tokenOf(await store.claim("ttl", long));
+  now += 1_000; // the TTL ended exactly now, the lease has not
+  await atOnce("ttl");
+});
