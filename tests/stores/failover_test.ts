@@ -480,6 +480,30 @@ Deno.test("FailoverStore b: writes: one store throwing leaves the other's answer
   await failsWithBothCauses(store.complete("s", t, ok("x")), "complete");
 });
 
+Deno.test("FailoverStore b: writes are lost when the store whose answer stands lost the slot", async () => {
+  const { primary, fallback, store, events } = memoryPair();
+  const t = token(await store.claim("s", opts("fp")));
+  // The fallback lost the slot, the primary did not: the fallback's answer.
+  assert.equal(await fallback.inner.release("s", split(t).fallback), "applied");
+  assert.equal(await store.extend("s", t, 30_000), "lost");
+  assert.deepEqual(events.at(-1), {
+    type: "diverged",
+    operation: "extend",
+    slot: "s",
+    primary: "applied",
+    fallback: "lost",
+  });
+  // One store throws: the other's "lost" stands, from either side.
+  primary.down = true;
+  assert.equal(await store.extend("s", t, 30_000), "lost");
+  primary.down = false;
+  const u = token(await store.claim("u", opts("fp")));
+  assert.equal(await primary.inner.release("u", split(u).primary), "applied");
+  fallback.down = true;
+  assert.equal(await store.extend("u", u, 30_000), "lost");
+  assert.ok(events.at(-1)?.type === "write_failed");
+});
+
 Deno.test("FailoverStore.claim() throws a StoreError with both causes when both stores are down", async () => {
   const { primary, fallback, store } = memoryPair();
   primary.down = true;
@@ -557,6 +581,59 @@ Deno.test("FailoverStore refuses a claim, loudly, while its fallback has never a
   });
   // A 503 through the middleware, not a silent success.
   await assert.rejects(store.claim("slot-1", opts("f")), StoreError);
+});
+
+/** What `claim` settles with: a token's route, or the refusal's message. */
+function settled(claim: Promise<ClaimResult>): Promise<string> {
+  return claim.then(
+    (result) => token(result).slice(0, 2),
+    (error: unknown) => {
+      assert.ok(error instanceof StoreError, String(error));
+      return error.message;
+    },
+  );
+}
+
+Deno.test("FailoverStore trusts a fallback that has served claims while the primary was down", async () => {
+  const { primary, fallback, events, store } = memoryPair();
+  primary.down = true;
+  assert.equal(await settled(store.claim("a", opts("fp"))), "f:");
+  primary.down = false;
+  fallback.down = true;
+  // The fallback answered once: its outage now grants the primary alone.
+  assert.equal(await settled(store.claim("b", opts("fp"))), "p:");
+  assert.deepEqual(events.map((e) => e.type), [
+    "fallback",
+    "fallback_unavailable",
+  ]);
+});
+
+Deno.test("FailoverStore trusts a fallback that has answered a claim of both stores", async () => {
+  const { fallback, events, store } = memoryPair();
+  assert.equal(await settled(store.claim("a", opts("fp"))), "b:");
+  fallback.down = true;
+  assert.equal(await settled(store.claim("b", opts("fp"))), "p:");
+  assert.deepEqual(events.map((e) => e.type), ["fallback_unavailable"]);
+});
+
+Deno.test("FailoverStore refuses a claim while its fallback has never answered, and releases the primary's", async () => {
+  const { primary, fallback, events, store } = memoryPair();
+  fallback.down = true;
+  const refusal = await settled(store.claim("a", opts("fp")));
+  assert.match(refusal, /has not answered once/);
+  assert.deepEqual(events.map((e) => e.type), ["fallback_unavailable"]);
+  assert.equal((await primary.inner.claim("a", opts("fp"))).state, "acquired");
+  assert.match(await settled(store.claim("b", opts("fp"))), /not answered/);
+});
+
+Deno.test("FailoverStore strict refuses a claim on the primary alone, even from a trusted fallback", async () => {
+  const primary = new Switchable(new MemoryStore());
+  const fallback = new Switchable(new MemoryStore());
+  const store = new FailoverStore({ primary, fallback, strict: true });
+  assert.equal(await settled(store.claim("a", opts("fp"))), "b:");
+  fallback.down = true;
+  assert.match(await settled(store.claim("b", opts("fp"))), /'strict'/);
+  assert.equal((await primary.inner.claim("b", opts("fp"))).state, "acquired");
 });
 
 Deno.test("FailoverStore asks the fallback when the primary answers in flight: an orphan there does not hide a completed run", async () => {

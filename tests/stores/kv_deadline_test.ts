@@ -104,3 +104,24 @@ Deno.test("KvStore validates timeoutMs", async () => {
   const store = new KvStore({ kv, timeoutMs: Infinity });
   assert.equal((await store.claim("s", options)).state, "acquired");
 });
+
+Deno.test("KvStore gives an operation 10,000 ms by default", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const gate = gatedKv(kv);
+  const store = new KvStore({ kv: gate.kv });
+  const timers: number[] = [];
+  const real = globalThis.setTimeout;
+  globalThis.setTimeout = ((_fn: () => void, ms = 0) => {
+    timers.push(ms);
+    return { ref() {}, unref() {} };
+  }) as unknown as typeof setTimeout;
+  try {
+    gate.close();
+    const claim = store.claim("s", options);
+    assert.deepEqual(timers, [10_000]);
+    gate.open();
+    assert.equal((await claim).state, "acquired");
+  } finally {
+    globalThis.setTimeout = real;
+  }
+});

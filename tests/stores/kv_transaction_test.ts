@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 import { idempotency } from "../../src/idempotency.ts";
 import type { IdempotencyEvent } from "../../src/events.ts";
 import { KvStore } from "../../src/stores/kv.ts";
+import { StoreError } from "../../src/store.ts";
 import { deferred } from "../_support/time.ts";
 import { post } from "../_support/http.ts";
 
@@ -148,4 +149,88 @@ Deno.test("KvStore.atomic() refuses a request its middleware did not claim", asy
   using kv = await Deno.openKv(":memory:");
   const store = new KvStore({ kv });
   assert.throws(() => store.atomic(post("k1")), TypeError);
+});
+
+/**
+ * A database whose next commit first runs `before` (once), as a concurrent
+ * writer between the store's read and its commit would.
+ */
+function interposed(kv: Deno.Kv): {
+  kv: Deno.Kv;
+  next(before: () => Promise<unknown>): void;
+} {
+  let pending: (() => Promise<unknown>) | null = null;
+  const wrapped = {
+    get: (key: Deno.KvKey) => kv.get(key),
+    getMany: (keys: Deno.KvKey[]) => kv.getMany(keys),
+    list: (selector: Deno.KvListSelector) => kv.list(selector),
+    atomic: () => {
+      const op = kv.atomic();
+      const commit = op.commit.bind(op);
+      op.commit = async () => {
+        const before = pending;
+        pending = null;
+        await before?.();
+        return await commit();
+      };
+      return op;
+    },
+  } as unknown as Deno.Kv;
+  return { kv: wrapped, next: (before) => void (pending = before) };
+}
+
+const claimOptions = { fingerprint: "fp", leaseMs: 1_000, ttlMs: 60_000 };
+const done = { status: 201, headers: [], body: new Uint8Array([1]) };
+
+/** A claimed unit of work whose mutations check `["stock"]` as read now. */
+async function checkedUnit(store: KvStore, kv: Deno.Kv, slot: string) {
+  const claim = await store.claim(slot, claimOptions);
+  if (claim.state !== "acquired") throw new Error(claim.state);
+  const request = post(slot);
+  const unit = store.unitOfWork(request, slot, claim.token);
+  const stock = await kv.get<number>(["stock"]);
+  store.atomic(request).check(stock).set(["orders", slot], "book");
+  return { unit, token: claim.token };
+}
+
+Deno.test("KvStore.atomic(): a record its owner's extend moved before the commit still commits, checks and all", async () => {
+  using db = await Deno.openKv(":memory:");
+  await db.set(["stock"], 1);
+  const { kv, next } = interposed(db);
+  const store = new KvStore({ kv });
+  const { unit, token } = await checkedUnit(store, db, "s");
+  next(() => store.extend("s", token, 5_000));
+  assert.equal(await unit.commit(done), "committed");
+  assert.deepEqual(await orders(db), ["s"]);
+  assert.equal((await store.claim("s", claimOptions)).state, "completed");
+});
+
+Deno.test("KvStore.atomic(): a record taken over before the commit is lost, not a failed check", async () => {
+  using db = await Deno.openKv(":memory:");
+  await db.set(["stock"], 1);
+  let now = 1_000_000;
+  const { kv, next } = interposed(db);
+  const store = new KvStore({ kv, clock: () => now });
+  const { unit } = await checkedUnit(store, db, "s");
+  next(async () => {
+    now += claimOptions.leaseMs; // the lease ran out: another takes the slot
+    const other = await store.claim("s", claimOptions);
+    assert.equal(other.state, "acquired");
+  });
+  assert.equal(await unit.commit(done), "lost");
+  assert.deepEqual(await orders(db), []);
+});
+
+Deno.test("KvStore.atomic(): a failed check of the handler's throws, and the claim stays its owner's", async () => {
+  using db = await Deno.openKv(":memory:");
+  await db.set(["stock"], 1);
+  const { kv, next } = interposed(db);
+  const store = new KvStore({ kv });
+  const { unit, token } = await checkedUnit(store, db, "s");
+  next(() => db.set(["stock"], 5)); // a concurrent writer of the handler's key
+  const error = await unit.commit(done).then(() => null, (e) => e);
+  assert.ok(error instanceof StoreError, String(error));
+  assert.match(String(error.cause ?? error.message), /check of the handler's/);
+  assert.deepEqual(await orders(db), []);
+  assert.equal(await store.extend("s", token, 1_000), "applied");
 });

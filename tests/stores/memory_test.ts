@@ -566,3 +566,131 @@ Deno.test("MemoryStore evicts as its policy says over random interleavings at it
     { numRuns: 500 },
   );
 });
+
+// --- documented numbers at their boundaries ----------------------------------
+
+/** The replayed body's length, or `null` when the record kept none. */
+async function keptBody(store: MemoryStore, slot: string) {
+  const replay = await store.claim(slot, options);
+  if (replay.state !== "completed") throw new Error(`${slot}: ${replay.state}`);
+  return replay.response.body?.byteLength ?? null;
+}
+
+Deno.test("MemoryStore keeps a body that fills maxBytes exactly and omits one a byte over", async () => {
+  // A record of `record(n)` counts its body and its header list, "[]": n + 2.
+  const exact = new MemoryStore({ maxBytes: 100 });
+  await completeNew(exact, "s", 98);
+  assert.equal(exact.bytes, 100);
+  assert.equal(await keptBody(exact, "s"), 98);
+  const over = new MemoryStore({ maxBytes: 100 });
+  await completeNew(over, "s", 99);
+  assert.equal(over.bytes, 2, "only the header list is counted");
+  assert.equal(await keptBody(over, "s"), null);
+});
+
+Deno.test("MemoryStore drops an older body only when a new one would pass maxBytes", async () => {
+  const now = 0;
+  const fill = async (second: number) => {
+    const store = new MemoryStore({ maxBytes: 100, clock: () => now });
+    await completeNew(store, "old", 48, 5_000); // 50 bytes, nearest expiry
+    await completeNew(store, "new", second, 9_000);
+    return store;
+  };
+  const full = await fill(48); // 100 bytes: exactly maxBytes
+  assert.equal(full.bytes, 100);
+  assert.equal(await keptBody(full, "old"), 48);
+  assert.equal(await keptBody(full, "new"), 48);
+  const over = await fill(49); // 101 bytes: the old body goes, not the record
+  assert.equal(over.bytes, 2 + 51);
+  assert.equal(await keptBody(over, "old"), null);
+  assert.equal(await keptBody(over, "new"), 49);
+});
+
+Deno.test("MemoryStore holds maxEntries records, and evicts only for the one past it", async () => {
+  const now = 0;
+  const store = new MemoryStore({ maxEntries: 3, clock: () => now });
+  await completeNew(store, "a", 1, 2_000); // nearest expiry
+  await completeNew(store, "b", 1, 5_000);
+  assert.equal(store.size, 2); // n − 1
+  await completeNew(store, "c", 1, 5_000);
+  assert.equal(store.size, 3); // n: nothing evicted
+  for (const slot of ["a", "b", "c"]) {
+    assert.equal((await store.claim(slot, options)).state, "completed", slot);
+  }
+  await completeNew(store, "d", 1, 5_000); // n + 1: "a" makes room
+  assert.equal(store.size, 3);
+  assert.equal((await store.claim("b", options)).state, "completed");
+  assert.equal((await store.claim("a", options)).state, "acquired");
+});
+
+Deno.test("MemoryStore counts each record's own bytes when records share one buffer", async () => {
+  const store = new MemoryStore({ maxBytes: 900 });
+  const buffer = new ArrayBuffer(4_096);
+  const shared = new Uint8Array(buffer, 100, 300);
+  const headers: [string, string][] = [["content-type", "text/plain"]];
+  const size = JSON.stringify(headers).length;
+  for (const slot of ["a", "b"]) {
+    const claim = await store.claim(slot, options);
+    if (claim.state !== "acquired") throw new Error("unreachable");
+    const response = { status: 200, headers, body: shared };
+    assert.equal(await store.complete(slot, claim.token, response), "applied");
+  }
+  // Each counts its own copy of the 300 bytes, not the 4,096 of the buffer.
+  assert.equal(store.bytes, 2 * (300 + size));
+  assert.equal(await keptBody(store, "a"), 300);
+  assert.equal(await keptBody(store, "b"), 300);
+  // A third record that passes maxBytes takes the oldest body, and only it.
+  const claim = await store.claim("c", options);
+  if (claim.state !== "acquired") throw new Error("unreachable");
+  const response = { status: 200, headers, body: shared };
+  assert.equal(await store.complete("c", claim.token, response), "applied");
+  assert.equal(store.bytes, 3 * size + 2 * 300);
+  assert.equal(await keptBody(store, "a"), null);
+  assert.equal(await keptBody(store, "b"), 300);
+  assert.equal(await keptBody(store, "c"), 300);
+});
+
+Deno.test("MemoryStore writes are applied for the owner and lost for anyone else, never thrown", async () => {
+  let now = 0;
+  const store = new MemoryStore({ clock: () => now });
+  const claim = await store.claim("s", options);
+  if (claim.state !== "acquired") throw new Error("unreachable");
+  assert.equal(await store.extend("s", "other", 1_000), "lost");
+  assert.equal(await store.release("s", "other"), "lost");
+  assert.equal(await store.complete("s", "other", record(1)), "lost");
+  assert.equal(await store.extend("s", claim.token, 1_000), "applied");
+  now += options.ttlMs - 1; // a millisecond before the TTL: still owned
+  assert.equal(await store.extend("s", claim.token, 1_000), "applied");
+  now += 1; // at the TTL: gone
+  assert.equal(await store.extend("s", claim.token, 1_000), "lost");
+  assert.equal(await store.complete("s", claim.token, record(1)), "lost");
+  assert.equal(await store.release("s", claim.token), "lost");
+});
+
+Deno.test("MemoryStore holds 100,000 records and 64 MiB by default", async () => {
+  const store = new MemoryStore();
+  for (let i = 0; i < 100_000; i++) await store.claim(`s${i}`, options);
+  assert.equal(store.size, 100_000);
+  // Every one is a live claim: the next has no room.
+  await assert.rejects(() => store.claim("one more", options), StoreError);
+  const MiB64 = 67_108_864;
+  const exact = new MemoryStore();
+  await completeNew(exact, "s", MiB64 - 2); // with its header list, "[]"
+  assert.equal(exact.bytes, MiB64);
+  assert.equal(await keptBody(exact, "s"), MiB64 - 2);
+  const over = new MemoryStore();
+  await completeNew(over, "s", MiB64 - 1);
+  assert.equal(await keptBody(over, "s"), null);
+});
+
+Deno.test("MemoryStore counts a key's characters past 64 twice once one is past U+00FF", async () => {
+  const store = new MemoryStore();
+  const bytesOf = async (slot: string) => {
+    const before = store.bytes;
+    await store.claim(slot, options);
+    return store.bytes - before;
+  };
+  assert.equal(await bytesOf("\u00ff".repeat(65)), 1); // one byte a character
+  assert.equal(await bytesOf("\u0100" + "a".repeat(64)), 2 * 65 - 64);
+  assert.equal(await bytesOf("\u0100".repeat(64)), 0); // within the overhead
+});

@@ -247,6 +247,12 @@ function fakeGlobalTimers() {
       void queue.delete(timer)) as unknown as typeof clearTimeout;
   return {
     clock: { now: () => now },
+    /** The real `setTimeout`, to wait for a turn of the event loop. */
+    real: real.setTimeout,
+    /** The timers not yet fired. */
+    get pending() {
+      return [...queue];
+    },
     set now(value: number) {
       now = value;
     },
@@ -360,4 +366,162 @@ Deno.test("StoreCalls expires exactly the calls still pending, in start order, w
     ),
     { numRuns: 300 },
   );
+});
+
+// --- documented numbers at their boundaries ----------------------------------
+
+Deno.test("StoreCalls gives a call exactly timeoutMs: an answer a millisecond before is the answer, at it an error", async () => {
+  const seen = fresh();
+  const time = fakeGlobalTimers();
+  try {
+    const store = calls(seen, 1_000, time.clock);
+    const answered = gate<string>();
+    const a = run(store, seen, () => answered.promise, "a");
+    const b = run(store, seen, () => gate<string>().promise, "b")
+      .catch((e: Error) => e.message);
+    await time.advanceTo(999);
+    answered.resolve("in time");
+    assert.equal(await a, "in time");
+    assert.deepEqual(seen.expired, []);
+    await time.advanceTo(1_000);
+    assert.equal(await b, "expired b");
+    // c starts at 1,000, d at 1,500 while c is pending: d's deadline is its own.
+    const c = run(store, seen, () => gate<string>().promise, "c")
+      .catch((e: Error) => e.message);
+    time.now = 1_500;
+    const d = run(store, seen, () => gate<string>().promise, "d")
+      .catch((e: Error) => e.message);
+    await time.advanceTo(2_000);
+    assert.equal(await c, "expired c");
+    await time.advanceTo(2_499);
+    assert.deepEqual(seen.expired, ["b", "c"]);
+    await time.advanceTo(2_500);
+    assert.equal(await d, "expired d");
+  } finally {
+    time.restore();
+  }
+});
+
+/** Waits until `done()`, a turn of the real event loop at a time. */
+async function turnsUntil(done: () => boolean, realTimeout: typeof setTimeout) {
+  for (let turn = 0; !done(); turn++) {
+    assert.ok(turn < 1_000, "never happened");
+    await new Promise((resolve) => realTimeout(resolve, 0));
+  }
+}
+
+Deno.test("Orphans keeps max orphans: the one past it drops the oldest, ready ones before watched ones", async () => {
+  const released: string[] = [];
+  let failing = true;
+  const orphans = new Orphans((_slot, token) => {
+    released.push(token);
+    return failing
+      ? Promise.reject(new Error("down"))
+      : Promise.resolve("applied");
+  }, 3);
+  const time = fakeGlobalTimers();
+  try {
+    orphans.undo("s", "t1", 60_000); // ready, its release failing
+    await turnsUntil(() => time.pending.length === 1, time.real); // its retry
+    await new Promise((resolve) => time.real(resolve, 0)); // the pass ended
+    const w2 = orphans.watch("s", "t2", 60_000);
+    assert.equal(orphans.size, 2); // max − 1
+    const w3 = orphans.watch("s", "t3", 60_000);
+    assert.equal(orphans.size, 3); // max
+    const w4 = orphans.watch("s", "t4", 60_000);
+    assert.equal(orphans.size, 3, "max + 1: one dropped");
+    failing = false;
+    orphans.cameBack(w2, "t2"); // still kept: t1, ready, went first
+    await turnsUntil(() => orphans.size === 2, time.real);
+    assert.deepEqual(released, ["t1", "t2"]);
+    orphans.watch("s", "t5", 60_000);
+    orphans.watch("s", "t6", 60_000); // past max: the oldest watched, w3, goes
+    orphans.cameBack(w3, "t3");
+    orphans.cameBack(w4, "t4");
+    await turnsUntil(() => released.length === 3, time.real);
+    assert.deepEqual(released, ["t1", "t2", "t4"]);
+  } finally {
+    time.restore();
+  }
+});
+
+Deno.test("Orphans keeps 10,000 orphans by default", () => {
+  const orphans = new Orphans(() => Promise.resolve("applied"));
+  const first = orphans.watch("s", "t0", 60_000);
+  for (let i = 1; i < 10_000; i++) orphans.watch("s", `t${i}`, 60_000);
+  assert.equal(orphans.size, 10_000);
+  orphans.cameBack(first, undefined); // still watched: it leaves
+  assert.equal(orphans.size, 9_999);
+  orphans.watch("s", "a", 60_000);
+  orphans.watch("s", "b", 60_000);
+  assert.equal(orphans.size, 10_000);
+});
+
+Deno.test("Orphans retries a failing pass after 200 ms doubled up to 5 s, from half the ceiling, and starts over after a success", async () => {
+  let failing = true;
+  let releases = 0;
+  const orphans = new Orphans(() => {
+    releases++;
+    return failing
+      ? Promise.reject(new Error("down"))
+      : Promise.resolve("applied");
+  });
+  const time = fakeGlobalTimers();
+  const random = Math.random;
+  Math.random = () => 0; // equal jitter at its low end: half the ceiling
+  try {
+    orphans.undo("s", "t", 3_600_000);
+    const waits: number[] = [];
+    for (let attempt = 1; attempt <= 7; attempt++) {
+      await turnsUntil(() => time.pending.length === 1, time.real);
+      waits.push(time.pending[0]!.at - time.clock.now());
+      await time.advanceTo(time.pending[0]!.at);
+      await turnsUntil(() => releases === attempt + 1, time.real);
+    }
+    assert.deepEqual(waits, [100, 200, 400, 800, 1_600, 2_500, 2_500]);
+    Math.random = () => 1 - Number.EPSILON; // the high end: the ceiling
+    await turnsUntil(() => time.pending.length === 1, time.real);
+    await time.advanceTo(time.pending[0]!.at);
+    await turnsUntil(() => releases === 9, time.real);
+    await turnsUntil(() => time.pending.length === 1, time.real);
+    assert.equal(Math.round(time.pending[0]!.at - time.clock.now()), 5_000);
+    failing = false;
+    await time.advanceTo(time.pending[0]!.at);
+    await turnsUntil(() => orphans.size === 0, time.real);
+    failing = true;
+    orphans.undo("s", "u", 3_600_000);
+    await turnsUntil(() => time.pending.length === 1, time.real);
+    assert.equal(Math.round(time.pending[0]!.at - time.clock.now()), 200);
+  } finally {
+    Math.random = random;
+    time.restore();
+  }
+});
+
+Deno.test("Orphans keeps trying a release for one lease: a millisecond before its end, not at it", async () => {
+  let releases = 0;
+  const orphans = new Orphans(() => {
+    releases++;
+    return Promise.reject(new Error("down"));
+  });
+  const time = fakeGlobalTimers();
+  const realNow = Date.now;
+  let now = 1_000_000;
+  Date.now = () => now;
+  try {
+    const retry = async (at: number) => {
+      await turnsUntil(() => time.pending.length === 1, time.real);
+      now = at;
+      await time.advanceTo(time.pending[0]!.at);
+    };
+    orphans.undo("s", "t", 1_000); // kept until 1,001,000
+    await retry(1_000_999);
+    await turnsUntil(() => releases === 2, time.real);
+    await retry(1_001_000);
+    await turnsUntil(() => orphans.size === 0, time.real);
+    assert.equal(releases, 2, "the lease has ended: no release is sent");
+  } finally {
+    Date.now = realNow;
+    time.restore();
+  }
 });
