@@ -516,7 +516,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "secret-large-body-unkeyed",
     file: "src/fingerprint.ts",
-    text: 'crypto.subtle.sign("HMAC", await this.#imported, bytes)',
+    text: 'crypto.subtle.sign("HMAC", key, bytes)',
     replacement: 'crypto.subtle.digest("SHA-256", bytes)',
     tests: ["tests/fingerprint_test.ts"],
     what:
