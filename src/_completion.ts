@@ -16,12 +16,8 @@ class Retry {
 
 const FIRST_BACKOFF_MS = 20;
 const MAX_BACKOFF_MS = 2_000; // or a quarter lease, when shorter
-const RELEASE_ATTEMPTS = 4;
 
-/**
- * The settling writes of one middleware instance, retried with backoff and
- * bounded in the background (see docs/architecture.md, Terminal rule).
- */
+/** One middleware's settling writes (docs/architecture.md, Terminal rule). */
 export class Completions {
   #config: Config;
   #heartbeat: Heartbeat;
@@ -36,11 +32,7 @@ export class Completions {
     this.#report = report;
   }
 
-  /**
-   * Writes the record; never throws. A write that throws is retried until
-   * `applied`, `lost` or `completionTimeout`, inline for `completionWait`,
-   * then in the background; the beat stops at the outcome, not before.
-   */
+  /** Writes the record, retried as the Terminal rule says; never throws. */
   async complete(beat: Beat, record: StoredResponse): Promise<void> {
     const config = this.#config;
     const { store, encryption } = config;
@@ -70,9 +62,8 @@ export class Completions {
   }
 
   /**
-   * Stops renewing the claim and frees the slot; never throws. A release that
-   * throws only delays the slot (409s until the lease ends), so it is retried
-   * cheaply: in the background, if there is room, a few times in one lease.
+   * Frees the slot; never throws. A release that throws only holds the slot
+   * for a lease: it is retried 4 times in all, in the background, if there is room.
    */
   async release(beat: Beat, reason: "thrown" | "not_cacheable"): Promise<void> {
     this.#heartbeat.stop(beat);
@@ -89,19 +80,13 @@ export class Completions {
       released("unknown", 1);
       return;
     }
-    const retry = new Retry(
-      performance.now() + this.#config.lease,
-      RELEASE_ATTEMPTS,
-    );
+    const retry = new Retry(performance.now() + this.#config.lease, 4);
     retry.background = true;
     const task = this.#retry("release", beat, write, retry);
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));
   }
 
-  /**
-   * Retries a write that threw until it answers or `retry` is used up; an
-   * attempt still unanswered at `giveUpAt` is abandoned. Never rejects.
-   */
+  /** Retries a write that threw until it answers or `retry` is used up; never rejects. */
   async #retry(
     operation: "complete" | "release",
     beat: Beat,
@@ -130,8 +115,7 @@ export class Completions {
     }
   }
 
-  /** Holds the response while `task` runs, until `until`; then moves it to
-   * the background when there is room, else waits for room or the task. */
+  /** Holds the response until `until` or the task's end, then while there is no room. */
   async #wait(task: Promise<void>, retry: Retry, until: number): Promise<void> {
     let done = false;
     const finished = task.then(() => void (done = true));
@@ -165,7 +149,7 @@ export class Completions {
   }
 }
 
-/** Reports `completed`: at the first attempt, inline, unless `retry` says otherwise. */
+/** Reports `completed` (by default: at the first attempt, inline). */
 export function reportCompleted(
   report: Report,
   { slot, started }: Beat,

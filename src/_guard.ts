@@ -108,20 +108,19 @@ export class Guard<A extends unknown[]> {
         return await this.#unreachable(flight, body, claim.error);
       case "completed": {
         if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
-        const { encryption, lease } = config;
+        const { encryption } = config;
         const record = encryption === undefined
           ? isSealed(claim.response) ? null : claim.response
           : await encryption.open(flight.slot, claim.response);
         if (record !== null) return this.#replay(flight, record);
         // docs/architecture.md, Unreadable is in flight.
-        const unread = { fingerprint: null, retryAfterMs: lease } as const;
-        return this.#conflict(flight, { state: "in_flight", ...unread });
+        return this.#conflict(flight, null, config.lease);
       }
       case "in_flight":
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
           return this.#mismatch(flight);
         }
-        return this.#conflict(flight, claim);
+        return this.#conflict(flight, claim.fingerprint, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
     }
@@ -199,7 +198,8 @@ export class Guard<A extends unknown[]> {
 
   #conflict(
     flight: Flight<A>,
-    { fingerprint, retryAfterMs }: ClaimResult & { state: "in_flight" },
+    fingerprint: string | null,
+    retryAfterMs: number,
   ): Response {
     const { slot } = flight;
     const unreadable = fingerprint === null;

@@ -13,11 +13,9 @@ import { reject } from "./problem.ts";
 import type { IdempotencyStore, StoredResponse, UnitOfWork } from "./store.ts";
 
 /**
- * Commits the record, fenced by the claim's token, in the unit of work that
- * holds the handler's writes: both commit or neither does. Returns `null`
- * when both did, else the answer: the claim was lost (all rolled back): 409;
- * the transaction failed: a fenced `release` outside it asks whether it
- * committed (`applied`: no, 503; `lost`: yes, 409; no answer: 503).
+ * Commits the record, fenced, with the handler's writes: `null` when both
+ * committed, else the answer: 409 when the claim was lost; when the commit
+ * failed, a fenced `release` asks whether it landed (`lost`: yes, 409; else 503).
  */
 export async function commitInTransaction(
   unit: UnitOfWork,
@@ -32,8 +30,8 @@ export async function commitInTransaction(
   },
 ): Promise<Response | null> {
   const { store, heartbeat, report, request } = context;
-  // A renewal would wait on the row lock the fenced write takes, and under
-  // REPEATABLE READ or SERIALIZABLE one committed meanwhile fails the write.
+  // A renewal would wait on the fenced write's row lock, or, committed
+  // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
   heartbeat.stop(beat);
   try {
     const { encryption } = context;

@@ -1,15 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The events reported through `onEvent` (the library never logs).
- *
- * @module
- */
+/** The events reported through `onEvent` (the library never logs). @module */
 
 import type { OmittedReason, StoreOperation } from "./store.ts";
 
 /** What every event carries. */
 export interface EventBase {
-  /** The slot (hex SHA-256 of scope and key), or `null` before it is known. */
+  /** The slot (see `slotOf`), or `null` before it is known. */
   slot: string | null;
   /** Milliseconds since the middleware began on this request. */
   elapsedMs: number;
@@ -120,7 +116,7 @@ export type IdempotencyEvent =
   }
   | EventBase & { type: "wait_refused"; waiting: number };
 
-/** An event as the middleware makes it: {@linkcode reporter} adds `elapsedMs`. */
+/** An event less the `elapsedMs` {@linkcode reporter} adds. */
 export type EventDraft = IdempotencyEvent extends infer E
   ? E extends unknown ? Omit<E, "elapsedMs"> : never
   : never;

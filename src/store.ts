@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The contract between the middleware and a store (docs/architecture.md,
- * Store contract).
- *
- * @module
- */
+/** The middleware's contract with a store (docs/architecture.md, Store contract). @module */
 
 /** A response as a store keeps it, to be replayed to every retry. */
 export interface StoredResponse {
@@ -12,7 +7,7 @@ export interface StoredResponse {
   status: number;
   /** Lower-case `[name, value]` pairs in order; each `set-cookie` its own. */
   headers: [name: string, value: string][];
-  /** The body bytes, or `null` when the body was omitted (see {@linkcode StoredResponse.omitted}). */
+  /** The body bytes, or `null` when it was omitted. */
   body: Uint8Array | null;
   /** Why the body is `null`: set exactly when `body` is `null`. */
   omitted?: OmittedReason;
@@ -66,12 +61,7 @@ export type WriteOutcome = "applied" | "lost";
 
 /**
  * A place to keep idempotency records: four operations, each one atomic round
- * trip. Every implementation keeps, and `storeConformance` checks: an atomic
- * claim; fencing (`complete`, `release` and `extend` apply only while `token`
- * owns the slot, else `lost`); expired is absent (`recovered: true` on a
- * takeover); the first claim's TTL kept; an unreadable value `in_flight` with
- * `fingerprint: null`; transport failures thrown as {@linkcode StoreError}.
- * A slot is an opaque string of at most 256 bytes.
+ * trip, fenced by the claim's token; `storeConformance` checks the contract.
  *
  * @example A store's life cycle, on the MemoryStore
  * ```ts
@@ -116,12 +106,9 @@ export interface IdempotencyStore {
   waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
 }
 
-/**
- * One claimed request's transaction ({@linkcode IdempotencyStore.unitOfWork}):
- * the handler opens it or not; the middleware ends it once.
- */
+/** One claimed request's transaction: the handler opens it or not; the middleware ends it once. */
 export interface UnitOfWork {
-  /** Whether the handler opened the transaction; when not, the middleware settles the plain way. */
+  /** Whether the handler opened the transaction. */
   readonly opened: boolean;
   /**
    * Writes the record in the transaction, fenced by the token, and commits:
@@ -169,13 +156,9 @@ export class StoreError extends Error {
   }
 }
 
-/** The most bytes a slot may have. */
-export const MAX_SLOT_BYTES = 256;
+const MAX_SLOT_BYTES = 256;
 
-/**
- * Throws a `TypeError` unless `slot` is a non-empty string of at most 256
- * bytes (UTF-8). Stores call it first in every operation.
- */
+/** Throws a `TypeError` unless `slot` is a non-empty string of at most 256 bytes (UTF-8). */
 export function assertSlot(slot: string): void {
   if (typeof slot !== "string" || slot.length === 0) {
     throw new TypeError(
@@ -195,10 +178,7 @@ export function assertSlot(slot: string): void {
   }
 }
 
-/**
- * A lease or TTL in whole milliseconds, rounded up (1.5 is 2; Redis's
- * `PEXPIRE` takes nothing finer), else a `RangeError`.
- */
+/** A lease or TTL in whole milliseconds, rounded up (for Redis), else a `RangeError`. */
 export function durationMs(name: string, value: unknown): number {
   const ms = typeof value === "number" ? Math.ceil(value) : NaN;
   if (!(ms > 0 && ms <= Number.MAX_SAFE_INTEGER)) {
@@ -211,10 +191,7 @@ export function durationMs(name: string, value: unknown): number {
   return ms;
 }
 
-/**
- * A claim's options checked, as every store does first in `claim`: `options`
- * itself when its durations are whole, else a copy rounded up.
- */
+/** A claim's options checked: `options` itself when its durations are whole, else a rounded copy. */
 export function claimOptions(options: ClaimOptions): ClaimOptions {
   const fingerprint = options?.fingerprint;
   if (typeof fingerprint !== "string") {
