@@ -44,9 +44,7 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
-/**
- * Options of {@linkcode idempotency}. Every field but `scope` is optional.
- */
+/** Options of {@linkcode idempotency}. Every field but `scope` is optional. */
 export interface IdempotencyOptions {
   /**
    * Where records are kept; instances that must see each other's keys share one.
@@ -124,8 +122,7 @@ export interface IdempotencyOptions {
    */
   cacheable?: (response: Response) => boolean;
   /**
-   * The request's fingerprint (same key, another one: 422), hashed before it is
-   * stored: a canonical form, for clients that re-encode bodies.
+   * The request's fingerprint (same key, another one: 422), hashed to store.
    * @default {requestFingerprint} (method, path with query, body)
    */
   fingerprint?: (
@@ -133,9 +130,9 @@ export interface IdempotencyOptions {
     body: Uint8Array,
   ) => string | Promise<string>;
   /**
-   * At least 32 random bytes (a string as UTF-8), the same on every instance:
-   * slots and fingerprints are then HMAC-SHA-256 under it. Changing it moves
-   * every slot (README, Security).
+   * 32 random bytes or more (a string as UTF-8), the same on every instance:
+   * slots and fingerprints are HMAC-SHA-256 under it; changing it moves every
+   * slot (README, Security).
    * @default {undefined} (SHA-256)
    *
    * @example Under a secret, and a key's slot found
@@ -176,11 +173,8 @@ export interface IdempotencyOptions {
    * import { idempotency } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * const key = await crypto.subtle.generateKey(
-   *   { name: "AES-GCM", length: 256 },
-   *   false,
-   *   ["encrypt", "decrypt"],
-   * );
+   * const aes = { name: "AES-GCM", length: 256 };
+   * const key = await crypto.subtle.generateKey(aes, false, ["encrypt", "decrypt"]);
    * const handler = idempotency(() => Response.json({ card: "4242" }), {
    *   scope: "global",
    *   encryption: { keys: [{ id: "2026-01", key }] },
@@ -211,20 +205,17 @@ export interface IdempotencyOptions {
    */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
-   * How long, in milliseconds from its first failure, a response waits for its
-   * record's write before the write goes on in the background.
+   * How long (ms, from a failed write) a response waits for its record's write.
    * @default {1_000}
    */
   completionWait?: number;
   /**
-   * How long, in milliseconds from its first failure, a record's write is
-   * retried before it is given up (`completed` with outcome `unknown`).
+   * How long (ms, from a failed write) a record's write is retried, then given up.
    * @default {300_000} (5 minutes)
    */
   completionTimeout?: number;
   /**
-   * How many record writes one instance retries in the background at once;
-   * past it responses wait (a write is never dropped). 0: all wait inline.
+   * How many record writes one instance retries in the background; past it, responses wait.
    * @default {100}
    */
   maxPendingCompletions?: number;
