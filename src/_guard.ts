@@ -158,13 +158,12 @@ export class Guard<A extends unknown[]> {
     ) {
       return claim;
     }
-    const { request } = flight;
     const { store } = this.#config;
     return await waitForOwner(waiters, {
       slot,
       fingerprint,
       started: flight.started,
-      signal: () => request.signal,
+      signal: () => flight.request.signal,
       claim: () => this.#claim(flight, fingerprint),
       watch: store.waitForChange &&
         (async (signal) => await store.waitForChange!(slot, signal)),

@@ -166,8 +166,6 @@ export function pathAndQuery(url: string): string {
 }
 
 function toHex(buffer: ArrayBuffer): string {
-  const bytes = new Uint8Array(buffer);
-  let out = "";
-  for (const byte of bytes) out += byte.toString(16).padStart(2, "0");
-  return out;
+  const hex = (byte: number) => byte.toString(16).padStart(2, "0");
+  return Array.from(new Uint8Array(buffer), hex).join("");
 }

@@ -99,24 +99,15 @@ export function idempotent(
       ? await runDownstream(request, c, next, downstream)
       : await guard.handle(request, value, [c, next, downstream]);
     if (downstream.ran) {
-      // Headers already merged: replace `c.res` without merging again.
-      if (c.res !== response) {
-        c.res = undefined;
-        c.res = response;
-      }
-      return;
-    }
-    // A replay or a problem, answered without running the routes.
-    const upstream = c.res;
-    if (upstream !== undefined) {
+      if (c.res === response) return;
+    } else if (c.res !== undefined) {
+      // A replay or a problem, answered without running the routes.
       const problem = response.headers.get("content-type") ===
         "application/problem+json";
-      layHeaders(
-        upstream.headers,
-        response.headers,
-        problem ? PROBLEM_HEADERS : OWN_HEADERS,
-      );
+      const own = problem ? PROBLEM_HEADERS : OWN_HEADERS;
+      layHeaders(c.res.headers, response.headers, own);
     }
+    // Replaced, not merged (again): Hono's setter merges unless cleared first.
     c.res = undefined;
     c.res = response;
   };

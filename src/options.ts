@@ -21,10 +21,7 @@ import { hasherOf } from "./fingerprint.ts";
 import type { IdempotencyStore } from "./store.ts";
 import { MemoryStore } from "./stores/memory.ts";
 
-/**
- * The `info` argument `Deno.serve` passes a handler (`Deno.ServeHandlerInfo`
- * fits it), written out so that the types name no `Deno` namespace.
- */
+/** The `info` `Deno.serve` passes a handler, written out to name no `Deno` type. */
 export interface ServeHandlerInfo {
   /** The remote address of the connection, as `Deno.Addr`. */
   remoteAddr:

@@ -14,9 +14,8 @@ export interface StoredResponse {
 }
 
 /**
- * Why a completed record holds no body: `too_large` (over `maxResponseBytes`),
- * `stream_error` (the stream errored), `too_slow` (not ended within a lease
- * of its first byte) or `cancelled` (aborted, as when the client left).
+ * Why a record holds no body: over `maxResponseBytes`, not ended within a
+ * lease of its first byte, its stream errored, or it was cancelled.
  */
 export type OmittedReason =
   | "too_large"
@@ -53,10 +52,7 @@ export type ClaimResult =
   | { state: "in_flight"; fingerprint: string | null; retryAfterMs: number }
   | { state: "completed"; fingerprint: string; response: StoredResponse };
 
-/**
- * A fenced write's outcome: `applied`, or `lost` (the token no longer owns the
- * slot). A transport failure throws a {@linkcode StoreError} instead.
- */
+/** A fenced write's outcome (`lost`: the token no longer owns the slot); else a {@linkcode StoreError}. */
 export type WriteOutcome = "applied" | "lost";
 
 /**
@@ -92,16 +88,12 @@ export interface IdempotencyStore {
   release(slot: string, token: string): Promise<WriteOutcome>;
   /** Renews the lease to `leaseMs` from now, if `token` still owns the slot. */
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome>;
-  /**
-   * Optional: the claimed request's {@linkcode UnitOfWork}, whose writes
-   * commit with the record; called once before the handler runs.
-   */
+  /** Optional: the claimed request's {@linkcode UnitOfWork}, made before the handler runs. */
   unitOfWork?(request: Request, slot: string, token: string): UnitOfWork;
   /**
    * Optional: resolves when the slot may have changed since a claim found it
-   * in flight (at once if no live claim holds it, else at its next write), or
-   * when `signal` aborts. Early is fine, late is not; a throw falls back to
-   * polling. Only for services that push changes at no cost to writers.
+   * in flight, or when `signal` aborts: early is fine, late is not; a throw
+   * falls back to polling.
    */
   waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
 }
