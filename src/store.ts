@@ -58,22 +58,6 @@ export type WriteOutcome = "applied" | "lost";
 /**
  * A place to keep idempotency records: four operations, each one atomic round
  * trip, fenced by the claim's token; `storeConformance` checks the contract.
- *
- * @example A store's life cycle, on the MemoryStore
- * ```ts
- * import { MemoryStore } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * const store = new MemoryStore();
- * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
- * assert.equal(claim.state, "acquired");
- * if (claim.state === "acquired") {
- *   const done = await store.complete("slot-1", claim.token, { status: 200, headers: [], body: new Uint8Array([1]) });
- *   assert.equal(done, "applied");
- * }
- * const again = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
- * assert.equal(again.state, "completed");
- * ```
  */
 export interface IdempotencyStore {
   /** Reserves `slot` if it is free (absent or expired), or reports what holds it. */
@@ -125,16 +109,6 @@ export interface StoreErrorOptions {
 /**
  * A store could not be reached, or did not answer in time: for a write, the
  * outcome is unknown.
- *
- * @example
- * ```ts
- * import { StoreError } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * const error = new StoreError("Redis is unreachable", { operation: "claim", cause: new Error("ECONNREFUSED") });
- * assert.equal(error.name, "StoreError");
- * assert.equal(error.operation, "claim");
- * ```
  */
 export class StoreError extends Error {
   /** The store operation that failed. */
