@@ -5,7 +5,13 @@ import { backoff, delay, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./options.ts";
 import type { Report, WriteResult } from "./events.ts";
-import type { StoredResponse, WriteOutcome } from "./store.ts";
+import { reject } from "./problem.ts";
+import type {
+  StoredResponse,
+  StoreOperation,
+  UnitOfWork,
+  WriteOutcome,
+} from "./store.ts";
 
 /** A write that threw, retried until `giveUpAt` (`performance.now()`), `maxAttempts` in all. */
 class Retry {
@@ -86,6 +92,47 @@ export class Completions {
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));
   }
 
+  /**
+   * Commits the record, fenced, with the handler's writes: `null` when both
+   * committed, else the answer: 409 when the claim was lost; when the commit
+   * failed, a fenced `release` asks whether it landed (`lost`: yes, 409; else 503).
+   */
+  async commit(
+    unit: UnitOfWork,
+    beat: Beat,
+    record: StoredResponse,
+    request: Request,
+  ): Promise<Response | null> {
+    const { store, encryption } = this.#config;
+    const report = this.#report;
+    // A renewal would wait on the fenced write's row lock, or, committed
+    // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
+    this.#heartbeat.stop(beat);
+    try {
+      const stored = encryption && await encryption.seal(beat.slot, record);
+      if (await unit.commit(stored ?? record) === "committed") {
+        reportCompleted(report, beat, record, "applied");
+        return null;
+      }
+      reportCompleted(report, beat, record, "lost");
+      return reject(request, "inFlight", { retryAfter: 1 });
+    } catch (error) {
+      reportStoreError(report, beat, "complete", error);
+    }
+    let released: WriteResult = "unknown";
+    try {
+      released = await store.release(beat.slot, beat.token);
+    } catch (error) {
+      reportStoreError(report, beat, "release", error);
+    }
+    reportReleased(report, beat, "thrown", released);
+    if (released === "lost") {
+      reportCompleted(report, beat, record, "unknown");
+      return reject(request, "inFlight", { retryAfter: 1 });
+    }
+    return reject(request, "unavailable", {});
+  }
+
   /** Retries a write that threw until it answers or `retry` is used up; never rejects. */
   async #retry(
     operation: "complete" | "release",
@@ -150,7 +197,7 @@ export class Completions {
 }
 
 /** Reports `completed` (by default: at the first attempt, inline). */
-export function reportCompleted(
+function reportCompleted(
   report: Report,
   { slot, started }: Beat,
   record: StoredResponse,
@@ -169,8 +216,7 @@ export function reportCompleted(
   }), started);
 }
 
-/** Reports `released`. */
-export function reportReleased(
+function reportReleased(
   report: Report,
   { slot, started }: Beat,
   reason: "thrown" | "not_cacheable",
@@ -183,11 +229,11 @@ export function reportReleased(
   );
 }
 
-/** Reports `store_error`: a settling write threw. */
+/** Reports `store_error`: a store operation for a claim (or a request) threw. */
 export function reportStoreError(
   report: Report,
-  { slot, started }: Beat,
-  operation: "complete" | "release",
+  { slot, started }: { readonly slot: string | null; readonly started: number },
+  operation: StoreOperation,
   error: unknown,
 ): void {
   report(() => ({ type: "store_error", slot, operation, error }), started);

@@ -7,8 +7,7 @@
  */
 
 import { bodyInit } from "./_bytes.ts";
-import { Completions } from "./_completion.ts";
-import { commitInTransaction } from "./_transaction.ts";
+import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
   EMPTY,
@@ -55,15 +54,10 @@ export class Guard<A extends unknown[]> {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent);
-    const operation = "extend";
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
-      error: ({ slot, started }, error) =>
-        report(
-          () => ({ type: "store_error", slot, operation, error }),
-          started,
-        ),
+      error: (beat, error) => reportStoreError(report, beat, "extend", error),
     }, config.heartbeatClock);
     this.#completions = new Completions(config, this.#heartbeat, report);
     if (config.waitForInFlight > 0) {
@@ -132,10 +126,7 @@ export class Guard<A extends unknown[]> {
     try {
       return await store.claim(slot, { fingerprint, leaseMs, ttlMs });
     } catch (error) {
-      this.#report(
-        () => ({ type: "store_error", slot, operation: "claim", error }),
-        flight.started,
-      );
+      reportStoreError(this.#report, flight, "claim", error);
       return { state: "unreachable", error };
     }
   }
@@ -363,13 +354,7 @@ export class Guard<A extends unknown[]> {
   ): Promise<Response | null> {
     const beat = flight.beat!;
     if (unit?.opened) {
-      return await commitInTransaction(unit, beat, record, {
-        store: this.#config.store,
-        encryption: this.#config.encryption,
-        heartbeat: this.#heartbeat,
-        report: this.#report,
-        request: flight.request,
-      });
+      return await this.#completions.commit(unit, beat, record, flight.request);
     }
     await this.#completions.complete(beat, record);
     return null;
