@@ -20,6 +20,8 @@ class Retry {
   constructor(readonly giveUpAt: number, readonly maxAttempts: number) {}
 }
 
+/** A write answered at its first attempt, inline. */
+const FIRST = { attempts: 1, background: false } as const;
 const FIRST_BACKOFF_MS = 20;
 const MAX_BACKOFF_MS = 2_000; // or a quarter lease, when shorter
 
@@ -196,15 +198,14 @@ export class Completions {
   }
 }
 
-/** Reports `completed` (by default: at the first attempt, inline). */
+/** Reports `completed`. */
 function reportCompleted(
   report: Report,
   { slot, started }: Beat,
   record: StoredResponse,
   outcome: WriteResult,
-  retry?: { readonly attempts: number; readonly background: boolean },
+  { attempts, background }: Pick<Retry, "attempts" | "background"> = FIRST,
 ): void {
-  const { attempts = 1, background = false } = retry ?? {};
   report(() => ({
     type: "completed",
     slot,

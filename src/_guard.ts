@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * One guarded request's way, step by step (docs/architecture.md, The
- * request's way).
- *
- * @module
- */
+/** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
 import { bodyInit } from "./_bytes.ts";
 import { Completions, reportStoreError } from "./_completion.ts";

@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * Sealed records (the `encryption` option): headers and body as one
- * AES-256-GCM ciphertext bound to the slot (docs/architecture.md, Store
- * contract). @module
- */
+/** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
 import { EMPTY } from "./_request.ts";

@@ -1,11 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A synchronous SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104) for slots and
- * small fingerprints (docs/architecture.md, Scoped hashed slots): workerd has
- * no `node:crypto`, and `crypto.subtle` is an async hop. No branch or table
- * index depends on the data.
- *
- * @module
+ * SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), synchronous: workerd has no
+ * `node:crypto`, `crypto.subtle` is an async hop (docs/architecture.md, Scoped
+ * hashed slots). No branch or table index depends on the data. @module
  */
 
 // Int32Array throughout: a word past 2^31 read from a Uint32Array is a double
@@ -85,11 +82,7 @@ function keyed(key: Uint8Array, byte: number): Int32Array {
   return H.slice();
 }
 
-/**
- * Leaves in `H` the hash of the parts from `state`; with `outer` (HMAC),
- * `state` is after the inner key's block, and that digest is hashed on from
- * `outer`.
- */
+/** Leaves in `H` the parts hashed from `state`; with `outer` (HMAC), that digest hashed on from it. */
 function hash(
   state: Int32Array,
   outer: Int32Array | undefined,

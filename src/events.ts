@@ -23,11 +23,9 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `mismatch`: 422, the key used for a different request.
  * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
- * - `completed`: the record's write ended (`stored`: how; `outcome`;
- *   `background`: after the response was sent). `lost` after a failed
- *   attempt may mean that attempt landed.
- * - `write_retry`: a `complete` or `release` that threw is tried again
- *   (`attempt`, after `delayMs`).
+ * - `completed`: the record's write ended (`background`: after the response);
+ *   `lost` after a failed attempt may mean that attempt landed.
+ * - `write_retry`: a `complete` or `release` that threw is tried again.
  * - `overflow`: the body was over `maxResponseBytes`, recorded without it.
  * - `body_error`: the body stream errored after a cacheable status.
  * - `lease_lost`: a heartbeat found the slot taken over.

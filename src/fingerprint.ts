@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The slot a key is kept under and the fingerprint of a request: SHA-256, or
- * HMAC-SHA-256 under a `secret` (docs/architecture.md, Scoped hashed slots).
- *
- * @module
+ * HMAC-SHA-256 under a `secret` (docs/architecture.md, Scoped hashed slots). @module
  */
 
 import { concatBytes } from "./_bytes.ts";

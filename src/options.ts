@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The middleware's options, their defaults, and {@linkcode configure}.
- *
- * @module
- */
+/** The middleware's options, their defaults, and {@linkcode configure}. @module */
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
@@ -338,9 +334,8 @@ export function configure(options: IdempotencyOptions) {
 }
 
 /**
- * The key header's value of a guarded request (`null`: none, and one is
- * required), or `undefined` for a bare call-through (docs/architecture.md,
- * No header no cost).
+ * The key header of a guarded request (`null`: none, yet required), else
+ * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
  */
 export function guardedKey(
   config: Config,

@@ -42,10 +42,9 @@ export interface ClaimOptions {
 }
 
 /**
- * What a claim found: `acquired` (the caller owns the slot under `token`;
- * `recovered`: an expired lease was taken over), `in_flight` (the owner's
- * `fingerprint`, `null` when unreadable; `retryAfterMs`: the lease left, at
- * least 1) or `completed`.
+ * What a claim found: `acquired` (`recovered`: an expired lease taken over),
+ * `in_flight` (`fingerprint` `null` when unreadable; `retryAfterMs` ≥ 1, the
+ * lease left) or `completed`.
  */
 export type ClaimResult =
   | { state: "acquired"; token: string; recovered: boolean }
