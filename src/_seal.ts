@@ -2,7 +2,6 @@
 /** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
-import { EMPTY } from "./_request.ts";
 import type { StoredResponse } from "./store.ts";
 
 /** The one header of a sealed record: `1;<key id>`, then `;<sealed>` when the body was left out. */
@@ -59,7 +58,7 @@ export class Sealer {
   async seal(slot: string, record: StoredResponse): Promise<StoredResponse> {
     const { body } = record;
     const headers = new TextEncoder().encode(encodeHeaders(record.headers));
-    const content = body ?? EMPTY;
+    const content = body ?? new Uint8Array(0);
     const plain = new Uint8Array(4 + headers.byteLength + content.byteLength);
     new DataView(plain.buffer).setUint32(0, headers.byteLength);
     plain.set(headers, 4);
