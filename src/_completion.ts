@@ -5,7 +5,13 @@ import { backoff, delay, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./options.ts";
 import type { Report, WriteResult } from "./events.ts";
-import type { StoredResponse, WriteOutcome } from "./store.ts";
+import { reject } from "./problem.ts";
+import type {
+  StoredResponse,
+  StoreOperation,
+  UnitOfWork,
+  WriteOutcome,
+} from "./store.ts";
 
 /** A write that threw, retried until `giveUpAt` (`performance.now()`), `maxAttempts` in all. */
 class Retry {
@@ -14,14 +20,12 @@ class Retry {
   constructor(readonly giveUpAt: number, readonly maxAttempts: number) {}
 }
 
+/** A write answered at its first attempt, inline. */
+const FIRST = { attempts: 1, background: false } as const;
 const FIRST_BACKOFF_MS = 20;
 const MAX_BACKOFF_MS = 2_000; // or a quarter lease, when shorter
-const RELEASE_ATTEMPTS = 4;
 
-/**
- * The settling writes of one middleware instance, retried with backoff and
- * bounded in the background (see docs/architecture.md, Terminal rule).
- */
+/** One middleware's settling writes (docs/architecture.md, Terminal rule). */
 export class Completions {
   #config: Config;
   #heartbeat: Heartbeat;
@@ -36,11 +40,7 @@ export class Completions {
     this.#report = report;
   }
 
-  /**
-   * Writes the record; never throws. A write that throws is retried until
-   * `applied`, `lost` or `completionTimeout`, inline for `completionWait`,
-   * then in the background; the beat stops at the outcome, not before.
-   */
+  /** Writes the record, retried as the Terminal rule says; never throws. */
   async complete(beat: Beat, record: StoredResponse): Promise<void> {
     const config = this.#config;
     const { store, encryption } = config;
@@ -70,9 +70,8 @@ export class Completions {
   }
 
   /**
-   * Stops renewing the claim and frees the slot; never throws. A release that
-   * throws only delays the slot (409s until the lease ends), so it is retried
-   * cheaply: in the background, if there is room, a few times in one lease.
+   * Frees the slot; never throws. A release that throws only holds the slot
+   * for a lease: it is retried 4 times in all, in the background, if there is room.
    */
   async release(beat: Beat, reason: "thrown" | "not_cacheable"): Promise<void> {
     this.#heartbeat.stop(beat);
@@ -89,19 +88,54 @@ export class Completions {
       released("unknown", 1);
       return;
     }
-    const retry = new Retry(
-      performance.now() + this.#config.lease,
-      RELEASE_ATTEMPTS,
-    );
+    const retry = new Retry(performance.now() + this.#config.lease, 4);
     retry.background = true;
     const task = this.#retry("release", beat, write, retry);
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));
   }
 
   /**
-   * Retries a write that threw until it answers or `retry` is used up; an
-   * attempt still unanswered at `giveUpAt` is abandoned. Never rejects.
+   * Commits the record, fenced, with the handler's writes: `null` when both
+   * committed, else the answer: 409 when the claim was lost; when the commit
+   * failed, a fenced `release` asks whether it landed (`lost`: yes, 409; else 503).
    */
+  async commit(
+    unit: UnitOfWork,
+    beat: Beat,
+    record: StoredResponse,
+    request: Request,
+  ): Promise<Response | null> {
+    const { store, encryption } = this.#config;
+    const report = this.#report;
+    // A renewal would wait on the fenced write's row lock, or, committed
+    // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
+    this.#heartbeat.stop(beat);
+    try {
+      const stored = encryption && await encryption.seal(beat.slot, record);
+      if (await unit.commit(stored ?? record) === "committed") {
+        reportCompleted(report, beat, record, "applied");
+        return null;
+      }
+      reportCompleted(report, beat, record, "lost");
+      return reject(request, "inFlight", { retryAfter: 1 });
+    } catch (error) {
+      reportStoreError(report, beat, "complete", error);
+    }
+    let released: WriteResult = "unknown";
+    try {
+      released = await store.release(beat.slot, beat.token);
+    } catch (error) {
+      reportStoreError(report, beat, "release", error);
+    }
+    reportReleased(report, beat, "thrown", released);
+    if (released === "lost") {
+      reportCompleted(report, beat, record, "unknown");
+      return reject(request, "inFlight", { retryAfter: 1 });
+    }
+    return reject(request, "unavailable", {});
+  }
+
+  /** Retries a write that threw until it answers or `retry` is used up; never rejects. */
   async #retry(
     operation: "complete" | "release",
     beat: Beat,
@@ -130,8 +164,7 @@ export class Completions {
     }
   }
 
-  /** Holds the response while `task` runs, until `until`; then moves it to
-   * the background when there is room, else waits for room or the task. */
+  /** Holds the response until `until` or the task's end, then while there is no room. */
   async #wait(task: Promise<void>, retry: Retry, until: number): Promise<void> {
     let done = false;
     const finished = task.then(() => void (done = true));
@@ -165,15 +198,14 @@ export class Completions {
   }
 }
 
-/** Reports `completed`: at the first attempt, inline, unless `retry` says otherwise. */
-export function reportCompleted(
+/** Reports `completed`. */
+function reportCompleted(
   report: Report,
   { slot, started }: Beat,
   record: StoredResponse,
   outcome: WriteResult,
-  retry?: { readonly attempts: number; readonly background: boolean },
+  { attempts, background }: Pick<Retry, "attempts" | "background"> = FIRST,
 ): void {
-  const { attempts = 1, background = false } = retry ?? {};
   report(() => ({
     type: "completed",
     slot,
@@ -185,8 +217,7 @@ export function reportCompleted(
   }), started);
 }
 
-/** Reports `released`. */
-export function reportReleased(
+function reportReleased(
   report: Report,
   { slot, started }: Beat,
   reason: "thrown" | "not_cacheable",
@@ -199,11 +230,11 @@ export function reportReleased(
   );
 }
 
-/** Reports `store_error`: a settling write threw. */
+/** Reports `store_error`: a store operation for a claim (or a request) threw. */
 export function reportStoreError(
   report: Report,
-  { slot, started }: Beat,
-  operation: "complete" | "release",
+  { slot, started }: { readonly slot: string | null; readonly started: number },
+  operation: StoreOperation,
   error: unknown,
 ): void {
   report(() => ({ type: "store_error", slot, operation, error }), started);

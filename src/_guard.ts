@@ -1,14 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * One guarded request's way, step by step (docs/architecture.md, The
- * request's way).
- *
- * @module
- */
+/** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
 import { bodyInit } from "./_bytes.ts";
-import { Completions } from "./_completion.ts";
-import { commitInTransaction } from "./_transaction.ts";
+import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
   EMPTY,
@@ -55,15 +49,10 @@ export class Guard<A extends unknown[]> {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent);
-    const operation = "extend";
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
-      error: ({ slot, started }, error) =>
-        report(
-          () => ({ type: "store_error", slot, operation, error }),
-          started,
-        ),
+      error: (beat, error) => reportStoreError(report, beat, "extend", error),
     }, config.heartbeatClock);
     this.#completions = new Completions(config, this.#heartbeat, report);
     if (config.waitForInFlight > 0) {
@@ -108,20 +97,19 @@ export class Guard<A extends unknown[]> {
         return await this.#unreachable(flight, body, claim.error);
       case "completed": {
         if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
-        const { encryption, lease } = config;
+        const { encryption } = config;
         const record = encryption === undefined
           ? isSealed(claim.response) ? null : claim.response
           : await encryption.open(flight.slot, claim.response);
         if (record !== null) return this.#replay(flight, record);
         // docs/architecture.md, Unreadable is in flight.
-        const unread = { fingerprint: null, retryAfterMs: lease } as const;
-        return this.#conflict(flight, { state: "in_flight", ...unread });
+        return this.#conflict(flight, null, config.lease);
       }
       case "in_flight":
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
           return this.#mismatch(flight);
         }
-        return this.#conflict(flight, claim);
+        return this.#conflict(flight, claim.fingerprint, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
     }
@@ -133,10 +121,7 @@ export class Guard<A extends unknown[]> {
     try {
       return await store.claim(slot, { fingerprint, leaseMs, ttlMs });
     } catch (error) {
-      this.#report(
-        () => ({ type: "store_error", slot, operation: "claim", error }),
-        flight.started,
-      );
+      reportStoreError(this.#report, flight, "claim", error);
       return { state: "unreachable", error };
     }
   }
@@ -159,13 +144,12 @@ export class Guard<A extends unknown[]> {
     ) {
       return claim;
     }
-    const { request } = flight;
     const { store } = this.#config;
     return await waitForOwner(waiters, {
       slot,
       fingerprint,
       started: flight.started,
-      signal: () => request.signal,
+      signal: () => flight.request.signal,
       claim: () => this.#claim(flight, fingerprint),
       watch: store.waitForChange &&
         (async (signal) => await store.waitForChange!(slot, signal)),
@@ -199,7 +183,8 @@ export class Guard<A extends unknown[]> {
 
   #conflict(
     flight: Flight<A>,
-    { fingerprint, retryAfterMs }: ClaimResult & { state: "in_flight" },
+    fingerprint: string | null,
+    retryAfterMs: number,
   ): Response {
     const { slot } = flight;
     const unreadable = fingerprint === null;
@@ -364,13 +349,7 @@ export class Guard<A extends unknown[]> {
   ): Promise<Response | null> {
     const beat = flight.beat!;
     if (unit?.opened) {
-      return await commitInTransaction(unit, beat, record, {
-        store: this.#config.store,
-        encryption: this.#config.encryption,
-        heartbeat: this.#heartbeat,
-        report: this.#report,
-        request: flight.request,
-      });
+      return await this.#completions.commit(unit, beat, record, flight.request);
     }
     await this.#completions.complete(beat, record);
     return null;

@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * What stores share to write and read records; a value these checks reject
- * is unreadable (docs/architecture.md, Unreadable is in flight).
- *
- * @module
+ * What stores share to write and read records; a value these checks reject is
+ * unreadable (docs/architecture.md, Unreadable is in flight). @module
  */
 
 import { TOKEN } from "./_validate.ts";
@@ -42,23 +40,12 @@ export function isHeaderList(value: unknown): value is [string, string][] {
   return true;
 }
 
-/**
- * RFC 9110 `field-value`: tab, space, visible ASCII, obs-text. `new Response()`
- * throws on NUL, CR, LF; `Deno.serve` (2.9) aborts the process on other controls.
- */
+/** RFC 9110 `field-value`: `new Response()` throws on NUL, CR, LF; `Deno.serve` (2.9) aborts on other controls. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
 /** Whether a header pair can be sent again as it is. */
 export function isHeaderPair(name: string, value: string): boolean {
   return TOKEN.test(name) && FIELD_VALUE.test(value);
-}
-
-/** Whether `value` is a header list a replay can send. */
-export function isReplayableHeaderList(
-  value: unknown,
-): value is [string, string][] {
-  return isHeaderList(value) &&
-    value.every((pair) => isHeaderPair(pair[0], pair[1]));
 }
 
 /** Whether `value` is a status a record may hold (200–599). */
@@ -115,7 +102,10 @@ export function toStoredResponse(
   body: Uint8Array | null,
   omitted: unknown,
 ): StoredResponse | null {
-  if (!isStatus(status) || !isReplayableHeaderList(headers)) return null;
+  if (
+    !isStatus(status) || !isHeaderList(headers) ||
+    !headers.every((pair) => isHeaderPair(pair[0], pair[1]))
+  ) return null;
   if (body === null) {
     if (!isOmittedReason(omitted)) return null;
     return { status, headers, body: null, omitted };

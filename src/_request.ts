@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The guarded request: its body read once, its scope and fingerprint, and its
- * rebuild for the handler.
- *
- * @module
- */
+/** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
 import { bodyInit, concatBytes } from "./_bytes.ts";
 import type { Hasher } from "./fingerprint.ts";
@@ -74,11 +69,12 @@ export function scopeOf(
 }
 
 async function checkedScope(found: Promise<string>): Promise<string> {
-  const value = await found;
-  if (typeof value !== "string") {
-    throw new TypeError(`'scope' must return a string: it returned ${value}`);
-  }
-  return value;
+  return returnedString("scope", await found);
+}
+
+function returnedString(option: string, value: unknown): string {
+  if (typeof value === "string") return value;
+  throw new TypeError(`'${option}' must return a string: it returned ${value}`);
 }
 
 /** The `fingerprint` option's value hashed, else the default (method upper-cased). */
@@ -100,13 +96,9 @@ async function customFingerprint(
   body: Uint8Array,
   hasher: Hasher,
 ): Promise<string> {
-  const value = await fingerprint(request, body);
-  if (typeof value !== "string") {
-    throw new TypeError(
-      `'fingerprint' must return a string: it returned ${value}`,
-    );
-  }
-  return hasher.custom(value);
+  return hasher.custom(
+    returnedString("fingerprint", await fingerprint(request, body)),
+  );
 }
 
 /** Where a rebuilt request keeps the original, for its `signal`. */

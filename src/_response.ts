@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * A response as a record keeps it, with the live body, and a record's replay.
- *
- * @module
- */
+/** A response as a record keeps it, with the live body, and a record's replay. @module */
 
 import { bodyInit } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
@@ -14,10 +10,7 @@ import type { OmittedReason, StoredResponse } from "./store.ts";
 /** The header on a replay whose body was not recorded: its value is the reason. */
 export const BODY_OMITTED_HEADER = "Idempotent-Body-Omitted";
 const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
-/**
- * The header on a replay whose record left headers out (`Date` aside): their
- * lower-case names, each once (`set-cookie`). A record keeps it as a pair.
- */
+/** The header on a replay whose record left headers out (`Date` aside): their names. */
 export const HEADERS_OMITTED_HEADER = "Idempotent-Omitted-Headers";
 const LEFT_OUT = HEADERS_OMITTED_HEADER.toLowerCase();
 
@@ -32,9 +25,8 @@ const UNSTORED = new Set([
 ]);
 
 /**
- * The pairs to store (no framing, `unstoredHeaders`, fields `Cache-Control`
- * names private, or control characters; then what was left out), whether any
- * but framing was left out, and whether there is a `Content-Type`.
+ * The pairs to store (docs/architecture.md, Store contract; no control
+ * characters either), whether any but framing was left out, and whether typed.
  */
 export function storedHeaders(
   headers: Headers,
@@ -81,10 +73,7 @@ function privateFields(value: string | null): Set<string> | undefined {
 // deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
-/**
- * A record's replay, less the `unstoredHeaders` whatever it holds, naming
- * what it left out and what its record did.
- */
+/** A record's replay, less `unstoredHeaders`, naming what it and its record left out. */
 export function replay(
   record: StoredResponse,
   replayHeader: string,

@@ -1,14 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * Sealed records (the `encryption` option): a record's headers and body as
- * one AES-256-GCM ciphertext, bound to its slot (docs/architecture.md, Store
- * contract).
- *
- * @module
- */
+/** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
-import { EMPTY } from "./_request.ts";
 import type { StoredResponse } from "./store.ts";
 
 /** The one header of a sealed record: `1;<key id>`, then `;<sealed>` when the body was left out. */
@@ -28,20 +21,12 @@ export function isSealed(record: StoredResponse): boolean {
 
 /** The checked `encryption` option: seals under the first key, opens under any. */
 export class Sealer {
-  #id: string;
-  #key: SealingKey;
-  #keys: Map<string, SealingKey>;
+  private constructor(
+    private readonly keys: ReadonlyMap<string, SealingKey>,
+    private readonly id: string, // the sealing key's
+  ) {}
 
-  private constructor(keys: Map<string, SealingKey>, first: string) {
-    this.#id = first;
-    this.#key = keys.get(first)!;
-    this.#keys = keys;
-  }
-
-  /**
-   * The `encryption` option checked (`TypeError`, `RangeError`), or
-   * `undefined` without it.
-   */
+  /** The `encryption` option checked (`TypeError`, `RangeError`), if given. */
   static of(option: unknown): Sealer | undefined {
     if (option === undefined) return undefined;
     const list = (option as { keys?: unknown } | null)?.keys;
@@ -71,33 +56,30 @@ export class Sealer {
 
   /** `record` sealed for `slot`, in a shape every store accepts. */
   async seal(slot: string, record: StoredResponse): Promise<StoredResponse> {
-    const { status, body, omitted } = record;
+    const { body } = record;
     const headers = new TextEncoder().encode(encodeHeaders(record.headers));
-    const content = body ?? EMPTY;
+    const content = body ?? new Uint8Array(0);
     const plain = new Uint8Array(4 + headers.byteLength + content.byteLength);
     new DataView(plain.buffer).setUint32(0, headers.byteLength);
     plain.set(headers, 4);
     plain.set(content, 4 + headers.byteLength);
     const iv = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
-    const additionalData = bound(VERSION, this.#id, slot, record);
-    const cipher = await crypto.subtle.encrypt(
-      { name: "AES-GCM", iv, additionalData },
-      this.#key,
-      plain,
-    );
+    const { id } = this;
+    const additionalData = bound(VERSION, id, slot, record);
+    const algorithm = { name: "AES-GCM", iv, additionalData };
+    const key = this.keys.get(id)!;
+    const cipher = await crypto.subtle.encrypt(algorithm, key, plain);
     const sealed = new Uint8Array(NONCE_BYTES + cipher.byteLength);
     sealed.set(iv);
     sealed.set(new Uint8Array(cipher), NONCE_BYTES);
-    const label = `${VERSION};${this.#id}`;
-    if (body !== null) {
-      return { status, headers: [[SEALED_HEADER, label]], body: sealed };
-    }
-    const value = `${label};${toBase64Url(sealed)}`;
+    const label = body === null
+      ? `${VERSION};${id};${toBase64Url(sealed)}`
+      : `${VERSION};${id}`;
+    // The status and, with no body, its `omitted` stay as they are.
     return {
-      status,
-      headers: [[SEALED_HEADER, value]],
-      body: null,
-      omitted: omitted!,
+      ...record,
+      headers: [[SEALED_HEADER, label]],
+      body: body && sealed,
     };
   }
 
@@ -113,7 +95,7 @@ export class Sealer {
     if (pair?.[0] !== SEALED_HEADER || more !== undefined) return null;
     const parts = pair[1].split(";");
     const [version, id, text] = parts;
-    const key = this.#keys.get(id!);
+    const key = this.keys.get(id!);
     if (
       version !== VERSION || key === undefined ||
       parts.length !== (record.body === null ? 3 : 2)
@@ -121,17 +103,13 @@ export class Sealer {
     const sealed = (record.body as Uint8Array<ArrayBuffer> | null) ??
       fromBase64Url(text!);
     if (sealed === null) return null;
+    const iv = sealed.subarray(0, NONCE_BYTES);
+    const additionalData = bound(version, id!, slot, record);
+    const algorithm = { name: "AES-GCM", iv, additionalData };
     try {
+      const cipher = sealed.subarray(NONCE_BYTES);
       const plain = new Uint8Array(
-        await crypto.subtle.decrypt(
-          {
-            name: "AES-GCM",
-            iv: sealed.subarray(0, NONCE_BYTES),
-            additionalData: bound(version, id!, slot, record),
-          },
-          key,
-          sealed.subarray(NONCE_BYTES),
-        ),
+        await crypto.subtle.decrypt(algorithm, key, cipher),
       );
       const length = new DataView(plain.buffer).getUint32(0);
       const headers = decodeHeaders(

@@ -1,12 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A synchronous SHA-256 (FIPS 180-4) for slots and small fingerprints: the
- * core has no `node:crypto` on workerd, and `crypto.subtle` is an async hop.
- * Checked against `crypto.subtle` at every padding edge
- * (tests/sha256_test.ts). {@linkcode Hmac} keys it with the `secret`, which
- * it reads once; the rounds branch on no data and index no table by it.
- *
- * @module
+ * SHA-256 (FIPS 180-4) and HMAC-SHA-256 (RFC 2104), synchronous: workerd has no
+ * `node:crypto`, `crypto.subtle` is an async hop (docs/architecture.md, Scoped
+ * hashed slots). No branch or table index depends on the data. @module
  */
 
 // Int32Array throughout: a word past 2^31 read from a Uint32Array is a double
@@ -44,24 +40,15 @@ let used = 0;
 let length = 0;
 let text = new Uint8Array(256);
 
+type Part = Uint8Array | string;
+
 /** The hex SHA-256 of the parts' concatenation (text as UTF-8). */
-export function sha256Hex(
-  a: Uint8Array | string,
-  b?: Uint8Array | string,
-  c?: Uint8Array | string,
-  d?: Uint8Array | string,
-): string {
-  H.set(IV);
-  used = 0;
-  length = 0;
-  absorb(a, b, c, d);
-  return finish();
+export function sha256Hex(a: Part, b?: Part, c?: Part, d?: Part): string {
+  hash(IV, undefined, a, b, c, d);
+  return hex();
 }
 
-/**
- * HMAC-SHA-256 (RFC 2104) under one key, hashed into the inner and outer
- * states once, here: a call costs one more compression than `sha256Hex`.
- */
+/** HMAC-SHA-256 under one key, hashed into the inner and outer states once. */
 export class Hmac {
   #inner: Int32Array;
   #outer: Int32Array;
@@ -69,11 +56,7 @@ export class Hmac {
   constructor(key: Uint8Array) {
     const block = new Uint8Array(64);
     if (key.byteLength > 64) {
-      H.set(IV);
-      used = 0;
-      length = 0;
-      update(key);
-      pad();
+      hash(IV, undefined, key);
       digestInto(block);
     } else {
       block.set(key);
@@ -85,22 +68,9 @@ export class Hmac {
   }
 
   /** The hex HMAC of the parts' concatenation (text as UTF-8). */
-  hex(
-    a: Uint8Array | string,
-    b?: Uint8Array | string,
-    c?: Uint8Array | string,
-    d?: Uint8Array | string,
-  ): string {
-    H.set(this.#inner);
-    used = 0;
-    length = 64;
-    absorb(a, b, c, d);
-    pad();
-    digestInto(BLOCK);
-    H.set(this.#outer);
-    used = 32;
-    length = 96;
-    return finish();
+  hex(a: Part, b?: Part, c?: Part, d?: Part): string {
+    hash(this.#inner, this.#outer, a, b, c, d);
+    return hex();
   }
 }
 
@@ -112,20 +82,33 @@ function keyed(key: Uint8Array, byte: number): Int32Array {
   return H.slice();
 }
 
-function absorb(
-  a: Uint8Array | string,
-  b: Uint8Array | string | undefined,
-  c: Uint8Array | string | undefined,
-  d: Uint8Array | string | undefined,
+/** Leaves in `H` the parts hashed from `state`; with `outer` (HMAC), that digest hashed on from it. */
+function hash(
+  state: Int32Array,
+  outer: Int32Array | undefined,
+  a: Part,
+  b?: Part,
+  c?: Part,
+  d?: Part,
 ): void {
+  H.set(state);
+  used = 0;
+  length = outer === undefined ? 0 : 64;
   add(a);
   if (b !== undefined) add(b);
   if (c !== undefined) add(c);
   if (d !== undefined) add(d);
+  pad();
+  if (outer === undefined) return;
+  digestInto(BLOCK);
+  H.set(outer);
+  used = 32;
+  length = 96;
+  pad();
 }
 
 /** ASCII text goes in a character at a time (`encodeInto` costs more), the rest encoded. */
-function add(part: Uint8Array | string): void {
+function add(part: Part): void {
   if (typeof part !== "string") return update(part);
   const count = part.length;
   let i = 0;
@@ -195,10 +178,8 @@ function digestInto(bytes: Uint8Array): void {
   for (let i = 0; i < 32; i++) bytes[i] = H[i >> 2]! >>> (24 - 8 * (i & 3));
 }
 
-/** The message padded, and its hex digest. */
-function finish(): string {
-  pad();
-  // One flat string, not a tree of 32 concatenations.
+/** `H` as hex: one flat string, not a tree of 32 concatenations. */
+function hex(): string {
   for (let i = 0; i < 8; i++) {
     const word = H[i]!;
     for (let j = 0; j < 8; j++) {

@@ -1,15 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The events reported through `onEvent` (the library never logs).
- *
- * @module
- */
+/** The events reported through `onEvent` (the library never logs). @module */
 
 import type { OmittedReason, StoreOperation } from "./store.ts";
 
 /** What every event carries. */
 export interface EventBase {
-  /** The slot (hex SHA-256 of scope and key), or `null` before it is known. */
+  /** The slot (see `slotOf`), or `null` before it is known. */
   slot: string | null;
   /** Milliseconds since the middleware began on this request. */
   elapsedMs: number;
@@ -27,11 +23,9 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `mismatch`: 422, the key used for a different request.
  * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
- * - `completed`: the record's write ended (`stored`: how; `outcome`;
- *   `background`: after the response was sent). `lost` after a failed
- *   attempt may mean that attempt landed.
- * - `write_retry`: a `complete` or `release` that threw is tried again
- *   (`attempt`, after `delayMs`).
+ * - `completed`: the record's write ended (`background`: after the response);
+ *   `lost` after a failed attempt may mean that attempt landed.
+ * - `write_retry`: a `complete` or `release` that threw is tried again.
  * - `overflow`: the body was over `maxResponseBytes`, recorded without it.
  * - `body_error`: the body stream errored after a cacheable status.
  * - `lease_lost`: a heartbeat found the slot taken over.
@@ -120,7 +114,7 @@ export type IdempotencyEvent =
   }
   | EventBase & { type: "wait_refused"; waiting: number };
 
-/** An event as the middleware makes it: {@linkcode reporter} adds `elapsedMs`. */
+/** An event less the `elapsedMs` {@linkcode reporter} adds. */
 export type EventDraft = IdempotencyEvent extends infer E
   ? E extends unknown ? Omit<E, "elapsedMs"> : never
   : never;

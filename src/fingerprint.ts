@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The slot a key is kept under and the fingerprint of a request: SHA-256, or
- * HMAC-SHA-256 under a `secret` (docs/architecture.md, Scoped hashed slots).
- *
- * @module
+ * HMAC-SHA-256 under a `secret` (docs/architecture.md, Scoped hashed slots). @module
  */
 
 import { concatBytes } from "./_bytes.ts";
@@ -13,15 +11,8 @@ import { Hmac, sha256Hex } from "./_sha256.ts";
 export const SUBTLE_FROM_BYTES = 8192;
 
 /**
- * The slot for a key within a scope: the hex SHA-256 of both,
- * length-prefixed, injective over all JavaScript strings (a lone surrogate
- * is hashed as UTF-16 code units under another prefix); with `secret`, the
- * HMAC-SHA-256 of the same bytes under it. The raw key is never stored.
- *
- * @param scope The scope (tenant, principal), `""` for one global scope.
- * @param key The parsed idempotency key.
- * @param options `secret`: the middleware's, to find where it keeps a key.
- * @returns 64 hex characters.
+ * The slot for a key within a scope (`""` for one global scope): 64 hex
+ * characters, SHA-256, or HMAC-SHA-256 under the middleware's `secret`.
  *
  * @example Two tenants, one key, two slots
  * ```ts
@@ -94,7 +85,6 @@ export function hasherOf(secret: unknown): Hasher {
 /** Slots and fingerprints, hashed plainly or under one secret. */
 export class Hasher {
   #hex: typeof sha256Hex;
-  /** The secret, for `crypto.subtle`. */
   #key: Uint8Array<ArrayBuffer> | undefined;
   #imported: Promise<CryptoKey> | undefined;
 
@@ -138,20 +128,18 @@ export class Hasher {
   }
 
   async #subtle(bytes: Uint8Array<ArrayBuffer>): Promise<string> {
-    const key = this.#key;
-    if (key === undefined) {
+    if (this.#key === undefined) {
       return toHex(await crypto.subtle.digest("SHA-256", bytes));
     }
-    // At first use: workerd refuses `crypto.subtle` at startup.
-    this.#imported ??= crypto.subtle.importKey(
-      "raw",
-      key,
-      { name: "HMAC", hash: "SHA-256" },
-      false,
-      ["sign"],
-    );
-    return toHex(await crypto.subtle.sign("HMAC", await this.#imported, bytes));
+    // Imported at first use: workerd refuses `crypto.subtle` at startup.
+    const key = await (this.#imported ??= importKey(this.#key));
+    return toHex(await crypto.subtle.sign("HMAC", key, bytes));
   }
+}
+
+function importKey(key: Uint8Array<ArrayBuffer>): Promise<CryptoKey> {
+  const algorithm = { name: "HMAC", hash: "SHA-256" };
+  return crypto.subtle.importKey("raw", key, algorithm, false, ["sign"]);
 }
 
 const PLAIN = new Hasher(undefined);
@@ -176,8 +164,6 @@ export function pathAndQuery(url: string): string {
 }
 
 function toHex(buffer: ArrayBuffer): string {
-  const bytes = new Uint8Array(buffer);
-  let out = "";
-  for (const byte of bytes) out += byte.toString(16).padStart(2, "0");
-  return out;
+  const hex = (byte: number) => byte.toString(16).padStart(2, "0");
+  return Array.from(new Uint8Array(buffer), hex).join("");
 }

@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * {@linkcode idempotency}: the middleware.
- *
- * @module
- */
+/** {@linkcode idempotency}: the middleware. @module */
 
 import { Guard } from "./_guard.ts";
 import {
@@ -31,10 +27,6 @@ export type {
  * before the middleware is a `TypeError`. `req.clone()` and `fetch(req)` drop
  * that signal: pass `signal: req.signal` when you proxy it.
  *
- * @typeParam A The arguments after the request, passed through.
- * @param handler The handler to guard.
- * @param options Scope (required), store, limits and hooks.
- * @returns The guarded handler.
  * @throws {TypeError} When `scope` is missing or an option has the wrong type.
  * @throws {RangeError} When a number option is out of range.
  *
@@ -45,26 +37,16 @@ export type {
  *
  * let charges = 0;
  * const handler = idempotency(async (req) => {
- *   const { amount } = await req.json();
  *   charges++;
- *   return Response.json({ charged: amount }, { status: 201 });
+ *   return Response.json({ charged: (await req.json()).amount }, { status: 201 });
  * }, {
  *   store: new MemoryStore(),
- *   // The paying account, as the authenticating proxy in front of this
- *   // service resolved it: two accounts never share a key's charge.
- *   scope: (req) => {
- *     const account = req.headers.get("x-account-id");
- *     if (account === null) throw new Error("unauthenticated");
- *     return account;
- *   },
+ *   scope: "global", // one caller here: see `scope` to scope by account
  * });
  *
- * const pay = () =>
- *   new Request("http://localhost/payments", {
- *     method: "POST",
- *     headers: { "idempotency-key": "order-42", "x-account-id": "acct_1" },
- *     body: JSON.stringify({ amount: 100 }),
- *   });
+ * const headers = { "idempotency-key": "order-42" };
+ * const body = JSON.stringify({ amount: 100 });
+ * const pay = () => new Request("http://localhost/pay", { method: "POST", headers, body });
  * const first = await handler(pay());
  * const retry = await handler(pay());
  * assert.equal(charges, 1);
@@ -99,26 +81,15 @@ export function idempotency<
 const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
 
 /**
- * Waits until every record write a guarded handler retries in the background
- * has ended (those started meanwhile too). Call it at shutdown, after the
- * server stopped taking requests, so that the exit cuts none off.
- *
- * @param handler A handler returned by {@linkcode idempotency}.
+ * Waits until every record write the handler (from {@linkcode idempotency})
+ * retries in the background has ended, later ones too: call it at shutdown,
+ * once the server stopped taking requests.
  *
  * @example Flush before exit
  * ```ts
  * import { drainCompletions, idempotency } from "@idempotent/http";
- * import assert from "node:assert/strict";
  *
- * // A single-tenant internal service: one key space for every caller.
- * const handler = idempotency(() => new Response("ok", { status: 201 }), {
- *   scope: "global",
- * });
- * const res = await handler(new Request("http://localhost/pay", {
- *   method: "POST",
- *   headers: { "idempotency-key": "k1" },
- * }));
- * assert.equal(await res.text(), "ok");
+ * const handler = idempotency(() => new Response("ok"), { scope: "global" });
  * // Deno.serve(...).shutdown() first, then:
  * await drainCompletions(handler);
  * ```

@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * Parsing the `Idempotency-Key` header.
- *
- * @module
- */
+/** Parsing the `Idempotency-Key` header. @module */
 
 /** The longest key accepted, in characters. */
 export const MAX_KEY_LENGTH = 255;

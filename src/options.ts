@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The middleware's options, their defaults, and {@linkcode configure}.
- *
- * @module
- */
+/** The middleware's options, their defaults, and {@linkcode configure}. @module */
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
@@ -21,10 +17,7 @@ import { hasherOf } from "./fingerprint.ts";
 import type { IdempotencyStore } from "./store.ts";
 import { MemoryStore } from "./stores/memory.ts";
 
-/**
- * The `info` argument `Deno.serve` passes a handler (`Deno.ServeHandlerInfo`
- * fits it), written out so that the types name no `Deno` namespace.
- */
+/** The `info` `Deno.serve` passes a handler, written out to name no `Deno` type. */
 export interface ServeHandlerInfo {
   /** The remote address of the connection, as `Deno.Addr`. */
   remoteAddr:
@@ -44,9 +37,7 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
-/**
- * Options of {@linkcode idempotency}. Every field but `scope` is optional.
- */
+/** Options of {@linkcode idempotency}. Every field but `scope` is optional. */
 export interface IdempotencyOptions {
   /**
    * Where records are kept; instances that must see each other's keys share one.
@@ -54,36 +45,25 @@ export interface IdempotencyOptions {
    */
   store?: IdempotencyStore;
   /**
-   * The scope of a request's key: requests in different scopes never share a
-   * record, even with the same key. Required: return the stable id of the
-   * user, tenant or API client the request acts for, resolved after
-   * authentication (not a token that rotates: a retry must land in the same
-   * scope). May be async; a throw propagates as the handler's would.
-   * `"global"` is the explicit choice of one key space shared by every
-   * caller, for an API that has one (a single-tenant internal service,
-   * tests): two callers who send the same key and body then share one
-   * execution and its response.
+   * Required: the stable id of the user, tenant or API client a request acts
+   * for, resolved after authentication (may be async; a throw propagates), or
+   * `"global"` for one key space shared by every caller (README, Security).
    *
    * @example Scoped by the authenticated account
    * ```ts
    * import { idempotency } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * // Your authentication: the account an API key stands for.
-   * const accounts = new Map([["key-of-alice", "acct_1"]]);
-   * const accountOf = (request: Request) => {
-   *   const account = accounts.get(request.headers.get("x-api-key") ?? "");
-   *   if (account === undefined) throw new Error("unauthenticated");
-   *   return account;
-   * };
-   *
+   * const accounts = new Map([["key-of-alice", "acct_1"]]); // your auth's
    * const handler = idempotency(() => new Response("ok", { status: 201 }), {
-   *   scope: accountOf,
+   *   scope: (request) => {
+   *     const account = accounts.get(request.headers.get("x-api-key") ?? "");
+   *     if (account === undefined) throw new Error("unauthenticated");
+   *     return account;
+   *   },
    * });
-   * const res = await handler(new Request("http://localhost/pay", {
-   *   method: "POST",
-   *   headers: { "idempotency-key": "k1", "x-api-key": "key-of-alice" },
-   * }));
+   * const headers = { "idempotency-key": "k1", "x-api-key": "key-of-alice" };
+   * const res = await handler(new Request("http://localhost/pay", { method: "POST", headers }));
    * assert.equal(res.status, 201);
    * ```
    */
@@ -94,8 +74,7 @@ export interface IdempotencyOptions {
    */
   header?: string;
   /**
-   * The methods guarded, in any case; others are a bare call-through.
-   * `CONNECT`, `TRACE` and `TRACK` cannot be (`new Request()` refuses them).
+   * The methods guarded, in any case, but `CONNECT`, `TRACE` and `TRACK`.
    * @default {["POST", "PATCH"]}
    */
   methods?: readonly string[];
@@ -115,10 +94,8 @@ export interface IdempotencyOptions {
    */
   ttl?: number;
   /**
-   * How long a claim is owned without renewal, in milliseconds; renewed while
-   * the handler runs. After a crash a retry may run the handler again once it
-   * runs out: keep it longer than the handler's longest pause. A 409's
-   * `Retry-After` is at most the rest of the holder's lease.
+   * How long a claim is owned without renewal, in milliseconds (renewed while
+   * the handler runs): past it, after a crash, a retry runs the handler again.
    * @default {30_000}
    */
   lease?: number;
@@ -138,8 +115,7 @@ export interface IdempotencyOptions {
    */
   cacheable?: (response: Response) => boolean;
   /**
-   * The request's fingerprint (same key, another one: 422), hashed before it is
-   * stored. For clients that re-encode bodies, return a canonical form.
+   * The request's fingerprint (same key, another one: 422), hashed to store.
    * @default {requestFingerprint} (method, path with query, body)
    */
   fingerprint?: (
@@ -147,13 +123,9 @@ export interface IdempotencyOptions {
     body: Uint8Array,
   ) => string | Promise<string>;
   /**
-   * A key of at least 32 random bytes (a string counts as UTF-8) under which
-   * the slot and the fingerprint are HMAC-SHA-256, not SHA-256, so that a
-   * store dump cannot confirm a guessed key or body. Setting, changing or
-   * removing it moves every slot: the keys in flight and recorded are
-   * forgotten, so a retry across the switch runs again and a duplicate during
-   * it is not caught; switch as README, Security says.
-   * `slotOf(scope, key, { secret })` finds a key's slot.
+   * 32 random bytes or more (a string as UTF-8), the same on every instance:
+   * slots and fingerprints are HMAC-SHA-256 under it; changing it moves every
+   * slot (README, Security).
    * @default {undefined} (SHA-256)
    *
    * @example Under a secret, and a key's slot found
@@ -161,15 +133,10 @@ export interface IdempotencyOptions {
    * import { idempotency, MemoryStore, slotOf } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * // The same on every instance, from where the app keeps its secrets
-   * // (`openssl rand -hex 32`); a literal only in this example.
+   * // From the app's secret store (`openssl rand -hex 32`), not a literal.
    * const secret = "d2f1c8e7b6a5948372615f4e3d2c1b0a99887766554433221100ffeeddccbbaa";
    * const store = new MemoryStore();
-   * const handler = idempotency(() => new Response("ok"), {
-   *   scope: "global",
-   *   store,
-   *   secret,
-   * });
+   * const handler = idempotency(() => new Response("ok"), { scope: "global", store, secret });
    * const headers = { "idempotency-key": "k1" };
    * await handler(new Request("http://api.test/", { method: "POST", headers }));
    * const slot = slotOf("", "k1", { secret });
@@ -184,36 +151,14 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
-   * Response headers neither stored nor replayed (any case), for what belongs
-   * to one response (a request id, a session cookie); the live response keeps
-   * them. A list replaces the default. Framing headers are never stored, nor
-   * the fields a `Cache-Control: private="…"` or `no-cache="…"` names. A
-   * response marked `private` or `no-store` is still recorded (a retry must
-   * not run the handler again, and the record is no shared cache): sealing
-   * (`encryption`) keeps its body unreadable at rest. A replay names what its
-   * record left out, `Date` aside: `Idempotent-Omitted-Headers: set-cookie`.
-   * `["date"]` stores `Set-Cookie`: each session id then sits in the store,
-   * in clear unless sealed, for `ttl`, and goes to whoever replays the key
-   * within the scope.
+   * Response headers (any case) the live response keeps but a record does not;
+   * a list replaces the default (README, Security).
    * @default {["date", "set-cookie"]}
    */
   unstoredHeaders?: readonly string[];
   /**
-   * Seals records: a store then holds a record's headers and body as one
-   * AES-256-GCM ciphertext (a fresh random nonce each), bound to its slot,
-   * with the status, a left-out body's reason and the key's id in clear. The
-   * first key seals, every key listed opens. A record that does not open
-   * (tampered, copied to another slot, sealed under a key no longer listed,
-   * or written in clear before this was turned on) answers 409 until it
-   * expires, as does a sealed record read without this option: never a
-   * replay of garbage, never a second run. To rotate, list the new key
-   * first and the old one second; drop the old one only a `ttl` after it
-   * stopped sealing. A key is an AES-GCM `CryptoKey` of 256 bits with the
-   * usages `encrypt` and `decrypt`: `crypto.subtle.generateKey({ name:
-   * "AES-GCM", length: 256 }, false, ["encrypt", "decrypt"])` (lost with the
-   * process: one instance only), or 32 random bytes from your secret store
-   * through `crypto.subtle.importKey("raw", bytes, "AES-GCM", false,
-   * ["encrypt", "decrypt"])`.
+   * Seals records: headers and body as one AES-256-GCM ciphertext bound to its
+   * slot; the first key seals, every key listed opens (README, Security).
    * @default {undefined} (records in clear)
    *
    * @example Sealed records, replayed as the handler answered
@@ -221,13 +166,10 @@ export interface IdempotencyOptions {
    * import { idempotency } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * const key = await crypto.subtle.generateKey(
-   *   { name: "AES-GCM", length: 256 },
-   *   false,
-   *   ["encrypt", "decrypt"],
-   * );
+   * const aes = { name: "AES-GCM", length: 256 };
+   * const key = await crypto.subtle.generateKey(aes, false, ["encrypt", "decrypt"]);
    * const handler = idempotency(() => Response.json({ card: "4242" }), {
-   *   scope: "global", // one key space: this example has one caller
+   *   scope: "global",
    *   encryption: { keys: [{ id: "2026-01", key }] },
    * });
    * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });
@@ -241,7 +183,7 @@ export interface IdempotencyOptions {
     keys: readonly {
       /** Its name, stored with each record it seals: 1 to 32 visible ASCII characters but `;`. */
       id: string;
-      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt` (typed so that Node's types name it too). */
+      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt`. */
       key: Parameters<typeof crypto.subtle.encrypt>[1];
     }[];
   };
@@ -256,27 +198,24 @@ export interface IdempotencyOptions {
    */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
-   * How long, in milliseconds from its first failure, a response waits for its
-   * record's write before the write goes on in the background.
+   * How long (ms, from a failed write) a response waits for its record's write.
    * @default {1_000}
    */
   completionWait?: number;
   /**
-   * How long, in milliseconds from its first failure, a record's write is
-   * retried before it is given up (`completed` with outcome `unknown`).
+   * How long (ms, from a failed write) a record's write is retried, then given up.
    * @default {300_000} (5 minutes)
    */
   completionTimeout?: number;
   /**
-   * How many record writes one instance retries in the background at once;
-   * past it responses wait (a write is never dropped). 0: all wait inline.
+   * How many record writes one instance retries in the background; past it, responses wait.
    * @default {100}
    */
   maxPendingCompletions?: number;
   /**
    * How long, in milliseconds, a duplicate of a running request waits for its
-   * replay instead of a 409 (0: at once). Waiting reads `request.signal`:
-   * `Deno.serve` prints a notice, which `--unstable-no-legacy-abort` silences.
+   * replay instead of a 409 (0: at once). Waiting reads `request.signal`, of
+   * which `Deno.serve` prints a notice unless `--unstable-no-legacy-abort`.
    * @default {0}
    */
   waitForInFlight?: number;
@@ -362,6 +301,7 @@ export function configure(options: IdempotencyOptions) {
     );
   }
   const guarded = new Set(methods.map((m) => m.toUpperCase()));
+  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock };
   return {
     store,
     scope: scopeOption(options.scope),
@@ -374,7 +314,8 @@ export function configure(options: IdempotencyOptions) {
     lease,
     maxRequestBytes: option("maxRequestBytes", nonNegativeInteger),
     maxResponseBytes: option("maxResponseBytes", nonNegativeInteger),
-    cacheable: optionalFunction("cacheable", options.cacheable) ?? isSuccess,
+    cacheable: optionalFunction("cacheable", options.cacheable) ??
+      ((response: Response) => response.ok),
     fingerprint: optionalFunction("fingerprint", options.fingerprint),
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
@@ -385,10 +326,7 @@ export function configure(options: IdempotencyOptions) {
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
-    // A test's, else the system's.
-    heartbeatClock: (options as { [HEARTBEAT_CLOCK]?: Clock })[
-      HEARTBEAT_CLOCK
-    ],
+    heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
     waitForInFlight: option("waitForInFlight", nonNegativeInteger),
     maxWaiting: option("maxWaiting", nonNegativeInteger),
     skip: optionalFunction("skip", options.skip),
@@ -396,9 +334,8 @@ export function configure(options: IdempotencyOptions) {
 }
 
 /**
- * The key header's value of a guarded request (`null`: none, and one is
- * required), or `undefined` for a bare call-through (docs/architecture.md,
- * No header no cost).
+ * The key header of a guarded request (`null`: none, yet required), else
+ * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
  */
 export function guardedKey(
   config: Config,
@@ -418,14 +355,12 @@ export function guardedKey(
   return value === null && !config.required ? undefined : value;
 }
 
+type Scope = Exclude<IdempotencyOptions["scope"], "global">;
+
 /** The `scope` option: a function, or `undefined` for `"global"`. */
-function scopeOption(
-  scope: unknown,
-): Exclude<IdempotencyOptions["scope"], "global"> | undefined {
+function scopeOption(scope: unknown): Scope | undefined {
   if (scope === "global") return undefined;
-  if (typeof scope === "function") {
-    return scope as Exclude<IdempotencyOptions["scope"], "global">;
-  }
+  if (typeof scope === "function") return scope as Scope;
   throw new TypeError(
     `'scope' is required: pass (request) => the stable id of the user, tenant or API client the request acts for (resolved after authentication), or "global" for one key space shared by every caller: current value is ${
       typeof scope === "string" ? JSON.stringify(scope) : scope
@@ -435,10 +370,6 @@ function scopeOption(
 
 /** What `new Request()` refuses, so `methods` cannot hold. */
 const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
-
-function isSuccess(response: Response): boolean {
-  return response.ok;
-}
 
 /** The standard methods, in the case `Request` normalizes them to. */
 const STANDARD_METHODS =

@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The middleware's error answers: RFC 9457 problems, in one catalogue.
- *
- * @module
- */
+/** The middleware's error answers: RFC 9457 problems, in one catalogue. @module */
 
 /** The `type` URIs of the middleware's problems, by case. */
 export interface ProblemTypes {
@@ -79,9 +75,6 @@ interface Entry<D> {
   retryAfter?: (details: D) => number;
 }
 
-/** The 503's `Retry-After`. */
-const STORE_RETRY_SECONDS = 1;
-
 /** Every problem, by its `PROBLEM_TYPES` name. */
 const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
   missing: {
@@ -125,7 +118,7 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
     title: "Idempotency store unavailable",
     detail: () =>
       "The request was not processed: its idempotency key could not be checked. Retry it with the same key.",
-    retryAfter: () => STORE_RETRY_SECONDS,
+    retryAfter: () => 1, // seconds
   },
 };
 
@@ -144,14 +137,12 @@ export function reject<K extends keyof ProblemDetails>(
     detail: entry.detail(details),
     instance: pathOf(request.url),
   };
-  const headers: [string, string][] = [
+  const headers = [
     ["content-type", "application/problem+json"],
     ["cache-control", "no-store"],
   ];
   const retryAfter = entry.retryAfter?.(details);
-  if (retryAfter !== undefined) {
-    headers.push(["retry-after", String(retryAfter)]);
-  }
+  if (retryAfter !== undefined) headers.push(["retry-after", `${retryAfter}`]);
   return new Response(JSON.stringify(problem), { status, headers });
 }
 

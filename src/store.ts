@@ -1,10 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The contract between the middleware and a store (docs/architecture.md,
- * Store contract).
- *
- * @module
- */
+/** The middleware's contract with a store (docs/architecture.md, Store contract). @module */
 
 /** A response as a store keeps it, to be replayed to every retry. */
 export interface StoredResponse {
@@ -12,16 +7,15 @@ export interface StoredResponse {
   status: number;
   /** Lower-case `[name, value]` pairs in order; each `set-cookie` its own. */
   headers: [name: string, value: string][];
-  /** The body bytes, or `null` when the body was omitted (see {@linkcode StoredResponse.omitted}). */
+  /** The body bytes, or `null` when it was omitted. */
   body: Uint8Array | null;
   /** Why the body is `null`: set exactly when `body` is `null`. */
   omitted?: OmittedReason;
 }
 
 /**
- * Why a completed record holds no body: `too_large` (over `maxResponseBytes`),
- * `stream_error` (the stream errored), `too_slow` (not ended within a lease
- * of its first byte) or `cancelled` (aborted, as when the client left).
+ * Why a record holds no body: over `maxResponseBytes`, not ended within a
+ * lease of its first byte, its stream errored, or it was cancelled.
  */
 export type OmittedReason =
   | "too_large"
@@ -48,46 +42,21 @@ export interface ClaimOptions {
 }
 
 /**
- * What a claim found: `acquired` (the caller owns the slot under `token`;
- * `recovered`: an expired lease was taken over), `in_flight` (the owner's
- * `fingerprint`, `null` when unreadable; `retryAfterMs`: the lease left, at
- * least 1) or `completed`.
+ * What a claim found: `acquired` (`recovered`: an expired lease taken over),
+ * `in_flight` (`fingerprint` `null` when unreadable; `retryAfterMs` ≥ 1, the
+ * lease left) or `completed`.
  */
 export type ClaimResult =
   | { state: "acquired"; token: string; recovered: boolean }
   | { state: "in_flight"; fingerprint: string | null; retryAfterMs: number }
   | { state: "completed"; fingerprint: string; response: StoredResponse };
 
-/**
- * A fenced write's outcome: `applied`, or `lost` (the token no longer owns the
- * slot). A transport failure throws a {@linkcode StoreError} instead.
- */
+/** A fenced write's outcome (`lost`: the token no longer owns the slot); else a {@linkcode StoreError}. */
 export type WriteOutcome = "applied" | "lost";
 
 /**
  * A place to keep idempotency records: four operations, each one atomic round
- * trip. Every implementation keeps, and `storeConformance` checks: an atomic
- * claim; fencing (`complete`, `release` and `extend` apply only while `token`
- * owns the slot, else `lost`); expired is absent (`recovered: true` on a
- * takeover); the first claim's TTL kept; an unreadable value `in_flight` with
- * `fingerprint: null`; transport failures thrown as {@linkcode StoreError}.
- * A slot is an opaque string of at most 256 bytes.
- *
- * @example A store's life cycle, on the MemoryStore
- * ```ts
- * import { MemoryStore } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * const store = new MemoryStore();
- * const claim = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
- * assert.equal(claim.state, "acquired");
- * if (claim.state === "acquired") {
- *   const done = await store.complete("slot-1", claim.token, { status: 200, headers: [], body: new Uint8Array([1]) });
- *   assert.equal(done, "applied");
- * }
- * const again = await store.claim("slot-1", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
- * assert.equal(again.state, "completed");
- * ```
+ * trip, fenced by the claim's token; `storeConformance` checks the contract.
  */
 export interface IdempotencyStore {
   /** Reserves `slot` if it is free (absent or expired), or reports what holds it. */
@@ -102,26 +71,19 @@ export interface IdempotencyStore {
   release(slot: string, token: string): Promise<WriteOutcome>;
   /** Renews the lease to `leaseMs` from now, if `token` still owns the slot. */
   extend(slot: string, token: string, leaseMs: number): Promise<WriteOutcome>;
-  /**
-   * Optional: the claimed request's {@linkcode UnitOfWork}, whose writes
-   * commit with the record; called once before the handler runs.
-   */
+  /** Optional: the claimed request's {@linkcode UnitOfWork}, made before the handler runs. */
   unitOfWork?(request: Request, slot: string, token: string): UnitOfWork;
   /**
    * Optional: resolves when the slot may have changed since a claim found it
-   * in flight (at once if no live claim holds it, else at its next write), or
-   * when `signal` aborts. Early is fine, late is not; a throw falls back to
-   * polling. Only for services that push changes at no cost to writers.
+   * in flight, or when `signal` aborts: early is fine, late is not; a throw
+   * falls back to polling.
    */
   waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
 }
 
-/**
- * One claimed request's transaction ({@linkcode IdempotencyStore.unitOfWork}):
- * the handler opens it or not; the middleware ends it once.
- */
+/** One claimed request's transaction: the handler opens it or not; the middleware ends it once. */
 export interface UnitOfWork {
-  /** Whether the handler opened the transaction; when not, the middleware settles the plain way. */
+  /** Whether the handler opened the transaction. */
   readonly opened: boolean;
   /**
    * Writes the record in the transaction, fenced by the token, and commits:
@@ -146,16 +108,6 @@ export interface StoreErrorOptions {
 /**
  * A store could not be reached, or did not answer in time: for a write, the
  * outcome is unknown.
- *
- * @example
- * ```ts
- * import { StoreError } from "@idempotent/http";
- * import assert from "node:assert/strict";
- *
- * const error = new StoreError("Redis is unreachable", { operation: "claim", cause: new Error("ECONNREFUSED") });
- * assert.equal(error.name, "StoreError");
- * assert.equal(error.operation, "claim");
- * ```
  */
 export class StoreError extends Error {
   /** The store operation that failed. */
@@ -169,13 +121,9 @@ export class StoreError extends Error {
   }
 }
 
-/** The most bytes a slot may have. */
-export const MAX_SLOT_BYTES = 256;
+const MAX_SLOT_BYTES = 256;
 
-/**
- * Throws a `TypeError` unless `slot` is a non-empty string of at most 256
- * bytes (UTF-8). Stores call it first in every operation.
- */
+/** Throws a `TypeError` unless `slot` is a non-empty string of at most 256 bytes (UTF-8). */
 export function assertSlot(slot: string): void {
   if (typeof slot !== "string" || slot.length === 0) {
     throw new TypeError(
@@ -195,10 +143,7 @@ export function assertSlot(slot: string): void {
   }
 }
 
-/**
- * A lease or TTL in whole milliseconds, rounded up (1.5 is 2; Redis's
- * `PEXPIRE` takes nothing finer), else a `RangeError`.
- */
+/** A lease or TTL in whole milliseconds, rounded up (for Redis), else a `RangeError`. */
 export function durationMs(name: string, value: unknown): number {
   const ms = typeof value === "number" ? Math.ceil(value) : NaN;
   if (!(ms > 0 && ms <= Number.MAX_SAFE_INTEGER)) {
@@ -211,10 +156,7 @@ export function durationMs(name: string, value: unknown): number {
   return ms;
 }
 
-/**
- * A claim's options checked, as every store does first in `claim`: `options`
- * itself when its durations are whole, else a copy rounded up.
- */
+/** A claim's options checked: `options` itself when its durations are whole, else a rounded copy. */
 export function claimOptions(options: ClaimOptions): ClaimOptions {
   const fingerprint = options?.fingerprint;
   if (typeof fingerprint !== "string") {

@@ -484,7 +484,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "record-headers-unchecked",
     file: "src/_record.ts",
-    text: "value.every((pair) => isHeaderPair(pair[0], pair[1]))",
+    text: "headers.every((pair) => isHeaderPair(pair[0], pair[1]))",
     replacement: "true",
     tests: [T.recordHeaders],
     what: "a stored header that is not valid HTTP makes every replay a 500",
@@ -516,7 +516,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "secret-large-body-unkeyed",
     file: "src/fingerprint.ts",
-    text: 'crypto.subtle.sign("HMAC", await this.#imported, bytes)',
+    text: 'crypto.subtle.sign("HMAC", key, bytes)',
     replacement: 'crypto.subtle.digest("SHA-256", bytes)',
     tests: ["tests/fingerprint_test.ts"],
     what:
