@@ -22,6 +22,8 @@ class Retry {
 
 /** A write answered at its first attempt, inline. */
 const FIRST = { attempts: 1, background: false } as const;
+/** How many times a release that throws is tried in all (within one lease). */
+const RELEASE_ATTEMPTS = 4;
 const FIRST_BACKOFF_MS = 20;
 const MAX_BACKOFF_MS = 2_000; // or a quarter lease, when shorter
 
@@ -88,7 +90,10 @@ export class Completions {
       released("unknown", 1);
       return;
     }
-    const retry = new Retry(performance.now() + this.#config.lease, 4);
+    const retry = new Retry(
+      performance.now() + this.#config.lease,
+      RELEASE_ATTEMPTS,
+    );
     retry.background = true;
     const task = this.#retry("release", beat, write, retry);
     this.#background(task.then((outcome) => released(outcome, retry.attempts)));

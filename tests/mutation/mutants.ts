@@ -961,16 +961,16 @@ export const MUTANTS: Mutant[] = [
   {
     id: "hono-replay-as-problem",
     file: "src/hono.ts",
-    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS,",
-    replacement: "PROBLEM_HEADERS,",
+    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS;",
+    replacement: "PROBLEM_HEADERS;",
     tests: ["tests/hono_test.ts"],
     what: "a replay drops earlier middleware's Cache-Control and Retry-After",
   },
   {
     id: "hono-problem-as-replay",
     file: "src/hono.ts",
-    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS,",
-    replacement: "OWN_HEADERS,",
+    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS;",
+    replacement: "OWN_HEADERS;",
     tests: ["tests/hono_test.ts"],
     what: "a problem takes earlier middleware's Cache-Control: a 409 is cached",
   },
@@ -1291,10 +1291,10 @@ export const MUTANTS: Mutant[] = [
     what: "a run of 0 ms is not counted: the hint stays the whole lease",
   },
 
-  // --- src/_transaction.ts: each commit outcome and its answer ---------------
+  // --- src/_completion.ts (Completions.commit): each transaction commit outcome and its answer ---------------
   {
     id: "transaction-lost-as-applied",
-    file: "src/_transaction.ts",
+    file: "src/_completion.ts",
     text: 'reportCompleted(report, beat, record, "lost");',
     replacement: 'reportCompleted(report, beat, record, "applied");',
     tests: ["tests/stores/postgres_transaction_test.ts"],
@@ -1302,17 +1302,17 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "transaction-lost-as-unavailable",
-    file: "src/_transaction.ts",
-    text: 'return reject(request, "inFlight", { retryAfter: 1 });\n  } catch',
-    replacement: 'return reject(request, "unavailable", {});\n  } catch',
+    file: "src/_completion.ts",
+    text: 'return reject(request, "inFlight", { retryAfter: 1 });\n    } catch',
+    replacement: 'return reject(request, "unavailable", {});\n    } catch',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a commit fenced out answers 503, not 409",
   },
   {
     id: "transaction-failed-as-conflict",
-    file: "src/_transaction.ts",
-    text: 'return reject(request, "unavailable", {});\n}',
-    replacement: 'return reject(request, "inFlight", { retryAfter: 1 });\n}',
+    file: "src/_completion.ts",
+    text: 'return reject(request, "unavailable", {});\n  }',
+    replacement: 'return reject(request, "inFlight", { retryAfter: 1 });\n  }',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a failed transaction whose release applied answers 409, not 503",
   },
