@@ -151,7 +151,27 @@ function percent(caught: number, total: number): string {
   return `${total ? Math.floor(100 * caught / total) : 0}%`;
 }
 
+/** What `--help` prints. */
+export const USAGE =
+  "Usage: deno task mutate [--only=id,id] [--module=path] [--list] [--keep]\n" +
+  "  --only=id,id   run these mutants\n" +
+  "  --module=path  run the mutants of one file (src/_guard.ts)\n" +
+  "  --list         list the mutants by file, run nothing\n" +
+  "  --keep         keep the scratch copy\n" +
+  "Without --only or --module, every mutant runs (a long run).";
+
 async function main(args: string[]): Promise<number> {
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(USAGE);
+    return 0;
+  }
+  const unknown = args.filter((a) =>
+    !/^--(only|module)=/.test(a) && a !== "--list" && a !== "--keep"
+  );
+  if (unknown.length > 0) {
+    console.error(`Unknown argument(s): ${unknown.join(" ")}\n${USAGE}`);
+    return 2;
+  }
   const chosen = choose(MUTANTS, args);
   if (typeof chosen === "string") {
     console.error(chosen);
