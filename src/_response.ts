@@ -73,7 +73,7 @@ function privateFields(value: string | null): Set<string> | undefined {
 // deno-lint-ignore no-control-regex -- matching control characters is the point
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f]/;
 
-/** A record's replay, less `unstoredHeaders`, naming what it and its record left out. */
+/** A record's replay, less the unstored headers, naming what it and its record left out. */
 export function replay(
   record: StoredResponse,
   replayHeader: string,

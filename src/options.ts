@@ -151,11 +151,17 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
-   * Response headers (any case) the live response keeps but a record does not;
-   * a list replaces the default (README, Security).
-   * @default {["date", "set-cookie"]}
+   * Response headers (any case) the live response keeps but a record does not,
+   * besides `Set-Cookie` unless `storeSetCookie`; a list replaces the default.
+   * @default {["date"]}
    */
   unstoredHeaders?: readonly string[];
+  /**
+   * Whether records keep `Set-Cookie`: the store then holds the first caller's
+   * session cookies, and every replay hands them to whoever sends the key.
+   * @default {false}
+   */
+  storeSetCookie?: boolean;
   /**
    * Seals records: headers and body as one AES-256-GCM ciphertext bound to its
    * slot; the first key seals, every key listed opens (README, Security).
@@ -236,7 +242,8 @@ export const DEFAULTS = Object.freeze({
   maxRequestBytes: 1_048_576,
   maxResponseBytes: 1_048_576,
   failOpen: false,
-  unstoredHeaders: Object.freeze(["date", "set-cookie"]) as readonly string[],
+  unstoredHeaders: Object.freeze(["date"]) as readonly string[],
+  storeSetCookie: false,
   replayHeader: "Idempotent-Replayed",
   completionWait: 1_000,
   completionTimeout: 300_000,
@@ -300,6 +307,7 @@ export function configure(options: IdempotencyOptions) {
       `'completionWait' must not exceed 'completionTimeout' (${completionTimeout}): current value is ${completionWait}`,
     );
   }
+  const unstored = option("unstoredHeaders", headerNames);
   const guarded = new Set(methods.map((m) => m.toUpperCase()));
   const hooks = options as { [HEARTBEAT_CLOCK]?: Clock };
   return {
@@ -321,7 +329,9 @@ export function configure(options: IdempotencyOptions) {
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
     encryption: Sealer.of(options.encryption),
-    unstoredHeaders: option("unstoredHeaders", headerNames),
+    unstoredHeaders: option("storeSetCookie", optionalBoolean)
+      ? unstored
+      : new Set([...unstored, "set-cookie"]),
     onEvent: optionalFunction("onEvent", options.onEvent),
     completionWait,
     completionTimeout,

@@ -208,7 +208,7 @@ Deno.test("idempotent() releases the key when the routes after it leave no respo
 
 Deno.test("idempotent() replays every Set-Cookie of the response, in order", async () => {
   const app = new Hono();
-  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  const optIn = { scope: "global", storeSetCookie: true } as const;
   app.post("/login", idempotent(optIn), (c) => {
     setCookie(c, "session", "s1", { httpOnly: true, path: "/" });
     setCookie(c, "csrf", "c1", { path: "/" });
@@ -234,7 +234,7 @@ Deno.test("idempotent() lays the headers of earlier middleware over replays and 
     await next();
     c.header("x-after", "yes");
   });
-  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  const optIn = { scope: "global", storeSetCookie: true } as const;
   app.post("/payments", idempotent(optIn), (c) => {
     setCookie(c, "receipt", "r1");
     return c.json({ ok: true }, 201);
@@ -332,7 +332,7 @@ Deno.test("idempotent() on a prefix passes GET requests and keyless POSTs throug
 Deno.test("idempotent() under Deno.serve(app.fetch) replays over the wire", async () => {
   let runs = 0;
   const app = new Hono();
-  const optIn = { scope: "global", unstoredHeaders: ["date"] } as const;
+  const optIn = { scope: "global", storeSetCookie: true } as const;
   app.post("/payments", idempotent(optIn), async (c) => {
     runs++;
     const { amount } = await c.req.json();

@@ -2,7 +2,7 @@
 /**
  * No credential headers at rest by default: on every store, the raw stored
  * value of a response that set cookies holds no cookie value, and its replay
- * says `Idempotent-Omitted-Headers: set-cookie`; `unstoredHeaders: ["date"]`
+ * says `Idempotent-Omitted-Headers: set-cookie`; `storeSetCookie: true`
  * stores and replays them. Also the fields `Cache-Control` names private.
  *
  * @module
@@ -142,7 +142,7 @@ function app(store: IdempotencyStore, options: Partial<IdempotencyOptions>) {
 
 for (const [name, ignore, setup] of TARGETS) {
   integrationTest(
-    `on ${name} a record holds no cookie value by default and its replay says set-cookie was left out; unstoredHeaders: ["date"] stores and replays them`,
+    `on ${name} a record holds no cookie value by default and its replay says set-cookie was left out; storeSetCookie: true stores and replays them`,
     ignore,
     async () => {
       const target = await setup();
@@ -164,7 +164,7 @@ for (const [name, ignore, setup] of TARGETS) {
         assert.equal(await replay.text(), "paid");
         assert.equal(state.runs, 1);
 
-        const optIn = app(target.store, { unstoredHeaders: ["date"] });
+        const optIn = app(target.store, { storeSetCookie: true });
         await (await optIn.guarded(post("opt-in"))).text();
         const stored = await target.dump("opt-in");
         assert.ok(stored.includes(SESSION) && stored.includes(CSRF), stored);
@@ -233,7 +233,7 @@ Deno.test('Cache-Control private="…" and no-cache="…" fields are neither sto
 
 Deno.test("a record written with cookies replays under the default without them, naming them; a handler's own marker is not stored", async () => {
   const store = new MemoryStore();
-  const optIn = app(store, { unstoredHeaders: ["date"] });
+  const optIn = app(store, { storeSetCookie: true });
   await (await optIn.guarded(post("k"))).text();
   const replay = await app(store, {}).guarded(post("k"));
   assert.deepEqual(replay.headers.getSetCookie(), []);

@@ -102,7 +102,7 @@ Deno.test("idempotency() replays every Set-Cookie separately", async () => {
       );
     }
     return new Response("ok", { headers });
-  }, { scope: "global", unstoredHeaders: ["date"] });
+  }, { scope: "global", storeSetCookie: true });
   const first = await guarded(post("cookies"));
   await first.text();
   const replay = await guarded(post("cookies"));

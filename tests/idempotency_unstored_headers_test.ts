@@ -57,13 +57,13 @@ function names(headers: Iterable<[string, string]>): string[] {
   return [...headers].map(([name]) => name);
 }
 
-Deno.test('unstoredHeaders: ["date"] leaves out Date and keeps Set-Cookie; the live response keeps both', async () => {
+Deno.test("storeSetCookie: true keeps Set-Cookie, Date left out by default; the live response keeps both", async () => {
   const store = new MemoryStore();
   const { state, handler } = app();
   const guarded = idempotency(handler, {
     scope: "global",
     store,
-    unstoredHeaders: ["date"],
+    storeSetCookie: true,
   });
   const live = await guarded(post("k"));
   assert.equal(live.headers.get("date"), OLD_DATE);
@@ -145,6 +145,7 @@ Deno.test("a replay leaves out unstoredHeaders that an older record still holds"
     scope: "global",
     store,
     unstoredHeaders: [],
+    storeSetCookie: true,
   })(post("k")))
     .text();
   assert.ok(names((await recordOf(store, "k")).headers).includes("date"));
@@ -159,6 +160,38 @@ Deno.test("a replay leaves out unstoredHeaders that an older record still holds"
   assert.deepEqual(replay.headers.getSetCookie(), []);
   assert.equal(replay.headers.get("idempotent-omitted-headers"), "set-cookie");
   assert.equal(replay.headers.get("x-request-id"), "req-1");
+  assert.equal(state.runs, 1);
+});
+
+Deno.test('unstoredHeaders: ["x-request-id"] leaves out Set-Cookie too, not Date; the live response keeps all', async () => {
+  const store = new MemoryStore();
+  const { state, handler } = app();
+  const guarded = idempotency(handler, {
+    scope: "global",
+    store,
+    unstoredHeaders: ["x-request-id"],
+  });
+  const live = await guarded(post("k"));
+  assert.equal(live.headers.get("x-request-id"), "req-1");
+  assert.equal(live.headers.getSetCookie().length, 2);
+  assert.equal(await live.text(), "paid");
+  const record = await recordOf(store, "k");
+  assert.deepEqual(names(record.headers), [
+    "access-control-allow-origin",
+    "content-type",
+    "date",
+    "idempotent-omitted-headers",
+  ]);
+  const replay = await guarded(post("k"));
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.deepEqual(replay.headers.getSetCookie(), []);
+  assert.equal(replay.headers.get("x-request-id"), null);
+  assert.equal(replay.headers.get("date"), OLD_DATE);
+  assert.equal(
+    replay.headers.get("idempotent-omitted-headers"),
+    "set-cookie, x-request-id",
+  );
+  await replay.body?.cancel();
   assert.equal(state.runs, 1);
 });
 
@@ -215,6 +248,21 @@ Deno.test("unstoredHeaders is validated eagerly", () => {
         }),
       (error: Error) =>
         error instanceof TypeError && error.message.includes("unstoredHeaders"),
+      JSON.stringify(bad),
+    );
+  }
+});
+
+Deno.test("storeSetCookie is validated eagerly", () => {
+  for (const bad of ["true", 1] as unknown[]) {
+    assert.throws(
+      () =>
+        idempotency(() => new Response("x"), {
+          scope: "global",
+          storeSetCookie: bad as boolean,
+        }),
+      (error: Error) =>
+        error instanceof TypeError && error.message.includes("storeSetCookie"),
       JSON.stringify(bad),
     );
   }

@@ -65,6 +65,7 @@ const T = {
   settle: "tests/heartbeat_settle_test.ts",
   options: "tests/idempotency_options_test.ts",
   credentials: "tests/idempotency_credentials_test.ts",
+  unstored: "tests/idempotency_unstored_headers_test.ts",
   sealing: "tests/idempotency_sealing_test.ts",
 };
 
@@ -98,10 +99,29 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cookies-stored-by-default",
     file: OPTIONS,
-    text: `unstoredHeaders: Object.freeze(["date", "set-cookie"])`,
-    replacement: `unstoredHeaders: Object.freeze(["date"])`,
+    text: `: new Set([...unstored, "set-cookie"]),`,
+    replacement: `: unstored,`,
     tests: [T.credentials],
     what: "every session cookie sits in the store and goes to whoever replays",
+  },
+  {
+    id: "unstored-list-stores-cookies",
+    file: OPTIONS,
+    text: `unstoredHeaders: option("storeSetCookie", optionalBoolean)`,
+    replacement:
+      `unstoredHeaders: options.unstoredHeaders !== undefined || option("storeSetCookie", optionalBoolean)`,
+    tests: [T.unstored],
+    what:
+      'unstoredHeaders: ["x-request-id"] stores and replays session cookies',
+  },
+  {
+    id: "store-set-cookie-ignored",
+    file: OPTIONS,
+    text: `option("storeSetCookie", optionalBoolean)\n      ? unstored`,
+    replacement:
+      `optionalBoolean("storeSetCookie", options.storeSetCookie) && false\n      ? unstored`,
+    tests: [T.unstored, T.credentials],
+    what: "storeSetCookie: true still leaves every cookie out of records",
   },
   {
     id: "omitted-headers-unnamed",

@@ -128,7 +128,7 @@ export function middlewareOn(
             }, {
               scope: "global",
               store: target.store,
-              unstoredHeaders: ["date"],
+              storeSetCookie: true,
             });
             const first = await guarded(request(`${run}-mib`));
             assert.ok(
