@@ -64,12 +64,17 @@ export function scopeOf(
   scope: ((request: Request) => string | Promise<string>) | undefined,
 ): string | Promise<string> {
   if (scope === undefined) return "";
-  const found = scope(request);
-  return typeof found === "string" ? found : checkedScope(found);
+  const id = scope(request);
+  return typeof id === "string" && id !== "" ? id : checkedScope(id);
 }
 
-async function checkedScope(found: Promise<string>): Promise<string> {
-  return returnedString("scope", await found);
+/** Not `""`, `"global"`'s (docs/architecture.md, Scoped hashed slots). */
+async function checkedScope(found: string | Promise<string>): Promise<string> {
+  const id = returnedString("scope", await found);
+  if (id !== "") return id;
+  throw new TypeError(
+    `'scope' must not return "", the key space of "global": return the stable id of the principal the request acts for, or pass scope: "global"`,
+  );
 }
 
 function returnedString(option: string, value: unknown): string {

@@ -11,8 +11,9 @@ import { Hmac, sha256Hex } from "./_sha256.ts";
 export const SUBTLE_FROM_BYTES = 8192;
 
 /**
- * The slot for a key within a scope (`""` for one global scope): 64 hex
- * characters, SHA-256, or HMAC-SHA-256 under the middleware's `secret`.
+ * The slot for a key within a scope: 64 hex characters, SHA-256, or
+ * HMAC-SHA-256 under the middleware's `secret`. `scope: "global"` keys go to
+ * `slotOf("", key)`; a `scope` function must not return `""`.
  *
  * @example Two tenants, one key, two slots
  * ```ts

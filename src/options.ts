@@ -45,9 +45,10 @@ export interface IdempotencyOptions {
    */
   store?: IdempotencyStore;
   /**
-   * Required: the stable id of the user, tenant or API client a request acts
-   * for, resolved after authentication (may be async; a throw propagates), or
-   * `"global"` for one key space shared by every caller (README, Security).
+   * Required: the stable id (not `""`) of the user, tenant or API client a
+   * request acts for, resolved after authentication (may be async; a throw
+   * propagates), or `"global"` for one key space shared by every caller
+   * (README, Security).
    *
    * @example Scoped by the authenticated account
    * ```ts
@@ -139,7 +140,7 @@ export interface IdempotencyOptions {
    * const handler = idempotency(() => new Response("ok"), { scope: "global", store, secret });
    * const headers = { "idempotency-key": "k1" };
    * await handler(new Request("http://api.test/", { method: "POST", headers }));
-   * const slot = slotOf("", "k1", { secret });
+   * const slot = slotOf("", "k1", { secret }); // "global" is scope "".
    * const claim = { fingerprint: "", leaseMs: 1_000, ttlMs: 1_000 };
    * assert.equal((await store.claim(slot, claim)).state, "completed");
    * ```

@@ -102,6 +102,36 @@ Deno.test('idempotency() with scope "global" keeps the slots of the empty scope,
   assert.equal(record.state, "completed");
 });
 
+Deno.test('a scope function returning "" is refused as a throwing one is: the handler never runs, nothing is stored', async () => {
+  const store = new MemoryStore();
+  const { state, handler } = counting(() => new Response("ok"));
+  const scopes = [
+    () => "",
+    () => Promise.resolve(""),
+    () => {
+      throw new Error("unauthenticated");
+    },
+  ];
+  for (const [i, scope] of scopes.entries()) {
+    const guarded = idempotency(handler, { scope, store });
+    await assert.rejects(
+      () => Promise.resolve(guarded(post(`e-${i}`))),
+      i < 2
+        ? (e: Error) =>
+          e instanceof TypeError &&
+          e.message.startsWith(`'scope' must not return ""`) &&
+          e.message.includes("stable id") && e.message.includes('"global"')
+        : /unauthenticated/,
+    );
+    const claim = { fingerprint: "x", leaseMs: 1_000, ttlMs: 60_000 };
+    assert.equal(
+      (await store.claim(slotOf("", `e-${i}`), claim)).state,
+      "acquired",
+    );
+  }
+  assert.equal(state.runs, 0);
+});
+
 Deno.test('idempotent() (Hono) requires a scope as the core does, and takes "global"', async () => {
   assert.throws(
     // @ts-expect-error: the options, and scope in them, are required

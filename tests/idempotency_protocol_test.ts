@@ -327,7 +327,7 @@ Deno.test("idempotency() keeps scopes apart: two tenants with one key", async ()
     new Response(req.headers.get("x-tenant"))
   );
   const guarded = idempotency(handler, {
-    scope: (req) => req.headers.get("x-tenant") ?? "",
+    scope: (req) => req.headers.get("x-tenant") ?? "anonymous",
   });
   const a = await guarded(post("1", "{}", { headers: { "x-tenant": "a" } }));
   const b = await guarded(post("1", "{}", { headers: { "x-tenant": "b" } }));

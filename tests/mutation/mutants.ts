@@ -124,6 +124,23 @@ export const MUTANTS: Mutant[] = [
     what: "storeSetCookie: true still leaves every cookie out of records",
   },
   {
+    id: "scope-empty-accepted",
+    file: REQUEST,
+    text: `typeof id === "string" && id !== "" ? id`,
+    replacement: `typeof id === "string" ? id`,
+    tests: [T.options],
+    what: 'a scope function returning "" shares the key space of "global"',
+  },
+  {
+    id: "scope-empty-async-accepted",
+    file: REQUEST,
+    text: `if (id !== "") return id;`,
+    replacement: `return id;`,
+    tests: [T.options],
+    what:
+      'an async scope function resolving "" shares the key space of "global"',
+  },
+  {
     id: "omitted-headers-unnamed",
     file: RESPONSE,
     text: `if (left.size > 0) pairs.push([LEFT_OUT, [...left].join(", ")]);`,
