@@ -42,15 +42,15 @@ export class Completions {
     this.#report = report;
   }
 
-  /** Writes the record, retried as the Terminal rule says; never throws. */
-  async complete(beat: Beat, record: StoredResponse): Promise<void> {
+  /** Writes `stored` (the record, sealed under `encryption`), retried as the Terminal rule says; never throws. */
+  async complete(
+    beat: Beat,
+    record: StoredResponse,
+    stored: StoredResponse,
+  ): Promise<void> {
     const config = this.#config;
-    const { store, encryption } = config;
     const { slot, token } = beat;
-    const write = encryption === undefined
-      ? () => store.complete(slot, token, record)
-      : async () =>
-        store.complete(slot, token, await encryption.seal(slot, record));
+    const write = () => config.store.complete(slot, token, stored);
     let outcome: WriteOutcome;
     try {
       outcome = await write();
@@ -108,16 +108,16 @@ export class Completions {
     unit: UnitOfWork,
     beat: Beat,
     record: StoredResponse,
+    stored: StoredResponse,
     request: Request,
   ): Promise<Response | null> {
-    const { store, encryption } = this.#config;
+    const { store } = this.#config;
     const report = this.#report;
     // A renewal would wait on the fenced write's row lock, or, committed
     // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
     this.#heartbeat.stop(beat);
     try {
-      const stored = encryption && await encryption.seal(beat.slot, record);
-      if (await unit.commit(stored ?? record) === "committed") {
+      if (await unit.commit(stored) === "committed") {
         reportCompleted(report, beat, record, "applied");
         return null;
       }

@@ -29,6 +29,7 @@ interface Flight<A extends unknown[]> {
   /** By `performance.now()`; 0 when no one listens. */
   readonly started: number;
   slot: string | null;
+  fingerprint?: string;
   /** Its claim once acquired, until it is settled. */
   beat?: Beat;
 }
@@ -84,7 +85,7 @@ export class Guard<A extends unknown[]> {
       parsed.key,
     );
     const computed = fingerprintOf(request, body, config);
-    const fingerprint = typeof computed === "string"
+    const fingerprint = flight.fingerprint = typeof computed === "string"
       ? computed
       : await computed;
 
@@ -100,7 +101,7 @@ export class Guard<A extends unknown[]> {
         const { encryption } = config;
         const record = encryption === undefined
           ? isSealed(claim.response) ? null : claim.response
-          : await encryption.open(flight.slot, claim.response);
+          : await encryption.open(flight.slot, fingerprint, claim.response);
         if (record !== null) return this.#replay(flight, record);
         // docs/architecture.md, Unreadable is in flight.
         return this.#conflict(flight, null, config.lease);
@@ -341,17 +342,30 @@ export class Guard<A extends unknown[]> {
     });
   }
 
-  /** Writes the record; a problem when the handler's transaction did not commit. */
+  /** Seals and writes the record; a problem when the handler's transaction did not commit. */
   async #record(
     flight: Flight<A>,
     unit: UnitOfWork | undefined,
     record: StoredResponse,
   ): Promise<Response | null> {
-    const beat = flight.beat!;
-    if (unit?.opened) {
-      return await this.#completions.commit(unit, beat, record, flight.request);
+    const { beat, fingerprint, request } = flight as Required<Flight<A>>;
+    const { encryption } = this.#config;
+    const completions = this.#completions;
+    let stored = record;
+    try {
+      if (encryption) {
+        stored = await encryption.seal(beat.slot, fingerprint, record);
+      }
+    } catch (error) {
+      // Not written: as if the handler threw (docs/architecture.md, Terminal rule).
+      await unit?.rollback();
+      await completions.release(beat, "thrown");
+      throw error;
     }
-    await this.#completions.complete(beat, record);
+    if (unit?.opened) {
+      return await completions.commit(unit, beat, record, stored, request);
+    }
+    await completions.complete(beat, record, stored);
     return null;
   }
 

@@ -15,7 +15,11 @@ import { createClient, RESP_TYPES } from "redis";
 import { idempotency, slotOf } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import type { IdempotencyOptions } from "../src/options.ts";
-import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import type {
+  IdempotencyStore,
+  StoredResponse,
+  UnitOfWork,
+} from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
@@ -32,7 +36,7 @@ import {
 import { deleteRedisKeys } from "./_support/redis.ts";
 import { post } from "./_support/http.ts";
 import { pattern } from "./_support/bytes.ts";
-import { StoreWrapper } from "./_support/stores.ts";
+import { recorder, StoreWrapper } from "./_support/stores.ts";
 
 type Keys = NonNullable<IdempotencyOptions["encryption"]>["keys"];
 
@@ -463,11 +467,21 @@ Deno.test("encryption: keys are checked at idempotency(), naming what is wrong",
     TypeError,
     "repeats",
   );
-  assert.throws(
-    make({ keys: [{ id: "k", key: new Uint8Array(32) }] }),
-    TypeError,
-    "CryptoKey",
-  );
+  // A raw key passed by mistake is named by its type, never printed.
+  const raw = "raw-key-material-0123456789abcdef";
+  for (
+    const [key, type] of [[raw, "String"], [new Uint8Array(32), "Uint8Array"]]
+  ) {
+    assert.throws(
+      make({ keys: [{ id: "k", key }] }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.endsWith(
+          `must be a CryptoKey: current type is ${type}`,
+        ) &&
+        !error.message.includes(raw) && !error.message.includes("0,0"),
+    );
+  }
   assert.throws(
     make({ keys: [{ id: "k", key: await aesKey(128) }] }),
     RangeError,
@@ -509,4 +523,114 @@ Deno.test("idempotency() never stores a handler's own Idempotent-Sealed header: 
   );
   assert.equal(await replay.text(), "paid");
   assert.equal(runs, 1);
+});
+
+Deno.test("a sealed record whose body MemoryStore drops under byte pressure replays its status and headers, as one in clear does", async () => {
+  const replays = [];
+  for (const extra of [{}, { encryption: { keys: [OLD] } }]) {
+    const store = new MemoryStore({ maxBytes: 3000 });
+    let runs = 0;
+    const guarded = (ttl: number) =>
+      idempotency(() => {
+        runs++;
+        return new Response(pattern(1500, 3), {
+          status: 201,
+          headers: HEADERS,
+        });
+      }, { scope: "global", store, ttl, ...extra });
+    // The second record's body pushes out the first's, nearer its expiry.
+    await (await guarded(60_000)(post("pressed"))).arrayBuffer();
+    await (await guarded(120_000)(post("pushing"))).arrayBuffer();
+    const replay = await guarded(60_000)(post("pressed"));
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    assert.equal(replay.headers.get("idempotent-body-omitted"), "too_large");
+    replays.push(await snapshot(replay));
+    assert.equal(runs, 2);
+  }
+  assert.equal(replays[1]!.status, 201);
+  assert.deepEqual(replays[1], replays[0]);
+});
+
+Deno.test("a sealed record whose stored fingerprint is changed answers 409 unreadable, not another body's replay", async () => {
+  const store = new MemoryStore();
+  const { handler } = sealed([OLD], store);
+  await (await handler(post("paid", '{"amount":100}'))).arrayBuffer();
+  await (await handler(post("other"))).arrayBuffer(); // body "{}"
+  const options = { fingerprint: "any", leaseMs: 10_000, ttlMs: 600_000 };
+  const found = await store.claim(slotOf("", "paid"), options);
+  const other = await store.claim(slotOf("", "other"), options);
+  assert(found.state === "completed" && other.state === "completed");
+  // The same slot, in a store someone without the key can write.
+  const copy = new MemoryStore();
+  const fingerprint = other.fingerprint;
+  const claim = await copy.claim(slotOf("", "paid"), {
+    ...options,
+    fingerprint,
+  });
+  assert(claim.state === "acquired");
+  await copy.complete(slotOf("", "paid"), claim.token, found.response);
+  const events: string[] = [];
+  const reader = sealed([OLD], copy, events);
+  // A body "{}" now has the stored fingerprint: it must not replay.
+  await assertUnreadable(reader.handler, "paid", events);
+  assert.equal(reader.runs(), 0);
+});
+
+/** A key that passes every check but that `encrypt` refuses: sealing throws. */
+const BROKEN: CryptoKey = Object.create(CryptoKey.prototype, {
+  type: { value: "secret" },
+  algorithm: { value: { name: "AES-GCM", length: 256 } },
+  usages: { value: ["encrypt", "decrypt"] },
+});
+
+/** A MemoryStore whose every claim opens a transaction, its calls recorded. */
+class Transactional extends Held {
+  calls: string[] = [];
+  unitOfWork(): UnitOfWork {
+    const { calls } = this;
+    return {
+      opened: true,
+      commit: () => (calls.push("commit"), Promise.resolve("committed")),
+      rollback: () => (calls.push("rollback"), Promise.resolve()),
+    };
+  }
+}
+
+Deno.test("a record that cannot be sealed is not written: the transaction rolls back, the slot is released, the error propagates", async (t) => {
+  for (const transactional of [false, true]) {
+    await t.step(
+      transactional ? "in a transaction" : "with complete",
+      async () => {
+        const store = transactional
+          ? new Transactional(new MemoryStore())
+          : new Held(new MemoryStore());
+        const { onEvent, types } = recorder();
+        let runs = 0;
+        const handler = idempotency(() => {
+          runs++;
+          return new Response(BODY, { status: 201, headers: HEADERS });
+        }, {
+          scope: "global",
+          store,
+          onEvent,
+          encryption: { keys: [{ id: "k", key: BROKEN }] },
+        });
+        await assert.rejects(
+          async () => await handler(post("broken")),
+          TypeError,
+        );
+        assert.deepEqual(types(), ["claimed", "released"]);
+        if (store instanceof Transactional) {
+          assert.deepEqual(store.calls, ["rollback"]);
+        }
+        assert.deepEqual(store.held, []);
+        // Released: a retry runs the handler again.
+        await assert.rejects(
+          async () => await handler(post("broken")),
+          TypeError,
+        );
+        assert.equal(runs, 2);
+      },
+    );
+  }
 });

@@ -638,11 +638,20 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-slot-unbound",
     file: "src/_seal.ts",
-    text: "const clear = [version, id, slot, status, omitted ?? null];",
-    replacement: "const clear = [version, id, status, omitted ?? null];",
+    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
+    replacement: "JSON.stringify([VERSION, id, fingerprint, status])",
     tests: [T.sealing],
     what:
       "a sealed record copied to another slot opens there: one caller's response replays to another's key",
+  },
+  {
+    id: "seal-fingerprint-unbound",
+    file: "src/_seal.ts",
+    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
+    replacement: "JSON.stringify([VERSION, id, slot, status])",
+    tests: [T.sealing],
+    what:
+      "a sealed record whose stored fingerprint is changed replays to another body instead of 409",
   },
   {
     id: "seal-read-without-keys",
@@ -655,9 +664,9 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "seal-completion-in-clear",
-    file: "src/_completion.ts",
-    text: "store.complete(slot, token, await encryption.seal(slot, record))",
-    replacement: "store.complete(slot, token, record)",
+    file: GUARD,
+    text: "stored = await encryption.seal(beat.slot, fingerprint, record);",
+    replacement: "stored = record;",
     tests: [T.sealing],
     what: "under encryption, a completion writes the record in clear",
   },
