@@ -42,14 +42,22 @@ export class Completions {
     this.#report = report;
   }
 
-  /** Writes `stored` (the record, sealed under `encryption`), retried as the Terminal rule says; never throws. */
+  /** Writes the record, retried as the Terminal rule says (given up if it does not seal); never throws. */
   async complete(
     beat: Beat,
     record: StoredResponse,
-    stored: StoredResponse,
+    fingerprint: string,
   ): Promise<void> {
     const config = this.#config;
     const { slot, token } = beat;
+    let stored: StoredResponse;
+    try {
+      stored = await this.#sealed(beat, record, fingerprint);
+    } catch (error) {
+      reportStoreError(this.#report, beat, "complete", error);
+      this.#heartbeat.stop(beat);
+      return reportCompleted(this.#report, beat, record, "unknown");
+    }
     const write = () => config.store.complete(slot, token, stored);
     let outcome: WriteOutcome;
     try {
@@ -108,7 +116,7 @@ export class Completions {
     unit: UnitOfWork,
     beat: Beat,
     record: StoredResponse,
-    stored: StoredResponse,
+    fingerprint: string,
     request: Request,
   ): Promise<Response | null> {
     const { store } = this.#config;
@@ -116,7 +124,10 @@ export class Completions {
     // A renewal would wait on the fenced write's row lock, or, committed
     // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
     this.#heartbeat.stop(beat);
+    let sealed = false;
     try {
+      const stored = await this.#sealed(beat, record, fingerprint);
+      sealed = true;
       if (await unit.commit(stored) === "committed") {
         reportCompleted(report, beat, record, "applied");
         return null;
@@ -124,6 +135,7 @@ export class Completions {
       reportCompleted(report, beat, record, "lost");
       return reject(request, "inFlight", { retryAfter: 1 });
     } catch (error) {
+      if (!sealed) await unit.rollback(); // else the commit ended it
       reportStoreError(report, beat, "complete", error);
     }
     let released: WriteResult = "unknown";
@@ -138,6 +150,18 @@ export class Completions {
       return reject(request, "inFlight", { retryAfter: 1 });
     }
     return reject(request, "unavailable", {});
+  }
+
+  /** The record as the store keeps it: sealed under `encryption`. */
+  async #sealed(
+    { slot }: Beat,
+    record: StoredResponse,
+    fingerprint: string,
+  ): Promise<StoredResponse> {
+    const { encryption } = this.#config;
+    return encryption
+      ? await encryption.seal(slot, fingerprint, record)
+      : record;
   }
 
   /** Retries a write that threw until it answers or `retry` is used up; never rejects. */

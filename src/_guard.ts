@@ -342,30 +342,18 @@ export class Guard<A extends unknown[]> {
     });
   }
 
-  /** Seals and writes the record; a problem when the handler's transaction did not commit. */
+  /** Writes the record; a problem when the handler's transaction did not commit. */
   async #record(
     flight: Flight<A>,
     unit: UnitOfWork | undefined,
     record: StoredResponse,
   ): Promise<Response | null> {
     const { beat, fingerprint, request } = flight as Required<Flight<A>>;
-    const { encryption } = this.#config;
     const completions = this.#completions;
-    let stored = record;
-    try {
-      if (encryption) {
-        stored = await encryption.seal(beat.slot, fingerprint, record);
-      }
-    } catch (error) {
-      // Not written: as if the handler threw (docs/architecture.md, Terminal rule).
-      await unit?.rollback();
-      await completions.release(beat, "thrown");
-      throw error;
-    }
     if (unit?.opened) {
-      return await completions.commit(unit, beat, record, stored, request);
+      return await completions.commit(unit, beat, record, fingerprint, request);
     }
-    await completions.complete(beat, record, stored);
+    await completions.complete(beat, record, fingerprint);
     return null;
   }
 

@@ -664,11 +664,20 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "seal-completion-in-clear",
-    file: GUARD,
-    text: "stored = await encryption.seal(beat.slot, fingerprint, record);",
-    replacement: "stored = record;",
+    file: "src/_completion.ts",
+    text: "? await encryption.seal(slot, fingerprint, record)",
+    replacement: "? record",
     tests: [T.sealing],
     what: "under encryption, a completion writes the record in clear",
+  },
+  {
+    id: "seal-failure-transaction-open",
+    file: "src/_completion.ts",
+    text: "if (!sealed) await unit.rollback();",
+    replacement: "",
+    tests: [T.sealing],
+    what:
+      "a record that does not seal leaves the handler's transaction open, its connection and locks held",
   },
   // src/stores/redis.ts, _redis_scripts.ts, _redis_record.ts: the lease
   // floor, the TTL every write keeps, the hints, the omitted replay.
