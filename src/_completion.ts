@@ -52,7 +52,7 @@ export class Completions {
     const { slot, token } = beat;
     let stored: StoredResponse;
     try {
-      stored = await this.#sealed(beat, record, fingerprint);
+      stored = await this.#sealed(slot, fingerprint, record);
     } catch (error) {
       reportStoreError(this.#report, beat, "complete", error);
       this.#heartbeat.stop(beat);
@@ -126,7 +126,7 @@ export class Completions {
     this.#heartbeat.stop(beat);
     let sealed = false;
     try {
-      const stored = await this.#sealed(beat, record, fingerprint);
+      const stored = await this.#sealed(beat.slot, fingerprint, record);
       sealed = true;
       if (await unit.commit(stored) === "committed") {
         reportCompleted(report, beat, record, "applied");
@@ -153,15 +153,8 @@ export class Completions {
   }
 
   /** The record as the store keeps it: sealed under `encryption`. */
-  async #sealed(
-    { slot }: Beat,
-    record: StoredResponse,
-    fingerprint: string,
-  ): Promise<StoredResponse> {
-    const { encryption } = this.#config;
-    return encryption
-      ? await encryption.seal(slot, fingerprint, record)
-      : record;
+  #sealed(slot: string, fingerprint: string, record: StoredResponse) {
+    return this.#config.encryption?.seal(slot, fingerprint, record) ?? record;
   }
 
   /** Retries a write that threw until it answers or `retry` is used up; never rejects. */

@@ -665,8 +665,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-completion-in-clear",
     file: "src/_completion.ts",
-    text: "? await encryption.seal(slot, fingerprint, record)",
-    replacement: "? record",
+    text: "this.#config.encryption?.seal(slot, fingerprint, record) ?? record",
+    replacement: "record",
     tests: [T.sealing],
     what: "under encryption, a completion writes the record in clear",
   },
