@@ -551,29 +551,67 @@ Deno.test("a sealed record whose body MemoryStore drops under byte pressure repl
   assert.deepEqual(replays[1], replays[0]);
 });
 
-Deno.test("a sealed record whose stored fingerprint is changed answers 409 unreadable, not another body's replay", async () => {
+/** A fresh store holding `response` at the slot of `key` under `fingerprint`, as someone without the key could write it. */
+async function forged(
+  key: string,
+  fingerprint: string,
+  response: StoredResponse,
+): Promise<MemoryStore> {
+  const store = new MemoryStore();
+  const options = { fingerprint, leaseMs: 10_000, ttlMs: 600_000 };
+  const claim = await store.claim(slotOf("", key), options);
+  assert(claim.state === "acquired");
+  await store.complete(slotOf("", key), claim.token, response);
+  return store;
+}
+
+Deno.test("a sealed record whose stored fingerprint is changed, or whose body is another record's of its slot, answers 409 unreadable, not a replay", async () => {
+  const completed = async (store: IdempotencyStore, key: string) => {
+    const options = { fingerprint: "any", leaseMs: 10_000, ttlMs: 600_000 };
+    const found = await store.claim(slotOf("", key), options);
+    assert(found.state === "completed");
+    return found;
+  };
   const store = new MemoryStore();
   const { handler } = sealed([OLD], store);
   await (await handler(post("paid", '{"amount":100}'))).arrayBuffer();
   await (await handler(post("other"))).arrayBuffer(); // body "{}"
-  const options = { fingerprint: "any", leaseMs: 10_000, ttlMs: 600_000 };
-  const found = await store.claim(slotOf("", "paid"), options);
-  const other = await store.claim(slotOf("", "other"), options);
-  assert(found.state === "completed" && other.state === "completed");
-  // The same slot, in a store someone without the key can write.
-  const copy = new MemoryStore();
-  const fingerprint = other.fingerprint;
-  const claim = await copy.claim(slotOf("", "paid"), {
-    ...options,
-    fingerprint,
-  });
-  assert(claim.state === "acquired");
-  await copy.complete(slotOf("", "paid"), claim.token, found.response);
+  const paid = await completed(store, "paid");
+  const other = await completed(store, "other");
+  // Another run of the same request, its answer another body.
+  const elsewhere = new MemoryStore();
+  const v2 = idempotency(
+    () => new Response("v2", { status: 201, headers: HEADERS }),
+    {
+      scope: "global",
+      store: elsewhere,
+      encryption: { keys: [OLD] },
+    },
+  );
+  await (await v2(post("paid", '{"amount":100}'))).arrayBuffer();
+  const spliced = {
+    ...paid.response,
+    body: (await completed(elsewhere, "paid")).response.body,
+  };
   const events: string[] = [];
-  const reader = sealed([OLD], copy, events);
   // A body "{}" now has the stored fingerprint: it must not replay.
-  await assertUnreadable(reader.handler, "paid", events);
-  assert.equal(reader.runs(), 0);
+  const moved = sealed(
+    [OLD],
+    await forged("paid", other.fingerprint, paid.response),
+    events,
+  );
+  await assertUnreadable(moved.handler, "paid", events);
+  const mixed = sealed(
+    [OLD],
+    await forged("paid", paid.fingerprint, spliced),
+    events,
+  );
+  events.length = 0;
+  const answer = await mixed.handler(post("paid", '{"amount":100}'));
+  assert.equal(answer.status, 409);
+  await answer.body?.cancel();
+  assert.deepEqual(events, ["conflict:true"]);
+  assert.equal(moved.runs() + mixed.runs(), 0);
 });
 
 /** A key that passes every check but that `encrypt` refuses: sealing throws. */
