@@ -42,15 +42,23 @@ export class Completions {
     this.#report = report;
   }
 
-  /** Writes the record, retried as the Terminal rule says; never throws. */
-  async complete(beat: Beat, record: StoredResponse): Promise<void> {
+  /** Writes the record, retried as the Terminal rule says (given up if it does not seal); never throws. */
+  async complete(
+    beat: Beat,
+    record: StoredResponse,
+    fingerprint: string,
+  ): Promise<void> {
     const config = this.#config;
-    const { store, encryption } = config;
     const { slot, token } = beat;
-    const write = encryption === undefined
-      ? () => store.complete(slot, token, record)
-      : async () =>
-        store.complete(slot, token, await encryption.seal(slot, record));
+    let stored: StoredResponse;
+    try {
+      stored = await this.#sealed(slot, fingerprint, record);
+    } catch (error) {
+      reportStoreError(this.#report, beat, "complete", error);
+      this.#heartbeat.stop(beat);
+      return reportCompleted(this.#report, beat, record, "unknown");
+    }
+    const write = () => config.store.complete(slot, token, stored);
     let outcome: WriteOutcome;
     try {
       outcome = await write();
@@ -108,22 +116,26 @@ export class Completions {
     unit: UnitOfWork,
     beat: Beat,
     record: StoredResponse,
+    fingerprint: string,
     request: Request,
   ): Promise<Response | null> {
-    const { store, encryption } = this.#config;
+    const { store } = this.#config;
     const report = this.#report;
     // A renewal would wait on the fenced write's row lock, or, committed
     // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
     this.#heartbeat.stop(beat);
+    let sealed = false;
     try {
-      const stored = encryption && await encryption.seal(beat.slot, record);
-      if (await unit.commit(stored ?? record) === "committed") {
+      const stored = await this.#sealed(beat.slot, fingerprint, record);
+      sealed = true;
+      if (await unit.commit(stored) === "committed") {
         reportCompleted(report, beat, record, "applied");
         return null;
       }
       reportCompleted(report, beat, record, "lost");
       return reject(request, "inFlight", { retryAfter: 1 });
     } catch (error) {
+      if (!sealed) await unit.rollback(); // else the commit ended it
       reportStoreError(report, beat, "complete", error);
     }
     let released: WriteResult = "unknown";
@@ -138,6 +150,11 @@ export class Completions {
       return reject(request, "inFlight", { retryAfter: 1 });
     }
     return reject(request, "unavailable", {});
+  }
+
+  /** The record as the store keeps it: sealed under `encryption`. */
+  #sealed(slot: string, fingerprint: string, record: StoredResponse) {
+    return this.#config.encryption?.seal(slot, fingerprint, record) ?? record;
   }
 
   /** Retries a write that threw until it answers or `retry` is used up; never rejects. */

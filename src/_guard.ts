@@ -29,6 +29,7 @@ interface Flight<A extends unknown[]> {
   /** By `performance.now()`; 0 when no one listens. */
   readonly started: number;
   slot: string | null;
+  fingerprint?: string;
   /** Its claim once acquired, until it is settled. */
   beat?: Beat;
 }
@@ -84,7 +85,7 @@ export class Guard<A extends unknown[]> {
       parsed.key,
     );
     const computed = fingerprintOf(request, body, config);
-    const fingerprint = typeof computed === "string"
+    const fingerprint = flight.fingerprint = typeof computed === "string"
       ? computed
       : await computed;
 
@@ -100,7 +101,7 @@ export class Guard<A extends unknown[]> {
         const { encryption } = config;
         const record = encryption === undefined
           ? isSealed(claim.response) ? null : claim.response
-          : await encryption.open(flight.slot, claim.response);
+          : await encryption.open(flight.slot, fingerprint, claim.response);
         if (record !== null) return this.#replay(flight, record);
         // docs/architecture.md, Unreadable is in flight.
         return this.#conflict(flight, null, config.lease);
@@ -347,11 +348,12 @@ export class Guard<A extends unknown[]> {
     unit: UnitOfWork | undefined,
     record: StoredResponse,
   ): Promise<Response | null> {
-    const beat = flight.beat!;
+    const { beat, fingerprint, request } = flight as Required<Flight<A>>;
+    const completions = this.#completions;
     if (unit?.opened) {
-      return await this.#completions.commit(unit, beat, record, flight.request);
+      return await completions.commit(unit, beat, record, fingerprint, request);
     }
-    await this.#completions.complete(beat, record);
+    await completions.complete(beat, record, fingerprint);
     return null;
   }
 

@@ -4,12 +4,15 @@
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
 import type { StoredResponse } from "./store.ts";
 
-/** The one header of a sealed record: `1;<key id>`, then `;<sealed>` when the body was left out. */
+/** The one header of a sealed record: `2;<key id>;<sealed header list>`. */
 export const SEALED_HEADER = "idempotent-sealed";
-const VERSION = "1";
+const VERSION = "2";
 const NONCE_BYTES = 12;
 /** 1 to 32 visible ASCII characters but `;`, the separator. */
 const KEY_ID = /^[\x21-\x3a\x3c-\x7e]{1,32}$/;
+
+type Bytes = Uint8Array<ArrayBuffer>;
+const UTF8 = new TextEncoder();
 
 /** A `CryptoKey`, named so that Node's types find it too. */
 export type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
@@ -54,89 +57,96 @@ export class Sealer {
     return new Sealer(keys, list[0].id);
   }
 
-  /** `record` sealed for `slot`, in a shape every store accepts. */
-  async seal(slot: string, record: StoredResponse): Promise<StoredResponse> {
-    const { body } = record;
-    const headers = new TextEncoder().encode(encodeHeaders(record.headers));
-    const content = body ?? new Uint8Array(0);
-    const plain = new Uint8Array(4 + headers.byteLength + content.byteLength);
-    new DataView(plain.buffer).setUint32(0, headers.byteLength);
-    plain.set(headers, 4);
-    plain.set(content, 4 + headers.byteLength);
-    const iv = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
-    const { id } = this;
-    const additionalData = bound(VERSION, id, slot, record);
-    const algorithm = { name: "AES-GCM", iv, additionalData };
-    const key = this.keys.get(id)!;
-    const cipher = await crypto.subtle.encrypt(algorithm, key, plain);
-    const sealed = new Uint8Array(NONCE_BYTES + cipher.byteLength);
-    sealed.set(iv);
-    sealed.set(new Uint8Array(cipher), NONCE_BYTES);
-    const label = body === null
-      ? `${VERSION};${id};${toBase64Url(sealed)}`
-      : `${VERSION};${id}`;
+  /** `record` sealed for `slot` and `fingerprint`, in a shape every store accepts. */
+  async seal(
+    slot: string,
+    fingerprint: string,
+    record: StoredResponse,
+  ): Promise<StoredResponse> {
+    const { id, keys } = this;
+    const key = keys.get(id)!;
+    const clear = bound(id, slot, fingerprint, record);
+    const headers = UTF8.encode(encodeHeaders(record.headers));
+    const sealed = toBase64Url(await encrypt(key, clear, headers));
+    const label = `${VERSION};${id};${sealed}`;
+    const body = record.body as Bytes | null;
     // The status and, with no body, its `omitted` stay as they are.
     return {
       ...record,
       headers: [[SEALED_HEADER, label]],
-      body: body && sealed,
+      body: body && await encrypt(key, clear + label, body),
     };
   }
 
   /**
-   * The record `seal` made for `slot`, or `null` when it does not open:
-   * not sealed, tampered, moved, or under a key no longer listed.
+   * The record `seal` made for `slot` and `fingerprint`, or `null` when it
+   * does not open: not sealed, tampered, moved, or under a key no longer
+   * listed. One whose body a store dropped opens bodiless.
    */
   async open(
     slot: string,
+    fingerprint: string,
     record: StoredResponse,
   ): Promise<StoredResponse | null> {
     const [pair, more] = record.headers;
     if (pair?.[0] !== SEALED_HEADER || more !== undefined) return null;
-    const parts = pair[1].split(";");
-    const [version, id, text] = parts;
+    const [version, id, ...text] = pair[1].split(";");
     const key = this.keys.get(id!);
-    if (
-      version !== VERSION || key === undefined ||
-      parts.length !== (record.body === null ? 3 : 2)
-    ) return null;
-    const sealed = (record.body as Uint8Array<ArrayBuffer> | null) ??
-      fromBase64Url(text!);
-    if (sealed === null) return null;
-    const iv = sealed.subarray(0, NONCE_BYTES);
-    const additionalData = bound(version, id!, slot, record);
-    const algorithm = { name: "AES-GCM", iv, additionalData };
+    const sealed = fromBase64Url(text.join(";")); // null with a ";" more
+    if (version !== VERSION || key === undefined || sealed === null) {
+      return null;
+    }
+    const clear = bound(id!, slot, fingerprint, record);
     try {
-      const cipher = sealed.subarray(NONCE_BYTES);
-      const plain = new Uint8Array(
-        await crypto.subtle.decrypt(algorithm, key, cipher),
+      const headers = await decrypt(key, clear, sealed);
+      const body = record.body as Bytes | null;
+      return toStoredResponse(
+        record.status,
+        decodeHeaders(new TextDecoder().decode(headers)),
+        body && await decrypt(key, clear + pair[1], body),
+        record.omitted,
       );
-      const length = new DataView(plain.buffer).getUint32(0);
-      const headers = decodeHeaders(
-        new TextDecoder().decode(plain.subarray(4, 4 + length)),
-      );
-      const body = record.body === null ? null : plain.subarray(4 + length);
-      return toStoredResponse(record.status, headers, body, record.omitted);
     } catch {
       return null; // It does not open.
     }
   }
 }
 
-/** What stays in clear, as the ciphertext's additional data. */
+/** The additional data: what the header's ciphertext is bound to (the body's, to it too). */
 function bound(
-  version: string,
   id: string,
   slot: string,
-  { status, omitted }: StoredResponse,
-): Uint8Array<ArrayBuffer> {
-  const clear = [version, id, slot, status, omitted ?? null];
-  return new TextEncoder().encode(JSON.stringify(clear));
+  fingerprint: string,
+  { status }: StoredResponse,
+): string {
+  return JSON.stringify([VERSION, id, slot, fingerprint, status]);
+}
+
+/** A fresh 12-byte nonce ‖ the AES-GCM ciphertext of `plain`. */
+async function encrypt(key: SealingKey, data: string, plain: Bytes) {
+  const iv = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
+  const cipher = await crypto.subtle.encrypt(gcm(iv, data), key, plain);
+  const sealed = new Uint8Array(NONCE_BYTES + cipher.byteLength);
+  sealed.set(iv);
+  sealed.set(new Uint8Array(cipher), NONCE_BYTES);
+  return sealed;
+}
+
+/** What {@linkcode encrypt} sealed; throws when it does not open. */
+async function decrypt(key: SealingKey, data: string, sealed: Bytes) {
+  const gcm_ = gcm(sealed.subarray(0, NONCE_BYTES), data);
+  const plain = crypto.subtle.decrypt(gcm_, key, sealed.subarray(NONCE_BYTES));
+  return new Uint8Array(await plain);
+}
+
+function gcm(iv: Bytes, data: string): AesGcmParams {
+  return { name: "AES-GCM", iv, additionalData: UTF8.encode(data) };
 }
 
 function checkKey(name: string, key: unknown): SealingKey {
   if (!(key instanceof CryptoKey)) {
-    throw new TypeError(`${name} must be a CryptoKey: current value is ${key}`);
+    const type = Object.prototype.toString.call(key).slice(8, -1);
+    throw new TypeError(`${name} must be a CryptoKey: current type is ${type}`);
   }
   const { name: algorithm, length } = key.algorithm as AesKeyAlgorithm;
   if (key.type !== "secret" || algorithm !== "AES-GCM") {

@@ -164,8 +164,12 @@ export interface IdempotencyOptions {
    */
   storeSetCookie?: boolean;
   /**
-   * Seals records: headers and body as one AES-256-GCM ciphertext bound to its
-   * slot; the first key seals, every key listed opens (README, Security).
+   * Seals records: the headers, and the body apart, as AES-256-GCM
+   * ciphertexts bound to the slot and the fingerprint; the first key seals,
+   * every key listed opens (README, Security). In clear stay the status, why
+   * no body, the key id, the fingerprint, the TTL and lease, and the body's
+   * length (about). Nonces are random (96 bits): rotate the key well before
+   * 2^32 seals (two a record).
    * @default {undefined} (records in clear)
    *
    * @example Sealed records, replayed as the handler answered

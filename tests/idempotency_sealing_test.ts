@@ -15,7 +15,11 @@ import { createClient, RESP_TYPES } from "redis";
 import { idempotency, slotOf } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import type { IdempotencyOptions } from "../src/options.ts";
-import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import type {
+  IdempotencyStore,
+  StoredResponse,
+  UnitOfWork,
+} from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
@@ -32,7 +36,7 @@ import {
 import { deleteRedisKeys } from "./_support/redis.ts";
 import { post } from "./_support/http.ts";
 import { pattern } from "./_support/bytes.ts";
-import { StoreWrapper } from "./_support/stores.ts";
+import { recorder, StoreWrapper } from "./_support/stores.ts";
 
 type Keys = NonNullable<IdempotencyOptions["encryption"]>["keys"];
 
@@ -463,11 +467,21 @@ Deno.test("encryption: keys are checked at idempotency(), naming what is wrong",
     TypeError,
     "repeats",
   );
-  assert.throws(
-    make({ keys: [{ id: "k", key: new Uint8Array(32) }] }),
-    TypeError,
-    "CryptoKey",
-  );
+  // A raw key passed by mistake is named by its type, never printed.
+  const raw = "raw-key-material-0123456789abcdef";
+  for (
+    const [key, type] of [[raw, "String"], [new Uint8Array(32), "Uint8Array"]]
+  ) {
+    assert.throws(
+      make({ keys: [{ id: "k", key }] }),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.endsWith(
+          `must be a CryptoKey: current type is ${type}`,
+        ) &&
+        !error.message.includes(raw) && !error.message.includes("0,0"),
+    );
+  }
   assert.throws(
     make({ keys: [{ id: "k", key: await aesKey(128) }] }),
     RangeError,
@@ -509,4 +523,152 @@ Deno.test("idempotency() never stores a handler's own Idempotent-Sealed header: 
   );
   assert.equal(await replay.text(), "paid");
   assert.equal(runs, 1);
+});
+
+Deno.test("a sealed record whose body MemoryStore drops under byte pressure replays its status and headers, as one in clear does", async () => {
+  const replays = [];
+  for (const extra of [{}, { encryption: { keys: [OLD] } }]) {
+    const store = new MemoryStore({ maxBytes: 3000 });
+    let runs = 0;
+    const guarded = (ttl: number) =>
+      idempotency(() => {
+        runs++;
+        return new Response(pattern(1500, 3), {
+          status: 201,
+          headers: HEADERS,
+        });
+      }, { scope: "global", store, ttl, ...extra });
+    // The second record's body pushes out the first's, nearer its expiry.
+    await (await guarded(60_000)(post("pressed"))).arrayBuffer();
+    await (await guarded(120_000)(post("pushing"))).arrayBuffer();
+    const replay = await guarded(60_000)(post("pressed"));
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    assert.equal(replay.headers.get("idempotent-body-omitted"), "too_large");
+    replays.push(await snapshot(replay));
+    assert.equal(runs, 2);
+  }
+  assert.equal(replays[1]!.status, 201);
+  assert.deepEqual(replays[1], replays[0]);
+});
+
+/** A fresh store holding `response` at the slot of `key` under `fingerprint`, as someone without the key could write it. */
+async function forged(
+  key: string,
+  fingerprint: string,
+  response: StoredResponse,
+): Promise<MemoryStore> {
+  const store = new MemoryStore();
+  const options = { fingerprint, leaseMs: 10_000, ttlMs: 600_000 };
+  const claim = await store.claim(slotOf("", key), options);
+  assert(claim.state === "acquired");
+  await store.complete(slotOf("", key), claim.token, response);
+  return store;
+}
+
+Deno.test("a sealed record whose stored fingerprint is changed, or whose body is another record's of its slot, answers 409 unreadable, not a replay", async () => {
+  const completed = async (store: IdempotencyStore, key: string) => {
+    const options = { fingerprint: "any", leaseMs: 10_000, ttlMs: 600_000 };
+    const found = await store.claim(slotOf("", key), options);
+    assert(found.state === "completed");
+    return found;
+  };
+  const store = new MemoryStore();
+  const { handler } = sealed([OLD], store);
+  await (await handler(post("paid", '{"amount":100}'))).arrayBuffer();
+  await (await handler(post("other"))).arrayBuffer(); // body "{}"
+  const paid = await completed(store, "paid");
+  const other = await completed(store, "other");
+  // Another run of the same request, its answer another body.
+  const elsewhere = new MemoryStore();
+  const v2 = idempotency(
+    () => new Response("v2", { status: 201, headers: HEADERS }),
+    {
+      scope: "global",
+      store: elsewhere,
+      encryption: { keys: [OLD] },
+    },
+  );
+  await (await v2(post("paid", '{"amount":100}'))).arrayBuffer();
+  const spliced = {
+    ...paid.response,
+    body: (await completed(elsewhere, "paid")).response.body,
+  };
+  const events: string[] = [];
+  // A body "{}" now has the stored fingerprint: it must not replay.
+  const moved = sealed(
+    [OLD],
+    await forged("paid", other.fingerprint, paid.response),
+    events,
+  );
+  await assertUnreadable(moved.handler, "paid", events);
+  const mixed = sealed(
+    [OLD],
+    await forged("paid", paid.fingerprint, spliced),
+    events,
+  );
+  events.length = 0;
+  const answer = await mixed.handler(post("paid", '{"amount":100}'));
+  assert.equal(answer.status, 409);
+  await answer.body?.cancel();
+  assert.deepEqual(events, ["conflict:true"]);
+  assert.equal(moved.runs() + mixed.runs(), 0);
+});
+
+/** A key that passes every check but that `encrypt` refuses: sealing throws. */
+const BROKEN: CryptoKey = Object.create(CryptoKey.prototype, {
+  type: { value: "secret" },
+  algorithm: { value: { name: "AES-GCM", length: 256 } },
+  usages: { value: ["encrypt", "decrypt"] },
+});
+
+/** A MemoryStore whose every claim opens a transaction, its calls recorded. */
+class Transactional extends Held {
+  calls: string[] = [];
+  unitOfWork(): UnitOfWork {
+    const { calls } = this;
+    return {
+      opened: true,
+      commit: () => (calls.push("commit"), Promise.resolve("committed")),
+      rollback: () => (calls.push("rollback"), Promise.resolve()),
+    };
+  }
+}
+
+Deno.test("a record that cannot be sealed is not written, never resealed: in a transaction, rolled back (503, the slot released); else the response goes out, the slot left in flight", async (t) => {
+  for (const transactional of [false, true]) {
+    await t.step(
+      transactional ? "in a transaction" : "with complete",
+      async () => {
+        const store = transactional
+          ? new Transactional(new MemoryStore())
+          : new Held(new MemoryStore());
+        const { onEvent, types } = recorder();
+        let runs = 0;
+        const handler = idempotency(() => {
+          runs++;
+          return new Response(BODY, { status: 201, headers: HEADERS });
+        }, {
+          scope: "global",
+          store,
+          onEvent,
+          encryption: { keys: [{ id: "k", key: BROKEN }] },
+        });
+        const first = await handler(post("broken"));
+        assert.equal(first.status, transactional ? 503 : 201);
+        await first.body?.cancel();
+        const settled = transactional ? "released" : "completed";
+        assert.deepEqual(types(), ["claimed", "store_error", settled]);
+        assert.deepEqual(store.held, []);
+        const retry = await handler(post("broken"));
+        await retry.body?.cancel();
+        if (store instanceof Transactional) {
+          assert.deepEqual(store.calls, ["rollback", "rollback"]);
+          assert.equal(runs, 2);
+        } else {
+          assert.equal(retry.status, 409);
+          assert.equal(runs, 1);
+        }
+      },
+    );
+  }
 });

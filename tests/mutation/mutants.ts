@@ -675,11 +675,20 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-slot-unbound",
     file: "src/_seal.ts",
-    text: "const clear = [version, id, slot, status, omitted ?? null];",
-    replacement: "const clear = [version, id, status, omitted ?? null];",
+    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
+    replacement: "JSON.stringify([VERSION, id, fingerprint, status])",
     tests: [T.sealing],
     what:
       "a sealed record copied to another slot opens there: one caller's response replays to another's key",
+  },
+  {
+    id: "seal-fingerprint-unbound",
+    file: "src/_seal.ts",
+    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
+    replacement: "JSON.stringify([VERSION, id, slot, status])",
+    tests: [T.sealing],
+    what:
+      "a sealed record whose stored fingerprint is changed replays to another body instead of 409",
   },
   {
     id: "seal-read-without-keys",
@@ -693,10 +702,19 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-completion-in-clear",
     file: "src/_completion.ts",
-    text: "store.complete(slot, token, await encryption.seal(slot, record))",
-    replacement: "store.complete(slot, token, record)",
+    text: "this.#config.encryption?.seal(slot, fingerprint, record) ?? record",
+    replacement: "record",
     tests: [T.sealing],
     what: "under encryption, a completion writes the record in clear",
+  },
+  {
+    id: "seal-failure-transaction-open",
+    file: "src/_completion.ts",
+    text: "if (!sealed) await unit.rollback();",
+    replacement: "",
+    tests: [T.sealing],
+    what:
+      "a record that does not seal leaves the handler's transaction open, its connection and locks held",
   },
   // src/stores/redis.ts, _redis_scripts.ts, _redis_record.ts: the lease
   // floor, the TTL every write keeps, the hints, the omitted replay.
