@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The time and waiting primitives all of `src/` shares.
- *
- * @module
- */
+/** The time and waiting primitives all of `src/` shares. @module */
 
 /** What `setTimeout` returns: a number on Deno, an object on Node and Bun. */
 export type Timer = ReturnType<typeof setTimeout>;

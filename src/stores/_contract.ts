@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * The contract's types, re-exported by every store's entry point.
- *
- * @module
- */
+/** The contract's types, re-exported by every store's entry point. @module */
 
 export type {
   ClaimOptions,

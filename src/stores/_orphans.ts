@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * {@linkcode Orphans}, the stores' undo queue.
- *
- * @module
- */
+/** {@linkcode Orphans}, the stores' undo queue. @module */
 
 import { backoff, type Linked, List, refTimer, type Timer } from "../_async.ts";
 import type { WriteOutcome } from "../store.ts";

@@ -1,9 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/**
- * {@linkcode StoreCalls}, the one store-call deadline.
- *
- * @module
- */
+/** {@linkcode StoreCalls}, the one store-call deadline. @module */
 
 import {
   type Clock,
