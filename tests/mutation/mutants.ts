@@ -49,7 +49,12 @@ const T = {
   lease: "tests/heartbeat_test.ts",
   memory: "tests/stores/memory_test.ts",
   kv: "tests/stores/kv_test.ts",
-  redis: "tests/stores/redis_test.ts",
+  redis: [
+    "tests/stores/redis_test.ts",
+    "tests/stores/redis_failures_test.ts",
+    "tests/stores/redis_lease_test.ts",
+    "tests/stores/redis_undo_test.ts",
+  ],
   postgres: "tests/stores/postgres_test.ts",
   failover: "tests/stores/failover_test.ts",
   capture: "tests/capture_test.ts",
@@ -204,7 +209,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end",
     replacement: "if not c then return ${WRITE_REPLY.LOST} end",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
@@ -212,7 +217,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "if left > floor then return {${CLAIM_REPLY.table.IN_FLIGHT},",
     replacement: "if left >= 0 then return {${CLAIM_REPLY.table.IN_FLIGHT},",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
   },
@@ -222,7 +227,7 @@ export const MUTANTS: Mutant[] = [
     text:
       `response.body === null ? response.omitted : response.body.byteLength`,
     replacement: `response.body === null ? 0 : response.body.byteLength`,
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "RedisStore stores an omitted body as an empty one: a replay sends nothing instead of the 'omitted' answer",
   },
@@ -231,7 +236,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "string.format('%d', left - tonumber(ARGV[2]))",
     replacement: "string.format('%d', left)",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "RedisStore's extend ends the lease instead of renewing it",
   },
   {
@@ -489,7 +494,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
   },
   {
@@ -705,7 +710,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_RECORD,
     text: "return `${IN_FLIGHT}${ttlMs - leaseMs}:${token}`;",
     replacement: "return `${IN_FLIGHT}${ttlMs - leaseMs - 1}:${token}`;",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim's lease runs 1 ms longer than leaseMs",
   },
   {
@@ -713,7 +718,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "math.min(left - floor, left)",
     replacement: "left",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "a claim in flight answers Retry-After with the key's TTL, not the lease left",
   },
@@ -722,7 +727,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "left - tonumber(ARGV[2])",
     replacement: "left - tonumber(ARGV[2]) / 2",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "extend renews the lease for half of what it was asked",
   },
   {
@@ -730,7 +735,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: ".. ':' .. ARGV[1], 'KEEPTTL')",
     replacement: ".. ':' .. ARGV[1])",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "extend makes the key persist: a crashed owner's slot is never freed",
   },
   {
@@ -738,7 +743,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "redis.call('SET', key, ARGV[2], 'KEEPTTL')",
     replacement: "redis.call('SET', key, ARGV[2])",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a completed record never expires: ttlMs is ignored after complete",
   },
   {
@@ -746,7 +751,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "then return {${CLAIM_REPLY.table.UNREADABLE}, left} end",
     replacement: "then return {${CLAIM_REPLY.table.UNREADABLE}, lease} end",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "an unreadable value that expires sooner than the lease hints the lease",
   },
@@ -755,7 +760,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "if left > 0 and left < lease then",
     replacement: "if left < lease then",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "an unreadable value without TTL hints -1 ms, answered as 1 ms",
   },
   {
@@ -763,7 +768,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_RECORD,
     text: "toStoredResponse(+status, headers, null, omitted)",
     replacement: 'toStoredResponse(+status, headers, null, "too_large")',
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "an omitted body replays with the wrong reason",
   },
   {
@@ -771,7 +776,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "const recovered = reply === CLAIM_REPLY.RECOVERED;",
     replacement: "const recovered = false;",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim that took over a lapsed lease is reported a fresh one",
   },
   {
@@ -779,7 +784,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "Math.max(1, Number(b) || 1)",
     replacement: "Math.max(0, Number(b) || 1)",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim in flight may hint a Retry-After below 1 ms",
   },
   {
@@ -787,7 +792,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "if (Number(count) < this.#replicas) {",
     replacement: "if (Number(count) < this.#replicas - 1) {",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim one replica short of waitReplicas is kept",
   },
   {
@@ -795,7 +800,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "if (Number(count) < this.#replicas) {",
     replacement: "if (Number(count) <= this.#replicas) {",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "exactly waitReplicas acknowledgements are refused",
   },
   {
@@ -803,7 +808,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "options.waitTimeoutMs ?? 500",
     replacement: "options.waitTimeoutMs ?? 1000",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "WAIT blocks 1 s by default, not the documented 500 ms",
   },
   {
@@ -811,7 +816,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: `result.state === "acquired" && this.#replicas > 0`,
     replacement: `result.state === "acquired" && this.#replicas >= 0`,
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "waitReplicas: 0 still sends a WAIT after every claim",
   },
   // src/_guard.ts: each problem's status and event, the replay's event.
