@@ -55,7 +55,12 @@ const T = {
     "tests/stores/redis_lease_test.ts",
     "tests/stores/redis_undo_test.ts",
   ],
-  postgres: "tests/stores/postgres_test.ts",
+  postgres: [
+    "tests/stores/postgres_test.ts",
+    "tests/stores/postgres_faults_test.ts",
+    "tests/stores/postgres_scripted_test.ts",
+    "tests/stores/postgres_table_test.ts",
+  ],
   failover: "tests/stores/failover_test.ts",
   capture: "tests/capture_test.ts",
   key: "tests/key_test.ts",
@@ -244,7 +249,7 @@ export const MUTANTS: Mutant[] = [
     file: POSTGRES_SQL,
     text: "AND state = 'in_flight' AND expires_at > ${NOW}`;",
     replacement: "AND expires_at > ${NOW}`;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "PostgresStore lets a completed row be completed or released again",
   },
 
@@ -416,7 +421,7 @@ export const MUTANTS: Mutant[] = [
     file: POSTGRES_SQL,
     text: "slot = $1 AND token = $2 AND version",
     replacement: "slot = $1 AND (token = $2 OR token IS NOT NULL) AND version",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "rule 4: PostgresStore applies a write from any token",
   },
   {
@@ -503,7 +508,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
   },
   {
@@ -588,7 +593,7 @@ export const MUTANTS: Mutant[] = [
       `if (typeof severity === "string" && typeof code === "string") {\n    return severity !== "ERROR";`,
     replacement:
       `if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {\n    return typeof severity === "string" && severity !== "ERROR";`,
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim cut off by EPIPE is taken as refused and never undone",
   },
   {
@@ -2289,7 +2294,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "const CLAIM_ATTEMPTS = 4;",
     replacement: "const CLAIM_ATTEMPTS = 3;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim that finds no row gives up after 3 statements",
   },
   {
@@ -2297,7 +2302,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "const CLAIM_ATTEMPTS = 4;",
     replacement: "const CLAIM_ATTEMPTS = 5;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim that finds no row runs 5 statements",
   },
   {
@@ -2305,7 +2310,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "if (row === undefined || row.free === true) continue;",
     replacement: "if (row === undefined) continue;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a free row read while another claim won is answered as is, not claimed again",
   },
@@ -2314,7 +2319,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "if (count < batchSize) return total;",
     replacement: "if (count <= batchSize) return total;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "sweep stops after a full batch, leaving expired rows",
   },
   {
@@ -2322,7 +2327,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "options.batchSize ?? 1000",
     replacement: "options.batchSize ?? 999",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "sweep's default batch is 999 rows",
   },
   {
@@ -2330,7 +2335,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: 'return rows.count === 1 ? "applied" : "lost";',
     replacement: 'return rows.count === 1 ? "lost" : "applied";',
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a fenced write that changed its row is reported lost, one that changed none applied",
   },
@@ -2339,7 +2344,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_options.ts",
     text: "const timeoutMs = options.timeoutMs ?? 2000;",
     replacement: "const timeoutMs = options.timeoutMs ?? 2001;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a PostgreSQL statement gets 2,001 ms by default, not 2,000",
   },
   {
@@ -2347,7 +2352,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "if (bytes(table) > MAX_TABLE_BYTES) {",
     replacement: "if (bytes(table) >= MAX_TABLE_BYTES) {",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a table name of exactly 48 bytes is refused",
   },
   {
@@ -2355,7 +2360,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "if (bytes(table) > MAX_TABLE_BYTES) {",
     replacement: "if (table.length > MAX_TABLE_BYTES) {",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a table name is measured in characters: 49 bytes in 25 characters pass",
   },
@@ -2364,7 +2369,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "schema !== null && bytes(schema) > MAX_SCHEMA_BYTES",
     replacement: "schema !== null && bytes(schema) >= MAX_SCHEMA_BYTES",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a schema name of exactly 63 bytes is refused",
   },
   {
@@ -2372,7 +2377,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "const MAX_SCHEMA_BYTES = 63;",
     replacement: "const MAX_SCHEMA_BYTES = 64;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a schema name of 64 bytes is taken (PostgreSQL would cut it)",
   },
 ];
