@@ -61,7 +61,11 @@ const T = {
     "tests/stores/postgres_scripted_test.ts",
     "tests/stores/postgres_table_test.ts",
   ],
-  failover: "tests/stores/failover_test.ts",
+  failover: [
+    "tests/stores/failover_test.ts",
+    "tests/stores/failover_fallback_test.ts",
+    "tests/stores/failover_outage_test.ts",
+  ],
   capture: "tests/capture_test.ts",
   key: "tests/key_test.ts",
   e2e: "tests/stores/e2e_test.ts",
@@ -359,7 +363,7 @@ export const MUTANTS: Mutant[] = [
       "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement:
       `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;\n      this.#fallbackAnswered = true;`,
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a record written to PostgreSQL during an outage is not honoured",
   },
   {
@@ -367,7 +371,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "if (second.fingerprint === options.fingerprint) {",
     replacement: "if (second.fingerprint !== undefined) {",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "another request's record is copied into Redis under this claim",
   },
   {
@@ -375,7 +379,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "return await this.#claimFallback(slot, options, primaryError);",
     replacement: "throw primaryError;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "Redis down means 503 instead of PostgreSQL",
   },
 
@@ -601,7 +605,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "return await this.#checkInFlight(slot, options, first);",
     replacement: "return first;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a late Redis claim hides the record PostgreSQL completed: 409s",
   },
   {
@@ -2012,7 +2016,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "result = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement: "result = await this.#fallback.claim(slot, options);",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that served claims while the primary was down is still untrusted: its outage refuses every claim",
   },
@@ -2022,7 +2026,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement: "second = await this.#fallback.claim(slot, options);",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that answered b: claims is still untrusted: its outage refuses every claim",
   },
@@ -2031,7 +2035,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "if (!answered || this.#strict) {",
     replacement: "if (!answered) {",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "strict grants a claim on the primary alone once the fallback answered",
   },
@@ -2040,7 +2044,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "#fallbackAnswered = false;",
     replacement: "#fallbackAnswered = true;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that never answered is trusted: a missing table looks like an outage and claims go on",
   },
@@ -2049,7 +2053,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "    return f.value;\n  }",
     replacement: '    return p.value === "applied" ? p.value : f.value;\n  }',
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a b: write the fallback lost is applied because the primary applied it",
   },
@@ -2058,7 +2062,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: 'if (p.ok) return failed("fallback", f.error), p.value;',
     replacement: 'if (p.ok) return failed("fallback", f.error), "applied";',
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a b: write the primary lost is applied when the fallback throws",
   },
   {
@@ -2066,7 +2070,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: 'if (!p.ok) return failed("primary", p.error), f.value;',
     replacement: 'if (!p.ok) return failed("primary", p.error), "applied";',
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a b: write the fallback lost is applied when the primary throws",
   },
   // --- issue 25, src/stores/kv.ts and its private files: checks, budgets, attempts ---
