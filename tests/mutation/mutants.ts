@@ -74,7 +74,12 @@ const T = {
   hostile: "tests/idempotency_hostile_input_test.ts",
   recordHeaders: "tests/record_test.ts",
   waitReplicas: "tests/stores/redis_wait_replicas_test.ts",
-  client: "tests/client_test.ts",
+  client: [
+    "tests/client_test.ts",
+    "tests/client_bodies_test.ts",
+    "tests/client_options_test.ts",
+    "tests/client_retry_test.ts",
+  ],
   time: "tests/stores/store_call_test.ts",
   settle: "tests/heartbeat_settle_test.ts",
   options: "tests/idempotency_options_test.ts",
@@ -622,7 +627,7 @@ export const MUTANTS: Mutant[] = [
     text: "const request = new Request(op.input, op.init);",
     replacement:
       "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(op.config.header, op.config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },
   {
@@ -1375,7 +1380,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "    if (op.signal.aborted) throw op.stopped();\n    if (op.unbuffered)",
     replacement: "    if (op.unbuffered)",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a call whose signal aborted before it started is still sent",
   },
   {
@@ -1383,7 +1388,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement: "retryAfter !== null && retryAfter >= config.maxRetryAfter",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After of exactly maxRetryAfter stops the operation",
   },
   {
@@ -1392,7 +1397,7 @@ export const MUTANTS: Mutant[] = [
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement:
       "retryAfter !== null && retryAfter > config.maxRetryAfter + 1000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After a second over maxRetryAfter is waited out",
   },
   {
@@ -1402,7 +1407,7 @@ export const MUTANTS: Mutant[] = [
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay > op.deadlineAt) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a network error, a retry starts exactly at the timeout",
   },
   {
@@ -1411,7 +1416,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement: "const delay = jittered(config, attempt);\n  if (false) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a network error, a backoff past the timeout is waited out",
   },
   {
@@ -1421,7 +1426,7 @@ export const MUTANTS: Mutant[] = [
       "jittered(config, attempts));\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
       "jittered(config, attempts));\n  if (config.clock() + delay > op.deadlineAt) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a 503, a retry starts exactly at the timeout",
   },
   {
@@ -1429,7 +1434,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "if (attempt >= config.maxAttempts) {",
     replacement: "if (attempt > config.maxAttempts) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a network error is retried past maxAttempts",
   },
   {
@@ -1437,7 +1442,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'throw stop("attempts", `Gave up after ${attempt} attempts',
     replacement: 'throw stop("deadline", `Gave up after ${attempt} attempts',
-    tests: [T.client],
+    tests: [...T.client],
     what: "the last attempt's network error is reported as the timeout",
   },
   {
@@ -1445,7 +1450,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'return stop(\n      "retry_after",',
     replacement: 'return stop(\n      "deadline",',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After over maxRetryAfter is reported as the timeout",
   },
   {
@@ -1453,7 +1458,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'throw stop(\n      "not_retryable",',
     replacement: 'throw stop(\n      "attempts",',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a keyless POST's network error is reported as out of attempts",
   },
   {
@@ -1462,7 +1467,7 @@ export const MUTANTS: Mutant[] = [
     text: "return reason === this.#timeout",
     replacement:
       'return reason instanceof DOMException && reason.name === "TimeoutError"',
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "the caller's own TimeoutError abort is reported as the client's timeout",
   },
@@ -1471,7 +1476,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if ((size += value.byteLength) > limit) {",
     replacement: "if ((size += value.byteLength) >= limit) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a stream body of exactly maxBodyBytes is refused",
   },
   {
@@ -1479,7 +1484,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxAttempts ?? 5",
     replacement: "options.maxAttempts ?? 6",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 5 attempts become 6",
   },
   {
@@ -1487,7 +1492,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.baseDelay ?? 500",
     replacement: "options.baseDelay ?? 1000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented first backoff of 500 ms doubles",
   },
   {
@@ -1495,7 +1500,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxDelay ?? 10_000",
     replacement: "options.maxDelay ?? 20_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 10 s backoff cap doubles",
   },
   {
@@ -1503,7 +1508,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxRetryAfter ?? 60_000",
     replacement: "options.maxRetryAfter ?? 61_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 60 s Retry-After ceiling becomes 61 s",
   },
   {
@@ -1511,7 +1516,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.timeout ?? 60_000",
     replacement: "options.timeout ?? 61_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 60 s timeout becomes 61 s",
   },
   {
@@ -1519,7 +1524,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxBodyBytes ?? 1_048_576",
     replacement: "options.maxBodyBytes ?? 1_048_575",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a stream body of the documented 1 MiB is refused",
   },
   {
@@ -1527,7 +1532,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "Math.max(0, date - now)",
     replacement: "Math.max(0, date - now - 1000)",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a Retry-After date is read a second early: one past maxRetryAfter is waited out",
   },
@@ -1536,7 +1541,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "  if (op.signal.aborted) throw op.stopped();\n  if (!retried) {",
     replacement: "  if (!retried) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "an attempt the caller aborted is reported to onRetry as a retry",
   },
   {
@@ -1544,7 +1549,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "Math.max(retryAfter ?? 0, jittered(config, attempts))",
     replacement: "retryAfter ?? jittered(config, attempts)",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After: 0 cuts the backoff to nothing",
   },
   {
@@ -1552,7 +1557,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "config.maxAttempts > 1 && (form || stream)",
     replacement: "(form || stream)",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a stream that is sent once is buffered and refused over maxBodyBytes",
   },
@@ -1561,7 +1566,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if (parsed === null || !parsed.ok || parsed.key !== key) {",
     replacement: "if (parsed === null || !parsed.ok) {",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "an idempotencyKey with whitespace around is taken: the server reads another key",
   },
@@ -1570,7 +1575,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: 'positiveInteger("timeout"',
     replacement: 'nonNegativeInteger("timeout"',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a timeout of 0 is taken: every call ends before its first attempt",
   },
   {
@@ -1578,7 +1583,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: 'nonNegativeInteger("baseDelay"',
     replacement: 'positiveInteger("baseDelay"',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a baseDelay of 0 (retry at once) is refused",
   },
   {
@@ -1586,7 +1591,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s >= 500 && s < 599",
-    tests: [T.client],
+    tests: [...T.client],
     what: "599 cannot be made retryable",
   },
   {
@@ -1594,7 +1599,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s > 500 && s <= 599",
-    tests: [T.client],
+    tests: [...T.client],
     what: "500 cannot be made retryable",
   },
   {
@@ -1602,7 +1607,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: 'request?.method ?? "GET").toUpperCase();',
     replacement: 'request?.method ?? "GET");',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a POST written `post` gets no key: it is sent once, never retried",
   },
   {
@@ -1610,7 +1615,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "methods: new Set(methods.map((m) => m.toUpperCase())),",
     replacement: "methods: new Set(methods),",
-    tests: [T.client],
+    tests: [...T.client],
     what: 'methods: ["put"] keys no PUT',
   },
   {
@@ -1618,7 +1623,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if (!signal.aborted) throw error;",
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a sleep that fails is taken for a wait that ended: the retries go on",
   },
@@ -1627,7 +1632,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: 'this.#caller?.removeEventListener("abort", this.#onAbort);',
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "the caller's abort after the call ends still aborts the request: its body breaks",
   },
@@ -1637,7 +1642,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "await response.body?.cancel().catch(() => {}); // frees the connection",
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a retried answer's body is never cancelled: its connection is held",
   },
 

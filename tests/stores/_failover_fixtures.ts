@@ -32,26 +32,21 @@ import {
 import { StoreWrapper } from "../_support/stores.ts";
 
 /** Why the tests on Redis and PostgreSQL are skipped, or false when they run. */
-
 export const SERVICES_IGNORE: false | string = REDIS_IGNORE || POSTGRES_IGNORE;
 
 /** A node-redis client. */
-
 export type NodeRedis = ReturnType<typeof createClient>;
 
 /** A postgres.js instance. */
-
-export type Sql = ReturnType<typeof postgres>;
+type Sql = ReturnType<typeof postgres>;
 
 /** Claim options with `fingerprint` and a 30 s lease, 60 s TTL. */
-
 export const opts = (
   fingerprint: string,
   more: Partial<ClaimOptions> = {},
 ): ClaimOptions => ({ fingerprint, leaseMs: 30_000, ttlMs: 60_000, ...more });
 
 /** A 201 response with `text` as its body. */
-
 export const ok = (text: string): StoredResponse => ({
   status: 201,
   headers: [["content-type", "text/plain"]],
@@ -63,7 +58,6 @@ function quote(identifier: string): string {
 }
 
 /** The token of an acquired claim (asserts it was acquired). */
-
 export function token(result: ClaimResult): string {
   assert.equal(
     result.state,
@@ -86,7 +80,6 @@ export async function nodeRedis(url: string): Promise<NodeRedis> {
 }
 
 /** A postgres.js pool, quiet. */
-
 export function pg(
   url: string = DATABASE_URL,
   more: Record<string, unknown> = {},
@@ -142,7 +135,6 @@ export class Switchable extends StoreWrapper {
 }
 
 /** A FailoverStore on two Switchable MemoryStores, and its events. */
-
 export function memoryPair(): {
   primary: Switchable;
   fallback: Switchable;

@@ -19,25 +19,20 @@ import {
 } from "../_support/services.ts";
 
 /** A postgres.js instance. */
-
-export type Sql = ReturnType<typeof postgres>;
+type Sql = ReturnType<typeof postgres>;
 
 /** Why the tests on the real PostgreSQL are skipped, or false when they run. */
-
 export const ignore = POSTGRES_IGNORE;
 
 /** Options that keep the server's notices quiet. */
-
 export const quiet = { onnotice: () => {} };
 
 /** A postgres.js pool on `DATABASE_URL`. */
-
 export function connect(options: Record<string, unknown> = {}): Sql {
   return postgres(DATABASE_URL, { ...quiet, ...options });
 }
 
 /** `identifier` as a quoted SQL identifier. */
-
 export function quote(identifier: string): string {
   return `"${identifier.replaceAll('"', '""')}"`;
 }
@@ -80,14 +75,12 @@ export async function withStore(
 }
 
 /** Claim options with `fingerprint` and a 30 s lease, 60 s TTL. */
-
 export const opts = (
   fingerprint: string,
   more: Partial<ClaimOptions> = {},
 ): ClaimOptions => ({ fingerprint, leaseMs: 30_000, ttlMs: 60_000, ...more });
 
 /** The response the tests complete with. */
-
 export const ok: StoredResponse = {
   status: 201,
   headers: [["content-type", "text/plain"], ["set-cookie", "a=1"], [
@@ -98,13 +91,12 @@ export const ok: StoredResponse = {
 };
 
 /** A test that needs the real PostgreSQL. */
-
 export function pgTest(name: string, fn: () => Promise<void>): void {
   integrationTest(name, ignore, fn);
 }
 
 /** The kinds of row that no PostgresStore writes. */
-export type Plant = PoisonKind | "no_deadline" | "bad_headers" | "null_status";
+type Plant = PoisonKind | "no_deadline" | "bad_headers" | "null_status";
 
 /** Writes a row at `slot` that no PostgresStore wrote. */
 export async function plant(

@@ -20,20 +20,16 @@ export function isRelease(args: (string | Uint8Array)[]): boolean {
 }
 
 /** Why the tests on the real Redis are skipped, or false when they run. */
-
 export const ignore = REDIS_IGNORE;
 
 /** The claim options of most tests. */
-
 export const opts = { fingerprint: "fp", leaseMs: 5_000, ttlMs: 60_000 };
 
 /** A node-redis client. */
-
-export type NodeRedis = ReturnType<typeof createClient>;
+type NodeRedis = ReturnType<typeof createClient>;
 
 /** A connected node-redis client on the Redis of this machine. */
-
-export async function nodeRedis(): Promise<NodeRedis> {
+async function nodeRedis(): Promise<NodeRedis> {
   const client = createClient({ url: REDIS_URL });
   client.on("error", () => {});
   await client.connect();
@@ -41,7 +37,6 @@ export async function nodeRedis(): Promise<NodeRedis> {
 }
 
 /** An ioredis client on the Redis of this machine. */
-
 export function ioRedis(enableAutoPipelining = false): Redis {
   const client = new Redis(REDIS_URL, {
     lazyConnect: false,
@@ -69,14 +64,12 @@ export class Admin {
 }
 
 /** A client and how to close it. */
-
-export interface Opened {
+interface Opened {
   client: RedisClientLike;
   close(): void;
 }
 
 /** Each client the tests run on, by name. */
-
 export const clients: [string, () => Promise<Opened>][] = [
   ["node-redis", async () => {
     const client = await nodeRedis();
