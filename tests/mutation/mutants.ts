@@ -49,9 +49,23 @@ const T = {
   lease: "tests/heartbeat_test.ts",
   memory: "tests/stores/memory_test.ts",
   kv: "tests/stores/kv_test.ts",
-  redis: "tests/stores/redis_test.ts",
-  postgres: "tests/stores/postgres_test.ts",
-  failover: "tests/stores/failover_test.ts",
+  redis: [
+    "tests/stores/redis_test.ts",
+    "tests/stores/redis_failures_test.ts",
+    "tests/stores/redis_lease_test.ts",
+    "tests/stores/redis_undo_test.ts",
+  ],
+  postgres: [
+    "tests/stores/postgres_test.ts",
+    "tests/stores/postgres_faults_test.ts",
+    "tests/stores/postgres_scripted_test.ts",
+    "tests/stores/postgres_table_test.ts",
+  ],
+  failover: [
+    "tests/stores/failover_test.ts",
+    "tests/stores/failover_fallback_test.ts",
+    "tests/stores/failover_outage_test.ts",
+  ],
   capture: "tests/capture_test.ts",
   key: "tests/key_test.ts",
   e2e: "tests/stores/e2e_test.ts",
@@ -60,7 +74,12 @@ const T = {
   hostile: "tests/idempotency_hostile_input_test.ts",
   recordHeaders: "tests/record_test.ts",
   waitReplicas: "tests/stores/redis_wait_replicas_test.ts",
-  client: "tests/client_test.ts",
+  client: [
+    "tests/client_test.ts",
+    "tests/client_bodies_test.ts",
+    "tests/client_options_test.ts",
+    "tests/client_retry_test.ts",
+  ],
   time: "tests/stores/store_call_test.ts",
   settle: "tests/heartbeat_settle_test.ts",
   options: "tests/idempotency_options_test.ts",
@@ -204,7 +223,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end",
     replacement: "if not c then return ${WRITE_REPLY.LOST} end",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "RedisStore's scripts apply a write from any token",
   },
   {
@@ -212,7 +231,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "if left > floor then return {${CLAIM_REPLY.table.IN_FLIGHT},",
     replacement: "if left >= 0 then return {${CLAIM_REPLY.table.IN_FLIGHT},",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
   },
@@ -222,7 +241,7 @@ export const MUTANTS: Mutant[] = [
     text:
       `response.body === null ? response.omitted : response.body.byteLength`,
     replacement: `response.body === null ? 0 : response.body.byteLength`,
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "RedisStore stores an omitted body as an empty one: a replay sends nothing instead of the 'omitted' answer",
   },
@@ -231,7 +250,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "string.format('%d', left - tonumber(ARGV[2]))",
     replacement: "string.format('%d', left)",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "RedisStore's extend ends the lease instead of renewing it",
   },
   {
@@ -239,7 +258,7 @@ export const MUTANTS: Mutant[] = [
     file: POSTGRES_SQL,
     text: "AND state = 'in_flight' AND expires_at > ${NOW}`;",
     replacement: "AND expires_at > ${NOW}`;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "PostgresStore lets a completed row be completed or released again",
   },
 
@@ -349,7 +368,7 @@ export const MUTANTS: Mutant[] = [
       "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement:
       `second = { state: "acquired", token: "-", recovered: false } as ClaimResult;\n      this.#fallbackAnswered = true;`,
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a record written to PostgreSQL during an outage is not honoured",
   },
   {
@@ -357,7 +376,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "if (second.fingerprint === options.fingerprint) {",
     replacement: "if (second.fingerprint !== undefined) {",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "another request's record is copied into Redis under this claim",
   },
   {
@@ -365,7 +384,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "return await this.#claimFallback(slot, options, primaryError);",
     replacement: "throw primaryError;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "Redis down means 503 instead of PostgreSQL",
   },
 
@@ -411,7 +430,7 @@ export const MUTANTS: Mutant[] = [
     file: POSTGRES_SQL,
     text: "slot = $1 AND token = $2 AND version",
     replacement: "slot = $1 AND (token = $2 OR token IS NOT NULL) AND version",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "rule 4: PostgresStore applies a write from any token",
   },
   {
@@ -489,7 +508,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a Redis claim that timed out and lands later is never undone",
   },
   {
@@ -498,7 +517,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
     replacement: "",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a PostgreSQL claim that timed out and commits later is never undone",
   },
   {
@@ -583,7 +602,7 @@ export const MUTANTS: Mutant[] = [
       `if (typeof severity === "string" && typeof code === "string") {\n    return severity !== "ERROR";`,
     replacement:
       `if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) {\n    return typeof severity === "string" && severity !== "ERROR";`,
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim cut off by EPIPE is taken as refused and never undone",
   },
   {
@@ -591,7 +610,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "return await this.#checkInFlight(slot, options, first);",
     replacement: "return first;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a late Redis claim hides the record PostgreSQL completed: 409s",
   },
   {
@@ -608,7 +627,7 @@ export const MUTANTS: Mutant[] = [
     text: "const request = new Request(op.input, op.init);",
     replacement:
       "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(op.config.header, op.config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the client sends a retry with a new key: the operation runs twice",
   },
   {
@@ -723,7 +742,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_RECORD,
     text: "return `${IN_FLIGHT}${ttlMs - leaseMs}:${token}`;",
     replacement: "return `${IN_FLIGHT}${ttlMs - leaseMs - 1}:${token}`;",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim's lease runs 1 ms longer than leaseMs",
   },
   {
@@ -731,7 +750,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "math.min(left - floor, left)",
     replacement: "left",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "a claim in flight answers Retry-After with the key's TTL, not the lease left",
   },
@@ -740,7 +759,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "left - tonumber(ARGV[2])",
     replacement: "left - tonumber(ARGV[2]) / 2",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "extend renews the lease for half of what it was asked",
   },
   {
@@ -748,7 +767,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: ".. ':' .. ARGV[1], 'KEEPTTL')",
     replacement: ".. ':' .. ARGV[1])",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "extend makes the key persist: a crashed owner's slot is never freed",
   },
   {
@@ -756,7 +775,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "redis.call('SET', key, ARGV[2], 'KEEPTTL')",
     replacement: "redis.call('SET', key, ARGV[2])",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a completed record never expires: ttlMs is ignored after complete",
   },
   {
@@ -764,7 +783,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "then return {${CLAIM_REPLY.table.UNREADABLE}, left} end",
     replacement: "then return {${CLAIM_REPLY.table.UNREADABLE}, lease} end",
-    tests: [T.redis],
+    tests: [...T.redis],
     what:
       "an unreadable value that expires sooner than the lease hints the lease",
   },
@@ -773,7 +792,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "if left > 0 and left < lease then",
     replacement: "if left < lease then",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "an unreadable value without TTL hints -1 ms, answered as 1 ms",
   },
   {
@@ -781,7 +800,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_RECORD,
     text: "toStoredResponse(+status, headers, null, omitted)",
     replacement: 'toStoredResponse(+status, headers, null, "too_large")',
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "an omitted body replays with the wrong reason",
   },
   {
@@ -789,7 +808,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "const recovered = reply === CLAIM_REPLY.RECOVERED;",
     replacement: "const recovered = false;",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim that took over a lapsed lease is reported a fresh one",
   },
   {
@@ -797,7 +816,7 @@ export const MUTANTS: Mutant[] = [
     file: REDIS_SCRIPTS,
     text: "Math.max(1, Number(b) || 1)",
     replacement: "Math.max(0, Number(b) || 1)",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim in flight may hint a Retry-After below 1 ms",
   },
   {
@@ -805,7 +824,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "if (Number(count) < this.#replicas) {",
     replacement: "if (Number(count) < this.#replicas - 1) {",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "a claim one replica short of waitReplicas is kept",
   },
   {
@@ -813,7 +832,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "if (Number(count) < this.#replicas) {",
     replacement: "if (Number(count) <= this.#replicas) {",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "exactly waitReplicas acknowledgements are refused",
   },
   {
@@ -821,7 +840,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: "options.waitTimeoutMs ?? 500",
     replacement: "options.waitTimeoutMs ?? 1000",
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "WAIT blocks 1 s by default, not the documented 500 ms",
   },
   {
@@ -829,7 +848,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/redis.ts",
     text: `result.state === "acquired" && this.#replicas > 0`,
     replacement: `result.state === "acquired" && this.#replicas >= 0`,
-    tests: [T.redis],
+    tests: [...T.redis],
     what: "waitReplicas: 0 still sends a WAIT after every claim",
   },
   // src/_guard.ts: each problem's status and event, the replay's event.
@@ -1379,7 +1398,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "    if (op.signal.aborted) throw op.stopped();\n    if (op.unbuffered)",
     replacement: "    if (op.unbuffered)",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a call whose signal aborted before it started is still sent",
   },
   {
@@ -1387,7 +1406,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement: "retryAfter !== null && retryAfter >= config.maxRetryAfter",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After of exactly maxRetryAfter stops the operation",
   },
   {
@@ -1396,7 +1415,7 @@ export const MUTANTS: Mutant[] = [
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement:
       "retryAfter !== null && retryAfter > config.maxRetryAfter + 1000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After a second over maxRetryAfter is waited out",
   },
   {
@@ -1406,7 +1425,7 @@ export const MUTANTS: Mutant[] = [
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay > op.deadlineAt) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a network error, a retry starts exactly at the timeout",
   },
   {
@@ -1415,7 +1434,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement: "const delay = jittered(config, attempt);\n  if (false) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a network error, a backoff past the timeout is waited out",
   },
   {
@@ -1425,7 +1444,7 @@ export const MUTANTS: Mutant[] = [
       "jittered(config, attempts));\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
       "jittered(config, attempts));\n  if (config.clock() + delay > op.deadlineAt) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "after a 503, a retry starts exactly at the timeout",
   },
   {
@@ -1433,7 +1452,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "if (attempt >= config.maxAttempts) {",
     replacement: "if (attempt > config.maxAttempts) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a network error is retried past maxAttempts",
   },
   {
@@ -1441,7 +1460,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'throw stop("attempts", `Gave up after ${attempt} attempts',
     replacement: 'throw stop("deadline", `Gave up after ${attempt} attempts',
-    tests: [T.client],
+    tests: [...T.client],
     what: "the last attempt's network error is reported as the timeout",
   },
   {
@@ -1449,7 +1468,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'return stop(\n      "retry_after",',
     replacement: 'return stop(\n      "deadline",',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After over maxRetryAfter is reported as the timeout",
   },
   {
@@ -1457,7 +1476,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: 'throw stop(\n      "not_retryable",',
     replacement: 'throw stop(\n      "attempts",',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a keyless POST's network error is reported as out of attempts",
   },
   {
@@ -1466,7 +1485,7 @@ export const MUTANTS: Mutant[] = [
     text: "return reason === this.#timeout",
     replacement:
       'return reason instanceof DOMException && reason.name === "TimeoutError"',
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "the caller's own TimeoutError abort is reported as the client's timeout",
   },
@@ -1475,7 +1494,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if ((size += value.byteLength) > limit) {",
     replacement: "if ((size += value.byteLength) >= limit) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a stream body of exactly maxBodyBytes is refused",
   },
   {
@@ -1483,7 +1502,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxAttempts ?? 5",
     replacement: "options.maxAttempts ?? 6",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 5 attempts become 6",
   },
   {
@@ -1491,7 +1510,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.baseDelay ?? 500",
     replacement: "options.baseDelay ?? 1000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented first backoff of 500 ms doubles",
   },
   {
@@ -1499,7 +1518,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxDelay ?? 10_000",
     replacement: "options.maxDelay ?? 20_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 10 s backoff cap doubles",
   },
   {
@@ -1507,7 +1526,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxRetryAfter ?? 60_000",
     replacement: "options.maxRetryAfter ?? 61_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 60 s Retry-After ceiling becomes 61 s",
   },
   {
@@ -1515,7 +1534,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.timeout ?? 60_000",
     replacement: "options.timeout ?? 61_000",
-    tests: [T.client],
+    tests: [...T.client],
     what: "the documented 60 s timeout becomes 61 s",
   },
   {
@@ -1523,7 +1542,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "options.maxBodyBytes ?? 1_048_576",
     replacement: "options.maxBodyBytes ?? 1_048_575",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a stream body of the documented 1 MiB is refused",
   },
   {
@@ -1531,7 +1550,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "Math.max(0, date - now)",
     replacement: "Math.max(0, date - now - 1000)",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a Retry-After date is read a second early: one past maxRetryAfter is waited out",
   },
@@ -1540,7 +1559,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "  if (op.signal.aborted) throw op.stopped();\n  if (!retried) {",
     replacement: "  if (!retried) {",
-    tests: [T.client],
+    tests: [...T.client],
     what: "an attempt the caller aborted is reported to onRetry as a retry",
   },
   {
@@ -1548,7 +1567,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/client.ts",
     text: "Math.max(retryAfter ?? 0, jittered(config, attempts))",
     replacement: "retryAfter ?? jittered(config, attempts)",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a Retry-After: 0 cuts the backoff to nothing",
   },
   {
@@ -1556,7 +1575,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "config.maxAttempts > 1 && (form || stream)",
     replacement: "(form || stream)",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a stream that is sent once is buffered and refused over maxBodyBytes",
   },
@@ -1565,7 +1584,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if (parsed === null || !parsed.ok || parsed.key !== key) {",
     replacement: "if (parsed === null || !parsed.ok) {",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "an idempotencyKey with whitespace around is taken: the server reads another key",
   },
@@ -1574,7 +1593,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: 'positiveInteger("timeout"',
     replacement: 'nonNegativeInteger("timeout"',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a timeout of 0 is taken: every call ends before its first attempt",
   },
   {
@@ -1582,7 +1601,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: 'nonNegativeInteger("baseDelay"',
     replacement: 'positiveInteger("baseDelay"',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a baseDelay of 0 (retry at once) is refused",
   },
   {
@@ -1590,7 +1609,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s >= 500 && s < 599",
-    tests: [T.client],
+    tests: [...T.client],
     what: "599 cannot be made retryable",
   },
   {
@@ -1598,7 +1617,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s > 500 && s <= 599",
-    tests: [T.client],
+    tests: [...T.client],
     what: "500 cannot be made retryable",
   },
   {
@@ -1606,7 +1625,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: 'request?.method ?? "GET").toUpperCase();',
     replacement: 'request?.method ?? "GET");',
-    tests: [T.client],
+    tests: [...T.client],
     what: "a POST written `post` gets no key: it is sent once, never retried",
   },
   {
@@ -1614,7 +1633,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_options.ts",
     text: "methods: new Set(methods.map((m) => m.toUpperCase())),",
     replacement: "methods: new Set(methods),",
-    tests: [T.client],
+    tests: [...T.client],
     what: 'methods: ["put"] keys no PUT',
   },
   {
@@ -1622,7 +1641,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: "if (!signal.aborted) throw error;",
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "a sleep that fails is taken for a wait that ended: the retries go on",
   },
@@ -1631,7 +1650,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_client_operation.ts",
     text: 'this.#caller?.removeEventListener("abort", this.#onAbort);',
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what:
       "the caller's abort after the call ends still aborts the request: its body breaks",
   },
@@ -1641,7 +1660,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "await response.body?.cancel().catch(() => {}); // frees the connection",
     replacement: "",
-    tests: [T.client],
+    tests: [...T.client],
     what: "a retried answer's body is never cancelled: its connection is held",
   },
 
@@ -2020,7 +2039,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "result = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement: "result = await this.#fallback.claim(slot, options);",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that served claims while the primary was down is still untrusted: its outage refuses every claim",
   },
@@ -2030,7 +2049,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "second = await this.#fallback.claim(slot, options);\n      this.#fallbackAnswered = true;",
     replacement: "second = await this.#fallback.claim(slot, options);",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that answered b: claims is still untrusted: its outage refuses every claim",
   },
@@ -2039,7 +2058,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "if (!answered || this.#strict) {",
     replacement: "if (!answered) {",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "strict grants a claim on the primary alone once the fallback answered",
   },
@@ -2048,7 +2067,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "#fallbackAnswered = false;",
     replacement: "#fallbackAnswered = true;",
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a fallback that never answered is trusted: a missing table looks like an outage and claims go on",
   },
@@ -2057,7 +2076,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: "    return f.value;\n  }",
     replacement: '    return p.value === "applied" ? p.value : f.value;\n  }',
-    tests: [T.failover],
+    tests: [...T.failover],
     what:
       "a b: write the fallback lost is applied because the primary applied it",
   },
@@ -2066,7 +2085,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: 'if (p.ok) return failed("fallback", f.error), p.value;',
     replacement: 'if (p.ok) return failed("fallback", f.error), "applied";',
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a b: write the primary lost is applied when the fallback throws",
   },
   {
@@ -2074,7 +2093,7 @@ export const MUTANTS: Mutant[] = [
     file: FAILOVER,
     text: 'if (!p.ok) return failed("primary", p.error), f.value;',
     replacement: 'if (!p.ok) return failed("primary", p.error), "applied";',
-    tests: [T.failover],
+    tests: [...T.failover],
     what: "a b: write the fallback lost is applied when the primary throws",
   },
   // --- issue 25, src/stores/kv.ts and its private files: checks, budgets, attempts ---
@@ -2302,7 +2321,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "const CLAIM_ATTEMPTS = 4;",
     replacement: "const CLAIM_ATTEMPTS = 3;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim that finds no row gives up after 3 statements",
   },
   {
@@ -2310,7 +2329,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "const CLAIM_ATTEMPTS = 4;",
     replacement: "const CLAIM_ATTEMPTS = 5;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a claim that finds no row runs 5 statements",
   },
   {
@@ -2318,7 +2337,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "if (row === undefined || row.free === true) continue;",
     replacement: "if (row === undefined) continue;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a free row read while another claim won is answered as is, not claimed again",
   },
@@ -2327,7 +2346,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "if (count < batchSize) return total;",
     replacement: "if (count <= batchSize) return total;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "sweep stops after a full batch, leaving expired rows",
   },
   {
@@ -2335,7 +2354,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: "options.batchSize ?? 1000",
     replacement: "options.batchSize ?? 999",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "sweep's default batch is 999 rows",
   },
   {
@@ -2343,7 +2362,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/postgres.ts",
     text: 'return rows.count === 1 ? "applied" : "lost";',
     replacement: 'return rows.count === 1 ? "lost" : "applied";',
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a fenced write that changed its row is reported lost, one that changed none applied",
   },
@@ -2352,7 +2371,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_options.ts",
     text: "const timeoutMs = options.timeoutMs ?? 2000;",
     replacement: "const timeoutMs = options.timeoutMs ?? 2001;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a PostgreSQL statement gets 2,001 ms by default, not 2,000",
   },
   {
@@ -2360,7 +2379,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "if (bytes(table) > MAX_TABLE_BYTES) {",
     replacement: "if (bytes(table) >= MAX_TABLE_BYTES) {",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a table name of exactly 48 bytes is refused",
   },
   {
@@ -2368,7 +2387,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "if (bytes(table) > MAX_TABLE_BYTES) {",
     replacement: "if (table.length > MAX_TABLE_BYTES) {",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what:
       "a table name is measured in characters: 49 bytes in 25 characters pass",
   },
@@ -2377,7 +2396,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "schema !== null && bytes(schema) > MAX_SCHEMA_BYTES",
     replacement: "schema !== null && bytes(schema) >= MAX_SCHEMA_BYTES",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a schema name of exactly 63 bytes is refused",
   },
   {
@@ -2385,7 +2404,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_postgres_migration.ts",
     text: "const MAX_SCHEMA_BYTES = 63;",
     replacement: "const MAX_SCHEMA_BYTES = 64;",
-    tests: [T.postgres],
+    tests: [...T.postgres],
     what: "a schema name of 64 bytes is taken (PostgreSQL would cut it)",
   },
 ];
