@@ -7,9 +7,10 @@
  *
  * What one "request" is for each:
  *
- * - a store of ours: SHA-256 of the key and of the body (the middleware's own
- *   `sha256Hex`, as its slot and fingerprint), claim, and for a fresh key
- *   complete with a status, a header and the body.
+ * - a store of ours: the slot of the key and the fingerprint of the request
+ *   (the middleware's own `slotOf` and `requestFingerprint`: SHA-256 in
+ *   JavaScript, `crypto.subtle` for a body from 8 KiB), claim, and for a
+ *   fresh key complete with a status, a header and the body.
  * - Powertools: `makeIdempotent(fn, { persistenceStore: CachePersistenceLayer })`
  *   called with an event; it hashes the event (md5 of its JSON) and stores the
  *   function's JSON result.
@@ -28,7 +29,7 @@ import {
 import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
 import { Idempotency } from "@node-idempotency/core";
 import { RedisStorageAdapter } from "@node-idempotency/storage-adapter-redis";
-import { sha256Hex } from "../src/_sha256.ts";
+import { requestFingerprint, slotOf } from "../src/fingerprint.ts";
 import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
 
 /** One implementation, as a script measures it. */
@@ -100,14 +101,16 @@ export function storeSubject(
   close: () => Promise<void> | void,
   address?: () => Promise<string>,
 ): Subject {
+  const bytes = new TextEncoder().encode(body);
   const response: StoredResponse = {
     status: 201,
     headers: [["content-type", "application/json"]],
-    body: new TextEncoder().encode(body),
+    body: bytes,
   };
   const request = async (key: string) => {
-    const slot = sha256Hex(`scope\n${key}`);
-    const fingerprint = sha256Hex(`POST /pay\n${body}`);
+    const slot = slotOf("scope", key);
+    const hashed = requestFingerprint("POST", "http://app.test/pay", bytes);
+    const fingerprint = typeof hashed === "string" ? hashed : await hashed;
     const claim = await store.claim(slot, { fingerprint, ...CLAIM });
     if (claim.state === "acquired") {
       const done = await store.complete(slot, claim.token, response);
