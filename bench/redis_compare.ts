@@ -204,9 +204,11 @@ async function subjects(): Promise<Subject[]> {
   list.push(await powertoolsSubject(URL_, `${run}:pt`, BODY));
   list.push(await nodeIdempotencySubject(URL_, `${run}:ni`, BODY));
 
-  return only.length
-    ? list.filter((s) => only.some((o) => s.name.includes(o)))
-    : list;
+  const chosen = (s: Subject) =>
+    only.length === 0 || only.some((o) => s.name.includes(o));
+  // Those left out are closed now: their open clients kept the process alive.
+  for (const s of list) if (!chosen(s)) await s.close();
+  return list.filter(chosen);
 }
 
 /** Counts the commands `address` sends while `fn` runs, with MONITOR. */
