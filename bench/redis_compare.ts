@@ -14,18 +14,10 @@
  * The peers' packages are in the benchmarks' own import map (`bench/deno.json`,
  * a workspace member), never in the library's `deno.json` imports.
  *
- * What one "request" is for each:
+ * What one "request" is for RedisStore (fenced writes, lease, bytes), for
+ * MemoryStore (the same calls in process) and for each peer: see
+ * `_peers.ts`. Besides them:
  *
- * - RedisStore: SHA-256 of the key and of the body (the middleware's own
- *   `sha256Hex`, as its slot and fingerprint), claim, and for a fresh key complete
- *   with a status, a header and the body. Fenced writes, lease, bytes.
- * - MemoryStore: the same calls on the in-process store (no Redis).
- * - Powertools: `makeIdempotent(fn, { persistenceStore: CachePersistenceLayer })`
- *   on the same node-redis client, called with an event; it hashes the event
- *   (md5 of its JSON) and stores the function's JSON result.
- * - node-idempotency: `onRequest` (and `onResponse` for a fresh key) with a
- *   request object; it hashes the JSON body (blake2s) and stores the response
- *   as JSON, on its own node-redis 4 client.
  * - baseline: one bare `GET` on the node-redis client.
  * - floor: RedisStore's own commands, sent bare on the node-redis client
  *   with nothing of ours around them (no hashing, no decoding, no
@@ -41,13 +33,6 @@ import { deleteRedisKeys } from "../tests/_support/redis.ts";
 import { parseArgs } from "node:util";
 import { createClient } from "redis";
 import { Redis } from "ioredis";
-import {
-  IdempotencyConfig,
-  makeIdempotent,
-} from "@aws-lambda-powertools/idempotency";
-import { CachePersistenceLayer } from "@aws-lambda-powertools/idempotency/cache";
-import { Idempotency } from "@node-idempotency/core";
-import { RedisStorageAdapter } from "@node-idempotency/storage-adapter-redis";
 import { RedisStore } from "../src/stores/redis.ts";
 import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
 import { sha256Hex } from "../src/_sha256.ts";
@@ -56,7 +41,7 @@ import {
   inFlightRecord,
 } from "../src/stores/_redis_record.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import type { StoredResponse } from "../src/store.ts";
 import {
   interleaved,
   markdownTable,
@@ -64,6 +49,15 @@ import {
   summarize,
   throughput,
 } from "./_measure.ts";
+import {
+  CLAIM,
+  clientAddress,
+  jsonBody,
+  nodeIdempotencySubject,
+  powertoolsSubject,
+  storeSubject,
+  type Subject,
+} from "./_peers.ts";
 
 const { values: args } = parseArgs({
   args: Deno.args,
@@ -84,72 +78,14 @@ const run = `bench_${Date.now().toString(36)}_${
   crypto.randomUUID().slice(0, 6)
 }`;
 const encoder = new TextEncoder();
-const BODY = '{"id":"pay_123","amount":1000,"currency":"eur"}';
+const BODY = jsonBody();
 const BODY_BYTES = encoder.encode(BODY);
-
-interface Subject {
-  name: string;
-  what: string;
-  /** The connection to watch with MONITOR, if any: its CLIENT INFO. */
-  address?: () => Promise<string>;
-  /** One request with key `key`, the first time it is seen. */
-  fresh(key: string): Promise<unknown>;
-  /** Prepares `key` so that `replay(key)` is a replay. */
-  prime(key: string): Promise<unknown>;
-  /** One request replaying `key`. */
-  replay(key: string): Promise<unknown>;
-  close(): Promise<void> | void;
-}
-
-/** The middleware's own synchronous SHA-256, as its slot and fingerprint use. */
-function sha256(text: string): string {
-  return sha256Hex(text);
-}
 
 const RESPONSE: StoredResponse = {
   status: 201,
   headers: [["content-type", "application/json"]],
   body: BODY_BYTES,
 };
-const CLAIM = { leaseMs: 30_000, ttlMs: 3_600_000 };
-
-function storeSubject(
-  name: string,
-  what: string,
-  store: IdempotencyStore,
-  close: () => void,
-  address?: () => Promise<string>,
-): Subject {
-  const request = async (key: string) => {
-    const slot = sha256(`scope\n${key}`);
-    const fingerprint = sha256(`POST /pay\n${BODY}`);
-    const claim = await store.claim(slot, { fingerprint, ...CLAIM });
-    if (claim.state === "acquired") {
-      const done = await store.complete(slot, claim.token, RESPONSE);
-      if (done !== "applied") throw new Error(`${name}: complete ${done}`);
-      return "fresh";
-    }
-    if (claim.state === "completed") return claim.response;
-    throw new Error(`${name}: ${claim.state}`);
-  };
-  return {
-    name,
-    what,
-    ...(address ? { address } : {}),
-    fresh: request,
-    prime: request,
-    replay: request,
-    close,
-  };
-}
-
-async function clientAddress(
-  send: (args: string[]) => Promise<unknown>,
-): Promise<string> {
-  const info = String(await send(["CLIENT", "INFO"]));
-  return /(?:^| )addr=(\S+)/.exec(info)![1]!;
-}
-
 /** Clients more than one subject uses, closed after all of them. */
 const sharedClients: (() => void)[] = [];
 
@@ -173,7 +109,7 @@ async function subjects(): Promise<Subject[]> {
   const sha = String(
     await nodeRedis.sendCommand(["SCRIPT", "LOAD", SCRIPTS.complete.source]),
   );
-  const floorToken = `${"0".repeat(36)}${sha256("fingerprint")}`;
+  const floorToken = `${"0".repeat(36)}${sha256Hex("fingerprint")}`;
   const floorRecord = completedRecord(floorToken, RESPONSE)!;
   const floorFlight = inFlightRecord(floorToken, CLAIM.leaseMs, CLAIM.ttlMs);
   const ttl = String(CLAIM.ttlMs);
@@ -207,6 +143,7 @@ async function subjects(): Promise<Subject[]> {
     "RedisStore (node-redis)",
     "fenced claim/complete, lease, status+headers+bytes",
     new RedisStore({ client: nodeRedis, prefix: `${run}:ours:` }),
+    BODY,
     () => {},
     () => clientAddress(nodeSend),
   ));
@@ -216,6 +153,7 @@ async function subjects(): Promise<Subject[]> {
     "RedisStore (ioredis)",
     "same, on ioredis",
     new RedisStore({ client: io, prefix: `${run}:io:` }),
+    BODY,
     () => io.disconnect(),
     () => clientAddress((a) => io.call(a[0]!, ...a.slice(1))),
   ));
@@ -259,83 +197,18 @@ async function subjects(): Promise<Subject[]> {
     // Bounded, as in production: an unbounded store grows the heap all run
     // long, and the garbage collector then slows every subject after it.
     new MemoryStore({ maxEntries: 10_000 }),
+    BODY,
     () => {},
   ));
 
-  // Powertools, on its own node-redis client (a connection of its own, like the others).
-  const ptClient = await createClient({ url: URL_ }).connect();
-  const ptSend = (a: string[]) => ptClient.sendCommand(a);
-  const config = new IdempotencyConfig({ expiresAfterSeconds: 3600 });
-  config.registerLambdaContext(
-    { getRemainingTimeInMillis: () => 60_000 } as never,
-  );
-  const pt = makeIdempotent(
-    (event: { key: string; body: string }) =>
-      Promise.resolve({ status: 201, body: event.body }),
-    {
-      persistenceStore: new CachePersistenceLayer({
-        client: ptClient as never,
-      }),
-      config,
-      keyPrefix: `${run}:pt`,
-    },
-  );
-  list.push({
-    name: "Powertools 2.35.0 (CachePersistenceLayer)",
-    what: "SET NX + SET; replay GET; JSON result, no fencing/lease renewal",
-    address: () => clientAddress(ptSend),
-    fresh: (key) => pt({ key, body: BODY }),
-    prime: (key) => pt({ key, body: BODY }),
-    replay: (key) => pt({ key, body: BODY }),
-    close: () => ptClient.destroy(),
-  });
+  list.push(await powertoolsSubject(URL_, `${run}:pt`, BODY));
+  list.push(await nodeIdempotencySubject(URL_, `${run}:ni`, BODY));
 
-  const storage = new RedisStorageAdapter({ url: URL_ } as never);
-  await storage.connect();
-  const ni = new Idempotency(storage, {
-    cacheKeyPrefix: `${run}:ni`,
-    cacheTTLMS: 3_600_000,
-  });
-  const niClient = (storage as unknown as {
-    client: { sendCommand(a: string[]): Promise<unknown> };
-  }).client;
-  const niRequest = (key: string) => ({
-    method: "POST",
-    path: "/pay",
-    headers: { "idempotency-key": key },
-    body: JSON.parse(BODY),
-  });
-  list.push({
-    name: "node-idempotency 1.0.11 (+ redis adapter 1.0.2)",
-    what: "SET NX + SET; replay SET NX + GET; JSON body, no fencing/lease",
-    address: () => clientAddress((a) => niClient.sendCommand(a)),
-    fresh: async (key) => {
-      const req = niRequest(key);
-      const cached = await ni.onRequest(req);
-      if (cached !== undefined) throw new Error("node-idempotency: not fresh");
-      await ni.onResponse(req, {
-        body: JSON.parse(BODY),
-        additional: { status: 201 },
-      });
-    },
-    prime: async (key) => {
-      const req = niRequest(key);
-      await ni.onRequest(req);
-      await ni.onResponse(req, {
-        body: JSON.parse(BODY),
-        additional: { status: 201 },
-      });
-    },
-    replay: async (key) => {
-      const cached = await ni.onRequest(niRequest(key));
-      if (cached === undefined) throw new Error("node-idempotency: no replay");
-    },
-    close: () => storage.disconnect(),
-  });
-
-  return only.length
-    ? list.filter((s) => only.some((o) => s.name.includes(o)))
-    : list;
+  const chosen = (s: Subject) =>
+    only.length === 0 || only.some((o) => s.name.includes(o));
+  // Those left out are closed now: their open clients kept the process alive.
+  for (const s of list) if (!chosen(s)) await s.close();
+  return list.filter(chosen);
 }
 
 /** Counts the commands `address` sends while `fn` runs, with MONITOR. */
