@@ -21,7 +21,7 @@
 
 import { Buffer } from "node:buffer";
 import type { StoredResponse } from "../store.ts";
-import { byteView, decodeHeaders, toStoredResponse } from "../_record.ts";
+import { toStoredResponse } from "../_record.ts";
 
 /** The head of an in-flight record. */
 export const IN_FLIGHT = "idem2f";
@@ -79,40 +79,65 @@ export function completedRecord(
 export function decodeCompleted(
   value: Uint8Array,
 ): { fingerprint: string; response: StoredResponse } | null {
+  // Read byte by byte: a replay decodes one of these per request.
+  if (value.length < 9) return null;
+  for (let i = 0; i < 6; i++) {
+    if (value[i] !== COMPLETED.charCodeAt(i)) return null;
+  }
+  let status = 0;
+  for (let at = 6; at < 9; at++) {
+    const digit = value[at]! - ZERO;
+    if (digit < 0 || digit > 9) return null;
+    status = status * 10 + digit;
+  }
+  const fp = field(value, 9);
+  const hdr = fp && field(value, fp.end);
+  if (fp === null || hdr === null) return null;
   const bytes = Buffer.isBuffer(value)
     ? value
     : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-  const status = bytes.toString("latin1", 6, 9);
-  if (bytes.toString("latin1", 0, 6) !== COMPLETED) return null;
-  const fp = /^\d{3}$/.test(status) ? field(bytes, 9) : null;
-  const hdr = fp && field(bytes, fp.end);
-  if (fp === null || hdr === null) return null;
-  const headers = decodeHeaders(bytes.toString("utf8", hdr.start, hdr.end));
+  let headers: unknown; // checked by toStoredResponse
+  try {
+    headers = JSON.parse(bytes.toString("utf8", hdr.start, hdr.end));
+  } catch {
+    return null;
+  }
   // The body's length and the body, or the reason it was not kept and ":".
-  const body = field(bytes, hdr.end);
+  const body = field(value, hdr.end);
   let response: StoredResponse | null = null;
   if (body === null) {
     const colon = bytes.indexOf(COLON, hdr.end);
     const omitted = bytes.toString("latin1", hdr.end, colon);
     if (colon === bytes.length - 1) {
-      response = toStoredResponse(+status, headers, null, omitted);
+      response = toStoredResponse(status, headers, null, omitted);
     }
-  } else if (body.end === bytes.length) {
-    const view = byteView(bytes.subarray(body.start, body.end));
-    response = toStoredResponse(+status, headers, view, undefined);
+  } else if (body.end === value.length) {
+    const view = new Uint8Array(
+      value.buffer,
+      value.byteOffset + body.start,
+      body.end - body.start,
+    );
+    response = toStoredResponse(status, headers, view, undefined);
   }
   const fingerprint = bytes.toString("utf8", fp.start, fp.end);
   return response && { fingerprint, response };
 }
 
-type Span = { start: number; end: number };
+const ZERO = 0x30;
 
-/** Reads `<byte count> ":"` at `at`: the span that follows, or `null`. */
-function field(bytes: Buffer, at: number): Span | null {
-  const colon = bytes.indexOf(COLON, at);
-  if (colon < 0 || !/^\d{1,9}$/.test(bytes.toString("latin1", at, colon))) {
-    return null;
+/** Reads `<byte count, 1 to 9 digits> ":"` at `at`: the span that follows, or `null`. */
+function field(
+  value: Uint8Array,
+  at: number,
+): { start: number; end: number } | null {
+  let length = 0;
+  let digits = 0;
+  for (; at < value.length && value[at] !== COLON; at++, digits++) {
+    const digit = value[at]! - ZERO;
+    if (digit < 0 || digit > 9 || digits === 9) return null;
+    length = length * 10 + digit;
   }
-  const end = colon + 1 + Number(bytes.toString("latin1", at, colon));
-  return end > bytes.length ? null : { start: colon + 1, end };
+  if (digits === 0 || at >= value.length) return null;
+  const end = at + 1 + length;
+  return end > value.length ? null : { start: at + 1, end };
 }

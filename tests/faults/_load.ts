@@ -24,6 +24,29 @@ import { idempotency, type IdempotencyOptions } from "../../mod.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
 import { sleep } from "../_support/time.ts";
 
+/**
+ * `{ encryption }` when `IDEMPOTENCY_FAULTS_SEALED=1` (tests/faults/sealed_test.ts
+ * runs the whole fault suite again so), else nothing: every app of the fault
+ * suite spreads it into its options.
+ */
+export const SEALING: Pick<IdempotencyOptions, "encryption"> =
+  Deno.env.get("IDEMPOTENCY_FAULTS_SEALED") === "1"
+    ? {
+      encryption: {
+        keys: [{
+          id: "faults",
+          key: await crypto.subtle.importKey(
+            "raw",
+            new Uint8Array(32).fill(7),
+            "AES-GCM",
+            false,
+            ["encrypt", "decrypt"],
+          ),
+        }],
+      },
+    }
+    : {};
+
 /** One run of the app handler, as the ledger saw it. */
 export interface Execution {
   /** The status the handler answered. */
@@ -124,7 +147,7 @@ export function serveApp(
         status: 201,
         headers: { "content-type": "text/plain" },
       });
-    }, options),
+    }, { ...SEALING, ...options }),
   );
 }
 
@@ -172,6 +195,7 @@ export function guardedApp(store: IdempotencyStore, lease: number): {
   let storeErrors = 0;
   const send = direct(
     idempotency(app(ledger), {
+      ...SEALING,
       scope: "global",
       store,
       lease,

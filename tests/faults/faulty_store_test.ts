@@ -42,6 +42,7 @@ import {
   Ledger,
   load,
   report,
+  SEALING,
   settle,
   tally,
 } from "./_load.ts";
@@ -148,6 +149,7 @@ async function runScenarios(
         hold: (key) => slow(key) ? renewal(faulty) : undefined,
       }),
       {
+        ...SEALING,
         scope: "global",
         store: faulty,
         lease,
@@ -241,6 +243,7 @@ async function completeLost(
   const events: IdempotencyEvent[] = [];
   const send = direct(
     idempotency(app(ledger), {
+      ...SEALING,
       scope: "global",
       store: faulty,
       lease: 200,

@@ -24,7 +24,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { idempotency } from "../../mod.ts";
 import { MemoryStore } from "../../src/stores/memory.ts";
-import { pool, report } from "./_load.ts";
+import { pool, report, SEALING } from "./_load.ts";
 
 const REQUESTS = 10_000;
 const CONCURRENCY = 24;
@@ -385,6 +385,7 @@ Deno.test("faults: 10,000 hostile requests over raw TCP into Deno.serve: no 5xx,
     }
     return new Response(`ran ${crypto.randomUUID()}`, { status: 201 });
   }, {
+    ...SEALING,
     scope: "global",
     store: new MemoryStore(),
     maxRequestBytes: MAX_REQUEST_BYTES,

@@ -798,8 +798,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-omitted-reason-fixed",
     file: REDIS_RECORD,
-    text: "toStoredResponse(+status, headers, null, omitted)",
-    replacement: 'toStoredResponse(+status, headers, null, "too_large")',
+    text: "toStoredResponse(status, headers, null, omitted)",
+    replacement: 'toStoredResponse(status, headers, null, "too_large")',
     tests: [...T.redis],
     what: "an omitted body replays with the wrong reason",
   },
