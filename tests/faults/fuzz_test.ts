@@ -420,8 +420,12 @@ Deno.test("faults: 10,000 hostile requests over raw TCP into Deno.serve: no 5xx,
         status === 0 ? "none" : `${Math.floor(status / 100)}xx`
       }`;
       statuses[label] = (statuses[label] ?? 0) + 1;
+      // No answer is allowed where the client broke its own framing: garbage,
+      // or a chunked body cut and half-closed, which Deno.serve closes once it
+      // sees the cut, whether or not the answer was on its way (a handler
+      // slower by 2 ms, or a sealed record, loses the race for a few).
       const allowed = status === 0
-        ? s.mode === "chunked-garbage"
+        ? s.mode === "chunked-garbage" || s.mode === "chunked-cut"
         : status >= 200 && status < 500;
       if (!allowed && failures.length < 20) {
         failures.push(
