@@ -1,8 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Joining byte chunks, and handing bytes to `Request` and `Response`.
- *
- * @module
+ * Joining byte chunks, and handing bytes to `Request` and `Response`. @module
  */
 
 /** `chunks` (of `length` bytes in all) copied into one new array. */

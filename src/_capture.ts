@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Reads a response body up to a size cap (docs/architecture.md, The request's
- * way, step 7).
- *
- * @module
+ * way, step 7). @module
  */
 
 import { concatBytes } from "./_bytes.ts";

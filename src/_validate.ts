@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Option checks: each takes a name and a value, and returns the value or
- * throws naming both.
- *
- * @module
+ * throws naming both. @module
  */
 
 /** A positive safe integer, else a `RangeError`. */

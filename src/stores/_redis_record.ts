@@ -10,13 +10,9 @@
  * completed:  idem2c <status: 3 digits> <fp bytes> ":" <fp> <header bytes> ":" <headers JSON> (<body bytes> ":" <body> | <omitted reason> ":")
  * ```
  *
- * The lease runs while the key's `PTTL > floor` (a claim writes `ttl -
- * lease`, `extend` `PTTL - lease`): the server's clock. The token is a random
- * id of 36 characters, then the fingerprint, from which `complete()` builds
- * the record. All before the body is UTF-8: a client that answers text reads
- * a body that is not UTF-8 as unreadable (in flight), never a mangled replay.
- *
- * @module
+ * The lease runs while `PTTL > floor` (the server's clock). A token is 36
+ * random characters and the fingerprint. A client answering text reads a
+ * non-UTF-8 body as unreadable (in flight), never a mangled replay. @module
  */
 
 import { Buffer } from "node:buffer";
@@ -31,6 +27,7 @@ export const COMPLETED = "idem2c";
 export const TOKEN_ID_LENGTH = 36;
 
 const COLON = 0x3a;
+const ZERO = 0x30;
 
 /** A new token for a claim: a random id, then the fingerprint. */
 export function newToken(fingerprint: string): string {
@@ -79,23 +76,15 @@ export function completedRecord(
 export function decodeCompleted(
   value: Uint8Array,
 ): { fingerprint: string; response: StoredResponse } | null {
-  // Read byte by byte: a replay decodes one of these per request.
-  if (value.length < 9) return null;
-  for (let i = 0; i < 6; i++) {
-    if (value[i] !== COMPLETED.charCodeAt(i)) return null;
-  }
-  let status = 0;
-  for (let at = 6; at < 9; at++) {
-    const digit = value[at]! - ZERO;
-    if (digit < 0 || digit > 9) return null;
-    status = status * 10 + digit;
-  }
-  const fp = field(value, 9);
-  const hdr = fp && field(value, fp.end);
-  if (fp === null || hdr === null) return null;
+  // Lengths are read from the bytes, not from strings: one decode a replay.
   const bytes = Buffer.isBuffer(value)
     ? value
     : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  if (bytes.toString("latin1", 0, 6) !== COMPLETED) return null;
+  const status = value.length < 9 ? -1 : decimal(value, 6, 9);
+  const fp = status < 0 ? null : field(value, 9);
+  const hdr = fp && field(value, fp.end);
+  if (fp === null || hdr === null) return null;
   let headers: unknown; // checked by toStoredResponse
   try {
     headers = JSON.parse(bytes.toString("utf8", hdr.start, hdr.end));
@@ -123,21 +112,25 @@ export function decodeCompleted(
   return response && { fingerprint, response };
 }
 
-const ZERO = 0x30;
+/** The decimal in `value[from, to)`, or -1. */
+function decimal(value: Uint8Array, from: number, to: number): number {
+  let n = 0;
+  for (let at = from; at < to; at++) {
+    const digit = value[at]! - ZERO;
+    if (digit < 0 || digit > 9) return -1;
+    n = n * 10 + digit;
+  }
+  return n;
+}
 
 /** Reads `<byte count, 1 to 9 digits> ":"` at `at`: the span that follows, or `null`. */
 function field(
   value: Uint8Array,
   at: number,
 ): { start: number; end: number } | null {
-  let length = 0;
-  let digits = 0;
-  for (; at < value.length && value[at] !== COLON; at++, digits++) {
-    const digit = value[at]! - ZERO;
-    if (digit < 0 || digit > 9 || digits === 9) return null;
-    length = length * 10 + digit;
-  }
-  if (digits === 0 || at >= value.length) return null;
-  const end = at + 1 + length;
-  return end > value.length ? null : { start: at + 1, end };
+  const colon = value.indexOf(COLON, at);
+  const digits = colon - at;
+  const length = digits > 0 && digits <= 9 ? decimal(value, at, colon) : -1;
+  const end = colon + 1 + length;
+  return length < 0 || end > value.length ? null : { start: colon + 1, end };
 }
