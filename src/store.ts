@@ -79,7 +79,79 @@ export interface IdempotencyStore {
    * falls back to polling.
    */
   waitForChange?(slot: string, signal: AbortSignal): Promise<void>;
+  /**
+   * Optional (every store here has it): what holds `slot`, read only; it
+   * never extends, claims or repairs anything (docs/architecture.md, Inspect
+   * and forget).
+   */
+  peek?(slot: string): Promise<PeekResult>;
+  /**
+   * Optional (every store here has it): deletes whatever holds `slot`, in
+   * flight or completed, unfenced: an admin's act, never the middleware's.
+   */
+  forget?(slot: string): Promise<ForgetResult>;
+  /**
+   * Optional: counts of records by state, where the store can count cheaply;
+   * a store that scans stops after `limit` keys and says so (`exact: false`).
+   */
+  stats?(options?: { limit?: number }): Promise<StoreStats>;
 }
+
+/**
+ * What {@linkcode IdempotencyStore.peek} found, times in epoch milliseconds on
+ * the store's clock (`null` where the store does not keep one): `absent`
+ * (never claimed or expired), `unreadable` (a value no store of ours wrote:
+ * the middleware treats it as in flight), `in_flight` or `completed`.
+ */
+export type PeekResult =
+  | { state: "absent" }
+  | { state: "unreadable"; expiresAt: number | null }
+  | {
+    state: "in_flight";
+    fingerprint: string;
+    claimedAt: number | null;
+    leaseExpiresAt: number;
+    expiresAt: number;
+  }
+  | {
+    state: "completed";
+    fingerprint: string;
+    status: number;
+    /** The stored header names, in order (a sealed record: its seal's). */
+    headerNames: string[];
+    /** The stored body's length in bytes, `null` when omitted. */
+    bodyBytes: number | null;
+    omitted?: OmittedReason;
+    claimedAt: number | null;
+    expiresAt: number;
+  };
+
+/** What {@linkcode IdempotencyStore.forget} did: `deleted` a value, or found it `absent`. */
+export type ForgetResult = "deleted" | "absent";
+
+/** Counts of records by state, from {@linkcode IdempotencyStore.stats}. */
+export interface StoreStats {
+  /** Records claimed and not yet completed. */
+  inFlight: number;
+  /** Records holding a response. */
+  completed: number;
+  /** Values no store of ours wrote. */
+  unreadable: number;
+  /** `false` when a scan stopped at its limit: the counts are a lower bound. */
+  exact: boolean;
+}
+
+/**
+ * What a Redis, PostgreSQL or KV store reports to its `onEvent` (none changes
+ * an answer): the undo of a late claim (docs/architecture.md, Nothing left
+ * behind) `applied`, found `lost` (taken over or gone), or `dropped` (its
+ * lease passed or the queue was full before a release answered).
+ */
+export type StoreEvent = {
+  type: "undo";
+  slot: string;
+  outcome: WriteOutcome | "dropped";
+};
 
 /** One claimed request's transaction: the handler opens it or not; the middleware ends it once. */
 export interface UnitOfWork {
