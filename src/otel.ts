@@ -1,0 +1,387 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * OpenTelemetry metrics and span attributes for the middleware, its stores
+ * and a FailoverStore, on `@opentelemetry/api` (the core takes no
+ * dependency). With Deno's built-in OpenTelemetry (`OTEL_DENO=true`) the
+ * global meter provider and the active span are Deno's: the metrics are
+ * exported and the attributes land on its HTTP server spans with no other
+ * setup. See docs/architecture.md, OpenTelemetry.
+ *
+ * | Name | Instrument | Unit | Attributes |
+ * | --- | --- | --- | --- |
+ * | `idempotency.requests` | counter | `{request}` | `idempotency.outcome` |
+ * | `idempotency.store.duration` | histogram | `s` | `idempotency.store`, `idempotency.store.operation`, `error.type` (when it threw) |
+ * | `idempotency.store.errors` | counter | `{error}` | `idempotency.store.operation`, `error.type` |
+ * | `idempotency.write.retries` | counter | `{retry}` | `idempotency.store.operation` (`complete`, `release`) |
+ * | `idempotency.write.given_up` | counter | `{write}` | `idempotency.store.operation` (`complete`, `release`) |
+ * | `idempotency.lease.lost` | counter | `{lease}` | |
+ * | `idempotency.undos` | counter | `{undo}` | `idempotency.undo.outcome` (`applied`, `lost`, `dropped`) |
+ * | `idempotency.failover.fallbacks` | counter | `{fallback}` | |
+ * | `idempotency.failover.recoveries` | counter | `{recovery}` | `idempotency.failover.copied` |
+ *
+ * Each guarded request counts once in `idempotency.requests`, by its
+ * {@linkcode RequestOutcome}, and its outcome goes on the active span as
+ * `idempotency.outcome`, `idempotency.replayed` (a stored response answered)
+ * and `idempotency.slot_prefix` (the slot's first 8 characters, to find its
+ * record and its log lines).
+ *
+ * @example Count outcomes with an SDK meter provider
+ * ```ts
+ * import { idempotency, MemoryStore } from "@idempotent/http";
+ * import { idempotencyTelemetry } from "@idempotent/http/otel";
+ * import {
+ *   AggregationTemporality,
+ *   InMemoryMetricExporter,
+ *   MeterProvider,
+ *   PeriodicExportingMetricReader,
+ * } from "@opentelemetry/sdk-metrics";
+ * import assert from "node:assert/strict";
+ *
+ * const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+ * const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+ * const meterProvider = new MeterProvider({ readers: [reader] });
+ * const telemetry = idempotencyTelemetry({ meterProvider });
+ * const handler = idempotency(() => new Response("ok"), {
+ *   scope: "global", // one key space: this example has one caller
+ *   store: telemetry.store(new MemoryStore(), "memory"),
+ *   onEvent: telemetry.onEvent,
+ * });
+ * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });
+ * await (await handler(post())).text();
+ * await (await handler(post())).text();
+ *
+ * await reader.forceFlush();
+ * const names = exporter.getMetrics()[0]!.scopeMetrics[0]!.metrics.map((m) => m.descriptor.name);
+ * assert.ok(names.includes("idempotency.requests"));
+ * assert.ok(names.includes("idempotency.store.duration"));
+ * await meterProvider.shutdown();
+ * ```
+ *
+ * @module
+ */
+
+import {
+  type Attributes,
+  type Counter,
+  type Histogram,
+  type Meter,
+  metrics,
+  trace,
+} from "@opentelemetry/api";
+import type { IdempotencyEvent } from "./events.ts";
+import type { IdempotencyStore, StoreEvent, StoreOperation } from "./store.ts";
+import type { FailoverEvent } from "./stores/failover.ts";
+
+/**
+ * What {@linkcode TelemetryOptions.meterProvider} takes: an
+ * `@opentelemetry/api` `MeterProvider`, the SDK's `MeterProvider` or Deno's.
+ */
+export interface MeterProviderLike {
+  /** The meter of an instrumentation scope, here `@idempotent/http`. */
+  getMeter(name: string): object;
+}
+
+/**
+ * What became of one guarded request: `executed` (the handler ran under a
+ * claim), `replayed` (a completed response answered at once), `waited` (a
+ * duplicate waited for the holder, `waitForInFlight`, and replayed its
+ * response), `conflict` (409), `mismatch` (422), `rejected` (400 or 413),
+ * `unavailable` (503: the store could not be reached) or `fail_open` (the
+ * handler ran unguarded, `failOpen`).
+ */
+export type RequestOutcome =
+  | "executed"
+  | "replayed"
+  | "waited"
+  | "conflict"
+  | "mismatch"
+  | "rejected"
+  | "unavailable"
+  | "fail_open";
+
+/** Options of {@linkcode idempotencyTelemetry}. */
+export interface TelemetryOptions {
+  /**
+   * Where the instruments come from.
+   * @default {metrics.getMeterProvider()} (Deno's with `OTEL_DENO=true`)
+   */
+  meterProvider?: MeterProviderLike;
+  /**
+   * The middleware's `failOpen`: a claim that threw is `fail_open` when set,
+   * else `unavailable`. Set it as the middleware's.
+   * @default {false}
+   */
+  failOpen?: boolean;
+  /**
+   * Whether each request's outcome goes on the active span as `idempotency.*` attributes.
+   * @default {true}
+   */
+  spanAttributes?: boolean;
+}
+
+/** The listeners and the store wrapper of {@linkcode idempotencyTelemetry}. */
+export interface IdempotencyTelemetry {
+  /** The middleware's `onEvent`: a listener of its own can call it too. */
+  readonly onEvent: (event: IdempotencyEvent) => void;
+  /** A FailoverStore's `onEvent`. */
+  readonly onFailoverEvent: (event: FailoverEvent) => void;
+  /** A Redis, PostgreSQL or KV store's `onEvent`. */
+  readonly onStoreEvent: (event: StoreEvent) => void;
+  /**
+   * `inner`, each `claim`, `complete`, `release` and `extend` timed into
+   * `idempotency.store.duration` under `name`; its optional methods passed
+   * through, none added.
+   */
+  store(inner: IdempotencyStore, name: string): IdempotencyStore;
+}
+
+/** Seconds, from 100 µs (an in-process store) to 10 s (a store call's deadline). */
+const DURATION_BUCKETS = [
+  0.0001,
+  0.00025,
+  0.0005,
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.025,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  1,
+  2.5,
+  5,
+  10,
+];
+
+/** Slots with a waiter woken and not yet answered, at most this many kept. */
+const MAX_WOKEN = 10_000;
+
+/** What is passed through untimed, when the inner store has it. */
+const PASSED = [
+  "unitOfWork",
+  "waitForChange",
+  "peek",
+  "forget",
+  "stats",
+] as const;
+
+/**
+ * Makes the instruments of the table in this module's doc, and the listeners
+ * that feed them.
+ *
+ * @param options The meter provider, the middleware's `failOpen`, span attributes.
+ * @returns The listeners to pass as `onEvent` and the store wrapper.
+ *
+ * @example Keep a listener of your own beside it
+ * ```ts
+ * import { idempotency, type IdempotencyEvent } from "@idempotent/http";
+ * import { idempotencyTelemetry } from "@idempotent/http/otel";
+ * import assert from "node:assert/strict";
+ *
+ * const telemetry = idempotencyTelemetry(); // the global meter provider: a no-op unless one is registered
+ * const seen: IdempotencyEvent["type"][] = [];
+ * const handler = idempotency(() => new Response("ok"), {
+ *   scope: "global",
+ *   onEvent: (event) => {
+ *     telemetry.onEvent(event);
+ *     seen.push(event.type);
+ *   },
+ * });
+ * const res = await handler(new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } }));
+ * assert.equal(await res.text(), "ok");
+ * assert.deepEqual(seen, ["claimed", "completed"]);
+ * ```
+ */
+export function idempotencyTelemetry(
+  options: TelemetryOptions = {},
+): IdempotencyTelemetry {
+  const provider: MeterProviderLike = options.meterProvider ??
+    metrics.getMeterProvider();
+  const failOpen = options.failOpen ?? false;
+  const spans = options.spanAttributes ?? true;
+  const meter = provider.getMeter("@idempotent/http") as Meter;
+  const counter = (name: string, unit: string, description: string) =>
+    meter.createCounter(name, { unit, description });
+  const requests = counter(
+    "idempotency.requests",
+    "{request}",
+    "Guarded requests, by outcome.",
+  );
+  const duration: Histogram = meter.createHistogram(
+    "idempotency.store.duration",
+    {
+      unit: "s",
+      description: "Time of a store operation.",
+      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+    },
+  );
+  const errors = counter(
+    "idempotency.store.errors",
+    "{error}",
+    "Store operations that threw, as the middleware saw them.",
+  );
+  const retries = counter(
+    "idempotency.write.retries",
+    "{retry}",
+    "Settling writes tried again after a throw.",
+  );
+  const givenUp = counter(
+    "idempotency.write.given_up",
+    "{write}",
+    "Settling writes whose outcome stayed unknown.",
+  );
+  const leaseLost = counter(
+    "idempotency.lease.lost",
+    "{lease}",
+    "Claims a heartbeat found taken over.",
+  );
+  const undos = counter(
+    "idempotency.undos",
+    "{undo}",
+    "Undos of late claims, by outcome.",
+  );
+  const fallbacks = counter(
+    "idempotency.failover.fallbacks",
+    "{fallback}",
+    "Claims a FailoverStore sent to its fallback.",
+  );
+  const recoveries = counter(
+    "idempotency.failover.recoveries",
+    "{recovery}",
+    "Slots a FailoverStore found on its fallback once the primary answered.",
+  );
+
+  // Per slot, the waiters woken whose answer is not yet reported.
+  const woken = new Map<string, number>();
+  const outcome = (
+    result: RequestOutcome,
+    slot: string | null,
+  ): void => {
+    if (slot !== null) {
+      const left = woken.get(slot);
+      if (left !== undefined) {
+        if (result === "replayed") result = "waited";
+        if (left > 1) woken.set(slot, left - 1);
+        else woken.delete(slot);
+      }
+    }
+    requests.add(1, { "idempotency.outcome": result });
+    if (!spans) return;
+    const attributes: Attributes = {
+      "idempotency.outcome": result,
+      "idempotency.replayed": result === "replayed" || result === "waited",
+    };
+    if (slot !== null) attributes["idempotency.slot_prefix"] = slot.slice(0, 8);
+    trace.getActiveSpan()?.setAttributes(attributes);
+  };
+  const write = (metric: Counter, operation: StoreOperation) =>
+    metric.add(1, { "idempotency.store.operation": operation });
+
+  return {
+    onEvent(event) {
+      switch (event.type) {
+        case "claimed":
+          return outcome("executed", event.slot);
+        case "replayed":
+        case "conflict":
+        case "mismatch":
+        case "rejected":
+        case "fail_open":
+          return outcome(event.type, event.slot);
+        case "store_error":
+          errors.add(1, {
+            "idempotency.store.operation": event.operation,
+            "error.type": errorType(event.error),
+          });
+          // A claim that threw ends the request: 503, or fail_open next.
+          if (event.operation === "claim" && !failOpen) {
+            outcome("unavailable", event.slot);
+          }
+          return;
+        case "woken":
+          if (woken.size >= MAX_WOKEN) woken.clear();
+          woken.set(event.slot!, (woken.get(event.slot!) ?? 0) + 1);
+          return;
+        case "write_retry":
+          return write(retries, event.operation);
+        case "completed":
+          if (event.outcome === "unknown") write(givenUp, "complete");
+          return;
+        case "released":
+          if (event.outcome === "unknown") write(givenUp, "release");
+          return;
+        case "lease_lost":
+          return leaseLost.add(1);
+      }
+    },
+    onFailoverEvent(event) {
+      if (event.type === "fallback") fallbacks.add(1);
+      else if (event.type === "recovered") {
+        recoveries.add(1, { "idempotency.failover.copied": event.copied });
+      }
+    },
+    onStoreEvent(event) {
+      if (event.type === "undo") {
+        undos.add(1, { "idempotency.undo.outcome": event.outcome });
+      }
+    },
+    store: (inner, name) => timed(inner, name, duration),
+  };
+}
+
+/** `error.type`: the error's name (`StoreError` mostly), else `_OTHER`. */
+function errorType(error: unknown): string {
+  return error instanceof Error ? error.name : "_OTHER";
+}
+
+function timed(
+  inner: IdempotencyStore,
+  name: string,
+  histogram: Histogram,
+): IdempotencyStore {
+  if (typeof name !== "string" || name === "") {
+    throw new TypeError(
+      `'name' must be a non-empty string: current value is ${
+        JSON.stringify(name)
+      }`,
+    );
+  }
+  const time = async <T>(
+    operation: StoreOperation,
+    call: () => Promise<T>,
+  ): Promise<T> => {
+    const attributes: Attributes = {
+      "idempotency.store": name,
+      "idempotency.store.operation": operation,
+    };
+    const started = performance.now();
+    try {
+      return await call();
+    } catch (error) {
+      attributes["error.type"] = errorType(error);
+      throw error;
+    } finally {
+      histogram.record((performance.now() - started) / 1000, attributes);
+    }
+  };
+  const store: IdempotencyStore & Partial<AsyncDisposable> = {
+    claim: (slot, options) => time("claim", () => inner.claim(slot, options)),
+    complete: (slot, token, response) =>
+      time("complete", () => inner.complete(slot, token, response)),
+    release: (slot, token) => time("release", () => inner.release(slot, token)),
+    extend: (slot, token, leaseMs) =>
+      time("extend", () => inner.extend(slot, token, leaseMs)),
+  };
+  for (const method of PASSED) {
+    // deno-lint-ignore no-explicit-any
+    const passed = inner[method] as any;
+    if (typeof passed === "function") store[method] = passed.bind(inner);
+  }
+  const dispose = (inner as Partial<AsyncDisposable>)[Symbol.asyncDispose];
+  if (typeof dispose === "function") {
+    store[Symbol.asyncDispose] = dispose.bind(inner);
+  }
+  return store;
+}
