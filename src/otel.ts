@@ -255,11 +255,12 @@ export function idempotencyTelemetry(
 
   // Per slot, the waiters woken whose answer is not yet reported.
   const woken = new Map<string, number>();
+  const byOutcome = new Map<string, Attributes>();
   const outcome = (
     result: RequestOutcome,
     slot: string | null,
   ): void => {
-    if (slot !== null) {
+    if (slot !== null && woken.size > 0) {
       const left = woken.get(slot);
       if (left !== undefined) {
         if (result === "replayed") result = "waited";
@@ -267,14 +268,21 @@ export function idempotencyTelemetry(
         else woken.delete(slot);
       }
     }
-    requests.add(1, { "idempotency.outcome": result });
-    if (!spans) return;
-    const attributes: Attributes = {
+    let attributes = byOutcome.get(result);
+    if (attributes === undefined) {
+      attributes = { "idempotency.outcome": result };
+      byOutcome.set(result, attributes);
+    }
+    requests.add(1, attributes);
+    const span = spans ? trace.getActiveSpan() : undefined;
+    if (span === undefined) return;
+    span.setAttributes({
       "idempotency.outcome": result,
       "idempotency.replayed": result === "replayed" || result === "waited",
-    };
-    if (slot !== null) attributes["idempotency.slot_prefix"] = slot.slice(0, 8);
-    trace.getActiveSpan()?.setAttributes(attributes);
+    });
+    if (slot !== null) {
+      span.setAttribute("idempotency.slot_prefix", slot.slice(0, 8));
+    }
   };
   const write = (metric: Counter, operation: StoreOperation) =>
     metric.add(1, { "idempotency.store.operation": operation });
@@ -348,19 +356,23 @@ function timed(
       }`,
     );
   }
+  const byOperation = new Map<StoreOperation, Attributes>();
+  for (const operation of ["claim", "complete", "release", "extend"] as const) {
+    byOperation.set(operation, {
+      "idempotency.store": name,
+      "idempotency.store.operation": operation,
+    });
+  }
   const time = async <T>(
     operation: StoreOperation,
     call: () => Promise<T>,
   ): Promise<T> => {
-    const attributes: Attributes = {
-      "idempotency.store": name,
-      "idempotency.store.operation": operation,
-    };
+    let attributes = byOperation.get(operation)!;
     const started = performance.now();
     try {
       return await call();
     } catch (error) {
-      attributes["error.type"] = errorType(error);
+      attributes = { ...attributes, "error.type": errorType(error) };
       throw error;
     } finally {
       histogram.record((performance.now() - started) / 1000, attributes);
