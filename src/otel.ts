@@ -9,7 +9,7 @@
  *
  * | Name | Instrument | Unit | Attributes |
  * | --- | --- | --- | --- |
- * | `idempotency.requests` | counter | `{request}` | `idempotency.outcome` |
+ * | `idempotency.requests` | counter | `{request}` | `idempotency.outcome` (a {@linkcode RequestOutcome}) |
  * | `idempotency.store.duration` | histogram | `s` | `idempotency.store`, `idempotency.store.operation`, `error.type` (when it threw) |
  * | `idempotency.store.errors` | counter | `{error}` | `idempotency.store.operation`, `error.type` |
  * | `idempotency.write.retries` | counter | `{retry}` | `idempotency.store.operation` (`complete`, `release`) |
