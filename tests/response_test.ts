@@ -17,7 +17,6 @@ import {
 import type { ClaimResult } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
-import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
 
 Deno.test("idempotency() replays an omitted body without its Content-Encoding or Content-Length", async () => {

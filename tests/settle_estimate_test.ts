@@ -10,10 +10,7 @@
 import assert from "node:assert/strict";
 import { idempotency } from "../src/idempotency.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import {
-  FIRST_SETTLE_MS,
-  SettleEstimate,
-} from "../src/_settle_estimate.ts";
+import { FIRST_SETTLE_MS, SettleEstimate } from "../src/_settle_estimate.ts";
 import { post } from "./_support/http.ts";
 
 Deno.test("SettleEstimate with nothing observed answers 1 s, not the rest of the lease", () => {

@@ -1035,15 +1035,15 @@ export const MUTANTS: Mutant[] = [
   {
     id: "hono-replay-as-problem",
     file: "src/hono.ts",
-    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS;",
-    replacement: "PROBLEM_HEADERS;",
+    text: "isProblem(response) ? problemHeaders(response) : OWN_HEADERS;",
+    replacement: "problemHeaders(response);",
     tests: ["tests/hono_test.ts"],
     what: "a replay drops earlier middleware's Cache-Control and Retry-After",
   },
   {
     id: "hono-problem-as-replay",
     file: "src/hono.ts",
-    text: "problem ? PROBLEM_HEADERS : OWN_HEADERS;",
+    text: "isProblem(response) ? problemHeaders(response) : OWN_HEADERS;",
     replacement: "OWN_HEADERS;",
     tests: ["tests/hono_test.ts"],
     what: "a problem takes earlier middleware's Cache-Control: a 409 is cached",
