@@ -326,7 +326,7 @@ Deno.test("renderProblem must be a function", () => {
   );
 });
 
-Deno.test("idempotent() keeps a rendered problem's headers over earlier middleware's, and lays the others", async () => {
+Deno.test("idempotent() keeps a rendered problem's headers over earlier middleware's, and lays the others, cookies added", async () => {
   const app = new Hono();
   app.use("*", async (c, next) => {
     c.header("content-type", "text/html");
@@ -334,6 +334,7 @@ Deno.test("idempotent() keeps a rendered problem's headers over earlier middlewa
     c.header("retry-after", "999");
     c.header("request-id", "req_from_earlier");
     c.header("x-frame-options", "DENY");
+    c.header("set-cookie", "session=earlier");
     await next();
   });
   const gate = deferred();
@@ -345,6 +346,7 @@ Deno.test("idempotent() keeps a rendered problem's headers over earlier middlewa
       renderProblem: (problem) => {
         const response = stripeShaped(problem);
         response.headers.set("request-id", "req_problem");
+        response.headers.set("set-cookie", "problem=1");
         return response;
       },
     }),
@@ -369,6 +371,10 @@ Deno.test("idempotent() keeps a rendered problem's headers over earlier middlewa
   assert.equal(busy.headers.get("retry-after"), "1");
   assert.equal(busy.headers.get("request-id"), "req_problem");
   assert.equal(busy.headers.get("x-frame-options"), "DENY");
+  assert.deepEqual(busy.headers.getSetCookie(), [
+    "problem=1",
+    "session=earlier",
+  ]);
   assert.equal((await busy.json()).error.doc_url, PROBLEM_TYPES.inFlight);
 
   gate.resolve();
