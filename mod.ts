@@ -32,6 +32,8 @@ export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
 export {
   type Problem,
   PROBLEM_TYPES,
+  type ProblemRenderer,
+  type ProblemToRender,
   type ProblemTypes,
 } from "./src/problem.ts";
 export {

@@ -119,7 +119,7 @@ export class Completions {
     fingerprint: string,
     request: Request,
   ): Promise<Response | null> {
-    const { store } = this.#config;
+    const { store, renderProblem: render } = this.#config;
     const report = this.#report;
     // A renewal would wait on the fenced write's row lock, or, committed
     // meanwhile, fail it under REPEATABLE READ or SERIALIZABLE.
@@ -133,7 +133,7 @@ export class Completions {
         return null;
       }
       reportCompleted(report, beat, record, "lost");
-      return reject(request, "inFlight", { retryAfter: 1 });
+      return await reject(request, "inFlight", { retryAfter: 1 }, render);
     } catch (error) {
       if (!sealed) await unit.rollback(); // else the commit ended it
       reportStoreError(report, beat, "complete", error);
@@ -147,9 +147,9 @@ export class Completions {
     reportReleased(report, beat, "thrown", released);
     if (released === "lost") {
       reportCompleted(report, beat, record, "unknown");
-      return reject(request, "inFlight", { retryAfter: 1 });
+      return await reject(request, "inFlight", { retryAfter: 1 }, render);
     }
-    return reject(request, "unavailable", {});
+    return await reject(request, "unavailable", {}, render);
   }
 
   /** The record as the store keeps it: sealed under `encryption`. */

@@ -165,7 +165,10 @@ export class Guard<A extends unknown[]> {
     error: unknown,
   ): Promise<Response> {
     const { request, slot } = flight;
-    if (!this.#config.failOpen) return reject(request, "unavailable", {});
+    const { failOpen, renderProblem } = this.#config;
+    if (!failOpen) {
+      return await reject(request, "unavailable", {}, renderProblem);
+    }
     this.#report(() => ({ type: "fail_open", slot, error }), flight.started);
     return await this.#handler(rebuild(request, body), ...flight.args);
   }
@@ -186,7 +189,7 @@ export class Guard<A extends unknown[]> {
     flight: Flight<A>,
     fingerprint: string | null,
     retryAfterMs: number,
-  ): Response {
+  ): Response | Promise<Response> {
     const { slot } = flight;
     const unreadable = fingerprint === null;
     this.#report(
@@ -200,18 +203,19 @@ export class Guard<A extends unknown[]> {
         // The time since the holder's claim or last renewal.
         Math.max(0, this.#config.lease - retryAfterMs),
       );
-    return reject(flight.request, "inFlight", { retryAfter });
+    const render = this.#config.renderProblem;
+    return reject(flight.request, "inFlight", { retryAfter }, render);
   }
 
-  #mismatch(flight: Flight<A>): Response {
+  #mismatch(flight: Flight<A>): Response | Promise<Response> {
     const { slot } = flight;
     this.#report(() => ({ type: "mismatch", slot }), flight.started);
-    return reject(flight.request, "reused", {});
+    return reject(flight.request, "reused", {}, this.#config.renderProblem);
   }
 
   /** The body was too large (413) or broke off mid-read (400). */
-  #unread(flight: Flight<A>, unread: Unread): Response {
-    const { header, maxRequestBytes } = this.#config;
+  #unread(flight: Flight<A>, unread: Unread): Response | Promise<Response> {
+    const { header, maxRequestBytes, renderProblem } = this.#config;
     if (unread.outcome === "too_large") {
       return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
     }
@@ -221,16 +225,15 @@ export class Guard<A extends unknown[]> {
       () => ({ type: "rejected", slot: null, status: 400, reason, error }),
       flight.started,
     );
-    return reject(flight.request, reason, {});
+    return reject(flight.request, reason, {}, renderProblem);
   }
 
   #refuse<K extends "missing" | "malformed" | "tooLarge">(
     flight: Flight<A>,
     kind: K,
     details: ProblemDetails[K],
-  ): Response {
-    const response = reject(flight.request, kind, details);
-    const status = response.status as 400 | 413;
+  ): Response | Promise<Response> {
+    const status = kind === "tooLarge" ? 413 : 400;
     const reason = kind === "tooLarge"
       ? "too_large"
       : kind as "missing" | "malformed";
@@ -238,7 +241,7 @@ export class Guard<A extends unknown[]> {
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
     );
-    return response;
+    return reject(flight.request, kind, details, this.#config.renderProblem);
   }
 
   /** Runs the handler on the claimed slot, then releases or settles it. */

@@ -5,9 +5,13 @@
  * @module
  */
 
+/** The settle time assumed before any was observed: a 409's first `Retry-After` is 1 s. */
+export const FIRST_SETTLE_MS = 1_000;
+
 /**
  * How long a claimed request takes to settle: RFC 6298's smoothed mean and
- * deviation (gains 1/8, 1/4), read as mean + 4 × deviation.
+ * deviation (gains 1/8, 1/4), read as mean + 4 × deviation; before the first
+ * observation, {@linkcode FIRST_SETTLE_MS}.
  */
 export class SettleEstimate {
   #mean = -1;
@@ -27,15 +31,14 @@ export class SettleEstimate {
 
   /**
    * The estimate less what the holder has run, in whole seconds: at least 1,
-   * at most the rest of its lease (all of it with nothing observed yet).
+   * at most the rest of its lease.
    */
   retryAfterSeconds(leaseLeftMs: number, elapsedMs: number): number {
-    let ms = leaseLeftMs;
-    if (this.#mean >= 0) {
-      const expected = this.#mean + 4 * this.#deviation - elapsedMs;
-      ms = Math.min(leaseLeftMs, Math.max(1000, expected));
-    }
-    return wholeSeconds(ms);
+    const settle = this.#mean < 0
+      ? FIRST_SETTLE_MS
+      : this.#mean + 4 * this.#deviation;
+    const expected = settle - elapsedMs;
+    return wholeSeconds(Math.min(leaseLeftMs, Math.max(1000, expected)));
   }
 }
 

@@ -3,6 +3,7 @@
 
 import { Guard } from "./_guard.ts";
 import { configure, guardedKey, type IdempotencyOptions } from "./options.ts";
+import { isProblem } from "./problem.ts";
 
 /** Options of {@linkcode idempotent}: the core's, {@linkcode IdempotencyOptions}. */
 export type IdempotentHonoOptions = IdempotencyOptions;
@@ -30,11 +31,14 @@ type Downstream = { ran: boolean };
 
 /** Headers of a replay or a problem that earlier middleware must not replace. */
 const OWN_HEADERS = new Set(["content-type", "content-length"]);
-const PROBLEM_HEADERS = new Set([
-  ...OWN_HEADERS,
-  "cache-control",
-  "retry-after",
-]);
+const PROBLEM_HEADERS = [...OWN_HEADERS, "cache-control", "retry-after"];
+
+/** A problem's: those, and whatever its renderer set but `Set-Cookie`. */
+function problemHeaders(problem: Response): ReadonlySet<string> {
+  const own = new Set([...PROBLEM_HEADERS, ...problem.headers.keys()]);
+  own.delete("set-cookie");
+  return own;
+}
 
 /**
  * Makes a Hono middleware that runs the routes after it at most once per
@@ -102,9 +106,7 @@ export function idempotent(
       if (c.res === response) return;
     } else if (c.res !== undefined) {
       // A replay or a problem, answered without running the routes.
-      const problem = response.headers.get("content-type") ===
-        "application/problem+json";
-      const own = problem ? PROBLEM_HEADERS : OWN_HEADERS;
+      const own = isProblem(response) ? problemHeaders(response) : OWN_HEADERS;
       layHeaders(c.res.headers, response.headers, own);
     }
     // Replaced, not merged (again): Hono's setter merges unless cleared first.

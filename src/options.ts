@@ -14,6 +14,7 @@ import {
 } from "./_validate.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import { hasherOf } from "./fingerprint.ts";
+import type { ProblemRenderer } from "./problem.ts";
 import type { IdempotencyStore } from "./store.ts";
 import { MemoryStore } from "./stores/memory.ts";
 
@@ -204,6 +205,46 @@ export interface IdempotencyOptions {
    */
   replayHeader?: string;
   /**
+   * Renders each problem (400, 409, 413, 422, 503) as the application's own
+   * error response, for an API that has an error format (README, Status
+   * codes). It gets the problem's fields, `retryAfter` (seconds) when any,
+   * the request, and `init`, the answer's status and headers to spread into
+   * its `Response`. The answer keeps the status unless the renderer returns
+   * another 4xx or 5xx, and gets the problem's `Cache-Control` and
+   * `Retry-After` when it lacks them; a renderer that throws, rejects or
+   * returns no `Response` gets the RFC 9457 problem instead.
+   * @default {undefined} (RFC 9457 `application/problem+json`)
+   *
+   * @example Stripe-shaped errors
+   * ```ts
+   * import { idempotency, PROBLEM_TYPES } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const handler = idempotency(() => Response.json({ id: "ch_1" }), {
+   *   scope: "global",
+   *   renderProblem: (problem) =>
+   *     Response.json({
+   *       error: {
+   *         type: problem.type === PROBLEM_TYPES.unavailable ? "api_error" : "idempotency_error",
+   *         message: problem.detail,
+   *       },
+   *     }, problem.init),
+   * });
+   * const charge = (amount: number) =>
+   *   handler(new Request("http://api.test/v1/charges", {
+   *     method: "POST",
+   *     headers: { "idempotency-key": "k1" },
+   *     body: `amount=${amount}`,
+   *   }));
+   * await (await charge(100)).text();
+   * const reused = await charge(200);
+   * assert.equal(reused.status, 422);
+   * assert.equal(reused.headers.get("content-type"), "application/json");
+   * assert.equal((await reused.json()).error.type, "idempotency_error");
+   * ```
+   */
+  renderProblem?: ProblemRenderer;
+  /**
    * Receives every {@linkcode IdempotencyEvent}, synchronously; a throw is ignored.
    * @default {undefined}
    */
@@ -333,6 +374,7 @@ export function configure(options: IdempotencyOptions) {
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
+    renderProblem: optionalFunction("renderProblem", options.renderProblem),
     encryption: Sealer.of(options.encryption),
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored

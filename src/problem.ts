@@ -122,12 +122,45 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
   },
 };
 
-/** The problem response for one case of the catalogue, about `request`. */
+/**
+ * A problem as `renderProblem` gets it: the RFC 9457 fields, its
+ * `Retry-After`, the request answered, and the answer's status and headers.
+ */
+export interface ProblemToRender extends Readonly<Problem> {
+  /** Seconds to wait before a retry (`Retry-After`), on a 409 and a 503. */
+  readonly retryAfter?: number;
+  /** The request answered. */
+  readonly request: Request;
+  /**
+   * The status and headers (`Cache-Control`, `Retry-After`) of the answer,
+   * for `Response.json(body, problem.init)`; a fresh copy for each problem.
+   */
+  readonly init: { status: number; headers: Headers };
+}
+
+/** Renders a problem as the application's own error response. */
+export type ProblemRenderer = (
+  problem: ProblemToRender,
+) => Response | Promise<Response>;
+
+/** The answers that are problems, however rendered (for `src/hono.ts`). */
+const PROBLEMS = new WeakSet<Response>();
+
+/** Whether `response` is a problem the middleware answered. */
+export function isProblem(response: Response): boolean {
+  return PROBLEMS.has(response);
+}
+
+/**
+ * The problem response for one case of the catalogue, about `request`:
+ * RFC 9457, or what `render` makes of it (docs/architecture.md, Problems).
+ */
 export function reject<K extends keyof ProblemDetails>(
   request: Request,
   kind: K,
   details: ProblemDetails[K],
-): Response {
+  render?: ProblemRenderer,
+): Response | Promise<Response> {
   const entry = CATALOGUE[kind] as Entry<ProblemDetails[K]>;
   const { status, title } = entry;
   const problem: Problem = {
@@ -137,13 +170,63 @@ export function reject<K extends keyof ProblemDetails>(
     detail: entry.detail(details),
     instance: pathOf(request.url),
   };
-  const headers = [
-    ["content-type", "application/problem+json"],
-    ["cache-control", "no-store"],
-  ];
+  const headers: [string, string][] = [["cache-control", "no-store"]];
   const retryAfter = entry.retryAfter?.(details);
   if (retryAfter !== undefined) headers.push(["retry-after", `${retryAfter}`]);
-  return new Response(JSON.stringify(problem), { status, headers });
+  if (render === undefined) return standard(problem, headers);
+  return rendered(render, { ...problem, request, retryAfter }, headers);
+}
+
+/** The RFC 9457 response. */
+function standard(problem: Problem, headers: [string, string][]): Response {
+  const response = new Response(JSON.stringify(problem), {
+    status: problem.status,
+    headers: [["content-type", "application/problem+json"], ...headers],
+  });
+  PROBLEMS.add(response);
+  return response;
+}
+
+/**
+ * The renderer's response, given the problem's status unless it has an error
+ * status (4xx, 5xx) of its own, and the problem's headers it lacks; when it
+ * throws or returns no `Response`, the RFC 9457 one.
+ */
+async function rendered(
+  render: ProblemRenderer,
+  { request, retryAfter, ...problem }: Problem & {
+    request: Request;
+    retryAfter: number | undefined;
+  },
+  headers: [string, string][],
+): Promise<Response> {
+  let response: unknown;
+  try {
+    const init = { status: problem.status, headers: new Headers(headers) };
+    response = await render({
+      ...problem,
+      ...(retryAfter === undefined ? {} : { retryAfter }),
+      request,
+      init,
+    });
+  } catch {
+    response = undefined;
+  }
+  if (!(response instanceof Response)) return standard(problem, headers);
+  const own = response.status >= 400 && response.status <= 599;
+  const missing = headers.filter(([name]) => !response.headers.has(name));
+  let answer = response;
+  if (!own || missing.length > 0) {
+    const merged = new Headers(response.headers);
+    for (const [name, value] of missing) merged.set(name, value);
+    answer = new Response(response.body, {
+      status: own ? response.status : problem.status,
+      statusText: own ? response.statusText : "",
+      headers: merged,
+    });
+  }
+  PROBLEMS.add(answer);
+  return answer;
 }
 
 function pathOf(url: string): string {

@@ -3,6 +3,8 @@
  * The problem `type` URIs are public API: their values are pinned here, and
  * each one's fragment must name a place in README.md (an explicit anchor or
  * a heading's id), so that editing the README cannot leave one dangling.
+ * `renderProblem` is in `tests/problem_renderer_test.ts`, and with the Stripe
+ * SDK in `tests/problem_renderer_stripe_test.ts`.
  *
  * @module
  */

@@ -14,9 +14,9 @@ import {
   HEADERS_OMITTED_HEADER,
   idempotency,
 } from "../mod.ts";
+import type { ClaimResult } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
-import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
 
 Deno.test("idempotency() replays an omitted body without its Content-Encoding or Content-Length", async () => {
@@ -57,35 +57,37 @@ Deno.test("idempotency() replays an omitted body without its Content-Encoding or
 });
 
 Deno.test("idempotency() rounds Retry-After up to whole seconds", async () => {
-  let now = 1_000_000;
-  const store = new MemoryStore({ clock: () => now });
-  const gate = deferred();
-  const started = deferred();
-  const guarded = idempotency(async () => {
-    started.resolve();
-    await gate.promise;
-    return new Response("done", { status: 201 });
-  }, { scope: "global", store, lease: 10_000 });
+  // An unreadable value's hint is the store's, not the settle estimate.
+  const store = new UnreadableStore();
+  const guarded = idempotency(() => new Response("done", { status: 201 }), {
+    scope: "global",
+    store,
+  });
+  store.retryAfterMs = 1_500;
+  const early = await guarded(post("slow"));
+  assert.equal(early.status, 409);
+  await early.body?.cancel();
+  assert.equal(early.headers.get("retry-after"), "2", "1.5 s rounds up");
 
-  const winner = guarded(post("slow"));
-  await started.promise;
-  try {
-    now += 8_500; // 1.5 s of the lease left
-    const early = await guarded(post("slow"));
-    assert.equal(early.status, 409);
-    await early.body?.cancel();
-    assert.equal(early.headers.get("retry-after"), "2", "1.5 s rounds up");
-
-    now += 500; // exactly 1 s left
-    const late = await guarded(post("slow"));
-    assert.equal(late.status, 409);
-    await late.body?.cancel();
-    assert.equal(late.headers.get("retry-after"), "1", "1 s is 1 s");
-  } finally {
-    gate.resolve();
-    assert.equal((await winner).status, 201);
-  }
+  store.retryAfterMs = 1_000;
+  const late = await guarded(post("slow"));
+  assert.equal(late.status, 409);
+  await late.body?.cancel();
+  assert.equal(late.headers.get("retry-after"), "1", "1 s is 1 s");
 });
+
+/** Answers every claim with an unreadable value in flight for `retryAfterMs`. */
+class UnreadableStore extends MemoryStore {
+  retryAfterMs = 0;
+  override claim(): Promise<ClaimResult> {
+    const { retryAfterMs } = this;
+    return Promise.resolve({
+      state: "in_flight",
+      fingerprint: null,
+      retryAfterMs,
+    });
+  }
+}
 
 Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry replays it", async () => {
   let runs = 0;

@@ -1,8 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The 409's `Retry-After`: the rest of the holder's lease until this
- * middleware has seen how long its requests take, then that estimate minus
- * what the holder has run, within [1 s, rest of the lease].
+ * The 409's `Retry-After`: 1 s (`FIRST_SETTLE_MS`) until this middleware has
+ * seen how long its requests take, then that estimate minus what the holder
+ * has run, within [1 s, rest of the lease].
  *
  * @module
  */
@@ -10,14 +10,18 @@
 import assert from "node:assert/strict";
 import { idempotency } from "../src/idempotency.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { SettleEstimate } from "../src/_settle_estimate.ts";
+import { FIRST_SETTLE_MS, SettleEstimate } from "../src/_settle_estimate.ts";
 import { post } from "./_support/http.ts";
 
-Deno.test("SettleEstimate with nothing observed answers the rest of the lease, rounded up", () => {
+Deno.test("SettleEstimate with nothing observed answers 1 s, not the rest of the lease", () => {
+  assert.equal(FIRST_SETTLE_MS, 1_000);
   const estimate = new SettleEstimate();
-  assert.equal(estimate.retryAfterSeconds(1_500, 8_500), 2);
-  assert.equal(estimate.retryAfterSeconds(30_000, 0), 30);
+  assert.equal(estimate.retryAfterSeconds(1_500, 8_500), 1);
+  assert.equal(estimate.retryAfterSeconds(30_000, 0), 1);
   assert.equal(estimate.retryAfterSeconds(1, 29_999), 1);
+  // The first observation moves it: a 5 s run, 15 s expected.
+  estimate.observe(5_000);
+  assert.equal(estimate.retryAfterSeconds(30_000, 0), 15);
 });
 
 Deno.test("SettleEstimate answers the expected rest of a run, within [1 s, rest of the lease]", () => {
@@ -40,7 +44,7 @@ Deno.test("SettleEstimate answers the expected rest of a run, within [1 s, rest 
   assert.equal(slow.retryAfterSeconds(9_000, 21_000), 9);
 });
 
-Deno.test("idempotency() 409: Retry-After is the rest of the lease until a run was observed, then the observed run time", async () => {
+Deno.test("idempotency() 409: Retry-After is 1 s until a run was observed, then the observed run time", async () => {
   let now = 1_000_000;
   const store = new MemoryStore({ clock: () => now });
   let release = () => {};
@@ -60,12 +64,12 @@ Deno.test("idempotency() 409: Retry-After is the rest of the lease until a run w
   const first = await guarded(post("held", "{}", { path: "/slow" }));
   await first.body?.cancel();
   assert.equal(first.status, 409);
-  assert.equal(first.headers.get("retry-after"), "30", "nothing observed yet");
+  assert.equal(first.headers.get("retry-after"), "1", "nothing observed yet");
 
   now += 8_500;
   const later = await guarded(post("held", "{}", { path: "/slow" }));
   await later.body?.cancel();
-  assert.equal(later.headers.get("retry-after"), "22");
+  assert.equal(later.headers.get("retry-after"), "1");
 
   // One quick request runs to the end: the middleware has seen one run.
   const outer = performance.now();
@@ -106,8 +110,11 @@ Deno.test("SettleEstimate reads mean + 4 × deviation at the second's boundaries
   assert.equal(one.retryAfterSeconds(30_000, 624), 4);
   assert.equal(one.retryAfterSeconds(30_000, 625), 3);
 
-  // A run of 0 ms is an observation: the floor, not the rest of the lease.
+  // A run of 0 ms is an observation: the next one moves the mean from 0
+  // (625 ms, deviation 1,250: 5,625 ms), not from nothing (5 s: 15 s).
   const instant = new SettleEstimate();
   instant.observe(0);
   assert.equal(instant.retryAfterSeconds(30_000, 0), 1);
+  instant.observe(5_000);
+  assert.equal(instant.retryAfterSeconds(30_000, 0), 6);
 });
