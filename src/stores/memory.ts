@@ -227,7 +227,7 @@ export class MemoryStore implements IdempotencyStore {
     }
     const { fingerprint, deadline: expiresAt } = entry;
     if (entry instanceof Claim) {
-      const leaseExpiresAt = entry.leaseUntil;
+      const leaseExpiresAt = Math.min(entry.leaseUntil, expiresAt);
       const claimedAt = null;
       return {
         state: "in_flight",
