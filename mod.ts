@@ -41,6 +41,7 @@ export {
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
 export {
+  type AdminOperation,
   assertSlot,
   type ClaimOptions,
   type ClaimResult,
