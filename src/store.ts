@@ -110,6 +110,7 @@ export type PeekResult =
     state: "in_flight";
     fingerprint: string;
     claimedAt: number | null;
+    /** When another claim may take it over (past: it may now), at most `expiresAt`. */
     leaseExpiresAt: number;
     expiresAt: number;
   }
