@@ -11,9 +11,11 @@ import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
+  PeekResult,
   StoredResponse,
-  StoreOperation,
+  StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
@@ -22,6 +24,7 @@ import { Orphans } from "./_orphans.ts";
 import {
   completeParams,
   decodeClaim,
+  decodePeek,
   mayHaveCommitted,
   type PostgresRow,
   type PostgresSql,
@@ -39,7 +42,7 @@ import {
   type TransactionalHandler,
   type TransactionSetup,
 } from "./_postgres_transaction.ts";
-import { StoreCalls, type Undo } from "./_store_call.ts";
+import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export type { UnitOfWork } from "../store.ts";
@@ -285,6 +288,38 @@ export class PostgresStore implements IdempotencyStore {
     return unit;
   }
 
+  /**
+   * {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not
+   * the body), times on the database's clock; `claimedAt` is the row's
+   * `created_at`.
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return decodePeek((await this.#run("peek", [slot]))[0]);
+  }
+
+  /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    const rows = await this.#run("forget", [slot]);
+    return rows[0]?.live === true ? "deleted" : "absent";
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats}: one query counts the live rows
+   * (exact; `limit` is not needed), a scan of the table.
+   */
+  async stats(_options?: { limit?: number }): Promise<StoreStats> {
+    const row = (await this.#run("stats", []))[0] ?? {};
+    const [inFlight, completed, total] = [
+      row.in_flight,
+      row.completed,
+      row.total,
+    ].map((n) => Number(n) || 0) as [number, number, number];
+    const unreadable = total - inFlight - completed;
+    return { inFlight, completed, unreadable, exact: true };
+  }
+
   get #prepare(): boolean {
     return this.#sql.options?.prepare ?? true;
   }
@@ -298,7 +333,7 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   #run(
-    operation: StoreOperation,
+    operation: Operation,
     parameters: Parameter[],
     undo?: Undo<Rows>,
   ): Promise<Rows> {
@@ -311,7 +346,7 @@ export class PostgresStore implements IdempotencyStore {
   }
 }
 
-function failure(operation: StoreOperation, cause: unknown): StoreError {
+function failure(operation: Operation, cause: unknown): StoreError {
   const reason = cause instanceof Error ? cause.message : String(cause);
   return new StoreError(
     `PostgreSQL ${operation} failed${
