@@ -881,8 +881,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-unreachable-as-in-flight",
     file: GUARD,
-    text: `return reject(request, "unavailable", {});`,
-    replacement: `return reject(request, "inFlight", { retryAfter: 1 });`,
+    text: `return await reject(request, "unavailable", {}, renderProblem);`,
+    replacement:
+      `return await reject(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
     tests: [T.protocol],
     what: "an unreachable store answers 409 instead of 503",
   },
@@ -1377,16 +1378,19 @@ export const MUTANTS: Mutant[] = [
   {
     id: "transaction-lost-as-unavailable",
     file: "src/_completion.ts",
-    text: 'return reject(request, "inFlight", { retryAfter: 1 });\n    } catch',
-    replacement: 'return reject(request, "unavailable", {});\n    } catch',
+    text:
+      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n    } catch',
+    replacement:
+      'return await reject(request, "unavailable", {}, render);\n    } catch',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a commit fenced out answers 503, not 409",
   },
   {
     id: "transaction-failed-as-conflict",
     file: "src/_completion.ts",
-    text: 'return reject(request, "unavailable", {});\n  }',
-    replacement: 'return reject(request, "inFlight", { retryAfter: 1 });\n  }',
+    text: 'return await reject(request, "unavailable", {}, render);\n  }',
+    replacement:
+      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n  }',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a failed transaction whose release applied answers 409, not 503",
   },
