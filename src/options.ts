@@ -3,14 +3,18 @@
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
+import { LOG_CLOCK, type Logger, logListener } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
   headerName,
   headerNames,
+  knownOptions,
+  needsOption,
   nonNegativeInteger,
+  nonNegativeMs,
   optionalBoolean,
   optionalFunction,
-  positiveInteger,
+  positiveMs,
 } from "./_validate.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import { hasherOf } from "./fingerprint.ts";
@@ -209,6 +213,37 @@ export interface IdempotencyOptions {
    */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
+   * Where the events that mean something is wrong are written, one line
+   * each: `store_error` and a record's write given up with `error`;
+   * `fail_open`, `lease_lost` and an unreadable record with `warn`. The
+   * first of each kind is written at once, with its cause and what to do
+   * (``call `await client.connect()` ``); later ones at most one line a
+   * minute, with their count. `false` writes nothing. When `onEvent` is
+   * given, nothing is written unless `logger` is given too.
+   * @default {console} (without `onEvent`)
+   *
+   * @example Lines into the app's logger
+   * ```ts
+   * import { idempotency, MemoryStore } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const lines: string[] = [];
+   * const logger = { warn: (line: string) => lines.push(line), error: (line: string) => lines.push(line) };
+   * const store = new MemoryStore({ maxEntries: 1 }); // full after one claim
+   * const handler = idempotency(() => new Response("slow"), { scope: "global", store, logger });
+   * await store.claim("taken", { fingerprint: "", leaseMs: 60_000, ttlMs: 60_000 });
+   * const post = new Request("http://localhost/", { method: "POST", headers: { "idempotency-key": "k1" } });
+   * assert.equal((await handler(post)).status, 503);
+   * assert.match(lines[0]!, /store_error: the store's claim failed .*MemoryStore is full/);
+   * ```
+   */
+  logger?: false | {
+    /** Writes a line about something that may run a handler twice. */
+    warn(...data: unknown[]): void;
+    /** Writes a line about something that fails requests or loses a record. */
+    error(...data: unknown[]): void;
+  };
+  /**
    * How long (ms, from a failed write) a response waits for its record's write.
    * @default {1_000}
    */
@@ -257,6 +292,35 @@ export const DEFAULTS = Object.freeze({
   maxWaiting: 1_000,
 });
 
+/** Every option's name, for the misspelling check of {@linkcode configure}. */
+const OPTION_NAMES = [
+  "store",
+  "scope",
+  "header",
+  "methods",
+  "skip",
+  "required",
+  "ttl",
+  "lease",
+  "maxRequestBytes",
+  "maxResponseBytes",
+  "cacheable",
+  "fingerprint",
+  "secret",
+  "failOpen",
+  "unstoredHeaders",
+  "storeSetCookie",
+  "encryption",
+  "replayHeader",
+  "onEvent",
+  "logger",
+  "completionWait",
+  "completionTimeout",
+  "maxPendingCompletions",
+  "waitForInFlight",
+  "maxWaiting",
+];
+
 /** The options checked, defaults filled in, header names lower case. */
 export type Config = ReturnType<typeof configure>;
 
@@ -270,6 +334,7 @@ export function configure(options: IdempotencyOptions) {
       `'options' must be an object: current value is ${options}`,
     );
   }
+  knownOptions("idempotency()", options, OPTION_NAMES);
   const option = <T>(
     name: keyof typeof DEFAULTS,
     check: (name: string, value: unknown) => T,
@@ -298,15 +363,15 @@ export function configure(options: IdempotencyOptions) {
       `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${shown()}`,
     );
   }
-  const ttl = option("ttl", positiveInteger);
-  const lease = option("lease", positiveInteger);
+  const ttl = option("ttl", positiveMs);
+  const lease = option("lease", positiveMs);
   if (lease > ttl) {
     throw new RangeError(
       `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
     );
   }
-  const completionWait = option("completionWait", nonNegativeInteger);
-  const completionTimeout = option("completionTimeout", positiveInteger);
+  const completionWait = option("completionWait", nonNegativeMs);
+  const completionTimeout = option("completionTimeout", positiveMs);
   if (completionWait > completionTimeout) {
     throw new RangeError(
       `'completionWait' must not exceed 'completionTimeout' (${completionTimeout}): current value is ${completionWait}`,
@@ -314,7 +379,17 @@ export function configure(options: IdempotencyOptions) {
   }
   const unstored = option("unstoredHeaders", headerNames);
   const guarded = new Set(methods.map((m) => m.toUpperCase()));
-  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock };
+  const waitForInFlight = option("waitForInFlight", nonNegativeMs);
+  const maxWaiting = option("maxWaiting", nonNegativeInteger);
+  needsOption(
+    "maxWaiting",
+    options.maxWaiting !== undefined,
+    "'waitForInFlight' above 0",
+    waitForInFlight > 0,
+  );
+  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
+  const onEvent = optionalFunction("onEvent", options.onEvent);
+  const logger = loggerOption(options.logger, onEvent === undefined);
   return {
     store,
     scope: scopeOption(options.scope),
@@ -337,13 +412,16 @@ export function configure(options: IdempotencyOptions) {
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
       : new Set([...unstored, "set-cookie"]),
-    onEvent: optionalFunction("onEvent", options.onEvent),
+    // The listener and the log in one: `undefined` when neither is wanted.
+    onEvent: logger === undefined
+      ? onEvent
+      : both(onEvent, logListener(logger, hooks[LOG_CLOCK])),
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
     heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
-    waitForInFlight: option("waitForInFlight", nonNegativeInteger),
-    maxWaiting: option("maxWaiting", nonNegativeInteger),
+    waitForInFlight,
+    maxWaiting,
     skip: optionalFunction("skip", options.skip),
   };
 }
@@ -368,6 +446,38 @@ export function guardedKey(
   if (skip !== undefined && skip(request)) return undefined;
   const value = request.headers.get(config.header);
   return value === null && !config.required ? undefined : value;
+}
+
+/**
+ * The `logger` option: `console` by default when there is no `onEvent`,
+ * nothing by default beside one; `false`: nothing.
+ */
+function loggerOption(value: unknown, alone: boolean): Logger | undefined {
+  if (value === false) return undefined;
+  if (value === undefined) return alone ? globalThis.console : undefined;
+  const logger = value as Partial<Logger> | null;
+  if (
+    typeof logger?.warn !== "function" || typeof logger.error !== "function"
+  ) {
+    throw new TypeError(
+      `'logger' must be false or an object with warn() and error(), such as console: current value is ${value}`,
+    );
+  }
+  return logger as Logger;
+}
+
+type Listener = (event: IdempotencyEvent) => void;
+
+/** One listener: `first` (if any), then `second` even if `first` throws. */
+function both(first: Listener | undefined, second: Listener): Listener {
+  if (first === undefined) return second;
+  return (event) => {
+    try {
+      first(event);
+    } finally {
+      second(event);
+    }
+  };
 }
 
 type Scope = Exclude<IdempotencyOptions["scope"], "global">;
