@@ -109,7 +109,7 @@ export function nearest(
       : distance(lower, other);
     if (d < bestDistance) [best, bestDistance] = [candidate, d];
   }
-  return bestDistance <= Math.max(2, Math.floor(name.length / 3))
+  return bestDistance <= Math.max(2, Math.ceil(name.length * 0.4))
     ? best
     : undefined;
 }
