@@ -34,6 +34,9 @@ async function fullStore(): Promise<MemoryStore> {
   return store;
 }
 
+/** The console, stubbed by the tests that read the default log. */
+const terminal = globalThis.console;
+
 const ok = () => new Response("ok");
 
 Deno.test("idempotency() without onEvent writes a failing claim to console.error at once, its cause in the line", async () => {
@@ -48,12 +51,12 @@ Deno.test("idempotency() without onEvent writes a failing claim to console.error
     } as Parameters<typeof idempotency>[1],
   );
   const written: unknown[][] = [];
-  const original = console.error;
-  console.error = (...data: unknown[]) => void written.push(data);
+  const original = terminal.error;
+  terminal.error = (...data: unknown[]) => void written.push(data);
   try {
     assert.equal((await handler(post("k1"))).status, 503);
   } finally {
-    console.error = original;
+    terminal.error = original;
   }
   assert.equal(written.length, 1);
   assert.equal(written[0]!.length, 1, "one line, one argument");
@@ -100,15 +103,15 @@ Deno.test("idempotency() with onEvent logs nothing unless logger is given too; l
   const seen: string[] = [];
   const onEvent = (event: IdempotencyEvent) => void seen.push(event.type);
   const written: unknown[][] = [];
-  const original = console.error;
-  console.error = (...data: unknown[]) => void written.push(data);
+  const original = terminal.error;
+  terminal.error = (...data: unknown[]) => void written.push(data);
   try {
     await idempotency(ok, { scope: "global", store, onEvent })(post("a"));
     await idempotency(ok, { scope: "global", store, logger: false })(
       post("b"),
     );
   } finally {
-    console.error = original;
+    terminal.error = original;
   }
   assert.deepEqual(written, []);
   assert.deepEqual(seen, ["store_error"]);
@@ -220,10 +223,10 @@ Deno.test("logListener() writes at most one line per kind per minute, and counts
           void lines.push({ at: clock.now(), line });
         const log = logListener({ warn: push, error: push }, clock);
         const base = { slot: "s", elapsedMs: 0 };
-        const count = { lease_lost: 0, store_error: 0 };
+        const count = new Map<string, number>();
         for (const { wait, kind } of steps) {
           await clock.advanceTo(clock.now() + wait, () => Promise.resolve());
-          count[kind]++;
+          count.set(kind, (count.get(kind) ?? 0) + 1);
           log(
             kind === "lease_lost" ? { ...base, type: "lease_lost" } : {
               ...base,
@@ -243,7 +246,7 @@ Deno.test("logListener() writes at most one line per kind per minute, and counts
             const n = /happened (\d+) times/.exec(line)?.[1];
             return sum + (n === undefined ? 1 : Number(n)); // or "once more"
           }, 0);
-          assert.equal(told, count[kind]);
+          assert.equal(told, count.get(kind) ?? 0);
         }
         assert.equal(clock.pending, 0, "no timer left behind");
       },

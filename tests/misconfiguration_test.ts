@@ -41,6 +41,9 @@ import {
 } from "./_support/services.ts";
 import { FakeClock, waitFor } from "./_support/time.ts";
 
+/** The console, stubbed by the tests that read the default log. */
+const terminal = globalThis.console;
+
 const ok = () => new Response("ok", { status: 201 });
 
 /**
@@ -54,8 +57,8 @@ async function defaultLog(
 ): Promise<{ statuses: number[]; lines: string[]; clock: FakeClock }> {
   const clock = new FakeClock();
   const lines: string[] = [];
-  const original = console.error;
-  console.error = (...data: unknown[]) => void lines.push(data.join(" "));
+  const original = terminal.error;
+  terminal.error = (...data: unknown[]) => void lines.push(data.join(" "));
   const statuses: number[] = [];
   try {
     const handler = idempotency(ok, {
@@ -72,7 +75,7 @@ async function defaultLog(
     assert.equal(lines.length, 1, "no second line within the minute");
     await clock.advance(LOG_INTERVAL_MS);
   } finally {
-    console.error = original;
+    terminal.error = original;
   }
   return { statuses, lines, clock };
 }
