@@ -80,24 +80,9 @@ export interface RetryInfo {
   error?: unknown;
 }
 
-const CLIENT_OPTIONS = [
-  "fetch",
-  "header",
-  "replayHeader",
-  "methods",
-  "maxAttempts",
-  "baseDelay",
-  "maxDelay",
-  "maxRetryAfter",
-  "timeout",
-  "retryStatuses",
-  "maxBodyBytes",
-  "generateKey",
-  "onRetry",
-  "sleep",
-  "random",
-  "clock",
-];
+const CLIENT_OPTIONS =
+  "fetch header replayHeader methods maxAttempts baseDelay maxDelay maxRetryAfter timeout retryStatuses maxBodyBytes generateKey onRetry sleep random clock"
+    .split(" ");
 
 /** What only matters when there is a retry: no effect with `maxAttempts: 1`. */
 const RETRY_OPTIONS = [

@@ -33,6 +33,39 @@ interface Window {
   cancel: (() => void) | undefined;
 }
 
+type Listener = (event: IdempotencyEvent) => void;
+
+/**
+ * The `onEvent` listener and the `logger` option in one listener, or
+ * `undefined` when neither is wanted: `logger` is `console` by default
+ * without `onEvent`, nothing by default beside one, nothing when `false`.
+ * `onEvent` runs first; the log runs even if it throws.
+ */
+export function withLog(
+  onEvent: Listener | undefined,
+  logger: unknown,
+  clock?: Clock,
+): Listener | undefined {
+  if (logger === false || (logger === undefined && onEvent !== undefined)) {
+    return onEvent;
+  }
+  const to = (logger ?? globalThis.console) as Partial<Logger> | null;
+  if (typeof to?.warn !== "function" || typeof to.error !== "function") {
+    throw new TypeError(
+      `'logger' must be false or an object with warn() and error(), such as console: current value is ${logger}`,
+    );
+  }
+  const log = logListener(to as Logger, clock);
+  if (onEvent === undefined) return log;
+  return (event) => {
+    try {
+      onEvent(event);
+    } finally {
+      log(event);
+    }
+  };
+}
+
 /**
  * An `onEvent` listener that writes the events worth a line to `logger`:
  * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`

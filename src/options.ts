@@ -3,7 +3,7 @@
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
-import { LOG_CLOCK, type Logger, logListener } from "./_log.ts";
+import { LOG_CLOCK, withLog } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
   headerName,
@@ -293,33 +293,9 @@ export const DEFAULTS = Object.freeze({
 });
 
 /** Every option's name, for the misspelling check of {@linkcode configure}. */
-const OPTION_NAMES = [
-  "store",
-  "scope",
-  "header",
-  "methods",
-  "skip",
-  "required",
-  "ttl",
-  "lease",
-  "maxRequestBytes",
-  "maxResponseBytes",
-  "cacheable",
-  "fingerprint",
-  "secret",
-  "failOpen",
-  "unstoredHeaders",
-  "storeSetCookie",
-  "encryption",
-  "replayHeader",
-  "onEvent",
-  "logger",
-  "completionWait",
-  "completionTimeout",
-  "maxPendingCompletions",
-  "waitForInFlight",
-  "maxWaiting",
-];
+const OPTION_NAMES =
+  "store scope header methods skip required ttl lease maxRequestBytes maxResponseBytes cacheable fingerprint secret failOpen unstoredHeaders storeSetCookie encryption replayHeader onEvent logger completionWait completionTimeout maxPendingCompletions waitForInFlight maxWaiting"
+    .split(" ");
 
 /** The options checked, defaults filled in, header names lower case. */
 export type Config = ReturnType<typeof configure>;
@@ -389,7 +365,6 @@ export function configure(options: IdempotencyOptions) {
   );
   const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
   const onEvent = optionalFunction("onEvent", options.onEvent);
-  const logger = loggerOption(options.logger, onEvent === undefined);
   return {
     store,
     scope: scopeOption(options.scope),
@@ -412,10 +387,7 @@ export function configure(options: IdempotencyOptions) {
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
       : new Set([...unstored, "set-cookie"]),
-    // The listener and the log in one: `undefined` when neither is wanted.
-    onEvent: logger === undefined
-      ? onEvent
-      : both(onEvent, logListener(logger, hooks[LOG_CLOCK])),
+    onEvent: withLog(onEvent, options.logger, hooks[LOG_CLOCK]),
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
@@ -446,38 +418,6 @@ export function guardedKey(
   if (skip !== undefined && skip(request)) return undefined;
   const value = request.headers.get(config.header);
   return value === null && !config.required ? undefined : value;
-}
-
-/**
- * The `logger` option: `console` by default when there is no `onEvent`,
- * nothing by default beside one; `false`: nothing.
- */
-function loggerOption(value: unknown, alone: boolean): Logger | undefined {
-  if (value === false) return undefined;
-  if (value === undefined) return alone ? globalThis.console : undefined;
-  const logger = value as Partial<Logger> | null;
-  if (
-    typeof logger?.warn !== "function" || typeof logger.error !== "function"
-  ) {
-    throw new TypeError(
-      `'logger' must be false or an object with warn() and error(), such as console: current value is ${value}`,
-    );
-  }
-  return logger as Logger;
-}
-
-type Listener = (event: IdempotencyEvent) => void;
-
-/** One listener: `first` (if any), then `second` even if `first` throws. */
-function both(first: Listener | undefined, second: Listener): Listener {
-  if (first === undefined) return second;
-  return (event) => {
-    try {
-      first(event);
-    } finally {
-      second(event);
-    }
-  };
 }
 
 type Scope = Exclude<IdempotencyOptions["scope"], "global">;

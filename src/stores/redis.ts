@@ -113,15 +113,9 @@ export interface RedisStoreOptions {
   onEvent?: (event: StoreEvent) => void;
 }
 
-const REDIS_OPTIONS = [
-  "client",
-  "prefix",
-  "timeoutMs",
-  "subscriber",
-  "waitReplicas",
-  "waitTimeoutMs",
-  "onEvent",
-];
+const REDIS_OPTIONS =
+  "client prefix timeoutMs subscriber waitReplicas waitTimeoutMs onEvent"
+    .split(" ");
 
 /**
  * An {@linkcode IdempotencyStore} on Redis 6.0 or later, or Redis Cluster:
