@@ -13,7 +13,11 @@ import {
   positiveMs,
 } from "./_validate.ts";
 
-/** How `createIdempotentFetch()` retries; numbers in ms (but two counts). */
+/**
+ * How `createIdempotentFetch()` retries; numbers in ms (but two counts). An
+ * unknown name, or a retry option (`baseDelay`, `maxDelay`, `maxRetryAfter`,
+ * `retryStatuses`, `onRetry`) with `maxAttempts: 1`, is a `TypeError`.
+ */
 export interface IdempotentFetchOptions {
   /** Sends each attempt, one `Request` in (so a fetch handler fits too).
    * @default globalThis.fetch */

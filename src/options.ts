@@ -266,7 +266,8 @@ export interface IdempotencyOptions {
    */
   waitForInFlight?: number;
   /**
-   * How many duplicates one instance lets wait at once; past it: 409.
+   * How many duplicates one instance lets wait at once; past it: 409. Only
+   * with `waitForInFlight` above 0 (else a `TypeError`: it would do nothing).
    * @default {1_000}
    */
   maxWaiting?: number;
