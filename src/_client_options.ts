@@ -4,12 +4,20 @@
 import { delay } from "./_async.ts";
 import {
   headerName,
+  knownOptions,
+  needsOption,
   nonNegativeInteger,
+  nonNegativeMs,
   optionalFunction,
   positiveInteger,
+  positiveMs,
 } from "./_validate.ts";
 
-/** How `createIdempotentFetch()` retries; numbers in ms (but two counts). */
+/**
+ * How `createIdempotentFetch()` retries; numbers in ms (but two counts). An
+ * unknown name, or a retry option (`baseDelay`, `maxDelay`, `maxRetryAfter`,
+ * `retryStatuses`, `onRetry`) with `maxAttempts: 1`, is a `TypeError`.
+ */
 export interface IdempotentFetchOptions {
   /** Sends each attempt, one `Request` in (so a fetch handler fits too).
    * @default globalThis.fetch */
@@ -76,6 +84,19 @@ export interface RetryInfo {
   error?: unknown;
 }
 
+const CLIENT_OPTIONS =
+  "fetch header replayHeader methods maxAttempts baseDelay maxDelay maxRetryAfter timeout retryStatuses maxBodyBytes generateKey onRetry sleep random clock"
+    .split(" ");
+
+/** What only matters when there is a retry: no effect with `maxAttempts: 1`. */
+const RETRY_OPTIONS = [
+  "baseDelay",
+  "maxDelay",
+  "maxRetryAfter",
+  "retryStatuses",
+  "onRetry",
+] as const;
+
 type Reshaped = "fetch" | "methods" | "retryStatuses" | "onRetry";
 
 /** The options checked, with their defaults. */
@@ -94,6 +115,7 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
   if (options === null || typeof options !== "object") {
     throw new TypeError(must("options", "an object", `${options}`));
   }
+  knownOptions("createIdempotentFetch()", options, CLIENT_OPTIONS);
   const methods = options.methods ?? ["POST", "PATCH"];
   const isName = (m: string) => typeof m === "string" && /^[A-Za-z]+$/.test(m);
   if (!Array.isArray(methods) || !methods.every(isName)) {
@@ -114,20 +136,25 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
   const replayHeader = options.replayHeader ?? "Idempotent-Replayed";
   headerName("header", header); // kept in the caller's case: messages quote it
   headerName("replayHeader", replayHeader);
+  const maxAttempts = positiveInteger("maxAttempts", options.maxAttempts ?? 5);
+  for (const name of RETRY_OPTIONS) {
+    const given = options[name] !== undefined;
+    needsOption(name, given, "'maxAttempts' above 1", maxAttempts > 1);
+  }
   return {
     // Unbound (a browser's fetch throws on another `this`); always a promise.
     fetch: async (request) => await send(request),
     header,
     replayHeader,
     methods: new Set(methods.map((m) => m.toUpperCase())),
-    maxAttempts: positiveInteger("maxAttempts", options.maxAttempts ?? 5),
-    baseDelay: nonNegativeInteger("baseDelay", options.baseDelay ?? 500),
-    maxDelay: nonNegativeInteger("maxDelay", options.maxDelay ?? 10_000),
-    maxRetryAfter: nonNegativeInteger(
+    maxAttempts,
+    baseDelay: nonNegativeMs("baseDelay", options.baseDelay ?? 500),
+    maxDelay: nonNegativeMs("maxDelay", options.maxDelay ?? 10_000),
+    maxRetryAfter: nonNegativeMs(
       "maxRetryAfter",
       options.maxRetryAfter ?? 60_000,
     ),
-    timeout: positiveInteger("timeout", options.timeout ?? 60_000),
+    timeout: positiveMs("timeout", options.timeout ?? 60_000),
     retryStatuses: new Set([409, 429, 503, ...retryStatuses]),
     maxBodyBytes: nonNegativeInteger(
       "maxBodyBytes",

@@ -4,24 +4,128 @@
  * throws naming both. @module
  */
 
-/** A positive safe integer, else a `RangeError`. */
-export function positiveInteger(name: string, value: unknown): number {
+/**
+ * A positive safe integer, else a `RangeError`; `unit` (such as
+ * `"milliseconds"`) is named in the message.
+ */
+export function positiveInteger(
+  name: string,
+  value: unknown,
+  unit?: string,
+): number {
   if (!Number.isSafeInteger(value) || (value as number) <= 0) {
     throw new RangeError(
-      `'${name}' must be a positive integer: current value is ${value}`,
+      `'${name}' must be a positive integer${of(unit)}: current value is ${
+        shown(value)
+      }`,
     );
   }
   return value as number;
 }
 
-/** A non-negative safe integer, else a `RangeError`. */
-export function nonNegativeInteger(name: string, value: unknown): number {
+/** A non-negative safe integer, else a `RangeError` naming `unit`. */
+export function nonNegativeInteger(
+  name: string,
+  value: unknown,
+  unit?: string,
+): number {
   if (!Number.isSafeInteger(value) || (value as number) < 0) {
     throw new RangeError(
-      `'${name}' must be a non-negative integer: current value is ${value}`,
+      `'${name}' must be a non-negative integer${of(unit)}: current value is ${
+        shown(value)
+      }`,
     );
   }
   return value as number;
+}
+
+/** A duration: a positive integer of milliseconds, else a `RangeError`. */
+export function positiveMs(name: string, value: unknown): number {
+  return positiveInteger(name, value, "milliseconds");
+}
+
+/** A duration: a non-negative integer of milliseconds, else a `RangeError`. */
+export function nonNegativeMs(name: string, value: unknown): number {
+  return nonNegativeInteger(name, value, "milliseconds");
+}
+
+const of = (unit: string | undefined) =>
+  unit === undefined ? "" : ` of ${unit}`;
+
+/** A value as a message shows it: a string quoted (`"24h"`, not `24h`). */
+function shown(value: unknown): string {
+  return typeof value === "string" ? JSON.stringify(value) : String(value);
+}
+
+/**
+ * Throws a `TypeError` for the first own string key of `options` not in
+ * `known`, naming the nearest known name; symbol keys (test hooks) pass.
+ * `what` names the options' owner: `"idempotency()"`, `"RedisStore"`.
+ */
+export function knownOptions(
+  what: string,
+  options: object,
+  known: readonly string[],
+): void {
+  for (const name of Object.keys(options)) {
+    if (known.includes(name)) continue;
+    const near = nearest(name, known);
+    const hint = near === undefined
+      ? `its options are ${known.map((k) => `'${k}'`).join(", ")}`
+      : `did you mean '${near}'?`;
+    throw new TypeError(`${what} has no option '${name}': ${hint}`);
+  }
+}
+
+/** Throws a `TypeError` when `name` is given but `needs` is not: it would do nothing. */
+export function needsOption(
+  name: string,
+  given: boolean,
+  needs: string,
+  present: boolean,
+): void {
+  if (given && !present) {
+    throw new TypeError(
+      `'${name}' has no effect without ${needs}: set that too, or drop '${name}'`,
+    );
+  }
+}
+
+/**
+ * The name of `known` nearest to `name` (case-insensitive edit distance, a
+ * prefix counting as near), if it is near enough to be a misspelling.
+ */
+export function nearest(
+  name: string,
+  known: readonly string[],
+): string | undefined {
+  const lower = name.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of known) {
+    const other = candidate.toLowerCase();
+    const d = lower.startsWith(other) || other.startsWith(lower)
+      ? Math.min(1, Math.abs(lower.length - other.length))
+      : distance(lower, other);
+    if (d < bestDistance) [best, bestDistance] = [candidate, d];
+  }
+  return bestDistance <= Math.max(2, Math.ceil(name.length * 0.4))
+    ? best
+    : undefined;
+}
+
+/** Levenshtein distance: insertions, deletions and substitutions. */
+function distance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      const swap = row[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1);
+      next.push(Math.min(swap, row[j]! + 1, next[j - 1]! + 1));
+    }
+    row = next;
+  }
+  return row[b.length]!;
 }
 
 /** A boolean, `false` when absent, else a `TypeError`. */

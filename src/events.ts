@@ -1,5 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The events reported through `onEvent` (the library never logs). @module */
+/**
+ * The events reported through `onEvent`. Without `onEvent`, the few that
+ * mean trouble are logged to `console` instead (the `logger` option). @module
+ */
 
 import type { OmittedReason, StoreOperation } from "./store.ts";
 

@@ -12,8 +12,9 @@ export type ParsedKey =
 /**
  * Reads an `Idempotency-Key` header value: an RFC 8941 sf-string (`"abc"`,
  * escapes `\"` and `\\` only) or a bare value (`abc`) name the same key, 1
- * to 255 characters of printable ASCII without a comma (repeated header
- * lines are joined with commas). Surrounding spaces and tabs are ignored.
+ * to 255 characters of visible ASCII (0x21–0x7E) without a comma (repeated
+ * header lines are joined with commas); a quoted key may hold spaces too.
+ * Surrounding spaces and tabs are ignored.
  *
  * @example Both spellings name one key
  * ```ts
@@ -39,7 +40,13 @@ export function parseIdempotencyKey(value: string): ParsedKey {
     if (c < 0x21 || c > 0x7e) {
       const at = i - start + 1;
       return bad(
-        `the key has a character that is not printable ASCII at position ${at}`,
+        `the key has ${
+          c === 0x20
+            ? "a space"
+            : c < 0x20 || c === 0x7f
+            ? "a control character"
+            : "a character beyond ASCII"
+        } at position ${at}: a bare key is visible ASCII (0x21–0x7E) but a comma; quote it ("a b") to hold a space`,
       );
     }
   }
@@ -83,7 +90,9 @@ function parseString(value: string, start: number, end: number): ParsedKey {
     }
     if (c === 0x2c) return COMMA;
     if (c < 0x20 || c > 0x7e) {
-      return bad("the quoted key has a character that is not printable ASCII");
+      return bad(
+        "the quoted key has a control character or one beyond ASCII: a quoted key is printable ASCII (0x20–0x7E) but a comma",
+      );
     }
   }
   return bad("the quoted key has no closing quote");

@@ -3,14 +3,18 @@
 
 import type { Clock } from "./_async.ts";
 import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
+import { LOG_CLOCK, withLog } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
   headerName,
   headerNames,
+  knownOptions,
+  needsOption,
   nonNegativeInteger,
+  nonNegativeMs,
   optionalBoolean,
   optionalFunction,
-  positiveInteger,
+  positiveMs,
 } from "./_validate.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import { hasherOf } from "./fingerprint.ts";
@@ -250,6 +254,37 @@ export interface IdempotencyOptions {
    */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
+   * Where the events that mean something is wrong are written, one line
+   * each: `store_error` and a record's write given up with `error`;
+   * `fail_open`, `lease_lost` and an unreadable record with `warn`. The
+   * first of each kind is written at once, with its cause and what to do
+   * (``call `await client.connect()` ``); later ones at most one line a
+   * minute, with their count. `false` writes nothing. When `onEvent` is
+   * given, nothing is written unless `logger` is given too.
+   * @default {console} (without `onEvent`)
+   *
+   * @example Lines into the app's logger
+   * ```ts
+   * import { idempotency, MemoryStore } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const lines: string[] = [];
+   * const logger = { warn: (line: string) => lines.push(line), error: (line: string) => lines.push(line) };
+   * const store = new MemoryStore({ maxEntries: 1 }); // full after one claim
+   * const handler = idempotency(() => new Response("slow"), { scope: "global", store, logger });
+   * await store.claim("taken", { fingerprint: "", leaseMs: 60_000, ttlMs: 60_000 });
+   * const post = new Request("http://localhost/", { method: "POST", headers: { "idempotency-key": "k1" } });
+   * assert.equal((await handler(post)).status, 503);
+   * assert.match(lines[0]!, /store_error: the store's claim failed .*MemoryStore is full/);
+   * ```
+   */
+  logger?: false | {
+    /** Writes a line about something that may run a handler twice. */
+    warn(...data: unknown[]): void;
+    /** Writes a line about something that fails requests or loses a record. */
+    error(...data: unknown[]): void;
+  };
+  /**
    * How long (ms, from a failed write) a response waits for its record's write.
    * @default {1_000}
    */
@@ -272,7 +307,8 @@ export interface IdempotencyOptions {
    */
   waitForInFlight?: number;
   /**
-   * How many duplicates one instance lets wait at once; past it: 409.
+   * How many duplicates one instance lets wait at once; past it: 409. Only
+   * with `waitForInFlight` above 0 (else a `TypeError`: it would do nothing).
    * @default {1_000}
    */
   maxWaiting?: number;
@@ -298,6 +334,38 @@ export const DEFAULTS = Object.freeze({
   maxWaiting: 1_000,
 });
 
+/** Every option's name, for the misspelling check (the compiler keeps it whole). */
+const OPTION_NAMES = Object.keys(
+  {
+    store: true,
+    scope: true,
+    header: true,
+    methods: true,
+    skip: true,
+    required: true,
+    ttl: true,
+    lease: true,
+    maxRequestBytes: true,
+    maxResponseBytes: true,
+    cacheable: true,
+    fingerprint: true,
+    secret: true,
+    failOpen: true,
+    unstoredHeaders: true,
+    storeSetCookie: true,
+    encryption: true,
+    replayHeader: true,
+    onEvent: true,
+    logger: true,
+    renderProblem: true,
+    completionWait: true,
+    completionTimeout: true,
+    maxPendingCompletions: true,
+    waitForInFlight: true,
+    maxWaiting: true,
+  } satisfies Record<keyof IdempotencyOptions, true>,
+);
+
 /** The options checked, defaults filled in, header names lower case. */
 export type Config = ReturnType<typeof configure>;
 
@@ -311,6 +379,7 @@ export function configure(options: IdempotencyOptions) {
       `'options' must be an object: current value is ${options}`,
     );
   }
+  knownOptions("idempotency()", options, OPTION_NAMES);
   const option = <T>(
     name: keyof typeof DEFAULTS,
     check: (name: string, value: unknown) => T,
@@ -339,15 +408,15 @@ export function configure(options: IdempotencyOptions) {
       `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${shown()}`,
     );
   }
-  const ttl = option("ttl", positiveInteger);
-  const lease = option("lease", positiveInteger);
+  const ttl = option("ttl", positiveMs);
+  const lease = option("lease", positiveMs);
   if (lease > ttl) {
     throw new RangeError(
       `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
     );
   }
-  const completionWait = option("completionWait", nonNegativeInteger);
-  const completionTimeout = option("completionTimeout", positiveInteger);
+  const completionWait = option("completionWait", nonNegativeMs);
+  const completionTimeout = option("completionTimeout", positiveMs);
   if (completionWait > completionTimeout) {
     throw new RangeError(
       `'completionWait' must not exceed 'completionTimeout' (${completionTimeout}): current value is ${completionWait}`,
@@ -355,7 +424,16 @@ export function configure(options: IdempotencyOptions) {
   }
   const unstored = option("unstoredHeaders", headerNames);
   const guarded = new Set(methods.map((m) => m.toUpperCase()));
-  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock };
+  const waitForInFlight = option("waitForInFlight", nonNegativeMs);
+  const maxWaiting = option("maxWaiting", nonNegativeInteger);
+  needsOption(
+    "maxWaiting",
+    options.maxWaiting !== undefined,
+    "'waitForInFlight' above 0",
+    waitForInFlight > 0,
+  );
+  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
+  const onEvent = optionalFunction("onEvent", options.onEvent);
   return {
     store,
     scope: scopeOption(options.scope),
@@ -379,13 +457,13 @@ export function configure(options: IdempotencyOptions) {
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
       : new Set([...unstored, "set-cookie"]),
-    onEvent: optionalFunction("onEvent", options.onEvent),
+    onEvent: withLog(onEvent, options.logger, hooks[LOG_CLOCK]),
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
     heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
-    waitForInFlight: option("waitForInFlight", nonNegativeInteger),
-    maxWaiting: option("maxWaiting", nonNegativeInteger),
+    waitForInFlight,
+    maxWaiting,
     skip: optionalFunction("skip", options.skip),
   };
 }

@@ -122,7 +122,7 @@ Deno.test("createIdempotentFetch() checks its options eagerly, naming the option
     [
       { timeout: -1 },
       RangeError,
-      /^'timeout' must be a positive integer: current value is -1$/,
+      /^'timeout' must be a positive integer of milliseconds: current value is -1$/,
     ],
     [{ baseDelay: 1.5 }, RangeError, /'baseDelay' .*1\.5/],
     [{ maxBodyBytes: -1 }, RangeError, /'maxBodyBytes'/],
@@ -179,11 +179,13 @@ Deno.test("createIdempotentFetch() takes each numeric option from its minimum an
     createIdempotentFetch({ [name]: min });
     createIdempotentFetch({ [name]: Number.MAX_SAFE_INTEGER });
     const word = min === 1 ? "positive" : "non-negative";
+    const counts = ["maxAttempts", "maxBodyBytes"];
+    const unit = counts.includes(name) ? "" : " of milliseconds";
     for (const bad of [min - 1, Number.MAX_SAFE_INTEGER + 1]) {
       assert.throws(
         () => createIdempotentFetch({ [name]: bad }),
         new RegExp(
-          `^RangeError: '${name}' must be a ${word} integer: current value is ${bad}$`,
+          `^RangeError: '${name}' must be a ${word} integer${unit}: current value is ${bad}$`,
         ),
       );
     }

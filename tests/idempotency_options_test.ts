@@ -208,7 +208,7 @@ Deno.test("idempotency() validates its options eagerly", () => {
   const ok = () => new Response();
   assert.throws(
     () => idempotency(ok, { scope: "global", ttl: -1 }),
-    /'ttl' must be a positive integer: current value is -1/,
+    /'ttl' must be a positive integer of milliseconds: current value is -1/,
   );
   assert.throws(
     () => idempotency(ok, { scope: "global", lease: 0 }),
@@ -434,6 +434,13 @@ Deno.test("idempotency() takes each numeric option from its documented minimum t
   const MAX = Number.MAX_SAFE_INTEGER;
   // Wide enough that the relations between options never decide.
   const room = { ttl: MAX, completionTimeout: MAX };
+  const durations = [
+    "ttl",
+    "lease",
+    "completionWait",
+    "completionTimeout",
+    "waitForInFlight",
+  ];
   const bounds = {
     ttl: 1,
     lease: 1,
@@ -446,12 +453,15 @@ Deno.test("idempotency() takes each numeric option from its documented minimum t
     maxWaiting: 0,
   } as const;
   for (const [name, min] of Object.entries(bounds)) {
+    // maxWaiting does nothing unless duplicates wait.
+    const waits = name === "maxWaiting" ? { waitForInFlight: 1 } : {};
     const make = (value: number) =>
-      idempotency(ok, { scope: "global", ...room, [name]: value });
+      idempotency(ok, { scope: "global", ...room, ...waits, [name]: value });
     const word = min === 1 ? "positive" : "non-negative";
+    const unit = durations.includes(name) ? " of milliseconds" : "";
     const refused = (value: number) =>
       new RegExp(
-        `^RangeError: '${name}' must be a ${word} integer: current value is ${value}$`,
+        `^RangeError: '${name}' must be a ${word} integer${unit}: current value is ${value}$`,
       );
     for (const value of [min, min + 1, MAX]) {
       if (name === "ttl" || name === "completionTimeout") {

@@ -108,8 +108,10 @@ Deno.test("parseIdempotencyKey() says why a key is malformed", () => {
     ['"a"b', /followed by more text/],
     ['"a";p=1', /followed by more text/],
     ['"a\\nb"', /escape/],
-    ["caf\u00e9", /not printable ASCII at position 4/],
-    ["a b", /not printable ASCII/],
+    ["caf\u00e9", /a character beyond ASCII at position 4/],
+    ["a b", /a space at position 2: .*quote it/],
+    ["a\x7fb", /a control character at position 2/],
+    ['"a\u00e9"', /quoted key has a control character or one beyond ASCII/],
     ["x".repeat(256), /256 characters long/],
   ];
   for (const [value, reason] of cases) {

@@ -2,7 +2,7 @@
 /** {@linkcode Orphans}, the stores' undo queue. @module */
 
 import { backoff, type Linked, List, refTimer, type Timer } from "../_async.ts";
-import type { WriteOutcome } from "../store.ts";
+import type { StoreEvent, WriteOutcome } from "../store.ts";
 
 /** A claim whose caller got an error: see {@linkcode Orphans}. */
 export interface Orphan extends Linked<Orphan> {
@@ -26,7 +26,9 @@ const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
  * stops at the first that throws, retried after a backoff or when
  * {@linkcode Orphans.serviceAnswered}. An orphan is kept until its release
  * answers or for one lease; at most `max` are kept (the oldest dropped
- * first, ready before watched).
+ * first, ready before watched). Each undo's end is told to `onEvent` (the
+ * store option): `applied` or `lost` as its release answered, `dropped`
+ * when it was given up; a listener's throw is ignored.
  */
 export class Orphans {
   #watched = new List<Orphan>();
@@ -34,6 +36,8 @@ export class Orphans {
   #running = false;
   #timer: Timer | undefined;
   #attempt = 0;
+  /** The store's `onEvent`, set by its constructor. */
+  onEvent: ((event: StoreEvent) => void) | undefined = undefined;
 
   constructor(
     readonly release: (slot: string, token: string) => Promise<WriteOutcome>,
@@ -88,22 +92,35 @@ export class Orphans {
   #makeRoom(): void {
     while (this.size >= this.max) {
       const from = this.#ready.size > 0 ? this.#ready : this.#watched;
-      from.remove(from.head!);
+      const oldest = from.head!;
+      from.remove(oldest);
+      this.#told(oldest.slot, "dropped");
     }
   }
 
   async #pass(): Promise<void> {
     for (let orphan = this.#ready.head; orphan; orphan = this.#ready.head) {
+      let outcome: StoreEvent["outcome"] = "dropped"; // its lease passed
       if (orphan.until > Date.now()) {
         try {
-          await this.release(orphan.slot, orphan.token!);
+          outcome = await this.release(orphan.slot, orphan.token!);
         } catch {
           return this.#retryLater(); // from this orphan on
         }
       }
-      this.#ready.remove(orphan);
+      // Not when #makeRoom dropped it (and said so) meanwhile.
+      if (this.#ready.remove(orphan)) this.#told(orphan.slot, outcome);
     }
     this.#attempt = 0;
+  }
+
+  #told(slot: string, outcome: StoreEvent["outcome"]): void {
+    if (this.onEvent === undefined) return;
+    try {
+      this.onEvent({ type: "undo", slot, outcome });
+    } catch {
+      // A listener's throw changes nothing.
+    }
   }
 
   #retryLater(): void {

@@ -1,6 +1,12 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** PostgresStore's options and their checks. @module */
 
+import type { StoreEvent } from "../store.ts";
+import {
+  knownOptions,
+  nonNegativeInteger,
+  optionalFunction,
+} from "../_validate.ts";
 import type { PostgresSql } from "./_postgres_sql.ts";
 import { DEFAULT_TABLE, parseTable } from "./_postgres_migration.ts";
 import type { TransactionSetup } from "./_postgres_transaction.ts";
@@ -65,6 +71,12 @@ export interface PostgresStoreOptions {
    * @default {{ isolation: "read committed", statementTimeoutMs: 10000 }}
    */
   transaction?: PostgresTransactionOptions;
+  /**
+   * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
+   * that failed but may have committed; a throw is ignored.
+   * @default {undefined}
+   */
+  onEvent?: (event: StoreEvent) => void;
 }
 
 /** Options of {@linkcode PostgresStore.sweep}. */
@@ -82,6 +94,7 @@ export interface PostgresSettings extends Omit<TransactionSetup, "complete"> {
   name: string;
   table: string;
   timeoutMs: number;
+  onEvent: ((event: StoreEvent) => void) | undefined;
 }
 
 /** Checks a PostgresStore's options and fills in the defaults. */
@@ -93,16 +106,19 @@ export function postgresSettings(
       "'sql' must be a postgres.js instance: current value has no unsafe()",
     );
   }
+  knownOptions("PostgresStore", options, POSTGRES_OPTIONS);
   const name = options.table ?? DEFAULT_TABLE;
   const timeoutMs = options.timeoutMs ?? 2000;
   if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
     throw new RangeError(
-      `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
+      `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
     );
   }
   const table = parseTable(name).quoted;
+  const transaction = options.transaction ?? {};
+  knownOptions("PostgresStore 'transaction'", transaction, TRANSACTION_OPTIONS);
   const { isolation = "read committed", statementTimeoutMs = 10_000 } =
-    options.transaction ?? {};
+    transaction;
   if (
     !["read committed", "repeatable read", "serializable"].includes(isolation)
   ) {
@@ -112,12 +128,19 @@ export function postgresSettings(
       }`,
     );
   }
-  if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 0) {
-    throw new RangeError(
-      `'transaction.statementTimeoutMs' must be a non-negative integer: current value is ${statementTimeoutMs}`,
-    );
-  }
+  const timeout = "transaction.statementTimeoutMs";
+  nonNegativeInteger(timeout, statementTimeoutMs, "milliseconds");
   const { sql } = options;
   const begin = `isolation level ${isolation}`;
-  return { sql, name, table, timeoutMs, begin, statementTimeoutMs };
+  const onEvent = optionalFunction("onEvent", options.onEvent);
+  return { sql, name, table, timeoutMs, begin, statementTimeoutMs, onEvent };
 }
+
+const POSTGRES_OPTIONS = [
+  "sql",
+  "table",
+  "timeoutMs",
+  "transaction",
+  "onEvent",
+];
+const TRANSACTION_OPTIONS = ["isolation", "statementTimeoutMs"];

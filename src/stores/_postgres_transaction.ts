@@ -21,6 +21,19 @@ export interface TransactionSetup {
   complete: string;
 }
 
+/**
+ * Throws a `RangeError` when `sql`'s pool (postgres.js `max`) holds fewer
+ * than two connections: the transaction holds one, the renewals need another.
+ */
+export function assertPool(sql: PostgresSql): void {
+  const max = sql.options?.max;
+  if (max !== undefined && max < 2) {
+    throw new RangeError(
+      `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): pass \`postgres(url, { max: 2 })\` or more: 'max' is ${max}`,
+    );
+  }
+}
+
 /** Thrown inside a transaction to roll it back, or because the claim was lost. */
 const ROLLBACK = Symbol("rollback");
 const LOST = Symbol("lost");
@@ -58,12 +71,7 @@ export class PostgresUnit implements UnitOfWork {
         "'sql' must be a postgres.js instance: it has no begin()",
       );
     }
-    const max = sql.options?.max;
-    if (max !== undefined && max < 2) {
-      throw new RangeError(
-        `A transaction needs a pool of at least 2 connections (the transaction holds one, the lease renewals need another): 'max' is ${max}`,
-      );
-    }
+    assertPool(sql);
     const decision = new Promise<StoredResponse | null>((resolve) => {
       this.#decide = resolve;
     });

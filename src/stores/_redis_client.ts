@@ -200,6 +200,39 @@ export function mayHaveRun(error: unknown): boolean {
     message.includes("enableOfflineQueue options is false"));
 }
 
+/**
+ * What to do about a client that is not connected, read from its own state
+ * (node-redis `isOpen`, ioredis `status`) when a command failed, or
+ * `undefined`: a client may connect after the store is made, so nothing is
+ * refused at construction, and nothing is read while commands succeed.
+ */
+export function connectionHint(
+  client: RedisClientLike,
+): () => string | undefined {
+  const c = client as unknown as Record<string, unknown>;
+  const initial = c.status; // ioredis: "wait" with `lazyConnect`
+  return () => {
+    if (c.isOpen === false) return NOT_OPEN;
+    if (typeof c.callBuffer !== "function") return undefined;
+    const status = c.status;
+    if (status === "end") return ENDED;
+    if (
+      status === "wait" ||
+      (initial === "wait" && (status === "connecting" || status === "connect"))
+    ) {
+      return LAZY;
+    }
+    return undefined;
+  };
+}
+
+const NOT_OPEN =
+  "the Redis client is not connected (never connected, or closed): call `await client.connect()` before serving, and close it only after the server stops";
+const LAZY =
+  "the Redis client is not connected (ioredis `lazyConnect`): call `await client.connect()` before serving";
+const ENDED =
+  "the Redis client was closed (`quit()` or `disconnect()`): close it only after the server stops";
+
 /** Sends `WAIT` for the write on `key`, on the connection that wrote it. */
 export type Wait = (key: string) => Promise<unknown>;
 

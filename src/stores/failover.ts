@@ -16,7 +16,11 @@ import {
   type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
-import { optionalBoolean, optionalFunction } from "../_validate.ts";
+import {
+  knownOptions,
+  optionalBoolean,
+  optionalFunction,
+} from "../_validate.ts";
 import { adminMethod, forgetBoth, peekBoth } from "./_failover_admin.ts";
 export * from "./_contract.ts";
 
@@ -181,9 +185,10 @@ export class FailoverStore implements IdempotencyStore {
   #onEvent: ((event: FailoverEvent) => void) | undefined;
   #fallbackAnswered = false; // once true, `strict: false` is lenient
 
-  /** Makes a store on two stores; throws a TypeError on a bad option. */
+  /** Makes a store on two stores; throws a TypeError on a bad or unknown option. */
   constructor(options: FailoverStoreOptions) {
     assertStore("primary", options?.primary);
+    knownOptions("FailoverStore", options, FAILOVER_OPTIONS);
     if (options.fallback === undefined || options.fallback === null) {
       throw new TypeError(
         "'fallback' is required: a FailoverStore without a fallback is its primary alone; pass the durable store (such as a PostgresStore), or use the primary directly",
@@ -430,6 +435,8 @@ export class FailoverStore implements IdempotencyStore {
     } catch { /* a listener's throw changes no answer */ }
   }
 }
+
+const FAILOVER_OPTIONS = ["primary", "fallback", "strict", "onEvent"];
 
 const UNTRUSTED =
   "The fallback store has not answered once since this FailoverStore was made, so it is not trusted to be working (run 'await store.migrate()' at boot to create its table)";

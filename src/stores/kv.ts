@@ -14,12 +14,17 @@ import type {
   IdempotencyStore,
   PeekResult,
   StoredResponse,
+  StoreEvent,
   StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { optionalFunction, positiveInteger } from "../_validate.ts";
+import {
+  knownOptions,
+  optionalFunction,
+  positiveInteger,
+} from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
 import { type KvMutations, KvUnit } from "./_kv_unit.ts";
@@ -57,6 +62,12 @@ export interface KvStoreOptions {
    * @default {10_000}
    */
   timeoutMs?: number;
+  /**
+   * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
+   * that failed but may have landed; a throw is ignored.
+   * @default {undefined}
+   */
+  onEvent?: (event: StoreEvent) => void;
 }
 
 /**
@@ -106,16 +117,22 @@ export class KvStore implements IdempotencyStore {
   /**
    * Makes a store on a database the caller opened.
    *
-   * @throws {TypeError} When `kv`, `prefix` or `clock` is not what it should be.
+   * @throws {TypeError} When `kv`, `prefix`, `clock` or `onEvent` is not what
+   * it should be, or an option is unknown.
    * @throws {RangeError} When `timeoutMs` is not a positive number.
    */
   constructor(options: KvStoreOptions) {
-    const { kv, prefix, clock, timeoutMs } = kvSettings(options);
+    const { kv, prefix, clock, timeoutMs, onEvent } = kvSettings(options);
     this.#slots = new KvSlots(kv, prefix, clock);
+    this.#orphans.onEvent = onEvent;
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
       failed: (operation, error) =>
         error instanceof StoreError ? error : new StoreError(
-          `Deno KV failed to ${operation}: ${error}`,
+          `Deno KV failed to ${operation}: ${error}${
+            (error as { name?: unknown } | null)?.name === "BadResource"
+              ? CLOSED
+              : ""
+          }`,
           { operation, cause: error },
         ),
       timedOut: (operation) =>
@@ -254,12 +271,23 @@ export class KvStore implements IdempotencyStore {
   }
 }
 
-function kvSettings(options: KvStoreOptions): Required<KvStoreOptions> {
+/** What a `BadResource` from Deno KV means here, and what to do. */
+const CLOSED =
+  ": the Deno.Kv is closed: keep it open while the store is in use (close it only after the server stops)";
+
+const KV_OPTIONS = ["kv", "prefix", "clock", "timeoutMs", "onEvent"];
+
+type KvSettings = Required<Omit<KvStoreOptions, "onEvent">> & {
+  onEvent: KvStoreOptions["onEvent"];
+};
+
+function kvSettings(options: KvStoreOptions): KvSettings {
   const { kv, prefix = ["idempotency"] } = options ?? {};
+  knownOptions("KvStore", options ?? {}, KV_OPTIONS);
   const timeoutMs = options?.timeoutMs ?? 10_000;
   if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
     throw new RangeError(
-      `'timeoutMs' must be a positive number: current value is ${timeoutMs}`,
+      `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
     );
   }
   if (
@@ -273,5 +301,6 @@ function kvSettings(options: KvStoreOptions): Required<KvStoreOptions> {
     );
   }
   const clock = optionalFunction("clock", options?.clock) ?? Date.now;
-  return { kv, prefix: [...prefix], clock, timeoutMs };
+  const onEvent = optionalFunction("onEvent", options?.onEvent);
+  return { kv, prefix: [...prefix], clock, timeoutMs, onEvent };
 }

@@ -15,7 +15,11 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { optionalFunction, positiveInteger } from "../_validate.ts";
+import {
+  knownOptions,
+  optionalFunction,
+  positiveInteger,
+} from "../_validate.ts";
 
 /** Options of the {@linkcode MemoryStore} constructor. */
 export interface MemoryStoreOptions {
@@ -27,6 +31,7 @@ export interface MemoryStoreOptions {
   clock?: () => number;
 }
 
+const MEMORY_OPTIONS = ["maxEntries", "maxBytes", "clock"];
 const KEY_CHARS = 64; // of a slot or fingerprint, covered by the overhead
 const WIDE = /[\u0100-\uffff]/; // a string with one takes two bytes a character
 let lastToken = 0; // tokens: a counter, unique in the process
@@ -100,8 +105,9 @@ export class MemoryStore implements IdempotencyStore {
   #maxBytes: number;
   #clock: () => number;
 
-  /** Makes an empty store; throws a RangeError or TypeError on a bad option. */
+  /** Makes an empty store; throws a RangeError or TypeError on a bad or unknown option. */
   constructor(options: MemoryStoreOptions = {}) {
+    knownOptions("MemoryStore", options ?? {}, MEMORY_OPTIONS);
     const { maxEntries, maxBytes, clock } = options;
     this.#maxEntries = positiveInteger("maxEntries", maxEntries ?? 100_000);
     this.#maxBytes = positiveInteger("maxBytes", maxBytes ?? 67_108_864);

@@ -38,6 +38,7 @@ import {
   type PostgresSweepOptions,
 } from "./_postgres_options.ts";
 import {
+  assertPool,
   PostgresUnit,
   type TransactionalHandler,
   type TransactionSetup,
@@ -106,7 +107,8 @@ export class PostgresStore implements IdempotencyStore {
    * {@linkcode PostgresStore.migrate} (or {@linkcode postgresMigration}'s SQL)
    * once before use.
    *
-   * @throws {TypeError} When `sql`, `table` or `transaction.isolation` is invalid.
+   * @throws {TypeError} When `sql`, `table` or `transaction.isolation` is
+   * invalid, or an option is unknown.
    * @throws {RangeError} When `timeoutMs` or `transaction.statementTimeoutMs` is.
    */
   constructor(options: PostgresStoreOptions) {
@@ -115,11 +117,14 @@ export class PostgresStore implements IdempotencyStore {
     this.#sql = sql;
     this.#table = table;
     this.#name = settings.name;
+    this.#orphans.onEvent = settings.onEvent;
+    const failed = (operation: Operation, cause: unknown) =>
+      failure(operation, cause, settings.name);
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed: failure,
+      failed,
       // Never `query.cancel()` (docs/architecture.md, "Nothing left behind").
       timedOut: (operation) =>
-        failure(operation, new Error(`No answer within ${timeoutMs} ms`)),
+        failed(operation, new Error(`No answer within ${timeoutMs} ms`)),
     });
     this.#statements = statements(table);
     this.#setup = { ...settings, complete: this.#statements.complete };
@@ -257,6 +262,10 @@ export class PostgresStore implements IdempotencyStore {
    * Wraps a handler so that it receives the request's transaction
    * ({@linkcode PostgresStore.transaction}) as its second argument.
    *
+   * @throws {RangeError} When the pool (`max`) holds fewer than two
+   * connections, as {@linkcode PostgresStore.transaction} would on the first
+   * request.
+   *
    * @example An order and its record in one transaction
    * ```ts ignore
    * const store = new PostgresStore({ sql });
@@ -274,6 +283,7 @@ export class PostgresStore implements IdempotencyStore {
         `'handler' must be a function: current value is ${handler}`,
       );
     }
+    assertPool(this.#sql);
     return async (request, ...args) =>
       await handler(request, await this.transaction(request), ...args);
   }
@@ -346,12 +356,25 @@ export class PostgresStore implements IdempotencyStore {
   }
 }
 
-function failure(operation: Operation, cause: unknown): StoreError {
+const WRITES = new Set<Operation>(["complete", "release", "extend", "forget"]);
+
+/** A failed call's error, with what to do when the table is missing. */
+function failure(
+  operation: Operation,
+  cause: unknown,
+  table: string,
+): StoreError {
   const reason = cause instanceof Error ? cause.message : String(cause);
+  // undefined_table: the table was never created here.
+  const missing = (cause as { code?: unknown } | null)?.code === "42P01"
+    ? `: the table ${
+      JSON.stringify(table)
+    } does not exist: run \`await store.migrate()\` (or postgresMigration()'s SQL) before serving`
+    : "";
   return new StoreError(
     `PostgreSQL ${operation} failed${
-      operation === "claim" ? "" : " (outcome unknown)"
-    }: ${reason}`,
+      WRITES.has(operation) ? " (outcome unknown)" : ""
+    }: ${reason}${missing}`,
     { operation, cause },
   );
 }

@@ -17,6 +17,7 @@ import {
   type PeekResult,
   type StoredResponse,
   StoreError,
+  type StoreEvent,
   type StoreOperation,
   type StoreStats,
   type WriteOutcome,
@@ -31,10 +32,17 @@ export type {
 
 import { Buffer } from "node:buffer";
 import { assertStoredResponse } from "../_record.ts";
-import { positiveInteger } from "../_validate.ts";
+import {
+  knownOptions,
+  needsOption,
+  optionalFunction,
+  positiveInteger,
+  positiveMs,
+} from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import {
   commander,
+  connectionHint,
   mayHaveRun,
   type RedisClientLike,
   refusal,
@@ -100,11 +108,21 @@ export interface RedisStoreOptions {
    */
   waitReplicas?: number;
   /**
-   * How long each `WAIT` may block, in milliseconds.
+   * How long each `WAIT` may block, in milliseconds (only with `waitReplicas`).
    * @default {500}
    */
   waitTimeoutMs?: number;
+  /**
+   * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
+   * that failed but may have landed; a throw is ignored.
+   * @default {undefined}
+   */
+  onEvent?: (event: StoreEvent) => void;
 }
+
+const REDIS_OPTIONS =
+  "client prefix timeoutMs subscriber waitReplicas waitTimeoutMs onEvent"
+    .split(" ");
 
 /**
  * An {@linkcode IdempotencyStore} on Redis 6.0 or later, or Redis Cluster:
@@ -164,13 +182,17 @@ export class RedisStore implements IdempotencyStore {
   readonly waitForChange?: (slot: string, signal: AbortSignal) => Promise<void>;
 
   /**
-   * Makes a store on a client the caller connected.
-   * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed.
+   * Makes a store on a client the caller connected (or will connect before
+   * serving: a command that fails on a client not connected says so).
+   * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed,
+   * an option is unknown, or `waitTimeoutMs` is given without `waitReplicas`.
    * @throws {RangeError} When a number option is not a positive integer.
    */
   constructor(options: RedisStoreOptions) {
     const client = options?.client;
     this.#send = commander(client);
+    knownOptions("RedisStore", options, REDIS_OPTIONS);
+    this.#orphans.onEvent = optionalFunction("onEvent", options.onEvent);
     const prefix = options.prefix ?? "idempotency:";
     if (typeof prefix !== "string") {
       throw new TypeError(
@@ -178,7 +200,7 @@ export class RedisStore implements IdempotencyStore {
       );
     }
     this.#prefix = prefix;
-    const timeoutMs = positiveInteger("timeoutMs", options.timeoutMs ?? 2000);
+    const timeoutMs = positiveMs("timeoutMs", options.timeoutMs ?? 2000);
     const subscriber = options.subscriber;
     if (subscriber !== undefined) {
       if (
@@ -197,13 +219,22 @@ export class RedisStore implements IdempotencyStore {
       ? 0
       : positiveInteger("waitReplicas", replicas);
     const waitMs = options.waitTimeoutMs ?? 500;
-    this.#waitMs = positiveInteger("waitTimeoutMs", waitMs);
+    this.#waitMs = positiveMs("waitTimeoutMs", waitMs);
+    needsOption(
+      "waitTimeoutMs",
+      options.waitTimeoutMs !== undefined,
+      "'waitReplicas' above 0",
+      this.#replicas > 0,
+    );
     this.#wait = waiter(client, this.#send, this.#replicas, this.#waitMs);
+    const hint = connectionHint(client);
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed: failure,
+      failed: (operation, cause) => failure(operation, cause, "", hint()),
       timedOut: (operation) =>
         new StoreError(
-          `Redis ${operation} did not answer within ${timeoutMs} ms`,
+          `Redis ${operation} did not answer within ${timeoutMs} ms${
+            colon(hint())
+          }`,
           { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
         ),
     });
@@ -211,8 +242,9 @@ export class RedisStore implements IdempotencyStore {
     const wait = `WAIT ${this.#replicas}: `;
     const late = `WAIT did not answer within ${this.#waitMs} ms and more`;
     this.#waits = new StoreCalls(this.#waitMs + timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause, wait),
-      timedOut: (operation) => failure(operation, new Error(late), wait),
+      failed: (operation, cause) => failure(operation, cause, wait, hint()),
+      timedOut: (operation) =>
+        failure(operation, new Error(late), wait, hint()),
     });
   }
 
@@ -454,9 +486,16 @@ export class RedisStore implements IdempotencyStore {
 
 type Argv = (string | Uint8Array)[];
 
-/** A failed call's error: `what` failed with `cause`. */
-function failure(op: Operation, cause: unknown, what = ""): StoreError {
+/** A failed call's error: `what` failed with `cause`, then what to do. */
+function failure(
+  op: Operation,
+  cause: unknown,
+  what: string,
+  hint: string | undefined,
+): StoreError {
   const reason = (cause as { message?: unknown } | null)?.message ?? cause;
-  const message = `Redis ${op} failed: ${what}${reason}`;
+  const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
   return new StoreError(message, { operation: op, cause });
 }
+
+const colon = (hint: string | undefined) => hint ? `: ${hint}` : "";

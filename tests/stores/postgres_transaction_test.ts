@@ -365,26 +365,34 @@ integrationTest(
 );
 
 integrationTest(
-  "PostgresStore.transaction() refuses a pool of one with a clear error",
+  "PostgresStore.transactional() and transaction() refuse a pool of one with a clear error",
   ignore,
   async () => {
     await using pg = await setup("txn_pool1", { max: 1 });
     const { store, effects } = pg;
-    const handler = idempotency(
-      store.transactional(async (request, tx) => {
-        await insert(tx, effects, request);
-        return new Response("ok", { status: 201 });
-      }),
-      { scope: "global", store },
+    const refusal = (error: Error) => {
+      assert.ok(error instanceof RangeError);
+      assert.match(
+        error.message,
+        /at least 2 connections.*postgres\(url, \{ max: 2 \}\).*'max' is 1/,
+      );
+      return true;
+    };
+    // At wrapping, before any request.
+    assert.throws(
+      () =>
+        store.transactional(async (request, tx) => {
+          await insert(tx, effects, request);
+          return new Response("ok", { status: 201 });
+        }),
+      refusal,
     );
-    await assert.rejects(
-      async () => await handler(post("k1")),
-      (error: Error) => {
-        assert.ok(error instanceof RangeError);
-        assert.match(error.message, /at least 2 connections.*'max' is 1/);
-        return true;
-      },
-    );
+    // A handler that asks for the transaction itself: at its first request.
+    const handler = idempotency(async (request) => {
+      await store.transaction(request);
+      return new Response("ok", { status: 201 });
+    }, { scope: "global", store });
+    await assert.rejects(async () => await handler(post("k1")), refusal);
     // The key was freed, and the plain path still works on a pool of one.
     const plain = idempotency(() => new Response("ok"), {
       scope: "global",

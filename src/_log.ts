@@ -1,0 +1,200 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * The middleware's log: the events that mean something is misconfigured or
+ * lost, written as one line each to a {@linkcode Logger}, at most one line
+ * per kind a minute (docs/architecture.md, Loud by default). @module
+ */
+
+import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
+import type { IdempotencyEvent } from "./events.ts";
+
+/** Where the log lines go: `console`, or any object with its `warn` and `error`. */
+export interface Logger {
+  /** Writes a line about something that may cost a duplicate run. */
+  warn(...data: unknown[]): void;
+  /** Writes a line about something that fails requests or loses a record. */
+  error(...data: unknown[]): void;
+}
+
+/** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
+export const LOG_CLOCK: unique symbol = Symbol("log clock");
+
+/** How long a kind's later lines are held back and counted, in milliseconds. */
+export const LOG_INTERVAL_MS = 60_000;
+
+/** What every line starts with. */
+const PREFIX = "[@idempotent/http]";
+
+/** One kind's minute: what was held back since its last line. */
+interface Window {
+  until: number;
+  count: number;
+  latest: string;
+  cancel: (() => void) | undefined;
+}
+
+type Listener = (event: IdempotencyEvent) => void;
+
+/**
+ * The `onEvent` listener and the `logger` option in one listener, or
+ * `undefined` when neither is wanted: `logger` is `console` by default
+ * without `onEvent`, nothing by default beside one, nothing when `false`.
+ * `onEvent` runs first; the log runs even if it throws.
+ */
+export function withLog(
+  onEvent: Listener | undefined,
+  logger: unknown,
+  clock?: Clock,
+): Listener | undefined {
+  if (logger === false || (logger === undefined && onEvent !== undefined)) {
+    return onEvent;
+  }
+  const to = (logger ?? globalThis.console) as Partial<Logger> | null;
+  if (typeof to?.warn !== "function" || typeof to.error !== "function") {
+    throw new TypeError(
+      `'logger' must be false or an object with warn() and error(), such as console: current value is ${logger}`,
+    );
+  }
+  const log = logListener(to as Logger, clock);
+  if (onEvent === undefined) return log;
+  return (event) => {
+    try {
+      onEvent(event);
+    } finally {
+      log(event);
+    }
+  };
+}
+
+/**
+ * An `onEvent` listener that writes the events worth a line to `logger`:
+ * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`
+ * given up (`outcome: "unknown"`) and an unreadable `conflict`. The first
+ * of each kind is written at once; later ones within a minute are counted
+ * and written as one line at the minute's end, with the latest's text.
+ */
+export function logListener(
+  logger: Logger,
+  clock: Clock = SYSTEM_CLOCK,
+): (event: IdempotencyEvent) => void {
+  const windows = new Map<string, Window>();
+  const write = (kind: string, level: Level, text: string) => {
+    const now = clock.now();
+    const window = windows.get(kind);
+    if (window === undefined || (now >= window.until && window.count === 0)) {
+      logger[level](`${PREFIX} ${text}`);
+      windows.set(kind, {
+        until: now + LOG_INTERVAL_MS,
+        count: 0,
+        latest: text,
+        cancel: undefined,
+      });
+      return;
+    }
+    window.count++;
+    window.latest = text;
+    const flush = () => {
+      window.cancel = undefined;
+      const times = window.count === 1 ? "once more" : `${window.count} times`;
+      logger[level](
+        `${PREFIX} ${kind} happened ${times} in the last minute; the latest: ${window.latest}`,
+      );
+      window.count = 0;
+      window.until = clock.now() + LOG_INTERVAL_MS;
+    };
+    if (now >= window.until) {
+      window.cancel?.();
+      flush();
+    } else if (window.cancel === undefined) {
+      window.cancel = clock.setTimeout(flush, window.until - now);
+    }
+  };
+  return (event) => {
+    const line = lineOf(event);
+    if (line !== undefined) write(line[0], line[1], line[2]);
+  };
+}
+
+type Level = "warn" | "error";
+
+/** The event's kind, level and text, or `undefined` for an event not logged. */
+function lineOf(event: IdempotencyEvent): [string, Level, string] | undefined {
+  switch (event.type) {
+    case "store_error":
+      return [
+        "store_error",
+        "error",
+        `store_error: the store's ${event.operation} failed${
+          event.operation === "claim"
+            ? " (its request answered 503, or ran unguarded under 'failOpen')"
+            : ""
+        }: ${describe(event.error)}`,
+      ];
+    case "fail_open":
+      return [
+        "fail_open",
+        "warn",
+        `fail_open: the store failed, so 'failOpen' ran the handler unguarded (a retry may run it again): ${
+          describe(event.error)
+        }`,
+      ];
+    case "lease_lost":
+      return [
+        "lease_lost",
+        "warn",
+        "lease_lost: a handler still running lost its key to another request (it may run twice): raise 'lease' above the slowest handler, or look at the store's latency",
+      ];
+    case "completed":
+    case "released":
+      if (event.outcome !== "unknown") return undefined;
+      return [
+        "write_given_up",
+        "error",
+        `write_given_up: a record's ${
+          event.type === "completed" ? "completion" : "release"
+        } was given up after ${event.attempts} attempts ('completionTimeout'): ${
+          event.type === "completed"
+            ? "a retry of that key may run the handler again"
+            : "the key stays in flight until its lease passes"
+        }; see the store_error lines for why`,
+      ];
+    case "conflict":
+      if (!event.unreadable) return undefined;
+      return [
+        "unreadable",
+        "warn",
+        "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written",
+      ];
+    default:
+      return undefined;
+  }
+}
+
+/** An error as `Name: message`, then each cause whose message it lacks. */
+export function describe(error: unknown): string {
+  let text = nameAndMessage(error);
+  const seen = new Set<unknown>([error]);
+  for (
+    let cause = (error as { cause?: unknown } | null)?.cause;
+    cause !== undefined && !seen.has(cause);
+    cause = (cause as { cause?: unknown } | null)?.cause
+  ) {
+    seen.add(cause);
+    const message = messageOf(cause);
+    if (!text.includes(message)) text += ` (cause: ${nameAndMessage(cause)})`;
+  }
+  return text;
+}
+
+function nameAndMessage(error: unknown): string {
+  const name = (error as { name?: unknown } | null)?.name;
+  const message = messageOf(error);
+  return typeof name === "string" && name !== ""
+    ? `${name}: ${message}`
+    : message;
+}
+
+function messageOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : String(error);
+}
