@@ -89,10 +89,10 @@ export class Guard<A extends unknown[]> {
       ? computed
       : await computed;
 
-    let claim = await this.#claim(flight, fingerprint);
-    if (this.#waiters !== undefined) {
-      claim = await this.#waitForOwner(flight, fingerprint, claim);
-    }
+    const first = await this.#claim(flight, fingerprint);
+    const claim = this.#waiters === undefined
+      ? first
+      : await this.#waitForOwner(flight, fingerprint, first);
     switch (claim.state) {
       case "unreachable":
         return await this.#unreachable(flight, body, claim.error);
@@ -102,7 +102,9 @@ export class Guard<A extends unknown[]> {
         const record = encryption === undefined
           ? isSealed(claim.response) ? null : claim.response
           : await encryption.open(flight.slot, fingerprint, claim.response);
-        if (record !== null) return this.#replay(flight, record);
+        if (record !== null) {
+          return this.#replay(flight, record, claim !== first);
+        }
         // docs/architecture.md, Unreadable is in flight.
         return this.#conflict(flight, null, config.lease);
       }
@@ -167,19 +169,28 @@ export class Guard<A extends unknown[]> {
     const { request, slot } = flight;
     const { failOpen, renderProblem } = this.#config;
     if (!failOpen) {
+      this.#report(
+        () => ({ type: "unavailable", slot, error }),
+        flight.started,
+      );
       return await reject(request, "unavailable", {}, renderProblem);
     }
     this.#report(() => ({ type: "fail_open", slot, error }), flight.started);
     return await this.#handler(rebuild(request, body), ...flight.args);
   }
 
-  #replay(flight: Flight<A>, response: StoredResponse): Response {
+  #replay(
+    flight: Flight<A>,
+    response: StoredResponse,
+    waited: boolean,
+  ): Response {
     const { slot } = flight;
     this.#report(() => ({
       type: "replayed",
       slot,
       status: response.status,
       ...(response.omitted ? { omitted: response.omitted } : {}),
+      ...(waited ? { waited } : {}),
     }), flight.started);
     const { replayHeader, unstoredHeaders } = this.#config;
     return replay(response, replayHeader, unstoredHeaders);

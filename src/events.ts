@@ -21,7 +21,7 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * One thing that happened to one request.
  *
  * - `claimed`: the handler runs (`recovered`: an expired lease taken over).
- * - `replayed`: a completed response answered again.
+ * - `replayed`: a completed response answered again (`waited`: after a wait).
  * - `conflict`: 409, the key in flight (`unreadable`: its value could not be read).
  * - `mismatch`: 422, the key used for a different request.
  * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
@@ -33,6 +33,7 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `body_error`: the body stream errored after a cacheable status.
  * - `lease_lost`: a heartbeat found the slot taken over.
  * - `store_error`: a store operation threw.
+ * - `unavailable`: 503, the store unreachable (after a `store_error`).
  * - `fail_open`: the store was unreachable; `failOpen` ran the handler.
  * - `waiting`: a duplicate waits (`via`: `owner`, in this instance, or `poll`).
  * - `woken`: the slot changed: a `replayed` or `claimed` follows.
@@ -58,7 +59,12 @@ export type WriteResult = "applied" | "lost" | "unknown";
  */
 export type IdempotencyEvent =
   | EventBase & { type: "claimed"; recovered: boolean }
-  | EventBase & { type: "replayed"; status: number; omitted?: OmittedReason }
+  | EventBase & {
+    type: "replayed";
+    status: number;
+    omitted?: OmittedReason;
+    waited?: true;
+  }
   | EventBase & { type: "conflict"; retryAfterMs: number; unreadable: boolean }
   | EventBase & { type: "mismatch" }
   | EventBase & {
@@ -101,6 +107,7 @@ export type IdempotencyEvent =
     operation: StoreOperation;
     error: unknown;
   }
+  | EventBase & { type: "unavailable"; error: unknown }
   | EventBase & { type: "fail_open"; error: unknown }
   | EventBase & { type: "waiting"; via: "owner" | "poll" }
   | EventBase & {

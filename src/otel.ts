@@ -107,12 +107,6 @@ export interface TelemetryOptions {
    */
   meterProvider?: MeterProviderLike;
   /**
-   * The middleware's `failOpen`: a claim that threw is `fail_open` when set,
-   * else `unavailable`. Set it as the middleware's.
-   * @default {false}
-   */
-  failOpen?: boolean;
-  /**
    * Whether each request's outcome goes on the active span as `idempotency.*` attributes.
    * @default {true}
    */
@@ -155,9 +149,6 @@ const DURATION_BUCKETS = [
   10,
 ];
 
-/** Slots with a waiter woken and not yet answered, at most this many kept. */
-const MAX_WOKEN = 10_000;
-
 /** What is passed through untimed, when the inner store has it. */
 const PASSED = [
   "unitOfWork",
@@ -171,7 +162,7 @@ const PASSED = [
  * Makes the instruments of the table in this module's doc, and the listeners
  * that feed them.
  *
- * @param options The meter provider, the middleware's `failOpen`, span attributes.
+ * @param options The meter provider, and whether to set span attributes.
  * @returns The listeners to pass as `onEvent` and the store wrapper.
  *
  * @example Keep a listener of your own beside it
@@ -199,7 +190,6 @@ export function idempotencyTelemetry(
 ): IdempotencyTelemetry {
   const provider: MeterProviderLike = options.meterProvider ??
     metrics.getMeterProvider();
-  const failOpen = options.failOpen ?? false;
   const spans = options.spanAttributes ?? true;
   const meter = provider.getMeter("@idempotent/http") as Meter;
   const counter = (name: string, unit: string, description: string) =>
@@ -253,21 +243,11 @@ export function idempotencyTelemetry(
     "Slots a FailoverStore found on its fallback once the primary answered.",
   );
 
-  // Per slot, the waiters woken whose answer is not yet reported.
-  const woken = new Map<string, number>();
   const byOutcome = new Map<string, Attributes>();
   const outcome = (
     result: RequestOutcome,
     slot: string | null,
   ): void => {
-    if (slot !== null && woken.size > 0) {
-      const left = woken.get(slot);
-      if (left !== undefined) {
-        if (result === "replayed") result = "waited";
-        if (left > 1) woken.set(slot, left - 1);
-        else woken.delete(slot);
-      }
-    }
     let attributes = byOutcome.get(result);
     if (attributes === undefined) {
       attributes = { "idempotency.outcome": result };
@@ -293,9 +273,11 @@ export function idempotencyTelemetry(
         case "claimed":
           return outcome("executed", event.slot);
         case "replayed":
+          return outcome(event.waited ? "waited" : "replayed", event.slot);
         case "conflict":
         case "mismatch":
         case "rejected":
+        case "unavailable":
         case "fail_open":
           return outcome(event.type, event.slot);
         case "store_error":
@@ -303,14 +285,6 @@ export function idempotencyTelemetry(
             "idempotency.store.operation": event.operation,
             "error.type": errorType(event.error),
           });
-          // A claim that threw ends the request: 503, or fail_open next.
-          if (event.operation === "claim" && !failOpen) {
-            outcome("unavailable", event.slot);
-          }
-          return;
-        case "woken":
-          if (woken.size >= MAX_WOKEN) woken.clear();
-          woken.set(event.slot!, (woken.get(event.slot!) ?? 0) + 1);
           return;
         case "write_retry":
           return write(retries, event.operation);

@@ -57,7 +57,7 @@ Deno.test("idempotencyTelemetry() counts each request once by its outcome and se
   const down = new FaultyStore(new MemoryStore());
   down.failing.add("claim");
   const unavailable = idempotency(ok, { ...base, store: down });
-  const open = idempotencyTelemetry({ meterProvider, failOpen: true });
+  const open = idempotencyTelemetry({ meterProvider });
   const failOpen = idempotency(ok, {
     scope: "global",
     store: down,
