@@ -49,6 +49,9 @@ const VALUES = new Set([
   "limit",
 ]);
 
+/** Every option's name, for the help's test. */
+export const OPTION_NAMES: readonly string[] = [...FLAGS, ...VALUES];
+
 /** Splits `args` into the command and its options; `null` asks for help. */
 function split(
   args: string[],

@@ -380,6 +380,7 @@ async function open(target: Target): Promise<Opened> {
           ...(table === undefined ? {} : { table }),
         })
       );
+      await sql`SELECT 1`; // unreachable, not failed, when this throws
       return { store, close };
     } catch (error) {
       await close();
@@ -387,7 +388,10 @@ async function open(target: Target): Promise<Opened> {
     }
   }
   if (!/^[a-z]+:\/\//.test(target.path)) {
-    await Deno.stat(target.path); // opening a missing file would create it
+    // Opening a missing file would create it.
+    await Deno.stat(target.path).catch((cause) => {
+      throw new Error("no such file", { cause });
+    });
   }
   const kv = await Deno.openKv(target.path);
   const prefix = target.prefix;
