@@ -35,6 +35,15 @@
  *   task NAME` included), run in the scratch project, each of which must
  *   exit 0; `# ` lines after a command are matched against its output as for
  *   `client`.
+ * - `<!-- readme-test: cli -->`: a shell block for `@idempotent/http/cli`.
+ *   `alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"` must
+ *   be written so (the package's `./cli`); `NAME="value"` sets a variable;
+ *   every other command starts with `idem` and runs this checkout's
+ *   `src/cli.ts`, `$NAME` expanded (`$REDIS_URL` and `$DATABASE_URL` are the
+ *   test's services; unquoted, it splits into words). It must exit 0 or 1
+ *   (found or absent, never a usage error or an unreachable store); `# `
+ *   lines are matched as for `client`. Every inline code span of the text
+ *   that starts with `idem ` runs the same way, after the blocks.
  * - `<!-- readme-test: fragment FILE -->`: the block occurs verbatim in FILE
  *   (a path in this checkout, normally under `examples/`), line by line,
  *   indentation aside; its first line may be the end of a line of FILE and
@@ -224,6 +233,29 @@ function matchOutput(output: string, expected: string[]): string | null {
   return null;
 }
 
+/** The alias README.md defines for the CLI, and the package entry it names. */
+const CLI_ALIAS = 'alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"';
+
+/** Expands `$NAME` and `"$NAME"` in a command line, then splits it into words. */
+export function expandWords(
+  line: string,
+  vars: Record<string, string>,
+): string[] {
+  const value = (name: string) => {
+    const v = vars[name];
+    if (v === undefined) throw new Error(`$${name} is not set in: ${line}`);
+    return v;
+  };
+  // Quoted: one word (re-quoted); unquoted: the value's words.
+  const quoted = line.replace(
+    /"\$([A-Z_][A-Z0-9_]*)"/g,
+    (_, n) => `'${value(n)}'`,
+  );
+  return shellWords(
+    quoted.replace(/\$([A-Z_][A-Z0-9_]*)/g, (_, n) => value(n)),
+  );
+}
+
 /** Splits leading `VAR=value` words off a command. */
 function environmentOf(words: string[]): {
   env: Record<string, string>;
@@ -262,6 +294,9 @@ class Runner {
   ran = new Set<string>();
   /** Keys sent by the default replay check, for the cleanup. */
   keys: string[] = [];
+  /** The variables of `cli` blocks, and whether the alias was defined. */
+  vars: Record<string, string> = { REDIS_URL, DATABASE_URL };
+  alias = false;
 
   async setUp(blocks: Block[]): Promise<void> {
     this.scratch = await Deno.makeTempDir({ prefix: "readme_test_" });
@@ -501,6 +536,47 @@ class Runner {
     }
   }
 
+  async cli(block: Block): Promise<void> {
+    for (const raw of block.text.split("\n")) {
+      const line = raw.trim();
+      if (line.startsWith("alias ")) {
+        assert.equal(line, CLI_ALIAS, `README.md:${block.line}: the alias`);
+        this.alias = true;
+        continue;
+      }
+      const set = /^([A-Z_][A-Z0-9_]*)="(.*)"$/.exec(line);
+      if (set === null) continue;
+      const words = expandWords(`"${set[2]}"`, this.vars);
+      this.vars[set[1]!] = words.join(" ");
+    }
+    for (const { words, expected } of commandsOf(block)) {
+      if (words[0] === "alias" || /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
+        continue;
+      }
+      await this.idem(`README.md:${block.line}`, words.join(" "), expected);
+    }
+  }
+
+  /** Runs one `idem …` command line; it must exit 0 or 1. */
+  async idem(where: string, line: string, expected: string[]): Promise<void> {
+    assert.ok(this.alias, `${where}: 'idem' before the alias defines it`);
+    const words = expandWords(line, this.vars);
+    assert.equal(words[0], "idem", `${where}: a 'cli' command starts with idem`);
+    const out = await this.#deno([
+      "run",
+      "-A",
+      "--unstable-kv",
+      `${ROOT_PATH}/src/cli.ts`,
+      ...words.slice(1),
+    ], {});
+    assert.ok(
+      out.code === 0 || out.code === 1,
+      `${where}: '${line}' exited ${out.code}:\n${out.text}`,
+    );
+    const mismatch = matchOutput(out.stdout, expected);
+    assert.equal(mismatch, null, `${where}: ${mismatch}`);
+  }
+
   async fragment(block: Block): Promise<void> {
     const file = block.marker?.[1];
     assert.ok(
@@ -568,6 +644,7 @@ const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
   serve: (runner, block) => runner.serve(block),
   client: (runner, block) => runner.client(block),
   exits: (runner, block) => runner.exits(block),
+  cli: (runner, block) => runner.cli(block),
   fragment: (runner, block) => runner.fragment(block),
 };
 
@@ -583,7 +660,8 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const blocks = fencedBlocks(await Deno.readTextFile(README));
+    const readme = await Deno.readTextFile(README);
+    const blocks = fencedBlocks(readme);
     const unknown = blocks.filter((b) =>
       b.marker === null || !(b.marker[0]! in KINDS)
     );
@@ -609,6 +687,13 @@ Deno.test({
         );
       }
       await t.step("the last server", () => runner.stop());
+      await t.step("every inline `idem …` command runs", async () => {
+        const prose = readme.replace(/^(`{3,}|~{3,})[^]*?^\1\s*$/gm, "");
+        for (const [, line] of prose.matchAll(/`(idem [^`]+)`/g)) {
+          const at = readme.slice(0, readme.indexOf(line!)).split("\n").length;
+          await runner.idem(`README.md:${at}`, line!, []);
+        }
+      });
       await t.step("every fragment's file runs in a README command", () => {
         const files = blocks.filter((b) => b.marker![0] === "fragment")
           .map((b) => b.marker![1]!);
