@@ -6,8 +6,11 @@ import { within } from "./_async.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
+  PeekResult,
   StoredResponse,
+  StoreStats,
 } from "./store.ts";
 
 /** A kind of value that no store wrote: what `poison` plants at a slot. */
@@ -74,13 +77,29 @@ export interface ConformanceOptions extends Omit<ConformanceCheck, "step"> {
 }
 
 /** What a case needs beyond the four operations and `elapse`. */
-export type Need = "advanceClock" | "poison" | "waitForChange";
+export type Need =
+  | "advanceClock"
+  | "poison"
+  | "waitForChange"
+  | "peek"
+  | "forget"
+  | "stats";
 
 export const HAS: Record<Need, (h: ConformanceHarness) => boolean> = {
   advanceClock: (h) => Boolean(h.advanceClock),
   poison: (h) => Boolean(h.poison),
   waitForChange: (h) => Boolean(h.store.waitForChange),
+  peek: (h) => typeof h.store.peek === "function",
+  forget: (h) => typeof h.store.forget === "function",
+  stats: (h) => typeof h.store.stats === "function",
 };
+
+/** The needs a store of this package always meets: unmet, a case's skip is shown. */
+export const SHOWN_NEEDS: ReadonlySet<Need> = new Set([
+  "peek",
+  "forget",
+  "stats",
+]);
 
 /** One case of the suite. */
 export interface ConformanceCase {
@@ -116,6 +135,13 @@ export class CaseContext {
     needed(this.h.advanceClock, "advanceClock")(ms);
   readonly poison = (slot: string, kind: PoisonKind): Promise<void> =>
     needed(this.h.poison, "poison")(slot, kind);
+  /** The store's `peek`, `forget` and `stats`, which the case needs. */
+  readonly peek = (slot: string): Promise<PeekResult> =>
+    needed(this.store.peek, "peek").call(this.store, slot);
+  readonly forget = (slot: string): Promise<ForgetResult> =>
+    needed(this.store.forget, "forget").call(this.store, slot);
+  readonly stats = (options?: { limit?: number }): Promise<StoreStats> =>
+    needed(this.store.stats, "stats").call(this.store, options);
   readonly watch = (slot: string, signal: AbortSignal): Promise<void> => {
     const watch = needed(this.store.waitForChange, "waitForChange");
     return watch.call(this.store, slot, signal);

@@ -167,7 +167,14 @@ export interface UnitOfWork {
 }
 
 /** Which store operation failed. */
-export type StoreOperation = "claim" | "complete" | "release" | "extend";
+export type StoreOperation =
+  | "claim"
+  | "complete"
+  | "release"
+  | "extend"
+  | "peek"
+  | "forget"
+  | "stats";
 
 /** Options of the {@linkcode StoreError} constructor. */
 export interface StoreErrorOptions {

@@ -6,7 +6,9 @@
  * store, one step per case; {@linkcode checkStoreConformance} runs them for
  * another runner. Each case uses slots of its own, `only: [name]` runs one
  * alone, and a case that needs what the harness lacks (`advanceClock`,
- * `poison`, the store's `waitForChange`) is skipped.
+ * `poison`, the store's `waitForChange`) is skipped; a store without the
+ * optional `peek`, `forget` or `stats` gets a step named "… (skipped: the
+ * store has no peek())" for each case it skips.
  *
  * @module
  */
@@ -16,9 +18,11 @@ import {
   type ConformanceCheck,
   type ConformanceOptions,
   HAS,
+  SHOWN_NEEDS,
 } from "./_conformance.ts";
 import { CLAIM_CASES } from "./_conformance_claims.ts";
 import { EDGE_CASES } from "./_conformance_edges.ts";
+import { ADMIN_CASES } from "./_conformance_admin.ts";
 
 export * from "./stores/_contract.ts";
 export type {
@@ -29,7 +33,7 @@ export type {
   PoisonKind,
 } from "./_conformance.ts";
 
-const CASES = [...CLAIM_CASES, ...EDGE_CASES];
+const CASES = [...CLAIM_CASES, ...EDGE_CASES, ...ADMIN_CASES];
 
 /**
  * Registers the conformance suite for one store as a Deno test, one step per
@@ -95,13 +99,21 @@ export async function checkStoreConformance(
     const context = new CaseContext(h, options.leaseMs ?? 200);
     for (const c of CASES) {
       if (only && !only.has(c.name)) continue;
-      if (!(c.needs ?? []).every((need) => HAS[need](h))) continue;
+      const unmet = (c.needs ?? []).filter((need) => !HAS[need](h));
+      const shown = unmet.find((need) => SHOWN_NEEDS.has(need));
+      if (shown !== undefined) {
+        // An optional method missing is shown, never passed in silence.
+        await step(`${c.name} (skipped: the store has no ${shown}())`, noop);
+      }
+      if (unmet.length > 0) continue;
       await step(c.name, () => c.run(context));
     }
   } finally {
     await h.teardown?.();
   }
 }
+
+const noop = () => Promise.resolve();
 
 /** Runs a case in line; a failure rejects with the case's name. */
 async function inLine(name: string, fn: () => Promise<void>): Promise<void> {

@@ -3,9 +3,11 @@
 
 import { backoff, delay } from "../_async.ts";
 import type { StoredResponse } from "../store.ts";
-import { toStoredResponse } from "../_record.ts";
+import { decodeHeaders, toStoredResponse } from "../_record.ts";
+import { concatBytes } from "../_bytes.ts";
 import {
   assemble,
+  CHUNK_BYTES,
   type ChunkedRecord,
   commitGroups,
   GET_MANY,
@@ -86,6 +88,67 @@ export class KvBodies {
       }
     }
     return assemble(record, values, length);
+  }
+
+  /**
+   * A completed record's header names, reading only the chunks that hold
+   * its header list; `null` when they are torn (for `peek`).
+   */
+  async headerNames(
+    slot: string,
+    record: InlineRecord | ChunkedRecord,
+  ): Promise<string[] | null> {
+    let headers: [string, string][] | null = null;
+    if (!("set" in record)) headers = record.headers;
+    else {
+      const count = Math.min(
+        record.chunks,
+        Math.ceil(record.headersLength / CHUNK_BYTES),
+      );
+      const keys = Array.from(
+        { length: count },
+        (_, i) => this.key(slot, record.token, record.set, i),
+      );
+      const values: Uint8Array[] = [];
+      for (let i = 0; i < keys.length; i += GET_MANY) {
+        const batch = keys.slice(i, i + GET_MANY);
+        for (const entry of await unlocked(() => this.#kv.getMany(batch))) {
+          if (!(entry.value instanceof Uint8Array)) return null;
+          values.push(entry.value);
+        }
+      }
+      const length = values.reduce((n, value) => n + value.byteLength, 0);
+      if (length < record.headersLength) return null;
+      const blob = concatBytes(values, length).subarray(
+        0,
+        record.headersLength,
+      );
+      try {
+        const text = new TextDecoder("utf-8", { fatal: true }).decode(blob);
+        headers = decodeHeaders(text);
+      } catch {
+        return null;
+      }
+    }
+    const held = "set" in record ? record.bodyLength : record.body;
+    const body = held === null ? null : new Uint8Array(0);
+    const response = toStoredResponse(
+      record.status,
+      headers,
+      body,
+      record.omitted,
+    );
+    return response && response.headers.map(([name]) => name);
+  }
+
+  /** The keys of every chunk under `slot`, whichever token wrote it (for `forget`). */
+  async all(slot: string): Promise<Deno.KvKey[]> {
+    const prefix = [...this.#prefix, "chunk", slot];
+    return await unlocked(async () => {
+      const keys: Deno.KvKey[] = [];
+      for await (const entry of this.#kv.list({ prefix })) keys.push(entry.key);
+      return keys;
+    });
   }
 
   /** Writes chunks, as many per commit as fit, concurrently; deletes them on a failure. */

@@ -14,7 +14,7 @@ import {
 import { concatBytes } from "../_bytes.ts";
 
 /** Bytes of one body chunk: the most one Deno KV value may hold. */
-const CHUNK_BYTES = 65_536;
+export const CHUNK_BYTES = 65_536;
 /** The record's serialized size, estimated, up to which the body is kept inline. */
 const INLINE_BUDGET = 60 * 1024;
 /** Mutation bytes per chunk commit, under Deno KV's 819,200. */

@@ -5,8 +5,12 @@ import { StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
+  OmittedReason,
+  PeekResult,
   StoredResponse,
   StoreOperation,
+  StoreStats,
   WriteOutcome,
 } from "../store.ts";
 import { RECORD_VERSION, unreadable } from "../_record.ts";
@@ -169,6 +173,92 @@ export class KvSlots {
       if (await this.#replace(slot, entry, renewed, now)) return "applied";
     }
     throw contended("extend", slot);
+  }
+
+  /** See `KvStore.peek`: one read (and a chunked record's header chunks). */
+  async peek(slot: string): Promise<PeekResult> {
+    const [, found] = await this.#read(slot);
+    if (found.kind === "unreadable") {
+      return { state: "unreadable", expiresAt: null };
+    }
+    const record = found.kind === "record" ? found.record : null;
+    if (record === null || this.#clock() >= record.deadline) {
+      return { state: "absent" };
+    }
+    const { fp: fingerprint, deadline: expiresAt } = record;
+    if (record.state === "in_flight") {
+      const leaseExpiresAt = Math.min(record.leaseUntil, expiresAt);
+      const claimedAt = null;
+      return {
+        state: "in_flight",
+        fingerprint,
+        claimedAt,
+        leaseExpiresAt,
+        expiresAt,
+      };
+    }
+    const headerNames = await this.#bodies.headerNames(slot, record);
+    if (headerNames === null) return { state: "unreadable", expiresAt };
+    const bodyBytes = "set" in record
+      ? record.bodyLength
+      : record.body?.byteLength ?? null;
+    const { status, omitted } = record;
+    const done: PeekResult = {
+      state: "completed",
+      fingerprint,
+      status,
+      headerNames,
+      bodyBytes,
+      claimedAt: null,
+      expiresAt,
+    };
+    if (bodyBytes === null) done.omitted = omitted as OmittedReason;
+    return done;
+  }
+
+  /** See `KvStore.forget`: the record and every chunk of the slot, in one commit when they fit. */
+  async forget(slot: string): Promise<ForgetResult> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const [[entry, found], chunks] = await Promise.all([
+        this.#read(slot),
+        this.#bodies.all(slot),
+      ]);
+      if (found.kind === "absent" && chunks.length === 0) return "absent";
+      const inCommit = chunks.slice(0, DELETE_BATCH - 1);
+      const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
+      for (const key of inCommit) op.delete(key);
+      const result = await unlocked(() => op.commit());
+      if (!result.ok) continue;
+      await this.#bodies.delete(chunks.slice(inCommit.length));
+      const live = found.kind === "unreadable" ||
+        found.kind === "record" && this.#clock() < found.record.deadline;
+      return live ? "deleted" : "absent";
+    }
+    throw contended("forget", slot);
+  }
+
+  /** See `KvStore.stats`: lists at most `limit` records. */
+  async stats(limit: number): Promise<StoreStats> {
+    const counts = { inFlight: 0, completed: 0, unreadable: 0, exact: true };
+    const prefix = [...this.#prefix, "rec"];
+    const now = this.#clock();
+    let listed = 0;
+    await unlocked(async () => {
+      for await (
+        const entry of this.#kv.list({ prefix }, { limit: limit + 1 })
+      ) {
+        if (++listed > limit) {
+          counts.exact = false;
+          break;
+        }
+        const record = parseRecord(entry.value);
+        if (record === null) counts.unreadable++;
+        else if (now >= record.deadline) continue;
+        else if (record.state === "in_flight") counts.inFlight++;
+        else counts.completed++;
+      }
+    });
+    return counts;
   }
 
   /** See `KvStore.waitForChange`. */

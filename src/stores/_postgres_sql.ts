@@ -2,7 +2,12 @@
 /** PostgresStore's SQL: the driver's shape, the statements, their results. @module */
 
 import type { TransactionSql } from "postgres";
-import type { ClaimResult, StoredResponse, StoreOperation } from "../store.ts";
+import type {
+  ClaimResult,
+  PeekResult,
+  StoredResponse,
+  StoreOperation,
+} from "../store.ts";
 import {
   byteView,
   decodeHeaders,
@@ -63,6 +68,9 @@ export function statements(t: string): Statements {
     AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
     AND r.expires_at > ${NOW} AND r.lease_until <= ${NOW})`;
   const free = `(${expired} OR ${leaseOver})`;
+  const live = `(expires_at IS NULL OR expires_at > ${NOW})`;
+  const readable = `(version = ${RECORD_VERSION} AND fingerprint IS NOT NULL
+    AND expires_at IS NOT NULL)`;
   const fenced = `slot = $1 AND token = $2 AND version = ${RECORD_VERSION}
     AND state = 'in_flight' AND expires_at > ${NOW}`;
   const retryAfter = (alias: string) =>
@@ -112,6 +120,21 @@ WHERE ${fenced}`,
     extend: `UPDATE ${t}
 SET lease_until = ${NOW} + $3::float8 * interval '1 millisecond'
 WHERE ${fenced}`,
+    // Admin reads: a row past its TTL is absent; one without a deadline is
+    // unreadable and stays (docs/architecture.md, Inspect and forget).
+    peek: `SELECT version, state, fingerprint, token IS NOT NULL AS has_token,
+  status, headers::text AS headers, octet_length(body) AS body_bytes, omitted,
+  ${epochMs("created_at")} AS claimed_at,
+  ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
+  ${epochMs("expires_at")} AS expires_at
+FROM ${t} WHERE slot = $1 AND ${live}`,
+    forget: `DELETE FROM ${t} WHERE slot = $1 RETURNING ${live} AS live`,
+    stats: `SELECT count(*) FILTER (WHERE ${readable} AND state = 'in_flight'
+    AND token IS NOT NULL)::int AS in_flight,
+  count(*) FILTER (WHERE ${readable} AND state = 'completed'
+    AND status IS NOT NULL)::int AS completed,
+  count(*)::int AS total
+FROM ${t} WHERE ${live}`,
     sweep: `WITH doomed AS (
   SELECT slot FROM ${t} WHERE expires_at <= ${NOW}
   LIMIT $1::int FOR UPDATE SKIP LOCKED
@@ -119,6 +142,59 @@ WHERE ${fenced}`,
 DELETE FROM ${t} AS r USING doomed
 WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
   };
+}
+
+/** A timestamp column as epoch milliseconds on the database's clock. */
+function epochMs(column: string): string {
+  return `(extract(epoch FROM ${column}) * 1000)::float8`;
+}
+
+const msOf = (value: unknown): number | null =>
+  typeof value === "number" && Number.isFinite(value)
+    ? Math.round(value)
+    : null;
+
+/** Reads the row of the `peek` statement, as `decodeClaim` would judge it. */
+export function decodePeek(row: PostgresRow | undefined): PeekResult {
+  if (row === undefined) return { state: "absent" };
+  const expiresAt = msOf(row.expires_at);
+  const fingerprint = row.fingerprint;
+  if (
+    row.version !== RECORD_VERSION || typeof fingerprint !== "string" ||
+    expiresAt === null
+  ) return { state: "unreadable", expiresAt };
+  const claimedAt = msOf(row.claimed_at);
+  const leaseExpiresAt = msOf(row.lease_expires_at);
+  if (
+    row.state === "in_flight" && row.has_token === true &&
+    leaseExpiresAt !== null
+  ) {
+    return {
+      state: "in_flight",
+      fingerprint,
+      claimedAt,
+      leaseExpiresAt,
+      expiresAt,
+    };
+  }
+  const headers = decodeHeaders(row.headers);
+  const size = row.body_bytes;
+  const body = typeof size === "number" ? new Uint8Array(0) : null;
+  const response = row.state === "completed"
+    ? toStoredResponse(row.status, headers, body, row.omitted)
+    : null;
+  if (response === null) return { state: "unreadable", expiresAt };
+  const found: PeekResult = {
+    state: "completed",
+    fingerprint,
+    status: response.status,
+    headerNames: response.headers.map(([name]) => name),
+    bodyBytes: body === null ? null : size as number,
+    claimedAt,
+    expiresAt,
+  };
+  if (response.omitted !== undefined) found.omitted = response.omitted;
+  return found;
 }
 
 /** Reads the row that a claim offering `token` returned. */

@@ -76,7 +76,15 @@ function toBuffer(arg: string | Uint8Array): string | Buffer {
 }
 
 /** The commands the store sends, by the name it sends them. */
-const IOREDIS_COMMANDS = ["SET", "EVALSHA", "EVAL", "PUBLISH", "WAIT"];
+const IOREDIS_COMMANDS = [
+  "SET",
+  "EVALSHA",
+  "EVAL",
+  "PUBLISH",
+  "WAIT",
+  "SCAN",
+  "INFO",
+];
 
 /**
  * Sends one command (name, arguments), never throwing: a command the client

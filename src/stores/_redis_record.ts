@@ -28,6 +28,7 @@ export const TOKEN_ID_LENGTH = 36;
 
 const COLON = 0x3a;
 const ZERO = 0x30;
+const MINUS = 0x2d;
 
 /** A new token for a claim: a random id, then the fingerprint. */
 export function newToken(fingerprint: string): string {
@@ -110,6 +111,25 @@ export function decodeCompleted(
   }
   const fingerprint = bytes.toString("utf8", fp.start, fp.end);
   return response && { fingerprint, response };
+}
+
+/**
+ * Reads an in-flight record as the claim script does: its floor and the
+ * fingerprint its token ends with, or `null` for anything else.
+ */
+export function decodeInFlight(
+  value: Uint8Array,
+): { floor: number; fingerprint: string } | null {
+  const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  if (bytes.toString("latin1", 0, 6) !== IN_FLIGHT) return null;
+  // The floor is negative when the lease outlasts the record (the TTL caps it).
+  const minus = value[6] === MINUS ? 1 : 0;
+  const colon = value.indexOf(COLON, 6);
+  const digits = colon - 6 - minus;
+  const n = digits > 0 && digits <= 16 ? decimal(value, 6 + minus, colon) : -1;
+  if (n < 0 || value.length - colon - 1 < TOKEN_ID_LENGTH) return null;
+  const fingerprint = bytes.toString("utf8", colon + 1 + TOKEN_ID_LENGTH);
+  return { floor: minus ? -n : n, fingerprint };
 }
 
 /** The decimal in `value[from, to)`, or -1. */

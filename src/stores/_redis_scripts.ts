@@ -7,12 +7,13 @@
  */
 
 import { createHash } from "node:crypto";
-import type { ClaimResult, StoreOperation } from "../store.ts";
+import type { ClaimResult, PeekResult, StoreOperation } from "../store.ts";
 import { unreadable } from "../_record.ts";
 import { bytes, text } from "./_redis_client.ts";
 import {
   COMPLETED,
   decodeCompleted,
+  decodeInFlight,
   IN_FLIGHT,
   TOKEN_ID_LENGTH,
 } from "./_redis_record.ts";
@@ -76,6 +77,29 @@ local c = string.find(v, ':', 7, true)
 if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end
 `;
 
+/** The peek script's reply: `{PEEK_REPLY kind, value, PTTL, TIME seconds, microseconds}`. */
+const PEEK_REPLY = { ABSENT: 0, STRING: 1, OTHER: 2 } as const;
+
+/** Reads the key, its PTTL and the server's TIME, and writes nothing. */
+const PEEK = `local v = redis.pcall('GET', KEYS[1])
+local t = redis.call('TIME')
+local left = redis.call('PTTL', KEYS[1])
+if type(v) == 'table' then return {${PEEK_REPLY.OTHER}, '', left, t[1], t[2]} end
+if not v then return {${PEEK_REPLY.ABSENT}, '', left, t[1], t[2]} end
+return {${PEEK_REPLY.STRING}, v, left, t[1], t[2]}
+`;
+
+/** Counts KEYS by their head: `{in flight, completed, unreadable}`; a key gone is not counted. */
+const STATS = `local n = {0, 0, 0}
+for _, key in ipairs(KEYS) do
+  local head = redis.pcall('GETRANGE', key, 0, 5)
+  if head == '${IN_FLIGHT}' then n[1] = n[1] + 1
+  elseif head == '${COMPLETED}' then n[2] = n[2] + 1
+  elseif type(head) == 'table' or head ~= '' or redis.call('EXISTS', key) == 1 then n[3] = n[3] + 1 end
+end
+return n
+`;
+
 function script(source: string): { source: string; sha: string } {
   return { source, sha: createHash("sha1").update(source).digest("hex") };
 }
@@ -100,7 +124,59 @@ return ${WRITE_REPLY.APPLIED}
   state: script(`local r = redis.pcall('GETRANGE', KEYS[1], 0, 5)
 if r == '' or r == '${COMPLETED}' then return ${STATE_REPLY.SETTLED} end
 return ${STATE_REPLY.HELD}`),
+  peek: script(PEEK),
+  forget: script(`return redis.call('DEL', KEYS[1])`),
+  stats: script(STATS),
 } satisfies Record<StoreOperation | "state", unknown>;
+
+/** The peek script's reply as a result, times on the server's clock. */
+export function peekReply(reply: unknown): PeekResult {
+  const [kind, value, pttl, seconds, micros] = Array.isArray(reply)
+    ? reply
+    : [];
+  if (kind === PEEK_REPLY.ABSENT) return { state: "absent" };
+  const now = Number(text(seconds)) * 1000 +
+    Math.floor(Number(text(micros)) / 1000);
+  const left = Number(pttl);
+  const expiresAt = left > 0 ? now + left : null;
+  const record = kind === PEEK_REPLY.STRING ? bytes(value) : null;
+  if (record === null || expiresAt === null) {
+    return { state: "unreadable", expiresAt };
+  }
+  const claim = decodeInFlight(record);
+  if (claim !== null) {
+    const { fingerprint, floor } = claim;
+    const leaseExpiresAt = now + Math.min(left - floor, left);
+    const claimedAt = null;
+    return {
+      state: "in_flight",
+      fingerprint,
+      claimedAt,
+      leaseExpiresAt,
+      expiresAt,
+    };
+  }
+  const done = decodeCompleted(record);
+  if (done === null) return { state: "unreadable", expiresAt };
+  const { status, headers, body, omitted } = done.response;
+  const found: PeekResult = {
+    state: "completed",
+    fingerprint: done.fingerprint,
+    status,
+    headerNames: headers.map(([name]) => name),
+    bodyBytes: body?.byteLength ?? null,
+    claimedAt: null,
+    expiresAt,
+  };
+  if (omitted !== undefined) found.omitted = omitted;
+  return found;
+}
+
+/** The stats script's reply: its three counts. */
+export function statsReply(reply: unknown): [number, number, number] {
+  const [a, b, c] = Array.isArray(reply) ? reply : [];
+  return [Number(a) || 0, Number(b) || 0, Number(c) || 0];
+}
 
 /** A reply's completed record as a claim's result, else `null`. */
 export function completedClaim(value: unknown): ClaimResult | null {

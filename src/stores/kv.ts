@@ -10,13 +10,16 @@ import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
+  PeekResult,
   StoredResponse,
+  StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { optionalFunction } from "../_validate.ts";
+import { optionalFunction, positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
 import { type KvMutations, KvUnit } from "./_kv_unit.ts";
@@ -164,6 +167,31 @@ export class KvStore implements IdempotencyStore {
     leaseMs = durationMs("leaseMs", leaseMs);
     const call = () => this.#slots.extend(slot, token, leaseMs);
     return await this.#calls.run("extend", call);
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.peek}: one read of the record (a chunked
+   * body's header chunks too), on the store's clock; Deno KV keeps no claim
+   * time (`claimedAt: null`) nor an unreadable value's expiry (`null`).
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return await this.#calls.run("peek", () => this.#slots.peek(slot));
+  }
+
+  /** {@linkcode IdempotencyStore.forget}: the record and its body chunks, in one commit when they fit. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    return await this.#calls.run("forget", () => this.#slots.forget(slot));
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats}: lists the records, at most `limit`
+   * (10,000 by default; `exact: false` when there were more).
+   */
+  async stats(options?: { limit?: number }): Promise<StoreStats> {
+    const limit = positiveInteger("limit", options?.limit ?? 10_000);
+    return await this.#calls.run("stats", () => this.#slots.stats(limit));
   }
 
   /**

@@ -6,9 +6,12 @@ import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
   OmittedReason,
+  PeekResult,
   StoredResponse,
+  StoreStats,
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
@@ -213,6 +216,61 @@ export class MemoryStore implements IdempotencyStore {
     claim.leaseUntil = now + leaseMs;
     this.#claims.update(claim);
     return "applied";
+  }
+
+  /** What holds the slot, read only; `claimedAt` is not kept (`null`). */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    const entry = this.#entries.get(slot);
+    if (entry === undefined || entry.deadline <= this.#clock()) {
+      return { state: "absent" };
+    }
+    const { fingerprint, deadline: expiresAt } = entry;
+    if (entry instanceof Claim) {
+      const leaseExpiresAt = Math.min(entry.leaseUntil, expiresAt);
+      const claimedAt = null;
+      return {
+        state: "in_flight",
+        fingerprint,
+        claimedAt,
+        leaseExpiresAt,
+        expiresAt,
+      };
+    }
+    const pairs = JSON.parse(entry.headers) as [string, string][];
+    const found: PeekResult = {
+      state: "completed",
+      fingerprint,
+      status: entry.status,
+      headerNames: pairs.map(([name]) => name),
+      bodyBytes: entry.body?.byteLength ?? null,
+      claimedAt: null,
+      expiresAt,
+    };
+    if (entry.body === null) found.omitted = entry.omitted;
+    return found;
+  }
+
+  /** Deletes what holds the slot, unfenced: `absent` when nothing live did. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    const entry = this.#entries.get(slot);
+    if (entry === undefined) return "absent";
+    this.#drop(entry);
+    return entry.deadline <= this.#clock() ? "absent" : "deleted";
+  }
+
+  /** Exact counts of the live records (`limit` is not needed). */
+  async stats(_options?: { limit?: number }): Promise<StoreStats> {
+    const now = this.#clock();
+    let inFlight = 0;
+    let completed = 0;
+    for (const entry of this.#entries.values()) {
+      if (entry.deadline <= now) continue;
+      if (entry instanceof Claim) inFlight++;
+      else completed++;
+    }
+    return { inFlight, completed, unreadable: 0, exact: true };
   }
 
   #owned(slot: string, token: string, now: number): Claim | undefined {

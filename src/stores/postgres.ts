@@ -11,9 +11,12 @@ import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
+  PeekResult,
   StoredResponse,
   StoreOperation,
+  StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
@@ -22,6 +25,7 @@ import { Orphans } from "./_orphans.ts";
 import {
   completeParams,
   decodeClaim,
+  decodePeek,
   mayHaveCommitted,
   type PostgresRow,
   type PostgresSql,
@@ -283,6 +287,38 @@ export class PostgresStore implements IdempotencyStore {
     const unit = new PostgresUnit(this.#setup, slot, token);
     this.#units.set(request, unit);
     return unit;
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not
+   * the body), times on the database's clock; `claimedAt` is the row's
+   * `created_at`.
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return decodePeek((await this.#run("peek", [slot]))[0]);
+  }
+
+  /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    const rows = await this.#run("forget", [slot]);
+    return rows[0]?.live === true ? "deleted" : "absent";
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats}: one query counts the live rows
+   * (exact; `limit` is not needed), a scan of the table.
+   */
+  async stats(_options?: { limit?: number }): Promise<StoreStats> {
+    const row = (await this.#run("stats", []))[0] ?? {};
+    const [inFlight, completed, total] = [
+      row.in_flight,
+      row.completed,
+      row.total,
+    ].map((n) => Number(n) || 0) as [number, number, number];
+    const unreadable = total - inFlight - completed;
+    return { inFlight, completed, unreadable, exact: true };
   }
 
   get #prepare(): boolean {

@@ -12,10 +12,13 @@ import {
   claimOptions,
   type ClaimResult,
   durationMs,
+  type ForgetResult,
   type IdempotencyStore,
+  type PeekResult,
   type StoredResponse,
   StoreError,
   type StoreOperation,
+  type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
 export * from "./_contract.ts";
@@ -26,6 +29,7 @@ export type {
   RedisCommander,
 } from "./_redis_client.ts";
 
+import { Buffer } from "node:buffer";
 import { assertStoredResponse } from "../_record.ts";
 import { positiveInteger } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
@@ -35,14 +39,17 @@ import {
   type RedisClientLike,
   refusal,
   type Send,
+  text,
   type Wait,
   waiter,
 } from "./_redis_client.ts";
 import {
   claimReply,
   completedClaim,
+  peekReply,
   SCRIPTS,
   STATE_REPLY,
+  statsReply,
   WRITE_REPLY,
 } from "./_redis_scripts.ts";
 import { completedRecord, inFlightRecord, newToken } from "./_redis_record.ts";
@@ -331,6 +338,82 @@ export class RedisStore implements IdempotencyStore {
     const lease = String(durationMs("leaseMs", leaseMs));
     const reply = await this.#eval("extend", slot, [String(token), lease]);
     return reply === WRITE_REPLY.APPLIED ? "applied" : "lost";
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.peek}: one script reads the key, its `PTTL`
+   * and the server's `TIME`, and writes nothing (on a cluster too: one key).
+   * Redis keeps no claim time: `claimedAt` is `null`.
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return peekReply(await this.#eval("peek", slot, []));
+  }
+
+  /** {@linkcode IdempotencyStore.forget}: `DEL`s the slot's key (its only key), waking its waiters. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    const deleted = Number(await this.#eval("forget", slot, [])) === 1;
+    if (deleted) this.#publish(slot);
+    return deleted ? "deleted" : "absent";
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats} by `SCAN` of the prefix, then a script
+   * that counts each batch by its head: at most `limit` keys (10,000 by
+   * default), `exact: false` when it stopped there. A scan walks the whole
+   * keyspace: not for a hot path. Redis Cluster is not supported (a scan
+   * sees one node): a `TypeError`.
+   */
+  async stats(options?: { limit?: number }): Promise<StoreStats> {
+    const limit = positiveInteger("limit", options?.limit ?? 10_000);
+    const info = await this.#calls.run(
+      "stats",
+      () => this.#send(["INFO", "cluster"]),
+    );
+    if (/cluster_enabled:1/.test(text(info) ?? "")) {
+      throw new TypeError(
+        "RedisStore.stats() does not support Redis Cluster: a SCAN sees one node (count on each master with SCAN, or peek at the keys you know)",
+      );
+    }
+    const match = this.#prefix.replace(/[*?[\]\\]/g, "\\$&") + "*";
+    const keys = new Map<string, Uint8Array | string>();
+    let cursor = "0";
+    let exact = true;
+    do {
+      const scan = ["SCAN", cursor, "MATCH", match, "COUNT", "1000"];
+      const reply = await this.#calls.run("stats", () => this.#send(scan));
+      const [next, found] = Array.isArray(reply) ? reply : [];
+      cursor = text(next) ?? "0";
+      for (const key of Array.isArray(found) ? found : []) {
+        const id = typeof key === "string"
+          ? key
+          : Buffer.from(key).toString("latin1");
+        if (keys.size >= limit && !keys.has(id)) exact = false;
+        else keys.set(id, key);
+      }
+    } while (cursor !== "0" && exact);
+    const counts = [0, 0, 0];
+    const all = [...keys.values()];
+    for (let i = 0; i < all.length; i += 500) {
+      const batch = all.slice(i, i + 500);
+      const reply = await this.#calls.run("stats", () => this.#count(batch));
+      statsReply(reply).forEach((n, j) => counts[j]! += n);
+    }
+    const [inFlight = 0, completed = 0, unreadable = 0] = counts;
+    return { inFlight, completed, unreadable, exact };
+  }
+
+  /** The stats script on `keys`, by `EVALSHA`, or `EVAL` when Redis lacks it. */
+  async #count(keys: (Uint8Array | string)[]): Promise<unknown> {
+    const { sha, source } = SCRIPTS.stats;
+    const n = String(keys.length);
+    try {
+      return await this.#send(["EVALSHA", sha, n, ...keys]);
+    } catch (error) {
+      if (refusal(error) !== "NOSCRIPT") throw error;
+      return await this.#send(["EVAL", source, n, ...keys]);
+    }
   }
 
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */

@@ -763,3 +763,26 @@ Deno.test("KvStore.waitForChange() waits on a lease with 1 ms left, not on a lea
   now += 1_000; // the TTL ended exactly now, the lease has not
   await atOnce("ttl");
 });
+
+Deno.test("KvStore.forget() deletes a chunked record with its chunks, and peek() reads a torn one as unreadable", async () => {
+  using kv = await Deno.openKv(":memory:");
+  const store = new KvStore({ kv, prefix: ["t"] });
+  const big = {
+    status: 200,
+    headers: [["x-a", "1"]] as [string, string][],
+    body: pattern(300_000),
+  };
+  const token = tokenOf(await store.claim("f", options));
+  assert.equal(await store.complete("f", token, big), "applied");
+  const found = await store.peek("f");
+  assert.ok(found.state === "completed", JSON.stringify(found));
+  assert.deepEqual([found.headerNames, found.bodyBytes], [["x-a"], 300_000]);
+  // The first chunk, which holds the header list, gone: torn.
+  const chunks = await keysUnder(kv, ["t", "chunk", "f"]);
+  await kv.delete(chunks[0]!);
+  assert.equal((await store.peek("f")).state, "unreadable");
+  assert.equal(await store.forget("f"), "deleted");
+  assert.deepEqual(await keysUnder(kv, ["t", "chunk"]), []);
+  assert.deepEqual(await keysUnder(kv, ["t", "rec"]), []);
+  assert.equal(await store.forget("f"), "absent");
+});

@@ -694,3 +694,25 @@ Deno.test("MemoryStore counts a key's characters past 64 twice once one is past 
   assert.equal(await bytesOf("\u0100" + "a".repeat(64)), 2 * 65 - 64);
   assert.equal(await bytesOf("\u0100".repeat(64)), 0); // within the overhead
 });
+
+Deno.test("MemoryStore.forget() gives back the room and bytes the record held", async () => {
+  let now = 0;
+  const store = new MemoryStore({ maxEntries: 2, clock: () => now });
+  const long = { ...options, fingerprint: "f".repeat(100) };
+  const claim = await store.claim("a".repeat(100), long);
+  assert.ok(claim.state === "acquired");
+  await store.complete("a".repeat(100), claim.token, record(10));
+  await store.claim("b", options);
+  assert.ok(store.bytes > 0);
+  assert.equal(await store.forget("a".repeat(100)), "deleted");
+  assert.equal(await store.forget("b"), "deleted");
+  assert.equal(store.size, 0);
+  assert.equal(store.bytes, 0);
+  // Both rooms are free again: two live claims fit, a third is refused.
+  await store.claim("c", options);
+  await store.claim("d", options);
+  await assert.rejects(() => store.claim("e", options), StoreError);
+  now += options.ttlMs;
+  assert.equal(await store.forget("c"), "absent", "an expired record");
+  assert.equal(store.size, 1);
+});

@@ -26,6 +26,7 @@ import { createCluster } from "redis";
 import { Cluster } from "ioredis";
 import { type RedisClientLike, RedisStore } from "../../src/stores/redis.ts";
 import { type PoisonKind, storeConformance } from "../../src/testing.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
 import {
   CLUSTER_IGNORE,
   type NodeInfo,
@@ -143,7 +144,18 @@ for (const [label, make] of clients) {
         const admin = ioCluster(cluster);
         await waitReady(admin);
         const prefix = `${uniquePrefix("cluster_conf")}:`;
-        const store = new RedisStore({ client, prefix });
+        const redis = new RedisStore({ client, prefix });
+        // stats() refuses a cluster (a SCAN sees one node): the suite runs
+        // without it, and shows its case skipped.
+        await assert.rejects(redis.stats(), TypeError);
+        const store: IdempotencyStore = {
+          claim: (slot, options) => redis.claim(slot, options),
+          complete: (slot, token, r) => redis.complete(slot, token, r),
+          release: (slot, token) => redis.release(slot, token),
+          extend: (slot, token, ms) => redis.extend(slot, token, ms),
+          peek: (slot) => redis.peek(slot),
+          forget: (slot) => redis.forget(slot),
+        };
         return {
           store,
           elapse: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
