@@ -317,23 +317,22 @@ function where(target: Target): string {
   }
 }
 
-/** An error's message and those of its causes. */
+/** An error's message and those of its causes that it does not include. */
 function causes(error: unknown): string {
   const parts: string[] = [];
   for (let e = error; e !== undefined && parts.length < 4;) {
-    const text = e instanceof Error
-      ? e.message || e.name
-      : e instanceof AggregateError
-      ? "several errors"
-      : String(e);
-    if (text !== "" && !parts.includes(text)) parts.push(text);
+    const text = e instanceof Error ? e.message || e.name : String(e);
+    if (!parts.some((part) => part.includes(text))) parts.push(text);
     e = e instanceof AggregateError && e.errors.length > 0
       ? e.errors[0]
       : e instanceof Error
       ? e.cause
       : undefined;
   }
-  return parts.join(": ");
+  const all = parts.join(": ");
+  return /relation .* does not exist/.test(all)
+    ? `${all} (is --table the app's, and did it run store.migrate()?)`
+    : all;
 }
 
 interface Opened {

@@ -71,13 +71,17 @@ interface Case {
   args: string[];
   /** Writes a value no store of ours wrote at `slot`. */
   plant(slot: string): Promise<void>;
+  /** Whether `stats` reads at most `--limit` records (else it counts all). */
+  bounded: boolean;
 }
 
 /**
  * Stores a record through the middleware (scope "alice", under a secret),
  * then drives every command of the CLI on it.
  */
-async function exercise({ store, args, plant }: Case): Promise<void> {
+async function exercise(
+  { store, args, plant, bounded }: Case,
+): Promise<void> {
   let runs = 0;
   const handler = idempotency(() => {
     runs++;
@@ -167,6 +171,14 @@ async function exercise({ store, args, plant }: Case): Promise<void> {
   });
   const statsText = await expectExit(0, "stats", ...args);
   assert.match(statsText.stdout, /3 records: 1 in flight, 1 completed/);
+  const limited = await expectExit(0, "stats", ...args, "--limit", "1");
+  if (bounded) {
+    assert.match(limited.stdout, /^at least [1-3] records/);
+    assert.match(limited.stderr, /lower bound \(raise --limit\)/);
+  } else {
+    assert.match(limited.stdout, /^3 records/);
+    assert.equal(limited.stderr, "");
+  }
 
   // forget needs --yes; it deletes once; the key then runs again.
   const unconfirmed = await expectExit(2, "forget", ...args, ...named);
@@ -195,6 +207,7 @@ integrationTest(
       await exercise({
         store: new RedisStore({ client, prefix }),
         args: ["--redis", REDIS_URL, "--prefix", prefix],
+        bounded: true,
         plant: async (slot) => {
           await client.set(prefix + slot, "not a record", { PX: 60_000 });
         },
@@ -217,6 +230,7 @@ integrationTest(
     await exercise({
       store,
       args: ["--postgres", DATABASE_URL, "--table", table],
+      bounded: false,
       plant: async (slot) => {
         // A row from a version this one does not know.
         await db.sql.unsafe(
@@ -226,6 +240,15 @@ integrationTest(
         );
       },
     });
+    const missing = await expectExit(
+      3,
+      "stats",
+      "--postgres",
+      DATABASE_URL,
+      "--table",
+      `${db.schema}.missing`,
+    );
+    assert.match(missing.stderr, /does not exist .*store\.migrate\(\)/);
   },
 );
 
@@ -240,6 +263,7 @@ integrationTest(
       await exercise({
         store: new KvStore({ kv, prefix }),
         args: ["--kv", path, "--prefix", JSON.stringify(prefix)],
+        bounded: true,
         plant: async (slot) => {
           await kv.set([...prefix, "rec", slot], "not a record", {
             expireIn: 60_000,
