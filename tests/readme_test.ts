@@ -191,6 +191,8 @@ export function shellWords(line: string): string[] {
 
 /** A command of a shell block, with the `# ` lines that follow it. */
 interface Command {
+  /** The command line as written. */
+  line: string;
   words: string[];
   expected: string[];
 }
@@ -206,7 +208,7 @@ function commandsOf(block: Block): Command[] {
       last.expected.push(line.replace(/^#\s?/, ""));
       continue;
     }
-    commands.push({ words: shellWords(line), expected: [] });
+    commands.push({ line, words: shellWords(line), expected: [] });
   }
   return commands;
 }
@@ -234,7 +236,8 @@ function matchOutput(output: string, expected: string[]): string | null {
 }
 
 /** The alias README.md defines for the CLI, and the package entry it names. */
-const CLI_ALIAS = 'alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"';
+const CLI_ALIAS =
+  'alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"';
 
 /** Expands `$NAME` and `"$NAME"` in a command line, then splits it into words. */
 export function expandWords(
@@ -297,6 +300,8 @@ class Runner {
   /** The variables of `cli` blocks, and whether the alias was defined. */
   vars: Record<string, string> = { REDIS_URL, DATABASE_URL };
   alias = false;
+  /** The file of the package's `./cli` entry (what `jsr:…/cli` runs). */
+  cliEntry = "";
 
   async setUp(blocks: Block[]): Promise<void> {
     this.scratch = await Deno.makeTempDir({ prefix: "readme_test_" });
@@ -308,6 +313,7 @@ class Runner {
       imports: Record<string, string>;
       tasks: Record<string, string>;
     };
+    this.cliEntry = config.exports["./cli"] ?? "";
     const imports: Record<string, string> = { ...config.imports };
     // The package's entry points, by the same relative paths: the scratch
     // project links this checkout's sources (below), so that every module
@@ -537,36 +543,38 @@ class Runner {
   }
 
   async cli(block: Block): Promise<void> {
-    for (const raw of block.text.split("\n")) {
-      const line = raw.trim();
-      if (line.startsWith("alias ")) {
-        assert.equal(line, CLI_ALIAS, `README.md:${block.line}: the alias`);
+    for (const { line, words, expected } of commandsOf(block)) {
+      const where = `README.md:${block.line}`;
+      const set = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(words[0]!);
+      if (words[0] === "alias") {
+        assert.deepEqual(words, shellWords(CLI_ALIAS), `${where}: the alias`);
         this.alias = true;
-        continue;
+      } else if (set !== null && words.length === 1) {
+        this.vars[set[1]!] = set[2]!.replace(
+          /\$([A-Z_][A-Z0-9_]*)/g,
+          (_, name) => this.vars[name] ?? "",
+        );
+      } else {
+        await this.idem(where, line, expected);
       }
-      const set = /^([A-Z_][A-Z0-9_]*)="(.*)"$/.exec(line);
-      if (set === null) continue;
-      const words = expandWords(`"${set[2]}"`, this.vars);
-      this.vars[set[1]!] = words.join(" ");
-    }
-    for (const { words, expected } of commandsOf(block)) {
-      if (words[0] === "alias" || /^[A-Z_][A-Z0-9_]*=/.test(words[0]!)) {
-        continue;
-      }
-      await this.idem(`README.md:${block.line}`, words.join(" "), expected);
     }
   }
 
   /** Runs one `idem …` command line; it must exit 0 or 1. */
   async idem(where: string, line: string, expected: string[]): Promise<void> {
     assert.ok(this.alias, `${where}: 'idem' before the alias defines it`);
+    assert.ok(this.cliEntry !== "", "deno.json exports no ./cli");
     const words = expandWords(line, this.vars);
-    assert.equal(words[0], "idem", `${where}: a 'cli' command starts with idem`);
+    assert.equal(
+      words[0],
+      "idem",
+      `${where}: a 'cli' command starts with idem`,
+    );
     const out = await this.#deno([
       "run",
       "-A",
       "--unstable-kv",
-      `${ROOT_PATH}/src/cli.ts`,
+      new URL(this.cliEntry, ROOT).pathname,
       ...words.slice(1),
     ], {});
     assert.ok(
@@ -689,9 +697,13 @@ Deno.test({
       await t.step("the last server", () => runner.stop());
       await t.step("every inline `idem …` command runs", async () => {
         const prose = readme.replace(/^(`{3,}|~{3,})[^]*?^\1\s*$/gm, "");
-        for (const [, line] of prose.matchAll(/`(idem [^`]+)`/g)) {
-          const at = readme.slice(0, readme.indexOf(line!)).split("\n").length;
-          await runner.idem(`README.md:${at}`, line!, []);
+        const lines = new Set(
+          [...prose.matchAll(/`(idem [^`]+)`/g)].map((m) => m[1]!),
+        );
+        assert.ok(lines.size > 0, "the runbook's inline commands");
+        for (const line of lines) {
+          const at = readme.slice(0, readme.indexOf(line)).split("\n").length;
+          await runner.idem(`README.md:${at}`, line, []);
         }
       });
       await t.step("every fragment's file runs in a README command", () => {
@@ -745,6 +757,13 @@ Deno.test("fencedBlocks() reads markers, and containsFragment() matches fragment
   const file = "const guarded = idempotency(handler, {\n  a: 1,\n});\n";
   assert.ok(containsFragment(file, "idempotency(handler, {\n  a: 1,\n})"));
   assert.ok(!containsFragment(file, "idempotency(handler, {\n  a: 2,\n})"));
+  assert.deepEqual(
+    expandWords(`idem $STORE --key "$K" # note`, {
+      STORE: "--redis redis://h",
+      K: "a b",
+    }),
+    ["idem", "--redis", "redis://h", "--key", "a b"],
+  );
   assert.deepEqual(shellWords(`curl -H 'A: b c' -d "x" # note`), [
     "curl",
     "-H",
