@@ -277,6 +277,32 @@ integrationTest(
   },
 );
 
+Deno.test('cli --global names a key of scope: "global"', async () => {
+  const path = await Deno.makeTempFile({ suffix: ".db" });
+  const kv = await Deno.openKv(path);
+  try {
+    const handler = idempotency(() => new Response("ok", { status: 201 }), {
+      scope: "global",
+      store: new KvStore({ kv }),
+    });
+    const res = await handler(
+      new Request("http://api.test/pay", {
+        method: "POST",
+        headers: { "idempotency-key": "k1" },
+      }),
+    );
+    await res.body?.cancel();
+    const args = ["inspect", "--kv", path, "--key", "k1"];
+    const found = await expectExit(0, ...args, "--global");
+    assert.match(found.stdout, /in the global scope/);
+    // A scope function's "global" is another key space.
+    await expectExit(1, ...args, "--scope", "global");
+  } finally {
+    kv.close();
+    await Deno.remove(path);
+  }
+});
+
 Deno.test("cli exits 2 with a message on bad usage, before any connection", async () => {
   const cases: [string[], RegExp][] = [
     [[], /name a command/],
