@@ -77,8 +77,8 @@ Commands:
            of ours wrote: it answers 409 until it expires). Read only.
   forget   Deletes one key's record, in flight or completed, unfenced: the next
            request with that key runs the handler again. Needs --yes.
-  stats    Counts records by state: PostgreSQL and KV count them all; Redis
-           SCANs at most --limit keys and warns when it stopped there.
+  stats    Counts records by state: PostgreSQL counts them all; Redis (a SCAN)
+           and KV (a list) read at most --limit and warn if they stopped there.
 
 Store (exactly one; options as the app gives its store):
   --redis URL [--prefix P]     RedisStore through node-redis (prefix default
@@ -96,12 +96,14 @@ Record (inspect and forget):
   --secret-env NAME   The app's secret, read from the environment variable
                       NAME: needed when the app sets \`secret\`. Never on the
                       command line, where ps, /proc and shell history show it.
-  --slot SLOT         The slot itself, as events (event.slot) and logs give it.
+  --slot SLOT         The slot itself, as the middleware's events give it
+                      (event.slot).
 
 Output:
-  --json              One JSON object on stdout, for scripts.
-  --limit N           stats: keys a Redis SCAN reads at most (default the
-                      store's).
+  --json              One JSON line on stdout, for scripts: inspect, the slot
+                      and the record ({"slot", "state", ...}); forget,
+                      {"slot", "result"}; stats, the counts and "exact".
+  --limit N           stats: records Redis or KV read at most (default 10000).
   --yes               forget: delete (there is no prompt).
   -h, --help          This text.
 
@@ -112,9 +114,10 @@ Exit codes:
   3  the store is unreachable or failed (a forget that timed out may have
      deleted)
 
-Permissions (instead of -A): --allow-net=HOST:PORT for the server,
---allow-env (the drivers read theirs; and NAME for --secret-env),
---allow-sys for postgres.js, --allow-read and --allow-write for a KV file.
+Permissions (instead of -A): --allow-net=HOST:PORT of the server;
+--postgres: --allow-env (postgres.js reads the PG* variables); --secret-env
+NAME: --allow-env=NAME; --kv PATH: --unstable-kv --allow-read=PATH
+--allow-write=PATH.
 `;
 
 const DEFAULT_IO: CliIo = {
