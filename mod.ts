@@ -41,6 +41,14 @@ export {
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
 export {
+  forgetKey,
+  inspectKey,
+  type KeyForgotten,
+  type KeyInspection,
+  type KeyLocation,
+} from "./src/inspect.ts";
+export {
+  type AdminOperation,
   assertSlot,
   type ClaimOptions,
   type ClaimResult,

@@ -110,6 +110,7 @@ export type PeekResult =
     state: "in_flight";
     fingerprint: string;
     claimedAt: number | null;
+    /** When another claim may take it over (past: it may now), at most `expiresAt`. */
     leaseExpiresAt: number;
     expiresAt: number;
   }
@@ -167,19 +168,15 @@ export interface UnitOfWork {
 }
 
 /** Which store operation failed. */
-export type StoreOperation =
-  | "claim"
-  | "complete"
-  | "release"
-  | "extend"
-  | "peek"
-  | "forget"
-  | "stats";
+export type StoreOperation = "claim" | "complete" | "release" | "extend";
+
+/** Which admin operation failed: never the middleware's (docs/architecture.md, Inspect and forget). */
+export type AdminOperation = "peek" | "forget" | "stats";
 
 /** Options of the {@linkcode StoreError} constructor. */
 export interface StoreErrorOptions {
   /** The store operation that failed. */
-  operation: StoreOperation;
+  operation: StoreOperation | AdminOperation;
   /** The underlying error. */
   cause?: unknown;
 }
@@ -190,7 +187,7 @@ export interface StoreErrorOptions {
  */
 export class StoreError extends Error {
   /** The store operation that failed. */
-  readonly operation: StoreOperation;
+  readonly operation: StoreOperation | AdminOperation;
 
   /** Makes a store error. */
   constructor(message: string, options: StoreErrorOptions) {

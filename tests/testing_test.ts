@@ -17,8 +17,10 @@ import {
 import { HAS } from "../src/_conformance.ts";
 import { CLAIM_CASES } from "../src/_conformance_claims.ts";
 import { EDGE_CASES } from "../src/_conformance_edges.ts";
+import { ADMIN_CASES } from "../src/_conformance_admin.ts";
+import type { IdempotencyStore } from "../src/store.ts";
 
-const CASES = [...CLAIM_CASES, ...EDGE_CASES];
+const CASES = [...CLAIM_CASES, ...EDGE_CASES, ...ADMIN_CASES];
 const TTL_EDGE = "a record whose TTL ends exactly now is absent (rule 5)";
 
 /** A MemoryStore on a clock that moves only when the suite moves it. */
@@ -80,8 +82,32 @@ Deno.test("checkStoreConformance with only runs the named cases alone, in the ta
 Deno.test("checkStoreConformance skips a case whose needs the harness lacks", async () => {
   assert.deepEqual(await ran({ only: [TTL_EDGE], setup: memory(false) }), []);
   const names = await ran({ setup: memory(false) });
+  const harness = await memory(false)();
   for (const c of CASES) {
-    assert.equal(names.includes(c.name), (c.needs ?? []).length === 0, c.name);
+    const met = (c.needs ?? []).every((n) => HAS[n](harness));
+    assert.equal(names.includes(c.name), met, c.name);
+  }
+});
+
+Deno.test("checkStoreConformance shows each case it skips for a store without peek, forget or stats", async () => {
+  let now = 0;
+  const memory = new MemoryStore({ clock: () => now });
+  const store: IdempotencyStore = {
+    claim: (slot, options) => memory.claim(slot, options),
+    complete: (slot, token, response) => memory.complete(slot, token, response),
+    release: (slot, token) => memory.release(slot, token),
+    extend: (slot, token, ms) => memory.extend(slot, token, ms),
+  };
+  const elapse = (ms: number) => Promise.resolve(void (now += ms));
+  const names = await ran({ setup: () => Promise.resolve({ store, elapse }) });
+  for (const c of ADMIN_CASES) {
+    assert.ok(
+      names.some((name) =>
+        name.startsWith(`${c.name} (skipped: the store has no `)
+      ),
+      c.name,
+    );
+    assert.ok(!names.includes(c.name), c.name);
   }
 });
 

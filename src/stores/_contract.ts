@@ -2,12 +2,16 @@
 /** The contract's types, re-exported by every store's entry point. @module */
 
 export type {
+  AdminOperation,
   ClaimOptions,
   ClaimResult,
+  ForgetResult,
   IdempotencyStore,
   OmittedReason,
+  PeekResult,
   StoredResponse,
   StoreOperation,
+  StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";

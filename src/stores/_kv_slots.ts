@@ -9,7 +9,6 @@ import type {
   OmittedReason,
   PeekResult,
   StoredResponse,
-  StoreOperation,
   StoreStats,
   WriteOutcome,
 } from "../store.ts";
@@ -23,6 +22,7 @@ import {
 } from "./_kv_chunks.ts";
 import { DELETE_BATCH, KvBodies, unlocked } from "./_kv_bodies.ts";
 import { applyMutations, hasChecks, type KvMutations } from "./_kv_unit.ts";
+import type { Operation } from "./_store_call.ts";
 
 /** Read-decide-commit attempts before a contended operation gives up. */
 const MAX_ATTEMPTS = 16;
@@ -326,7 +326,7 @@ export class KvSlots {
   }
 }
 
-function contended(operation: StoreOperation, slot: string): StoreError {
+function contended(operation: Operation, slot: string): StoreError {
   const where = `slot ${JSON.stringify(slot)} after ${MAX_ATTEMPTS} attempts`;
   return new StoreError(`Deno KV stayed contended on ${where}`, { operation });
 }

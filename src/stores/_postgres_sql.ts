@@ -3,6 +3,7 @@
 
 import type { TransactionSql } from "postgres";
 import type {
+  AdminOperation,
   ClaimResult,
   PeekResult,
   StoredResponse,
@@ -55,7 +56,10 @@ export interface PostgresSql {
 const NOW = "statement_timestamp()";
 
 /** One table's statements, built once per store. */
-export type Statements = Record<StoreOperation | "sweep", string>;
+export type Statements = Record<
+  StoreOperation | AdminOperation | "sweep",
+  string
+>;
 
 /** The statements of the quoted table `t`. */
 export function statements(t: string): Statements {

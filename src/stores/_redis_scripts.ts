@@ -7,7 +7,12 @@
  */
 
 import { createHash } from "node:crypto";
-import type { ClaimResult, PeekResult, StoreOperation } from "../store.ts";
+import type {
+  AdminOperation,
+  ClaimResult,
+  PeekResult,
+  StoreOperation,
+} from "../store.ts";
 import { unreadable } from "../_record.ts";
 import { bytes, text } from "./_redis_client.ts";
 import {
@@ -127,7 +132,7 @@ return ${STATE_REPLY.HELD}`),
   peek: script(PEEK),
   forget: script(`return redis.call('DEL', KEYS[1])`),
   stats: script(STATS),
-} satisfies Record<StoreOperation | "state", unknown>;
+} satisfies Record<StoreOperation | AdminOperation | "state", unknown>;
 
 /** The peek script's reply as a result, times on the server's clock. */
 export function peekReply(reply: unknown): PeekResult {

@@ -9,13 +9,16 @@ import {
   SYSTEM_CLOCK,
   type Timer,
 } from "../_async.ts";
-import type { StoreError, StoreOperation } from "../store.ts";
+import type { AdminOperation, StoreError, StoreOperation } from "../store.ts";
+
+/** Any operation a store times: the middleware's or an admin's. */
+export type Operation = StoreOperation | AdminOperation;
 import type { Orphan, Orphans } from "./_orphans.ts";
 
 /** How a store words a call that failed in time, or timed out. */
 export interface StoreErrors {
-  failed(operation: StoreOperation, cause: unknown): StoreError;
-  timedOut(operation: StoreOperation): StoreError;
+  failed(operation: Operation, cause: unknown): StoreError;
+  timedOut(operation: Operation): StoreError;
 }
 
 /** How to undo a claim that may land after its caller got an error. */
@@ -41,7 +44,7 @@ export class StoreCall implements Linked<StoreCall> {
   expired = false;
   constructor(
     readonly at: number,
-    readonly operation: StoreOperation,
+    readonly operation: Operation,
     public undo: Undo<unknown> | undefined,
     readonly resolve: (value: unknown) => void,
     readonly reject: (error: StoreError) => void,
@@ -70,7 +73,7 @@ export class StoreCalls {
 
   /** Runs `work` until the deadline; `undo` undoes a claim that lands late. */
   run<T>(
-    operation: StoreOperation,
+    operation: Operation,
     work: (call: StoreCall) => PromiseLike<T>,
     undo?: Undo<T>,
   ): Promise<T> {

@@ -7,13 +7,17 @@ import {
   claimOptions,
   type ClaimResult,
   durationMs,
+  type ForgetResult,
   type IdempotencyStore,
+  type PeekResult,
   type StoredResponse,
   StoreError,
   type StoreOperation,
+  type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
 import { optionalBoolean, optionalFunction } from "../_validate.ts";
+import { adminMethod, forgetBoth, peekBoth } from "./_failover_admin.ts";
 export * from "./_contract.ts";
 
 /** One of the two stores of a {@linkcode FailoverStore}. */
@@ -296,6 +300,27 @@ export class FailoverStore implements IdempotencyStore {
     const write = (store: IdempotencyStore, t: string) =>
       store.extend(slot, t, leaseMs);
     return await this.#write("extend", slot, token, write);
+  }
+
+  /**
+   * What a claim would find: the primary's record when it is completed or
+   * the fallback has none, else the fallback's; one store's when the other
+   * throws (docs/architecture.md, Inspect and forget).
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return await peekBoth(this.#primary, this.#fallback, slot);
+  }
+
+  /** Forgets the slot in both stores: `deleted` if either held it; a {@linkcode StoreError} if either threw. */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    return await forgetBoth(this.#primary, this.#fallback, slot);
+  }
+
+  /** The fallback's counts: it holds every record written while it answered. */
+  async stats(options?: { limit?: number }): Promise<StoreStats> {
+    return await adminMethod(this.#fallback, "fallback", "stats")(options);
   }
 
   /** The fallback decides whether a primary `in_flight` stands. */

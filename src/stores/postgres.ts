@@ -15,7 +15,6 @@ import type {
   IdempotencyStore,
   PeekResult,
   StoredResponse,
-  StoreOperation,
   StoreStats,
   UnitOfWork,
   WriteOutcome,
@@ -43,7 +42,7 @@ import {
   type TransactionalHandler,
   type TransactionSetup,
 } from "./_postgres_transaction.ts";
-import { StoreCalls, type Undo } from "./_store_call.ts";
+import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export type { UnitOfWork } from "../store.ts";
@@ -334,7 +333,7 @@ export class PostgresStore implements IdempotencyStore {
   }
 
   #run(
-    operation: StoreOperation,
+    operation: Operation,
     parameters: Parameter[],
     undo?: Undo<Rows>,
   ): Promise<Rows> {
@@ -347,7 +346,7 @@ export class PostgresStore implements IdempotencyStore {
   }
 }
 
-function failure(operation: StoreOperation, cause: unknown): StoreError {
+function failure(operation: Operation, cause: unknown): StoreError {
   const reason = cause instanceof Error ? cause.message : String(cause);
   return new StoreError(
     `PostgreSQL ${operation} failed${

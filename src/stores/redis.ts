@@ -53,7 +53,7 @@ import {
   WRITE_REPLY,
 } from "./_redis_scripts.ts";
 import { completedRecord, inFlightRecord, newToken } from "./_redis_record.ts";
-import { type StoreCall, StoreCalls } from "./_store_call.ts";
+import { type Operation, type StoreCall, StoreCalls } from "./_store_call.ts";
 
 /**
  * A connection in subscriber mode, for {@linkcode RedisStoreOptions.subscriber}:
@@ -429,7 +429,7 @@ export class RedisStore implements IdempotencyStore {
   }
 
   /** Runs a fenced write's script on the slot's key, within the deadline. */
-  #eval(op: StoreOperation, slot: string, argv: Argv): Promise<unknown> {
+  #eval(op: Operation, slot: string, argv: Argv): Promise<unknown> {
     const key = this.#prefix + slot;
     return this.#calls.run(op, (call) => this.#script(call, op, key, argv));
   }
@@ -437,7 +437,7 @@ export class RedisStore implements IdempotencyStore {
   /** `EVALSHA` of the script, or `EVAL` when Redis lacks it (restarted). */
   async #script(
     call: StoreCall,
-    operation: StoreOperation,
+    operation: Operation,
     key: string,
     argv: Argv,
   ): Promise<unknown> {
@@ -455,7 +455,7 @@ export class RedisStore implements IdempotencyStore {
 type Argv = (string | Uint8Array)[];
 
 /** A failed call's error: `what` failed with `cause`. */
-function failure(op: StoreOperation, cause: unknown, what = ""): StoreError {
+function failure(op: Operation, cause: unknown, what = ""): StoreError {
   const reason = (cause as { message?: unknown } | null)?.message ?? cause;
   const message = `Redis ${op} failed: ${what}${reason}`;
   return new StoreError(message, { operation: op, cause });

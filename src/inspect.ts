@@ -1,0 +1,157 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode inspectKey} and {@linkcode forgetKey}: a store's `peek` and
+ * `forget` from what a support engineer has, a scope and a key
+ * (docs/architecture.md, Inspect and forget).
+ *
+ * @module
+ */
+
+import { hasherOf } from "./fingerprint.ts";
+import { parseIdempotencyKey } from "./key.ts";
+import { SEALED_HEADER } from "./_seal.ts";
+import type { ForgetResult, IdempotencyStore, PeekResult } from "./store.ts";
+
+/** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
+export interface KeyLocation {
+  /** The scope as the middleware's `scope` function returned it, or `"global"`. */
+  scope: string;
+  /** The `Idempotency-Key` header's value, as the client sent it. */
+  key: string;
+  /**
+   * The middleware's `secret` option, when it has one: the slot is keyed by it.
+   * @default {undefined}
+   */
+  secret?: string | Uint8Array;
+}
+
+/**
+ * What {@linkcode inspectKey} found: the slot, then the store's
+ * {@linkcode PeekResult}; `sealed: true` when a completed record's headers
+ * are the seal's (the `encryption` option: its header names are hidden).
+ */
+export type KeyInspection = { slot: string; sealed?: true } & PeekResult;
+
+/** What {@linkcode forgetKey} did at the slot. */
+export interface KeyForgotten {
+  /** The slot the key maps to. */
+  slot: string;
+  /** The store's answer: `deleted`, or `absent` when nothing live held the slot. */
+  result: ForgetResult;
+}
+
+/**
+ * The slot the middleware keeps `key` under within `scope`, as it computes
+ * it: the key parsed as the header is, hashed with the scope (and the secret).
+ *
+ * @throws {TypeError} When the key is malformed, the scope is not a non-empty string, or the secret is not one.
+ * @throws {RangeError} When the secret is shorter than 32 bytes.
+ */
+function slotFor(location: KeyLocation): string {
+  const { scope, key, secret } = location ?? {};
+  if (typeof scope !== "string" || scope === "") {
+    throw new TypeError(
+      `'scope' must be the scope the middleware's scope function returned, or "global": current value is ${
+        JSON.stringify(scope)
+      }`,
+    );
+  }
+  const parsed = parseIdempotencyKey(typeof key === "string" ? key : "");
+  if (!parsed.ok) {
+    throw new TypeError(
+      `'key' is not a key the middleware accepts: ${parsed.reason}`,
+    );
+  }
+  return hasherOf(secret).slot(scope === "global" ? "" : scope, parsed.key);
+}
+
+function method<M extends "peek" | "forget">(
+  store: IdempotencyStore,
+  name: M,
+): NonNullable<IdempotencyStore[M]> {
+  const found = store?.[name];
+  if (typeof found !== "function") {
+    throw new TypeError(
+      `The store has no ${name}() method: it is optional in IdempotencyStore, and every store of this package has it`,
+    );
+  }
+  return found.bind(store) as NonNullable<IdempotencyStore[M]>;
+}
+
+/**
+ * Reads, without changing anything, the record that the middleware keeps for
+ * `key` within `scope`. A scope function that returns `"global"` itself
+ * cannot be told from `scope: "global"` here.
+ *
+ * @param store The middleware's store.
+ * @param location The scope, the key and the middleware's `secret`, if any.
+ * @returns The slot and what the store holds there.
+ * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
+ *
+ * @example Inspect, then forget, a key
+ * ```ts
+ * import { forgetKey, idempotency, inspectKey, MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const store = new MemoryStore();
+ * const handler = idempotency(() => new Response("paid", { status: 201 }), {
+ *   store,
+ *   scope: (req) => req.headers.get("x-account")!,
+ * });
+ * const pay = () =>
+ *   new Request("http://localhost/pay", {
+ *     method: "POST",
+ *     headers: { "idempotency-key": "order-7", "x-account": "acct-1" },
+ *   });
+ * await handler(pay());
+ * const found = await inspectKey(store, { scope: "acct-1", key: "order-7" });
+ * assert.equal(found.state, "completed");
+ * if (found.state === "completed") assert.equal(found.status, 201);
+ * const forgotten = await forgetKey(store, { scope: "acct-1", key: "order-7" });
+ * assert.equal(forgotten.result, "deleted");
+ * assert.equal((await inspectKey(store, { scope: "acct-1", key: "order-7" })).state, "absent");
+ * ```
+ */
+export async function inspectKey(
+  store: IdempotencyStore,
+  location: KeyLocation,
+): Promise<KeyInspection> {
+  const peek = method(store, "peek");
+  const slot = slotFor(location);
+  const found = await peek(slot);
+  const sealed = found.state === "completed" &&
+    found.headerNames.length === 1 && found.headerNames[0] === SEALED_HEADER;
+  return sealed ? { slot, sealed, ...found } : { slot, ...found };
+}
+
+/**
+ * Deletes whatever holds the record of `key` within `scope`, in flight or
+ * completed, unfenced: the next request with the key runs the handler, and
+ * a handler still running under it loses its completion (`lost`).
+ *
+ * @param store The middleware's store.
+ * @param location The scope, the key and the middleware's `secret`, if any.
+ * @returns The slot and the store's answer.
+ * @throws {TypeError} When the store has no `forget()`, or the location is malformed.
+ *
+ * @example Forget a key stored under a secret
+ * ```ts
+ * import { forgetKey, MemoryStore, slotOf } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const secret = "0123456789abcdef0123456789abcdef";
+ * const store = new MemoryStore();
+ * const slot = slotOf("", "k1", { secret }); // where the middleware keeps it
+ * await store.claim(slot, { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 });
+ * const forgotten = await forgetKey(store, { scope: "global", key: "k1", secret });
+ * assert.deepEqual(forgotten, { slot, result: "deleted" });
+ * ```
+ */
+export async function forgetKey(
+  store: IdempotencyStore,
+  location: KeyLocation,
+): Promise<KeyForgotten> {
+  const forget = method(store, "forget");
+  const slot = slotFor(location);
+  return { slot, result: await forget(slot) };
+}
