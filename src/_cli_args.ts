@@ -1,7 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The command line of `@idempotent/http/cli`, parsed and checked. @module */
 
-import { slotOf } from "./fingerprint.ts";
+import { hasherOf } from "./fingerprint.ts";
+import type { KeyLocation } from "./inspect.ts";
+import { parseIdempotencyKey } from "./key.ts";
 import { assertSlot } from "./store.ts";
 
 /** What the command line asks for. */
@@ -17,8 +19,8 @@ export type Target =
 export interface Parsed {
   command: Command;
   target: Target;
-  /** The slot (inspect, forget), computed from the key when one is given. */
-  slot: string | null;
+  /** The record (inspect, forget): a slot, or a key the library hashes. */
+  record: { slot: string } | { location: KeyLocation } | null;
   /** What names the record, for the human output. */
   label: string;
   json: boolean;
@@ -35,7 +37,7 @@ export class UsageError extends Error {
   }
 }
 
-const FLAGS = new Set(["json", "yes", "global", "help"]);
+const FLAGS = new Set(["json", "yes", "help"]);
 const VALUES = new Set([
   "redis",
   "postgres",
@@ -117,14 +119,14 @@ export function parseArgs(
   };
   only("yes", command === "forget", "is for forget only");
   only("limit", command === "stats", "is for stats only");
-  let slot: string | null = null;
+  let record: Parsed["record"] = null;
   let label = "";
   if (command === "stats") {
-    for (const name of ["scope", "global", "key", "secret-env", "slot"]) {
+    for (const name of ["scope", "key", "secret-env", "slot"]) {
       only(name, false, "is for inspect and forget: stats counts every key");
     }
   } else {
-    ({ slot, label } = slotFrom(options, env));
+    ({ record, label } = recordFrom(options, env));
     if (command === "forget" && !options.has("yes")) {
       throw new UsageError(
         "forget deletes the record: add --yes (inspect it first)",
@@ -140,7 +142,7 @@ export function parseArgs(
   return {
     command,
     target,
-    slot,
+    record,
     label,
     json: options.has("json"),
     yes: options.has("yes"),
@@ -202,18 +204,17 @@ function kvPrefix(text: string): Deno.KvKey {
   return parts as Deno.KvKey;
 }
 
-function slotFrom(
+function recordFrom(
   options: Map<string, string | true>,
   env: (name: string) => string | undefined,
-): { slot: string; label: string } {
+): { record: NonNullable<Parsed["record"]>; label: string } {
   const text = (name: string) => options.get(name) as string | undefined;
   const slot = text("slot");
   const key = text("key");
   const scope = text("scope");
-  const global = options.has("global");
   if (slot !== undefined) {
-    if (key !== undefined || scope !== undefined || global) {
-      throw new UsageError("give --slot, or --key with --scope or --global");
+    if (key !== undefined || scope !== undefined) {
+      throw new UsageError("give --slot, or --scope with --key");
     }
     if (options.has("secret-env")) {
       throw new UsageError("--secret-env hashes a --key: a --slot is hashed");
@@ -223,16 +224,17 @@ function slotFrom(
     } catch (error) {
       throw new UsageError(`--slot: ${(error as Error).message}`);
     }
-    return { slot, label: `slot ${slot}` };
+    return { record: { slot }, label: `slot ${slot}` };
   }
-  if (key === undefined) {
+  if (key === undefined || scope === undefined || scope === "") {
     throw new UsageError(
-      "name the record: --scope S --key K, --global --key K, or --slot SLOT",
+      "name the record: --scope S --key K (S as your scope function returned it, or global), or --slot SLOT",
     );
   }
-  if ((scope === undefined) === !global) {
+  const parsed = parseIdempotencyKey(key);
+  if (!parsed.ok) {
     throw new UsageError(
-      'give the key\'s scope: --scope S (what your scope function returned) or --global (scope: "global")',
+      `--key is not a key the middleware accepts: ${parsed.reason}`,
     );
   }
   const variable = text("secret-env");
@@ -243,16 +245,16 @@ function slotFrom(
     );
   }
   try {
-    const options = secret === undefined ? {} : { secret };
-    return {
-      slot: slotOf(scope ?? "", key, options),
-      label: `key ${JSON.stringify(key)} in ${
-        global ? "the global scope" : `scope ${JSON.stringify(scope)}`
-      }`,
-    };
+    hasherOf(secret); // the library's checks of the secret, before connecting
   } catch (error) {
     throw new UsageError(
       `--secret-env ${variable}: ${(error as Error).message}`,
     );
   }
+  return {
+    record: {
+      location: secret === undefined ? { scope, key } : { scope, key, secret },
+    },
+    label: `key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`,
+  };
 }

@@ -33,12 +33,13 @@ import {
   type Target,
   UsageError,
 } from "./_cli_args.ts";
-import type {
-  ForgetResult,
-  IdempotencyStore,
-  PeekResult,
-  StoreStats,
-} from "./store.ts";
+import {
+  forgetKey,
+  inspectKey,
+  type KeyForgotten,
+  type KeyInspection,
+} from "./inspect.ts";
+import type { IdempotencyStore, StoreStats } from "./store.ts";
 import { KvStore } from "./stores/kv.ts";
 import { PostgresStore } from "./stores/postgres.ts";
 import { RedisStore } from "./stores/redis.ts";
@@ -90,9 +91,9 @@ Store (exactly one; options as the app gives its store):
                                (default ["idempotency"]); needs --unstable-kv
 
 Record (inspect and forget):
-  --scope S --key K   The Idempotency-Key K in scope S (what your scope
-                      function returned for the request).
-  --global --key K    K in the key space of scope: "global".
+  --scope S --key K   The Idempotency-Key K (as the client sent it) in scope S
+                      (what your scope function returned for the request;
+                      global for scope: "global").
   --secret-env NAME   The app's secret, read from the environment variable
                       NAME: needed when the app sets \`secret\`. Never on the
                       command line, where ps, /proc and shell history show it.
@@ -152,7 +153,7 @@ const DEFAULT_IO: CliIo = {
  *
  * const lines: string[] = [];
  * const io = { stdout: (l: string) => lines.push(l), stderr: (l: string) => lines.push(l), env: () => undefined };
- * const args = ["inspect", "--kv", path, "--global", "--key", "k1", "--json"];
+ * const args = ["inspect", "--kv", path, "--scope", "global", "--key", "k1", "--json"];
  * assert.equal(await main(args, io), 0);
  * assert.equal(JSON.parse(lines[0]!).status, 201);
  * await Deno.remove(path);
@@ -220,36 +221,52 @@ async function run(
   store: IdempotencyStore,
   io: CliIo,
 ): Promise<number> {
-  const { command, slot, json } = parsed;
+  const { command, record, json } = parsed;
   if (command === "stats") {
     if (store.stats === undefined) throw new Error("this store cannot count");
     const limit = parsed.limit;
     const stats = await store.stats(limit === undefined ? {} : { limit });
     if (!stats.exact) {
       io.stderr(
-        "warning: the scan stopped at its limit: the counts are a lower bound (raise --limit)",
+        "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
       );
     }
     io.stdout(json ? JSON.stringify(stats) : statsText(stats));
     return EXIT_CODES.ok;
   }
+  if (record === null) throw new TypeError("no record named");
   if (command === "forget") {
-    if (store.forget === undefined) throw new Error("this store cannot forget");
-    const result: ForgetResult = await store.forget(slot!);
+    const forgotten: KeyForgotten = "location" in record
+      ? await forgetKey(store, record.location)
+      : {
+        slot: record.slot,
+        result: await admin(store, "forget")(record.slot),
+      };
     io.stdout(
       json
-        ? JSON.stringify({ slot, result })
-        : result === "deleted"
+        ? JSON.stringify(forgotten)
+        : forgotten.result === "deleted"
         ? `deleted: ${parsed.label}; the next request with it runs the handler`
         : `absent: ${parsed.label} has no record (nothing deleted)`,
     );
-    return result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;
+    return forgotten.result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;
   }
-  if (store.peek === undefined) throw new Error("this store cannot peek");
-  const peek = await store.peek(slot!);
-  if (json) io.stdout(JSON.stringify({ slot, ...peek }));
-  else for (const line of peekText(parsed.label, slot!, peek)) io.stdout(line);
-  return peek.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;
+  const found: KeyInspection = "location" in record
+    ? await inspectKey(store, record.location)
+    : { slot: record.slot, ...await admin(store, "peek")(record.slot) };
+  if (json) io.stdout(JSON.stringify(found));
+  else for (const line of peekText(parsed.label, found)) io.stdout(line);
+  return found.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;
+}
+
+/** The store's `peek` or `forget`, optional in the contract. */
+function admin<M extends "peek" | "forget">(
+  store: IdempotencyStore,
+  name: M,
+): NonNullable<IdempotencyStore[M]> {
+  const found = store[name];
+  if (found === undefined) throw new Error(`this store has no ${name}()`);
+  return found.bind(store) as NonNullable<IdempotencyStore[M]>;
 }
 
 function statsText(stats: StoreStats): string {
@@ -259,8 +276,8 @@ function statsText(stats: StoreStats): string {
   }${total} records: ${stats.inFlight} in flight, ${stats.completed} completed, ${stats.unreadable} unreadable`;
 }
 
-function peekText(label: string, slot: string, peek: PeekResult): string[] {
-  const lines = [`${label}`, `  slot         ${slot}`];
+function peekText(label: string, peek: KeyInspection): string[] {
+  const lines = [`${label}`, `  slot         ${peek.slot}`];
   const row = (name: string, value: string) =>
     lines.push(`  ${name.padEnd(12)} ${value}`);
   switch (peek.state) {
@@ -281,7 +298,12 @@ function peekText(label: string, slot: string, peek: PeekResult): string[] {
     case "completed":
       row("state", "completed: retries get this answer");
       row("status", String(peek.status));
-      row("headers", peek.headerNames.join(", ") || "(none)");
+      row(
+        "headers",
+        peek.sealed
+          ? "sealed (the encryption option): names hidden"
+          : peek.headerNames.join(", ") || "(none)",
+      );
       row(
         "body",
         peek.bodyBytes === null

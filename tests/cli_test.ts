@@ -43,7 +43,7 @@ interface Run {
 async function cli(...args: string[]): Promise<Run> {
   const output = await new Deno.Command(Deno.execPath(), {
     args: ["run", "-A", "--unstable-kv", CLI, ...args],
-    env: { NO_COLOR: "1", CLI_SECRET: SECRET },
+    env: { NO_COLOR: "1", CLI_SECRET: SECRET, CLI_SHORT: "short" },
     stdout: "piped",
     stderr: "piped",
   }).output();
@@ -277,7 +277,7 @@ integrationTest(
   },
 );
 
-Deno.test('cli --global names a key of scope: "global"', async () => {
+Deno.test('cli --scope global names a key of scope: "global", parsed as the header is', async () => {
   const path = await Deno.makeTempFile({ suffix: ".db" });
   const kv = await Deno.openKv(path);
   try {
@@ -292,11 +292,35 @@ Deno.test('cli --global names a key of scope: "global"', async () => {
       }),
     );
     await res.body?.cancel();
-    const args = ["inspect", "--kv", path, "--key", "k1"];
-    const found = await expectExit(0, ...args, "--global");
-    assert.match(found.stdout, /in the global scope/);
-    // A scope function's "global" is another key space.
-    await expectExit(1, ...args, "--scope", "global");
+    const args = ["inspect", "--kv", path, "--scope", "global"];
+    const found = await expectExit(0, ...args, "--key", "k1");
+    assert.match(found.stdout, /key "k1" in scope "global"/);
+    // An RFC 8941 string is the key it quotes, as in the header.
+    await expectExit(0, ...args, "--key", '"k1"');
+    await expectExit(1, ...args, "--key", "k2");
+
+    // A sealed record (the encryption option) hides its header names.
+    const aes = { name: "AES-GCM", length: 256 };
+    const key = await crypto.subtle.generateKey(aes, false, [
+      "encrypt",
+      "decrypt",
+    ]);
+    const sealing = idempotency(() => Response.json({ card: "4242" }), {
+      scope: "global",
+      store: new KvStore({ kv }),
+      encryption: { keys: [{ id: "2026-01", key }] },
+    });
+    const sealed = await sealing(
+      new Request("http://api.test/pay", {
+        method: "POST",
+        headers: { "idempotency-key": "k3" },
+      }),
+    );
+    await sealed.body?.cancel();
+    const human = await expectExit(0, ...args, "--key", "k3");
+    assert.match(human.stdout, /headers +sealed/);
+    const json = await expectExit(0, ...args, "--key", "k3", "--json");
+    assert.equal(JSON.parse(json.stdout).sealed, true);
   } finally {
     kv.close();
     await Deno.remove(path);
@@ -306,30 +330,51 @@ Deno.test('cli --global names a key of scope: "global"', async () => {
 Deno.test("cli exits 2 with a message on bad usage, before any connection", async () => {
   const cases: [string[], RegExp][] = [
     [[], /name a command/],
-    [["inspect", "--global", "--key", "k"], /name the store/],
+    [["inspect", "--scope", "global", "--key", "k"], /name the store/],
     [["peek", "--kv", "x"], /unknown command "peek"/],
     [
-      ["inspect", "--kv", "a", "--redis", "b", "--global", "--key", "k"],
+      [
+        "inspect",
+        "--kv",
+        "a",
+        "--redis",
+        "b",
+        "--scope",
+        "global",
+        "--key",
+        "k",
+      ],
       /name one store/,
     ],
     [["inspect", "--kv", "a"], /name the record/],
-    [["inspect", "--kv", "a", "--key", "k"], /--scope S .* or --global/],
+    [["inspect", "--kv", "a", "--key", "k"], /name the record: --scope S/],
     [
       ["inspect", "--kv", "a", "--slot", "s", "--key", "k"],
-      /give --slot, or --key/,
+      /give --slot, or --scope with --key/,
     ],
     [[
       "inspect",
       "--kv",
       "a",
-      "--global",
+      "--scope",
+      "global",
       "--key",
       "k",
       "--secret-env",
       "CLI_UNSET",
     ], /CLI_UNSET is not set/],
     [
-      ["inspect", "--kv", "a", "--global", "--key", "k", "--secret", "s"],
+      [
+        "inspect",
+        "--kv",
+        "a",
+        "--scope",
+        "global",
+        "--key",
+        "k",
+        "--secret",
+        "s",
+      ],
       /unknown option "--secret"/,
     ],
     [["stats", "--kv", "a", "--key", "k"], /is for inspect and forget/],
@@ -357,6 +402,24 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
       "s",
     ], /'table' must be/],
     [["inspect", "--kv", "a", "--slot", "x".repeat(257)], /at most 256 bytes/],
+    [
+      ["inspect", "--kv", "a", "--scope", "s", "--key", "a,b"],
+      /--key is not a key the middleware accepts/,
+    ],
+    [
+      [
+        "inspect",
+        "--kv",
+        "a",
+        "--scope",
+        "s",
+        "--key",
+        "k",
+        "--secret-env",
+        "CLI_SHORT",
+      ],
+      /CLI_SHORT: 'secret' must be at least 32 bytes/,
+    ],
   ];
   for (const [args, message] of cases) {
     const run = await expectExit(2, ...args);
@@ -394,7 +457,8 @@ Deno.test("cli exits 3 naming the server when it is unreachable", async () => {
     "inspect",
     "--postgres",
     `postgres://postgres:hunter2@127.0.0.1:${port}/test`,
-    "--global",
+    "--scope",
+    "global",
     "--key",
     "k",
   );

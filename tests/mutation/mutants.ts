@@ -2418,7 +2418,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-inspect-absent-exit",
     file: "src/cli.ts",
-    text: 'return peek.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;',
+    text:
+      'return found.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;',
     replacement: "return EXIT_CODES.ok;",
     tests: ["tests/cli_test.ts"],
     what: "inspect of an absent key exits 0, as if found",
@@ -2426,7 +2427,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-forget-absent-exit",
     file: "src/cli.ts",
-    text: 'return result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;',
+    text:
+      'return forgotten.result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;',
     replacement: "return EXIT_CODES.ok;",
     tests: ["tests/cli_test.ts"],
     what: "forget of nothing exits 0, as if it deleted",
@@ -2434,18 +2436,19 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-secret-ignored",
     file: "src/_cli_args.ts",
-    text: "const options = secret === undefined ? {} : { secret };",
-    replacement: "const options = {};",
+    text:
+      "location: secret === undefined ? { scope, key } : { scope, key, secret },",
+    replacement: "location: { scope, key },",
     tests: ["tests/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
   {
-    id: "cli-global-is-text",
+    id: "cli-key-unparsed",
     file: "src/_cli_args.ts",
-    text: 'slot: slotOf(scope ?? "", key, options),',
-    replacement: 'slot: slotOf(scope ?? "global", key, options),',
+    text: "if (!parsed.ok) {",
+    replacement: "if (parsed.ok && !parsed.ok) {",
     tests: ["tests/cli_test.ts"],
-    what: '--global hashes the text "global", not scope: "global"\'s ""',
+    what: "a malformed --key connects and fails there (exit 3), not exit 2",
   },
   {
     id: "cli-bound-unsaid",
@@ -2478,5 +2481,14 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (given.length === 0) {",
     tests: ["tests/cli_test.ts"],
     what: "--redis and --kv together silently pick one",
+  },
+  {
+    id: "cli-sealed-unsaid",
+    file: "src/cli.ts",
+    text: "peek.sealed\n",
+    replacement: "peek.sealed && false\n",
+    tests: ["tests/cli_test.ts"],
+    what:
+      "a sealed record's headers read as one header named idempotent-sealed",
   },
 ];
