@@ -2446,7 +2446,7 @@ export const MUTANTS: Mutant[] = [
     id: "cli-key-unparsed",
     file: "src/_cli_args.ts",
     text: "if (!parsed.ok) {",
-    replacement: "if (parsed.ok && !parsed.ok) {",
+    replacement: "if (!parsed.ok && key.length < 0) {",
     tests: ["tests/cli_test.ts"],
     what: "a malformed --key connects and fails there (exit 3), not exit 2",
   },
