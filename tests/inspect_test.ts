@@ -151,3 +151,15 @@ Deno.test("inspectKey() and forgetKey() refuse a store without the method, a mal
     RangeError,
   );
 });
+
+Deno.test('inspectKey() with scope "global" finds a key of a middleware with scope: "global"', async () => {
+  const store = new MemoryStore();
+  const handler = idempotency(() => new Response("ok"), {
+    store,
+    scope: "global",
+  });
+  const headers = { "idempotency-key": "g-1" };
+  await handler(new Request("http://localhost/", { method: "POST", headers }));
+  const found = await inspectKey(store, { scope: "global", key: "g-1" });
+  assert.equal(found.state, "completed");
+});

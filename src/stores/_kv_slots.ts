@@ -239,26 +239,27 @@ export class KvSlots {
 
   /** See `KvStore.stats`: lists at most `limit` records. */
   async stats(limit: number): Promise<StoreStats> {
-    const counts = { inFlight: 0, completed: 0, unreadable: 0, exact: true };
     const prefix = [...this.#prefix, "rec"];
     const now = this.#clock();
-    let listed = 0;
-    await unlocked(async () => {
+    // Counted afresh on each attempt: a locked file may refuse one midway.
+    return await unlocked(async () => {
+      const n = { inFlight: 0, completed: 0, unreadable: 0, exact: true };
+      let listed = 0;
       for await (
         const entry of this.#kv.list({ prefix }, { limit: limit + 1 })
       ) {
         if (++listed > limit) {
-          counts.exact = false;
+          n.exact = false;
           break;
         }
         const record = parseRecord(entry.value);
-        if (record === null) counts.unreadable++;
+        if (record === null) n.unreadable++;
         else if (now >= record.deadline) continue;
-        else if (record.state === "in_flight") counts.inFlight++;
-        else counts.completed++;
+        else if (record.state === "in_flight") n.inFlight++;
+        else n.completed++;
       }
+      return n;
     });
-    return counts;
   }
 
   /** See `KvStore.waitForChange`. */
