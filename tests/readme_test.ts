@@ -35,6 +35,15 @@
  *   task NAME` included), run in the scratch project, each of which must
  *   exit 0; `# ` lines after a command are matched against its output as for
  *   `client`.
+ * - `<!-- readme-test: cli -->`: a shell block for `@idempotent/http/cli`.
+ *   `alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"` must
+ *   be written so (the package's `./cli`); `NAME="value"` sets a variable;
+ *   every other command starts with `idem` and runs this checkout's
+ *   `src/cli.ts`, `$NAME` expanded (`$REDIS_URL` and `$DATABASE_URL` are the
+ *   test's services; unquoted, it splits into words). It must exit 0 or 1
+ *   (found or absent, never a usage error or an unreachable store); `# `
+ *   lines are matched as for `client`. Every inline code span of the text
+ *   that starts with `idem ` runs the same way, after the blocks.
  * - `<!-- readme-test: fragment FILE -->`: the block occurs verbatim in FILE
  *   (a path in this checkout, normally under `examples/`), line by line,
  *   indentation aside; its first line may be the end of a line of FILE and
@@ -182,6 +191,8 @@ export function shellWords(line: string): string[] {
 
 /** A command of a shell block, with the `# ` lines that follow it. */
 interface Command {
+  /** The command line as written. */
+  line: string;
   words: string[];
   expected: string[];
 }
@@ -197,7 +208,7 @@ function commandsOf(block: Block): Command[] {
       last.expected.push(line.replace(/^#\s?/, ""));
       continue;
     }
-    commands.push({ words: shellWords(line), expected: [] });
+    commands.push({ line, words: shellWords(line), expected: [] });
   }
   return commands;
 }
@@ -222,6 +233,30 @@ function matchOutput(output: string, expected: string[]): string | null {
     at++;
   }
   return null;
+}
+
+/** The alias README.md defines for the CLI, and the package entry it names. */
+const CLI_ALIAS =
+  'alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"';
+
+/** Expands `$NAME` and `"$NAME"` in a command line, then splits it into words. */
+export function expandWords(
+  line: string,
+  vars: Record<string, string>,
+): string[] {
+  const value = (name: string) => {
+    const v = vars[name];
+    if (v === undefined) throw new Error(`$${name} is not set in: ${line}`);
+    return v;
+  };
+  // Quoted: one word (re-quoted); unquoted: the value's words.
+  const quoted = line.replace(
+    /"\$([A-Z_][A-Z0-9_]*)"/g,
+    (_, n) => `'${value(n)}'`,
+  );
+  return shellWords(
+    quoted.replace(/\$([A-Z_][A-Z0-9_]*)/g, (_, n) => value(n)),
+  );
 }
 
 /** Splits leading `VAR=value` words off a command. */
@@ -262,6 +297,11 @@ class Runner {
   ran = new Set<string>();
   /** Keys sent by the default replay check, for the cleanup. */
   keys: string[] = [];
+  /** The variables of `cli` blocks, and whether the alias was defined. */
+  vars: Record<string, string> = { REDIS_URL, DATABASE_URL };
+  alias = false;
+  /** The file of the package's `./cli` entry (what `jsr:…/cli` runs). */
+  cliEntry = "";
 
   async setUp(blocks: Block[]): Promise<void> {
     this.scratch = await Deno.makeTempDir({ prefix: "readme_test_" });
@@ -273,6 +313,7 @@ class Runner {
       imports: Record<string, string>;
       tasks: Record<string, string>;
     };
+    this.cliEntry = config.exports["./cli"] ?? "";
     const imports: Record<string, string> = { ...config.imports };
     // The package's entry points, by the same relative paths: the scratch
     // project links this checkout's sources (below), so that every module
@@ -501,6 +542,49 @@ class Runner {
     }
   }
 
+  async cli(block: Block): Promise<void> {
+    for (const { line, words, expected } of commandsOf(block)) {
+      const where = `README.md:${block.line}`;
+      const set = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(words[0]!);
+      if (words[0] === "alias") {
+        assert.deepEqual(words, shellWords(CLI_ALIAS), `${where}: the alias`);
+        this.alias = true;
+      } else if (set !== null && words.length === 1) {
+        this.vars[set[1]!] = set[2]!.replace(
+          /\$([A-Z_][A-Z0-9_]*)/g,
+          (_, name) => this.vars[name] ?? "",
+        );
+      } else {
+        await this.idem(where, line, expected);
+      }
+    }
+  }
+
+  /** Runs one `idem …` command line; it must exit 0 or 1. */
+  async idem(where: string, line: string, expected: string[]): Promise<void> {
+    assert.ok(this.alias, `${where}: 'idem' before the alias defines it`);
+    assert.ok(this.cliEntry !== "", "deno.json exports no ./cli");
+    const words = expandWords(line, this.vars);
+    assert.equal(
+      words[0],
+      "idem",
+      `${where}: a 'cli' command starts with idem`,
+    );
+    const out = await this.#deno([
+      "run",
+      "-A",
+      "--unstable-kv",
+      new URL(this.cliEntry, ROOT).pathname,
+      ...words.slice(1),
+    ], {});
+    assert.ok(
+      out.code === 0 || out.code === 1,
+      `${where}: '${line}' exited ${out.code}:\n${out.text}`,
+    );
+    const mismatch = matchOutput(out.stdout, expected);
+    assert.equal(mismatch, null, `${where}: ${mismatch}`);
+  }
+
   async fragment(block: Block): Promise<void> {
     const file = block.marker?.[1];
     assert.ok(
@@ -568,6 +652,7 @@ const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
   serve: (runner, block) => runner.serve(block),
   client: (runner, block) => runner.client(block),
   exits: (runner, block) => runner.exits(block),
+  cli: (runner, block) => runner.cli(block),
   fragment: (runner, block) => runner.fragment(block),
 };
 
@@ -583,7 +668,8 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const blocks = fencedBlocks(await Deno.readTextFile(README));
+    const readme = await Deno.readTextFile(README);
+    const blocks = fencedBlocks(readme);
     const unknown = blocks.filter((b) =>
       b.marker === null || !(b.marker[0]! in KINDS)
     );
@@ -609,6 +695,17 @@ Deno.test({
         );
       }
       await t.step("the last server", () => runner.stop());
+      await t.step("every inline `idem …` command runs", async () => {
+        const prose = readme.replace(/^(`{3,}|~{3,})[^]*?^\1\s*$/gm, "");
+        const lines = new Set(
+          [...prose.matchAll(/`(idem [^`]+)`/g)].map((m) => m[1]!),
+        );
+        assert.ok(lines.size > 0, "the runbook's inline commands");
+        for (const line of lines) {
+          const at = readme.slice(0, readme.indexOf(line)).split("\n").length;
+          await runner.idem(`README.md:${at}`, line, []);
+        }
+      });
       await t.step("every fragment's file runs in a README command", () => {
         const files = blocks.filter((b) => b.marker![0] === "fragment")
           .map((b) => b.marker![1]!);
@@ -660,6 +757,13 @@ Deno.test("fencedBlocks() reads markers, and containsFragment() matches fragment
   const file = "const guarded = idempotency(handler, {\n  a: 1,\n});\n";
   assert.ok(containsFragment(file, "idempotency(handler, {\n  a: 1,\n})"));
   assert.ok(!containsFragment(file, "idempotency(handler, {\n  a: 2,\n})"));
+  assert.deepEqual(
+    expandWords(`idem $STORE --key "$K" # note`, {
+      STORE: "--redis redis://h",
+      K: "a b",
+    }),
+    ["idem", "--redis", "redis://h", "--key", "a b"],
+  );
   assert.deepEqual(shellWords(`curl -H 'A: b c' -d "x" # note`), [
     "curl",
     "-H",
