@@ -158,6 +158,14 @@ function lineOf(event: IdempotencyEvent): [string, Level, string] | undefined {
             : "the key stays in flight until its lease passes"
         }; see the store_error lines for why`,
       ];
+    case "render_error":
+      return [
+        "render_error",
+        "error",
+        `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
+          describe(event.error)
+        }`,
+      ];
     case "conflict":
       if (!event.unreadable) return undefined;
       return [

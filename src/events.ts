@@ -40,6 +40,8 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `wait_ended`: `timed_out` (409), `gone` (the client left) or
  *   `unreachable` (after a `store_error`: 503, or `failOpen`).
  * - `wait_refused`: `maxWaiting` already waiting: 409.
+ * - `render_error`: `renderProblem` threw or returned no `Response`; the
+ *   RFC 9457 problem was sent (`slot` `null`, `elapsedMs` from the call).
  *
  * @example Count outcomes
  * ```ts
@@ -122,7 +124,8 @@ export type IdempotencyEvent =
     waitedMs: number;
     reads: number;
   }
-  | EventBase & { type: "wait_refused"; waiting: number };
+  | EventBase & { type: "wait_refused"; waiting: number }
+  | EventBase & { type: "render_error"; error: unknown };
 
 /** An event less the `elapsedMs` {@linkcode reporter} adds. */
 export type EventDraft = IdempotencyEvent extends infer E

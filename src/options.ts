@@ -16,7 +16,7 @@ import {
   optionalFunction,
   positiveMs,
 } from "./_validate.ts";
-import type { IdempotencyEvent } from "./events.ts";
+import { type IdempotencyEvent, type Report, reporter } from "./events.ts";
 import { hasherOf } from "./fingerprint.ts";
 import type { ProblemRenderer } from "./problem.ts";
 import type { IdempotencyStore } from "./store.ts";
@@ -434,6 +434,8 @@ export function configure(options: IdempotencyOptions) {
   );
   const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
   const onEvent = optionalFunction("onEvent", options.onEvent);
+  const listener = withLog(onEvent, options.logger, hooks[LOG_CLOCK]);
+  const render = optionalFunction("renderProblem", options.renderProblem);
   return {
     store,
     scope: scopeOption(options.scope),
@@ -452,12 +454,12 @@ export function configure(options: IdempotencyOptions) {
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
-    renderProblem: optionalFunction("renderProblem", options.renderProblem),
+    renderProblem: render && reportingFailures(render, reporter(listener)),
     encryption: Sealer.of(options.encryption),
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
       : new Set([...unstored, "set-cookie"]),
-    onEvent: withLog(onEvent, options.logger, hooks[LOG_CLOCK]),
+    onEvent: listener,
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
@@ -488,6 +490,29 @@ export function guardedKey(
   if (skip !== undefined && skip(request)) return undefined;
   const value = request.headers.get(config.header);
   return value === null && !config.required ? undefined : value;
+}
+
+/**
+ * `render`, reporting a throw or a non-`Response` (a `render_error`) before
+ * `reject()` falls back to the RFC 9457 problem.
+ */
+function reportingFailures(
+  render: ProblemRenderer,
+  report: Report,
+): ProblemRenderer {
+  return async (problem) => {
+    const started = performance.now();
+    try {
+      const response = await render(problem);
+      if (response instanceof Response) return response;
+      throw new TypeError(
+        `'renderProblem' must return a Response: it returned ${response}`,
+      );
+    } catch (error) {
+      report(() => ({ type: "render_error", slot: null, error }), started);
+      throw error;
+    }
+  };
 }
 
 type Scope = Exclude<IdempotencyOptions["scope"], "global">;

@@ -14,6 +14,7 @@ import assert from "node:assert/strict";
 import { Hono } from "hono";
 import {
   idempotency,
+  type IdempotencyEvent,
   type IdempotencyOptions,
   PROBLEM_TYPES,
   type ProblemRenderer,
@@ -384,4 +385,41 @@ Deno.test("idempotent() keeps a rendered problem's headers over earlier middlewa
   assert.equal(reused.headers.get("content-type"), "application/json");
   assert.equal(reused.headers.get("retry-after"), null, "not the 999 above");
   assert.equal((await reused.json()).error.type, "idempotency_error");
+});
+
+Deno.test("renderProblem's failure is a render_error event and, without onEvent, one logged line", async () => {
+  const events: IdempotencyEvent[] = [];
+  const lines: unknown[][] = [];
+  const logger = {
+    warn: (...data: unknown[]) => void lines.push(data),
+    error: (...data: unknown[]) => void lines.push(data),
+  };
+  const failing = () => {
+    throw new Error("renderer bug");
+  };
+  for (
+    const options of [
+      { onEvent: (event: IdempotencyEvent) => void events.push(event) },
+      { logger },
+    ]
+  ) {
+    const handler = idempotency(() => new Response("ok"), {
+      scope: "global",
+      renderProblem: failing,
+      ...options,
+    });
+    const response = await handler(post("k 1")); // malformed: a 400
+    assert.equal(response.status, 400);
+    assert.equal(
+      response.headers.get("content-type"),
+      "application/problem+json",
+    );
+  }
+  assert.deepEqual(events.map((e) => e.type), ["rejected", "render_error"]);
+  assert.match(String((events[1] as { error: unknown }).error), /renderer bug/);
+  assert.equal(lines.length, 1);
+  assert.match(
+    String(lines[0]![0]),
+    /render_error: 'renderProblem' failed.*renderer bug/,
+  );
 });

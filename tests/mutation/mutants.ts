@@ -2972,4 +2972,13 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/key_test.ts", "tests/misconfiguration_test.ts"],
     what: "a bare key with a space is refused without saying it is the space",
   },
+  {
+    id: "options-render-error-unreported",
+    file: OPTIONS,
+    text:
+      'report(() => ({ type: "render_error", slot: null, error }), started);',
+    replacement: "",
+    tests: ["tests/problem_renderer_test.ts"],
+    what: "a renderer's throw falls back in silence",
+  },
 ];
