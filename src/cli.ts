@@ -355,8 +355,9 @@ function causes(error: unknown): string {
       : undefined;
   }
   const all = parts.join(": ");
+  // The store's message says to run store.migrate(); the table may be wrong.
   return /relation .* does not exist/.test(all)
-    ? `${all} (is --table the app's, and did it run store.migrate()?)`
+    ? `${all} (is --table the app's?)`
     : all;
 }
 

@@ -253,7 +253,10 @@ integrationTest(
       "--table",
       `${db.schema}.missing`,
     );
-    assert.match(missing.stderr, /does not exist .*store\.migrate\(\)/);
+    assert.match(
+      missing.stderr,
+      /does not exist: run `await store\.migrate\(\)`.*\(is --table the app's\?\)/,
+    );
   },
 );
 

@@ -143,7 +143,7 @@ integrationTest(
     assert.deepEqual(statuses, [503, 503]);
     assert.match(
       lines[0]!,
-      /PostgreSQL claim failed: relation .* does not exist: the table ".*never_migrated" does not exist: run `await store\.migrate\(\)`/,
+      /PostgreSQL claim failed: relation .* does not exist: run `await store\.migrate\(\)` .* on ".*never_migrated" before serving/,
     );
     assert.match(lines[1]!, /store_error happened once more/);
     await store.migrate();

@@ -367,9 +367,9 @@ function failure(
   const reason = cause instanceof Error ? cause.message : String(cause);
   // undefined_table: the table was never created here.
   const missing = (cause as { code?: unknown } | null)?.code === "42P01"
-    ? `: the table ${
+    ? `: run \`await store.migrate()\` (or postgresMigration()'s SQL) on ${
       JSON.stringify(table)
-    } does not exist: run \`await store.migrate()\` (or postgresMigration()'s SQL) before serving`
+    } before serving`
     : "";
   return new StoreError(
     `PostgreSQL ${operation} failed${

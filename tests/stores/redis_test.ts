@@ -75,6 +75,12 @@ async function watch(
     lazyConnect: true,
   });
   const monitor = await base.monitor();
+  // A MONITOR line still arriving once disconnect() began is an ioredis
+  // "Command queue state error" event, which unheard would throw.
+  let stopping = false;
+  monitor.on("error", (error: Error) => {
+    if (!stopping) throw error;
+  });
   try {
     const marker = `marker-${crypto.randomUUID()}`;
     let onMarker!: () => void;
@@ -97,6 +103,7 @@ async function watch(
     await markerSeen;
     return seen;
   } finally {
+    stopping = true;
     monitor.disconnect();
     base.disconnect();
   }
