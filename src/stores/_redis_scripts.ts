@@ -76,6 +76,25 @@ local c = string.find(v, ':', 7, true)
 if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end
 `;
 
+// The same fence with one command inside the script, not a GET then a SET:
+// the SET reads what it replaced, and a value that was not ours is put back,
+// TTL and all, before anything else runs. When the SET fails (another type,
+// or Redis before 6.2 without SET … GET) it wrote nothing: a GET reads first.
+// The token is found in place, not cut out of the value.
+const COMPLETE = `local key = KEYS[1]
+local token = ARGV[1]
+local v = redis.pcall('SET', key, ARGV[2], 'XX', 'KEEPTTL', 'GET')
+local set = type(v) ~= 'table'
+if not set then v = redis.pcall('GET', key) end
+local c = type(v) == 'string' and string.sub(v, 1, 6) == ${IN_FLIGHT_LUA} and string.find(v, ':', 7, true)
+if c and #v - c == #token and string.find(v, token, c + 1, true) == c + 1 then
+  if not set then redis.call('SET', key, ARGV[2], 'KEEPTTL') end
+  return ${WRITE_REPLY.APPLIED}
+end
+if set and v then redis.call('SET', key, v, 'KEEPTTL') end
+return ${WRITE_REPLY.LOST}
+`;
+
 function script(source: string): { source: string; sha: string } {
   return { source, sha: createHash("sha1").update(source).digest("hex") };
 }
@@ -86,9 +105,7 @@ function script(source: string): { source: string; sha: string } {
  */
 export const SCRIPTS = {
   claim: script(CLAIM),
-  complete: script(`${OWNED}redis.call('SET', key, ARGV[2], 'KEEPTTL')
-return ${WRITE_REPLY.APPLIED}
-`),
+  complete: script(COMPLETE),
   release: script(`${OWNED}redis.call('DEL', key)
 return ${WRITE_REPLY.APPLIED}
 `),

@@ -773,8 +773,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-complete-drops-ttl",
     file: REDIS_SCRIPTS,
-    text: "redis.call('SET', key, ARGV[2], 'KEEPTTL')",
-    replacement: "redis.call('SET', key, ARGV[2])",
+    text: "redis.pcall('SET', key, ARGV[2], 'XX', 'KEEPTTL', 'GET')",
+    replacement: "redis.pcall('SET', key, ARGV[2], 'XX', 'GET')",
     tests: [...T.redis],
     what: "a completed record never expires: ttlMs is ignored after complete",
   },
@@ -2406,5 +2406,50 @@ export const MUTANTS: Mutant[] = [
     replacement: "const MAX_SCHEMA_BYTES = 64;",
     tests: [...T.postgres],
     what: "a schema name of 64 bytes is taken (PostgreSQL would cut it)",
+  },
+  {
+    id: "redis-complete-creates-absent",
+    file: REDIS_SCRIPTS,
+    text: "redis.pcall('SET', key, ARGV[2], 'XX', 'KEEPTTL', 'GET')",
+    replacement: "redis.pcall('SET', key, ARGV[2], 'KEEPTTL', 'GET')",
+    tests: [...T.redis],
+    what:
+      "a completion on an absent key writes the record: a released slot replays it",
+  },
+  {
+    id: "redis-complete-no-put-back",
+    file: REDIS_SCRIPTS,
+    text: "if set and v then redis.call('SET', key, v, 'KEEPTTL') end",
+    replacement: "",
+    tests: [...T.redis],
+    what:
+      "a stale owner's completion overwrites the claim that took over, or a foreign value",
+  },
+  {
+    id: "redis-complete-put-back-drops-ttl",
+    file: REDIS_SCRIPTS,
+    text: "if set and v then redis.call('SET', key, v, 'KEEPTTL') end",
+    replacement: "if set and v then redis.call('SET', key, v) end",
+    tests: [...T.redis],
+    what:
+      "a value put back after a lost completion never expires: the slot is held forever",
+  },
+  {
+    id: "redis-complete-token-prefix",
+    file: REDIS_SCRIPTS,
+    text: "if c and #v - c == #token and string.find",
+    replacement: "if c and string.find",
+    tests: [...T.redis],
+    what:
+      "a completion whose token is a prefix of the owner's applies (a token cut short)",
+  },
+  {
+    id: "redis-complete-any-token",
+    file: REDIS_SCRIPTS,
+    text: "string.find(v, token, c + 1, true) == c + 1 then",
+    replacement: "true then",
+    tests: [...T.redis],
+    what:
+      "a completion applies under any token as long as the owner's: a stale owner overwrites",
   },
 ];
