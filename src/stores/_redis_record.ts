@@ -17,7 +17,7 @@
 
 import { Buffer } from "node:buffer";
 import type { StoredResponse } from "../store.ts";
-import { byteView, toStoredResponse } from "../_record.ts";
+import { toStoredResponse } from "../_record.ts";
 
 /** The head of an in-flight record. */
 export const IN_FLIGHT = "idem2f";
@@ -76,16 +76,14 @@ export function completedRecord(
 export function decodeCompleted(
   value: Uint8Array,
 ): { fingerprint: string; response: StoredResponse } | null {
-  // Lengths are read from the bytes of a plain view (a Buffer's own indexOf
-  // is slower), text through a Buffer: one decode a replay.
-  const view = byteView(value)!;
-  if (view.length < 9 || !isCompleted(view)) return null;
+  // Lengths are read from the bytes, not from strings: one decode a replay.
   const bytes = Buffer.isBuffer(value)
     ? value
-    : Buffer.from(view.buffer, view.byteOffset, view.byteLength);
-  const status = decimal(view, 6, 9);
-  const fp = status < 0 ? null : field(view, 9);
-  const hdr = fp && field(view, fp.end);
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
+  if (bytes.toString("latin1", 0, 6) !== COMPLETED) return null;
+  const status = value.length < 9 ? -1 : decimal(value, 6, 9);
+  const fp = status < 0 ? null : field(value, 9);
+  const hdr = fp && field(value, fp.end);
   if (fp === null || hdr === null) return null;
   let headers: unknown; // checked by toStoredResponse
   try {
@@ -94,30 +92,24 @@ export function decodeCompleted(
     return null;
   }
   // The body's length and the body, or the reason it was not kept and ":".
-  const body = field(view, hdr.end);
+  const body = field(value, hdr.end);
   let response: StoredResponse | null = null;
   if (body === null) {
-    const colon = view.indexOf(COLON, hdr.end);
+    const colon = bytes.indexOf(COLON, hdr.end);
     const omitted = bytes.toString("latin1", hdr.end, colon);
-    if (colon === view.length - 1) {
+    if (colon === bytes.length - 1) {
       response = toStoredResponse(status, headers, null, omitted);
     }
-  } else if (body.end === view.length) {
-    const part = view.subarray(body.start, body.end);
-    response = toStoredResponse(status, headers, part, undefined);
+  } else if (body.end === value.length) {
+    const view = new Uint8Array(
+      value.buffer,
+      value.byteOffset + body.start,
+      body.end - body.start,
+    );
+    response = toStoredResponse(status, headers, view, undefined);
   }
   const fingerprint = bytes.toString("utf8", fp.start, fp.end);
   return response && { fingerprint, response };
-}
-
-const HEAD = Array.from(COMPLETED, (c) => c.charCodeAt(0));
-
-/** Whether `value` starts with the completed record's head. */
-function isCompleted(value: Uint8Array): boolean {
-  for (let at = 0; at < HEAD.length; at++) {
-    if (value[at] !== HEAD[at]) return false;
-  }
-  return true;
 }
 
 /** The decimal in `value[from, to)`, or -1. */
