@@ -401,7 +401,7 @@ Deno.test({
 for (const [label, make] of clients) {
   Deno.test({
     name: testName(
-      `RedisStore (${label}) completes only under the whole token: one cut short or run long is lost and changes nothing`,
+      `RedisStore (${label}) completes only under its whole token: one cut short, run long or of another claim is lost and changes nothing`,
       ignore,
     ),
     ignore: ignore !== false,
@@ -423,7 +423,11 @@ for (const [label, make] of clients) {
         assert.equal(claim.state, "acquired");
         if (claim.state !== "acquired") return;
         const before = await admin.client.get(`${prefix}s`);
-        for (const token of [claim.token.slice(0, -1), `${claim.token}0`]) {
+        // Cut short, run long, and another claim's id of the same length.
+        const other = `${"0".repeat(36)}${claim.token.slice(36)}`;
+        for (
+          const token of [claim.token.slice(0, -1), `${claim.token}0`, other]
+        ) {
           assert.equal(await store.complete("s", token, response), "lost");
           assert.equal(await admin.client.get(`${prefix}s`), before);
         }
