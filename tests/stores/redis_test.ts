@@ -276,7 +276,7 @@ const POISONS = REDIS_POISONS;
 for (const [label, make] of clients) {
   Deno.test({
     name: testName(
-      `RedisStore (${label}) reads poisoned values of every kind as in flight and never overwrites them`,
+      `RedisStore (${label}) reads poisoned values of every kind as in flight and never changes them or their expiry`,
       ignore,
     ),
     ignore: ignore !== false,
@@ -293,6 +293,7 @@ for (const [label, make] of clients) {
           const key = `${prefix}${kind}`;
           await admin.poison(key, kind);
           const before = await admin.client.dump(key);
+          const ttl = await admin.client.pttl(key);
           const seen = await store.claim(kind, { ...opts, leaseMs: 300 });
           assert.deepEqual(
             { ...seen, retryAfterMs: 0 },
@@ -319,6 +320,9 @@ for (const [label, make] of clients) {
           );
           assert.equal(await store.release(kind, t), "lost", kind);
           assert.deepEqual(await admin.client.dump(key), before, kind);
+          // The expiry too: complete puts back a value that was not ours.
+          const left = await admin.client.pttl(key);
+          assert.ok(left > 0 && left <= ttl, `${kind}: ${ttl} then ${left}`);
         }
       } finally {
         await deleteRedisKeys(prefix);
@@ -400,3 +404,49 @@ Deno.test({
     }
   },
 });
+
+for (const [label, make] of clients) {
+  Deno.test({
+    name: testName(
+      `RedisStore (${label}) completes only under its whole token: one cut short, run long or of another claim is lost and changes nothing`,
+      ignore,
+    ),
+    ignore: ignore !== false,
+    // The Redis clients keep sockets and timers past close().
+    sanitizeOps: false,
+    sanitizeResources: false,
+    async fn() {
+      const { client, close } = await make();
+      const admin = new Admin();
+      const prefix = `${uniquePrefix(`whole_${label}`)}:`;
+      const store = new RedisStore({ client, prefix });
+      const response: StoredResponse = {
+        status: 200,
+        headers: [],
+        body: encoder.encode("ok"),
+      };
+      try {
+        const claim = await store.claim("s", opts);
+        assert.equal(claim.state, "acquired");
+        if (claim.state !== "acquired") return;
+        const before = await admin.client.get(`${prefix}s`);
+        // Cut short, run long, and another claim's id of the same length.
+        const other = `${"0".repeat(36)}${claim.token.slice(36)}`;
+        for (
+          const token of [claim.token.slice(0, -1), `${claim.token}0`, other]
+        ) {
+          assert.equal(await store.complete("s", token, response), "lost");
+          assert.equal(await admin.client.get(`${prefix}s`), before);
+        }
+        assert.equal(
+          await store.complete("s", claim.token, response),
+          "applied",
+        );
+      } finally {
+        await deleteRedisKeys(prefix);
+        close();
+        admin.close();
+      }
+    },
+  });
+}
