@@ -3,7 +3,7 @@
 
 import { backoff, delay, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
-import type { Config } from "./options.ts";
+import type { Config } from "./_configure.ts";
 import type { Report, WriteResult } from "./events.ts";
 import { reject } from "./problem.ts";
 import type {

@@ -3,7 +3,7 @@
 
 import { bodyInit, concatBytes } from "./_bytes.ts";
 import type { Hasher } from "./fingerprint.ts";
-import type { Config } from "./options.ts";
+import type { Config } from "./_configure.ts";
 
 /** An empty body, shared. */
 export const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);

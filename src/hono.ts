@@ -2,7 +2,8 @@
 /** {@linkcode idempotent}: the Idempotency-Key middleware for Hono. @module */
 
 import { Guard } from "./_guard.ts";
-import { configure, guardedKey, type IdempotencyOptions } from "./options.ts";
+import { configure, guardedKey } from "./_configure.ts";
+import type { IdempotencyOptions } from "./options.ts";
 import { isProblem } from "./problem.ts";
 
 /** Options of {@linkcode idempotent}: the core's, {@linkcode IdempotencyOptions}. */

@@ -1,13 +1,12 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode idempotency}: the middleware. @module */
 
+import { configure, guardedKey } from "./_configure.ts";
 import { Guard } from "./_guard.ts";
-import {
-  configure,
-  type FetchHandler,
-  guardedKey,
-  type IdempotencyOptions,
-  type ServeHandlerInfo,
+import type {
+  FetchHandler,
+  IdempotencyOptions,
+  ServeHandlerInfo,
 } from "./options.ts";
 
 export { BODY_OMITTED_HEADER, HEADERS_OMITTED_HEADER } from "./_response.ts";

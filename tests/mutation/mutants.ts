@@ -36,6 +36,7 @@ const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
 const OPTIONS = "src/options.ts";
+const CONFIGURE = "src/_configure.ts";
 const GUARD = "src/_guard.ts";
 const RESPONSE = "src/_response.ts";
 const REQUEST = "src/_request.ts";
@@ -117,7 +118,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cookies-stored-by-default",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: `: new Set([...unstored, "set-cookie"]),`,
     replacement: `: unstored,`,
     tests: [T.credentials],
@@ -125,7 +126,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "unstored-list-stores-cookies",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: `unstoredHeaders: option("storeSetCookie", optionalBoolean)`,
     replacement:
       `unstoredHeaders: options.unstoredHeaders !== undefined || option("storeSetCookie", optionalBoolean)`,
@@ -135,7 +136,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "store-set-cookie-ignored",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: `option("storeSetCookie", optionalBoolean)\n      ? unstored`,
     replacement:
       `optionalBoolean("storeSetCookie", options.storeSetCookie) && false\n      ? unstored`,
@@ -460,7 +461,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule7-global-scope-hashed-as-text",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: `if (scope === "global") return undefined;`,
     replacement: `if (scope === "global") return () => "global";`,
     tests: [T.options],
@@ -468,7 +469,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule8-unguarded-method-guarded",
-    file: OPTIONS,
+    file: CONFIGURE,
     text:
       "unguarded.has(method) ||\n    (!methods.has(method) && !methods.has(method.toUpperCase()))",
     replacement: "false",
@@ -531,7 +532,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "method-case-sensitive",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "&& !methods.has(method.toUpperCase()))",
     replacement: ")",
     tests: [T.hostile],
@@ -666,7 +667,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "forbidden-method-guarded",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "if (forbidden !== undefined) {",
     replacement: "if (false) {",
     tests: [T.options],
@@ -1778,7 +1779,7 @@ export const MUTANTS: Mutant[] = [
   // --- issue 25: the option bounds (options.ts) -------------------------------
   {
     id: "options-lease-equal-ttl-refused",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "if (lease > ttl) {",
     replacement: "if (lease >= ttl) {",
     tests: [T.options],
@@ -1786,7 +1787,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-lease-past-ttl-taken",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "if (lease > ttl) {",
     replacement: "if (lease > ttl + 1) {",
     tests: [T.options],
@@ -1794,7 +1795,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-wait-equal-timeout-refused",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "if (completionWait > completionTimeout) {",
     replacement: "if (completionWait >= completionTimeout) {",
     tests: [T.options],
@@ -1802,7 +1803,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-wait-past-timeout-taken",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: "if (completionWait > completionTimeout) {",
     replacement: "if (completionWait > completionTimeout + 1) {",
     tests: [T.options],
@@ -1810,7 +1811,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-ttl-zero-taken",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: 'option("ttl", positiveMs)',
     replacement: 'option("ttl", nonNegativeMs)',
     tests: [T.options],
@@ -1818,7 +1819,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-completion-timeout-zero-taken",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: 'option("completionTimeout", positiveMs)',
     replacement: 'option("completionTimeout", nonNegativeMs)',
     tests: [T.options],
@@ -1826,7 +1827,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-max-waiting-zero-refused",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: 'option("maxWaiting", nonNegativeInteger)',
     replacement: 'option("maxWaiting", positiveInteger)',
     tests: [T.options],
@@ -1834,7 +1835,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-max-pending-zero-refused",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: 'option("maxPendingCompletions", nonNegativeInteger)',
     replacement: 'option("maxPendingCompletions", positiveInteger)',
     tests: [T.options],
@@ -2612,7 +2613,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-render-unchecked",
-    file: OPTIONS,
+    file: CONFIGURE,
     text: `optionalFunction("renderProblem", options.renderProblem)`,
     replacement: "options.renderProblem",
     tests: ["tests/problem_renderer_test.ts"],
@@ -2912,7 +2913,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-max-waiting-no-effect",
-    file: "src/options.ts",
+    file: CONFIGURE,
     text: "    waitForInFlight > 0,\n  );",
     replacement: "    true,\n  );",
     tests: ["tests/misconfiguration_test.ts"],
@@ -2974,7 +2975,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "options-render-error-unreported",
-    file: OPTIONS,
+    file: CONFIGURE,
     text:
       'report(() => ({ type: "render_error", slot: null, error }), started);',
     replacement: "",

@@ -1,0 +1,225 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/** {@linkcode configure}: the middleware's options checked, defaults filled in. @module */
+
+import type { Clock } from "./_async.ts";
+import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
+import { LOG_CLOCK, withLog } from "./_log.ts";
+import { Sealer } from "./_seal.ts";
+import {
+  headerName,
+  headerNames,
+  knownOptions,
+  needsOption,
+  nonNegativeInteger,
+  nonNegativeMs,
+  optionalBoolean,
+  optionalFunction,
+  positiveMs,
+} from "./_validate.ts";
+import { type Report, reporter } from "./events.ts";
+import { hasherOf } from "./fingerprint.ts";
+import { DEFAULTS, type IdempotencyOptions } from "./options.ts";
+import type { ProblemRenderer } from "./problem.ts";
+import type { IdempotencyStore } from "./store.ts";
+import { MemoryStore } from "./stores/memory.ts";
+
+/** Every option's name, for the misspelling check (the compiler keeps it whole). */
+const OPTION_NAMES = Object.keys(
+  {
+    store: true,
+    scope: true,
+    header: true,
+    methods: true,
+    skip: true,
+    required: true,
+    ttl: true,
+    lease: true,
+    maxRequestBytes: true,
+    maxResponseBytes: true,
+    cacheable: true,
+    fingerprint: true,
+    secret: true,
+    failOpen: true,
+    unstoredHeaders: true,
+    storeSetCookie: true,
+    encryption: true,
+    replayHeader: true,
+    onEvent: true,
+    logger: true,
+    renderProblem: true,
+    completionWait: true,
+    completionTimeout: true,
+    maxPendingCompletions: true,
+    waitForInFlight: true,
+    maxWaiting: true,
+  } satisfies Record<keyof IdempotencyOptions, true>,
+);
+
+/** The options checked, defaults filled in, header names lower case. */
+export type Config = ReturnType<typeof configure>;
+
+/** Checks the options (`TypeError`, `RangeError`) and fills in their defaults. */
+// deno-lint-ignore explicit-module-boundary-types -- its return type is `Config`
+export function configure(options: IdempotencyOptions) {
+  // Without options (from JavaScript), the `scope` check says what to pass.
+  if (options === undefined) options = {} as IdempotencyOptions;
+  if (options === null || typeof options !== "object") {
+    throw new TypeError(
+      `'options' must be an object: current value is ${options}`,
+    );
+  }
+  knownOptions("idempotency()", options, OPTION_NAMES);
+  const option = <T>(
+    name: keyof typeof DEFAULTS,
+    check: (name: string, value: unknown) => T,
+  ): T => check(name, options[name] ?? DEFAULTS[name]);
+  const store: IdempotencyStore = options.store ?? new MemoryStore();
+  for (const method of ["claim", "complete", "release", "extend"] as const) {
+    if (typeof store?.[method] !== "function") {
+      throw new TypeError(
+        `'store' must implement IdempotencyStore: '${method}' is not a function`,
+      );
+    }
+  }
+  const methods = options.methods ?? DEFAULTS.methods;
+  const shown = () => JSON.stringify(methods);
+  if (
+    !Array.isArray(methods) || methods.length === 0 ||
+    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
+  ) {
+    throw new TypeError(
+      `'methods' must be a non-empty list of method names: current value is ${shown()}`,
+    );
+  }
+  const forbidden = methods.find((m) => FORBIDDEN_METHODS.has(m.toUpperCase()));
+  if (forbidden !== undefined) {
+    throw new TypeError(
+      `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${shown()}`,
+    );
+  }
+  const ttl = option("ttl", positiveMs);
+  const lease = option("lease", positiveMs);
+  if (lease > ttl) {
+    throw new RangeError(
+      `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
+    );
+  }
+  const completionWait = option("completionWait", nonNegativeMs);
+  const completionTimeout = option("completionTimeout", positiveMs);
+  if (completionWait > completionTimeout) {
+    throw new RangeError(
+      `'completionWait' must not exceed 'completionTimeout' (${completionTimeout}): current value is ${completionWait}`,
+    );
+  }
+  const unstored = option("unstoredHeaders", headerNames);
+  const guarded = new Set(methods.map((m) => m.toUpperCase()));
+  const waitForInFlight = option("waitForInFlight", nonNegativeMs);
+  const maxWaiting = option("maxWaiting", nonNegativeInteger);
+  needsOption(
+    "maxWaiting",
+    options.maxWaiting !== undefined,
+    "'waitForInFlight' above 0",
+    waitForInFlight > 0,
+  );
+  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
+  const onEvent = optionalFunction("onEvent", options.onEvent);
+  const listener = withLog(onEvent, options.logger, hooks[LOG_CLOCK]);
+  const render = optionalFunction("renderProblem", options.renderProblem);
+  return {
+    store,
+    scope: scopeOption(options.scope),
+    header: option("header", headerName),
+    methods: guarded, // Upper case.
+    // The standard methods not in `methods`, as `Request` spells them.
+    unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
+    required: option("required", optionalBoolean),
+    ttl,
+    lease,
+    maxRequestBytes: option("maxRequestBytes", nonNegativeInteger),
+    maxResponseBytes: option("maxResponseBytes", nonNegativeInteger),
+    cacheable: optionalFunction("cacheable", options.cacheable) ??
+      ((response: Response) => response.ok),
+    fingerprint: optionalFunction("fingerprint", options.fingerprint),
+    hasher: hasherOf(options.secret), // Plain, or under `secret`.
+    failOpen: option("failOpen", optionalBoolean),
+    replayHeader: option("replayHeader", headerName),
+    renderProblem: render && reportingFailures(render, reporter(listener)),
+    encryption: Sealer.of(options.encryption),
+    unstoredHeaders: option("storeSetCookie", optionalBoolean)
+      ? unstored
+      : new Set([...unstored, "set-cookie"]),
+    onEvent: listener,
+    completionWait,
+    completionTimeout,
+    maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
+    heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
+    waitForInFlight,
+    maxWaiting,
+    skip: optionalFunction("skip", options.skip),
+  };
+}
+
+/**
+ * The key header of a guarded request (`null`: none, yet required), else
+ * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
+ */
+export function guardedKey(
+  config: Config,
+  request: Request,
+): string | null | undefined {
+  // Any case (`patch` arrives as sent), but an unguarded standard method costs one lookup.
+  const { methods, unguarded, skip } = config;
+  const method = request.method;
+  if (
+    unguarded.has(method) ||
+    (!methods.has(method) && !methods.has(method.toUpperCase()))
+  ) {
+    return undefined;
+  }
+  if (skip !== undefined && skip(request)) return undefined;
+  const value = request.headers.get(config.header);
+  return value === null && !config.required ? undefined : value;
+}
+
+/**
+ * `render`, reporting a throw or a non-`Response` (a `render_error`) before
+ * `reject()` falls back to the RFC 9457 problem.
+ */
+function reportingFailures(
+  render: ProblemRenderer,
+  report: Report,
+): ProblemRenderer {
+  return async (problem) => {
+    const started = performance.now();
+    try {
+      const response = await render(problem);
+      if (response instanceof Response) return response;
+      throw new TypeError(
+        `'renderProblem' must return a Response: it returned ${response}`,
+      );
+    } catch (error) {
+      report(() => ({ type: "render_error", slot: null, error }), started);
+      throw error;
+    }
+  };
+}
+
+type Scope = Exclude<IdempotencyOptions["scope"], "global">;
+
+/** The `scope` option: a function, or `undefined` for `"global"`. */
+function scopeOption(scope: unknown): Scope | undefined {
+  if (scope === "global") return undefined;
+  if (typeof scope === "function") return scope as Scope;
+  throw new TypeError(
+    `'scope' is required: pass (request) => the stable id of the user, tenant or API client the request acts for (resolved after authentication), or "global" for one key space shared by every caller: current value is ${
+      typeof scope === "string" ? JSON.stringify(scope) : scope
+    }`,
+  );
+}
+
+/** What `new Request()` refuses, so `methods` cannot hold. */
+const FORBIDDEN_METHODS = new Set(["CONNECT", "TRACE", "TRACK"]);
+
+/** The standard methods, in the case `Request` normalizes them to. */
+const STANDARD_METHODS =
+  "CONNECT DELETE GET HEAD OPTIONS PATCH POST PUT QUERY TRACE".split(" ");
