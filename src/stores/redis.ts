@@ -277,7 +277,7 @@ export class RedisStore implements IdempotencyStore {
         call.throwIfExpired();
       }
       const argv = [record, ttl, String(leaseMs)];
-      const reply = await this.#script(call, "claim", key, argv);
+      const reply = await this.#script(call, "claim", [key], argv);
       return claimReply(reply, token, leaseMs);
     };
     const result = await this.#calls.run("claim", claimed, {
@@ -429,23 +429,14 @@ export class RedisStore implements IdempotencyStore {
     const all = [...keys.values()];
     for (let i = 0; i < all.length; i += 500) {
       const batch = all.slice(i, i + 500);
-      const reply = await this.#calls.run("stats", () => this.#count(batch));
+      const reply = await this.#calls.run(
+        "stats",
+        (call) => this.#script(call, "stats", batch, []),
+      );
       statsReply(reply).forEach((n, j) => counts[j]! += n);
     }
     const [inFlight = 0, completed = 0, unreadable = 0] = counts;
     return { inFlight, completed, unreadable, exact };
-  }
-
-  /** The stats script on `keys`, by `EVALSHA`, or `EVAL` when Redis lacks it. */
-  async #count(keys: (Uint8Array | string)[]): Promise<unknown> {
-    const { sha, source } = SCRIPTS.stats;
-    const n = String(keys.length);
-    try {
-      return await this.#send(["EVALSHA", sha, n, ...keys]);
-    } catch (error) {
-      if (refusal(error) !== "NOSCRIPT") throw error;
-      return await this.#send(["EVAL", source, n, ...keys]);
-    }
   }
 
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */
@@ -463,23 +454,24 @@ export class RedisStore implements IdempotencyStore {
   /** Runs a fenced write's script on the slot's key, within the deadline. */
   #eval(op: Operation, slot: string, argv: Argv): Promise<unknown> {
     const key = this.#prefix + slot;
-    return this.#calls.run(op, (call) => this.#script(call, op, key, argv));
+    return this.#calls.run(op, (call) => this.#script(call, op, [key], argv));
   }
 
   /** `EVALSHA` of the script, or `EVAL` when Redis lacks it (restarted). */
   async #script(
     call: StoreCall,
     operation: Operation,
-    key: string,
+    keys: Argv,
     argv: Argv,
   ): Promise<unknown> {
     const { sha, source } = SCRIPTS[operation];
+    const n = String(keys.length);
     try {
-      return await this.#send(["EVALSHA", sha, "1", key, ...argv]);
+      return await this.#send(["EVALSHA", sha, n, ...keys, ...argv]);
     } catch (error) {
       if (refusal(error) !== "NOSCRIPT") throw error;
       call.throwIfExpired();
-      return await this.#send(["EVAL", source, "1", key, ...argv]);
+      return await this.#send(["EVAL", source, n, ...keys, ...argv]);
     }
   }
 }
