@@ -127,6 +127,23 @@ export type PeekResult =
     expiresAt: number;
   };
 
+/** A record in flight as `peek` reports it: its lease ends with the record at the latest. */
+export function inFlightPeek(
+  fingerprint: string,
+  leaseUntil: number,
+  expiresAt: number,
+  claimedAt: number | null = null,
+): PeekResult {
+  const leaseExpiresAt = Math.min(leaseUntil, expiresAt);
+  return {
+    state: "in_flight",
+    fingerprint,
+    claimedAt,
+    leaseExpiresAt,
+    expiresAt,
+  };
+}
+
 /** What {@linkcode IdempotencyStore.forget} did: `deleted` a value, or found it `absent`. */
 export type ForgetResult = "deleted" | "absent";
 

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** KvStore's operations: read-decide-commit loops checked on the versionstamp. @module */
 
-import { StoreError } from "../store.ts";
+import { inFlightPeek, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -187,15 +187,7 @@ export class KvSlots {
     }
     const { fp: fingerprint, deadline: expiresAt } = record;
     if (record.state === "in_flight") {
-      const leaseExpiresAt = Math.min(record.leaseUntil, expiresAt);
-      const claimedAt = null;
-      return {
-        state: "in_flight",
-        fingerprint,
-        claimedAt,
-        leaseExpiresAt,
-        expiresAt,
-      };
+      return inFlightPeek(fingerprint, record.leaseUntil, expiresAt);
     }
     const headerNames = await this.#bodies.headerNames(slot, record);
     if (headerNames === null) return { state: "unreadable", expiresAt };

@@ -2,12 +2,13 @@
 /** PostgresStore's SQL: the driver's shape, the statements, their results. @module */
 
 import type { TransactionSql } from "postgres";
-import type {
-  AdminOperation,
-  ClaimResult,
-  PeekResult,
-  StoredResponse,
-  StoreOperation,
+import {
+  type AdminOperation,
+  type ClaimResult,
+  inFlightPeek,
+  type PeekResult,
+  type StoredResponse,
+  type StoreOperation,
 } from "../store.ts";
 import {
   byteView,
@@ -173,13 +174,7 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     row.state === "in_flight" && row.has_token === true &&
     leaseExpiresAt !== null
   ) {
-    return {
-      state: "in_flight",
-      fingerprint,
-      claimedAt,
-      leaseExpiresAt,
-      expiresAt,
-    };
+    return inFlightPeek(fingerprint, leaseExpiresAt, expiresAt, claimedAt);
   }
   const headers = decodeHeaders(row.headers);
   const size = row.body_bytes;

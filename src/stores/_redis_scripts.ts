@@ -7,11 +7,12 @@
  */
 
 import { createHash } from "node:crypto";
-import type {
-  AdminOperation,
-  ClaimResult,
-  PeekResult,
-  StoreOperation,
+import {
+  type AdminOperation,
+  type ClaimResult,
+  inFlightPeek,
+  type PeekResult,
+  type StoreOperation,
 } from "../store.ts";
 import { unreadable } from "../_record.ts";
 import { bytes, text } from "./_redis_client.ts";
@@ -151,15 +152,7 @@ export function peekReply(reply: unknown): PeekResult {
   const claim = decodeInFlight(record);
   if (claim !== null) {
     const { fingerprint, floor } = claim;
-    const leaseExpiresAt = now + Math.min(left - floor, left);
-    const claimedAt = null;
-    return {
-      state: "in_flight",
-      fingerprint,
-      claimedAt,
-      leaseExpiresAt,
-      expiresAt,
-    };
+    return inFlightPeek(fingerprint, now + left - floor, expiresAt);
   }
   const done = decodeCompleted(record);
   if (done === null) return { state: "unreadable", expiresAt };

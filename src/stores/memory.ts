@@ -2,7 +2,13 @@
 // deno-lint-ignore-file require-await -- `async` makes a throw a rejection
 /** {@linkcode MemoryStore}: the store contract for one process. @module */
 
-import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import {
+  assertSlot,
+  claimOptions,
+  durationMs,
+  inFlightPeek,
+  StoreError,
+} from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -233,15 +239,7 @@ export class MemoryStore implements IdempotencyStore {
     }
     const { fingerprint, deadline: expiresAt } = entry;
     if (entry instanceof Claim) {
-      const leaseExpiresAt = Math.min(entry.leaseUntil, expiresAt);
-      const claimedAt = null;
-      return {
-        state: "in_flight",
-        fingerprint,
-        claimedAt,
-        leaseExpiresAt,
-        expiresAt,
-      };
+      return inFlightPeek(fingerprint, entry.leaseUntil, expiresAt);
     }
     const pairs = JSON.parse(entry.headers) as [string, string][];
     const found: PeekResult = {

@@ -2741,8 +2741,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-peek-lease-floor",
     file: "src/stores/_redis_scripts.ts",
-    text: "now + Math.min(left - floor, left)",
-    replacement: "now + left",
+    text: "inFlightPeek(fingerprint, now + left - floor, expiresAt)",
+    replacement: "inFlightPeek(fingerprint, now + left, expiresAt)",
     tests: ["tests/stores/redis_test.ts"],
     what: "RedisStore.peek() reports the record's expiry as the lease's",
   },
