@@ -122,11 +122,11 @@ export interface IdempotencyTelemetry {
   /** A Redis, PostgreSQL or KV store's `onEvent`. */
   readonly onStoreEvent: (event: StoreEvent) => void;
   /**
-   * `inner`, each `claim`, `complete`, `release` and `extend` timed into
-   * `idempotency.store.duration` under `name`; its optional methods passed
-   * through, none added.
+   * `inner` as it is (its type, `migrate()`, `peek()`, …), each `claim`,
+   * `complete`, `release` and `extend` timed into `idempotency.store.duration`
+   * under `name`; every other property is the inner store's, none added.
    */
-  store(inner: IdempotencyStore, name: string): IdempotencyStore;
+  store<S extends IdempotencyStore>(inner: S, name: string): S;
 }
 
 /** Seconds, from 100 µs (an in-process store) to 10 s (a store call's deadline). */
@@ -148,15 +148,6 @@ const DURATION_BUCKETS = [
   5,
   10,
 ];
-
-/** What is passed through untimed, when the inner store has it. */
-const PASSED = [
-  "unitOfWork",
-  "waitForChange",
-  "peek",
-  "forget",
-  "stats",
-] as const;
 
 /**
  * Makes the instruments of the table in this module's doc, and the listeners
@@ -318,11 +309,12 @@ function errorType(error: unknown): string {
   return error instanceof Error ? error.name : "_OTHER";
 }
 
-function timed(
-  inner: IdempotencyStore,
+/** `inner` behind a proxy that times the four operations. */
+function timed<S extends IdempotencyStore>(
+  inner: S,
   name: string,
   histogram: Histogram,
-): IdempotencyStore {
+): S {
   if (typeof name !== "string" || name === "") {
     throw new TypeError(
       `'name' must be a non-empty string: current value is ${
@@ -330,18 +322,10 @@ function timed(
       }`,
     );
   }
-  const byOperation = new Map<StoreOperation, Attributes>();
-  for (const operation of ["claim", "complete", "release", "extend"] as const) {
-    byOperation.set(operation, {
-      "idempotency.store": name,
-      "idempotency.store.operation": operation,
-    });
-  }
   const time = async <T>(
-    operation: StoreOperation,
+    attributes: Attributes,
     call: () => Promise<T>,
   ): Promise<T> => {
-    let attributes = byOperation.get(operation)!;
     const started = performance.now();
     try {
       return await call();
@@ -352,22 +336,29 @@ function timed(
       histogram.record((performance.now() - started) / 1000, attributes);
     }
   };
-  const store: IdempotencyStore & Partial<AsyncDisposable> = {
-    claim: (slot, options) => time("claim", () => inner.claim(slot, options)),
-    complete: (slot, token, response) =>
-      time("complete", () => inner.complete(slot, token, response)),
-    release: (slot, token) => time("release", () => inner.release(slot, token)),
-    extend: (slot, token, leaseMs) =>
-      time("extend", () => inner.extend(slot, token, leaseMs)),
+  const timedOf = (operation: StoreOperation) => {
+    const attributes = {
+      "idempotency.store": name,
+      "idempotency.store.operation": operation,
+    };
+    const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
+    return (...args: unknown[]) =>
+      time(attributes, () => method.apply(inner, args));
   };
-  for (const method of PASSED) {
-    // deno-lint-ignore no-explicit-any
-    const passed = inner[method] as any;
-    if (typeof passed === "function") store[method] = passed.bind(inner);
-  }
-  const dispose = (inner as Partial<AsyncDisposable>)[Symbol.asyncDispose];
-  if (typeof dispose === "function") {
-    store[Symbol.asyncDispose] = dispose.bind(inner);
-  }
-  return store;
+  const own = new Map<PropertyKey, unknown>(
+    (["claim", "complete", "release", "extend"] as const).map((
+      operation,
+    ) => [operation, timedOf(operation)]),
+  );
+  // Every other method runs on the inner store itself (its private fields).
+  return new Proxy(inner, {
+    get(target, property) {
+      if (own.has(property)) return own.get(property);
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      const bound = value.bind(target);
+      own.set(property, bound);
+      return bound;
+    },
+  });
 }

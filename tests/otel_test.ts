@@ -393,3 +393,27 @@ Deno.test("idempotencyTelemetry() counts undos by outcome", async () => {
     "{undo}",
   );
 });
+
+Deno.test("idempotencyTelemetry().store() keeps the inner store's own methods and type: a FailoverStore migrates a timed side", async () => {
+  class Migrating extends MemoryStore {
+    #migrations = 0;
+    migrate(): Promise<void> {
+      this.#migrations++; // a private field: the method runs on the store itself
+      return Promise.resolve();
+    }
+    get migrations(): number {
+      return this.#migrations;
+    }
+  }
+  const telemetry = idempotencyTelemetry();
+  const inner = new Migrating();
+  const timed = telemetry.store(inner, "pg");
+  await timed.migrate(); // typed as Migrating: no cast
+  const failover = new FailoverStore({
+    primary: telemetry.store(new MemoryStore(), "redis"),
+    fallback: timed,
+  });
+  await failover.migrate();
+  assert.equal(inner.migrations, 2);
+  assert.equal(timed.migrations, 2);
+});

@@ -2494,14 +2494,13 @@ export const MUTANTS: Mutant[] = [
     what: "store durations are recorded in milliseconds under unit s",
   },
   {
-    id: "otel-passthrough-peek",
+    id: "otel-passthrough-unbound",
     file: "src/otel.ts",
-    text:
-      'if (typeof passed === "function") store[method] = passed.bind(inner);',
-    replacement:
-      'if (typeof passed === "function" && method !== "peek") {\n      store[method] = passed.bind(inner);\n    }',
+    text: "const bound = value.bind(target);",
+    replacement: "const bound = value;",
     tests: ["tests/otel_test.ts"],
-    what: "the timing wrapper drops the inner store's peek",
+    what:
+      "the wrapper's other methods run on the proxy: a store's private fields throw",
   },
 
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
