@@ -38,6 +38,8 @@ import {
   postgresSchema,
   REDIS_IGNORE,
   REDIS_URL,
+  redisServerIgnore,
+  startRedisServer,
 } from "./_support/services.ts";
 import { FakeClock, waitFor } from "./_support/time.ts";
 
@@ -109,9 +111,9 @@ integrationTest(
     try {
       const { statuses, lines } = await defaultLog(
         new RedisStore({ client: lazy }),
-        1,
+        2,
       );
-      assert.deepEqual(statuses, [503]);
+      assert.deepEqual(statuses, [503, 503]);
       assert.match(
         lines[0]!,
         /enableOfflineQueue options is false: the Redis client is not connected \(ioredis `lazyConnect`\): call `await client\.connect\(\)` before serving/,
@@ -369,3 +371,35 @@ Deno.test("RedisStore reports the undo of a claim that failed but may have lande
     /'onEvent' must be a function/,
   );
 });
+
+integrationTest(
+  "a RedisStore on an ioredis client with lazyConnect that was connected, reconnecting, is not told to connect it",
+  await redisServerIgnore(),
+  async () => {
+    await using server = await startRedisServer();
+    const client = new Redis(server.url, {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+    });
+    client.on("error", () => {});
+    try {
+      const store = new RedisStore({ client, timeoutMs: 1_000 }); // "wait"
+      await client.connect();
+      const options = { fingerprint: "f", leaseMs: 1_000, ttlMs: 1_000 };
+      assert.equal((await store.claim("a", options)).state, "acquired");
+      // Paused, the server's kernel still accepts: a reconnect stays "connect".
+      server.pause();
+      client.disconnect(true);
+      await waitFor("ioredis to reconnect", () => client.status === "connect");
+      const error = await store.claim("b", options).then(
+        () => assert.fail("a claim on a dead server succeeded"),
+        (error: unknown) => error,
+      );
+      assert.ok(error instanceof StoreError);
+      assert.doesNotMatch(error.message, /lazyConnect|client\.connect\(\)/);
+    } finally {
+      client.disconnect();
+    }
+  },
+);

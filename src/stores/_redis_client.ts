@@ -211,6 +211,10 @@ export function connectionHint(
 ): () => string | undefined {
   const c = client as unknown as Record<string, unknown>;
   const initial = c.status; // ioredis: "wait" with `lazyConnect`
+  let ready = false; // once ready, "connecting" is a reconnect, not a lazy start
+  if (initial === "wait" && typeof c.once === "function") {
+    c.once.call(client, "ready", () => ready = true);
+  }
   return () => {
     if (c.isOpen === false) return NOT_OPEN;
     if (typeof c.callBuffer !== "function") return undefined;
@@ -218,7 +222,8 @@ export function connectionHint(
     if (status === "end") return ENDED;
     if (
       status === "wait" ||
-      (initial === "wait" && (status === "connecting" || status === "connect"))
+      (initial === "wait" && !ready &&
+        (status === "connecting" || status === "connect"))
     ) {
       return LAZY;
     }

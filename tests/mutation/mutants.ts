@@ -2981,4 +2981,13 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/problem_renderer_test.ts"],
     what: "a renderer's throw falls back in silence",
   },
+  {
+    id: "redis-lazy-ready-forgotten",
+    file: "src/stores/_redis_client.ts",
+    text: 'c.once.call(client, "ready", () => ready = true);',
+    replacement: "",
+    tests: ["tests/misconfiguration_test.ts"],
+    what:
+      "an ioredis lazyConnect client reconnecting is told to call connect()",
+  },
 ];
