@@ -2929,9 +2929,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "redis-hint-lazy",
     file: "src/stores/_redis_client.ts",
-    text:
-      '(initial === "wait" && (status === "connecting" || status === "connect"))',
-    replacement: "false",
+    text: '(initial === "wait" && !ready &&',
+    replacement: "(false &&",
     tests: ["tests/misconfiguration_test.ts"],
     what:
       "an ioredis lazyConnect client not connected fails with no word of connect()",
