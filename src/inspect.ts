@@ -10,6 +10,7 @@
 import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { SEALED_HEADER } from "./_seal.ts";
+import { knownOptions } from "./_validate.ts";
 import type { ForgetResult, IdempotencyStore, PeekResult } from "./store.ts";
 
 /** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
@@ -49,6 +50,8 @@ export interface KeyForgotten {
  */
 function slotFor(location: KeyLocation): string {
   const { scope, key, secret } = location ?? {};
+  // A misspelt `secret` would hash without it: "absent", the record kept.
+  if (location) knownOptions("the key's location", location, LOCATION);
   if (typeof scope !== "string" || scope === "") {
     throw new TypeError(
       `'scope' must be the scope the middleware's scope function returned, or "global": current value is ${
@@ -64,6 +67,8 @@ function slotFor(location: KeyLocation): string {
   }
   return hasherOf(secret).slot(scope === "global" ? "" : scope, parsed.key);
 }
+
+const LOCATION = ["scope", "key", "secret"];
 
 function method<M extends "peek" | "forget">(
   store: IdempotencyStore,

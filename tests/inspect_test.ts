@@ -150,6 +150,12 @@ Deno.test("inspectKey() and forgetKey() refuse a store without the method, a mal
     inspectKey(memory, { scope: "global", key: "k", secret: "short" }),
     RangeError,
   );
+  // A misspelt secret must not look the key up unhashed, as "absent".
+  const misspelt = { scope: "global", key: "k", secrte: "x".repeat(32) };
+  await assert.rejects(forgetKey(memory, misspelt as typeof where), {
+    name: "TypeError",
+    message: /has no option 'secrte': did you mean 'secret'\?/,
+  });
 });
 
 Deno.test('inspectKey() with scope "global" finds a key of a middleware with scope: "global"', async () => {

@@ -120,3 +120,41 @@ integrationTest(
     }
   },
 );
+
+integrationTest(
+  "RedisStore.forget() on a store without a subscriber still PUBLISHes: a waiter of another instance wakes",
+  REDIS_IGNORE,
+  async () => {
+    const prefix = `${uniquePrefix("waitforget")}:`;
+    const client = await connect();
+    const subscriber = await client.duplicate().connect();
+    try {
+      const waiting = new RedisStore({ client, prefix, subscriber });
+      const admin = new RedisStore({ client, prefix }); // as the CLI's
+      const claim = { fingerprint: "f", leaseMs: 60_000, ttlMs: 60_000 };
+      assert.equal((await waiting.claim("s", claim)).state, "acquired");
+      const stop = new AbortController();
+      let woken = false;
+      const change = waiting.waitForChange!("s", stop.signal).then(() => {
+        woken = true;
+      });
+      // Subscribed once the channel counts a subscriber.
+      await waitFor("the waiter to subscribe", async () => {
+        const reply = await client.sendCommand([
+          "PUBSUB",
+          "NUMSUB",
+          `${prefix}s`,
+        ]) as [string, number];
+        return Number(reply[1]) > 0;
+      });
+      assert.equal(await admin.forget("s"), "deleted");
+      await waitFor("the waiter to wake", () => woken);
+      await change;
+      stop.abort();
+    } finally {
+      await deleteRedisKeys(prefix);
+      subscriber.destroy();
+      client.destroy();
+    }
+  },
+);

@@ -386,7 +386,10 @@ export class RedisStore implements IdempotencyStore {
   async forget(slot: string): Promise<ForgetResult> {
     assertSlot(slot);
     const deleted = Number(await this.#eval("forget", slot, [])) === 1;
-    if (deleted) this.#publish(slot);
+    // Waiters in other instances may subscribe though this store does not.
+    if (deleted) {
+      this.#send(["PUBLISH", this.#prefix + slot, "1"]).catch(() => {});
+    }
     return deleted ? "deleted" : "absent";
   }
 

@@ -2989,4 +2989,14 @@ export const MUTANTS: Mutant[] = [
     what:
       "an ioredis lazyConnect client reconnecting is told to call connect()",
   },
+  {
+    id: "inspect-location-unchecked",
+    file: "src/inspect.ts",
+    text:
+      'if (location) knownOptions("the key\'s location", location, LOCATION);',
+    replacement: "",
+    tests: ["tests/inspect_test.ts"],
+    what:
+      "forgetKey() with a misspelt secret answers absent and keeps the record",
+  },
 ];
