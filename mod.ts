@@ -26,6 +26,7 @@ export {
   HEADERS_OMITTED_HEADER,
   idempotency,
   type IdempotencyOptions,
+  type Logger,
   type ServeHandlerInfo,
 } from "./src/idempotency.ts";
 export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";

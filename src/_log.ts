@@ -8,13 +8,7 @@
 import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
 
-/** Where the log lines go: `console`, or any object with its `warn` and `error`. */
-export interface Logger {
-  /** Writes a line about something that may cost a duplicate run. */
-  warn(...data: unknown[]): void;
-  /** Writes a line about something that fails requests or loses a record. */
-  error(...data: unknown[]): void;
-}
+import type { Logger } from "./options.ts";
 
 /** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
 export const LOG_CLOCK: unique symbol = Symbol("log clock");

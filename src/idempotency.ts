@@ -13,6 +13,7 @@ export { BODY_OMITTED_HEADER, HEADERS_OMITTED_HEADER } from "./_response.ts";
 export type {
   FetchHandler,
   IdempotencyOptions,
+  Logger,
   ServeHandlerInfo,
 } from "./options.ts";
 

@@ -25,6 +25,14 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
+/** Where the log lines go: `console`, or any object with its `warn` and `error`. */
+export interface Logger {
+  /** Writes a line about something that may run a handler twice. */
+  warn(...data: unknown[]): void;
+  /** Writes a line about something that fails requests or loses a record. */
+  error(...data: unknown[]): void;
+}
+
 /** Options of {@linkcode idempotency}. Every field but `scope` is optional. */
 export interface IdempotencyOptions {
   /**
@@ -261,12 +269,7 @@ export interface IdempotencyOptions {
    * assert.match(lines[0]!, /store_error: the store's claim failed .*MemoryStore is full/);
    * ```
    */
-  logger?: false | {
-    /** Writes a line about something that may run a handler twice. */
-    warn(...data: unknown[]): void;
-    /** Writes a line about something that fails requests or loses a record. */
-    error(...data: unknown[]): void;
-  };
+  logger?: false | Logger;
   /**
    * How long (ms, from a failed write) a response waits for its record's write.
    * @default {1_000}
