@@ -39,14 +39,15 @@ export function parseIdempotencyKey(value: string): ParsedKey {
     if (c === 0x2c) return COMMA;
     if (c < 0x21 || c > 0x7e) {
       const at = i - start + 1;
-      return bad(
-        `the key has ${
-          c === 0x20
-            ? "a space"
-            : c < 0x20 || c === 0x7f
+      const what = c === 0x20
+        ? `a space at position ${at}: quote the key ("a b") to hold one`
+        : `${
+          c < 0x20 || c === 0x7f
             ? "a control character"
             : "a character beyond ASCII"
-        } at position ${at}: a bare key is visible ASCII (0x21–0x7E) but a comma; quote it ("a b") to hold a space`,
+        } at position ${at}`;
+      return bad(
+        `the key has ${what}; a bare key is visible ASCII (0x21–0x7E) but a comma`,
       );
     }
   }

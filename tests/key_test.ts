@@ -109,7 +109,7 @@ Deno.test("parseIdempotencyKey() says why a key is malformed", () => {
     ['"a";p=1', /followed by more text/],
     ['"a\\nb"', /escape/],
     ["caf\u00e9", /a character beyond ASCII at position 4/],
-    ["a b", /a space at position 2: .*quote it/],
+    ["a b", /a space at position 2: quote the key/],
     ["a\x7fb", /a control character at position 2/],
     ['"a\u00e9"', /quoted key has a control character or one beyond ASCII/],
     ["x".repeat(256), /256 characters long/],

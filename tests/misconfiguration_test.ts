@@ -303,7 +303,7 @@ Deno.test("a bare key with a space is refused as a space, with how to send one",
   assert.equal(parsed.ok, false);
   assert.match(
     !parsed.ok ? parsed.reason : "",
-    /^the key has a space at position 6: a bare key is visible ASCII \(0x21–0x7E\) but a comma; quote it \("a b"\) to hold a space$/,
+    /^the key has a space at position 6: quote the key \("a b"\) to hold one; a bare key is visible ASCII \(0x21–0x7E\) but a comma$/,
   );
   assert.deepEqual(parseIdempotencyKey('"order 42"'), {
     ok: true,

@@ -2966,8 +2966,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "key-space-reason",
     file: "src/key.ts",
-    text: "          c === 0x20\n",
-    replacement: "          c === 0x21\n",
+    text: "const what = c === 0x20",
+    replacement: "const what = c === 0x21",
     tests: ["tests/key_test.ts", "tests/misconfiguration_test.ts"],
     what: "a bare key with a space is refused without saying it is the space",
   },
