@@ -236,12 +236,7 @@ async function run(
   }
   if (record === null) throw new TypeError("no record named");
   if (command === "forget") {
-    const forgotten: KeyForgotten = "location" in record
-      ? await forgetKey(store, record.location)
-      : {
-        slot: record.slot,
-        result: await admin(store, "forget")(record.slot),
-      };
+    const forgotten: KeyForgotten = await forgetKey(store, locationOf(record));
     io.stdout(
       json
         ? JSON.stringify(forgotten)
@@ -251,23 +246,14 @@ async function run(
     );
     return forgotten.result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;
   }
-  const found: KeyInspection = "location" in record
-    ? await inspectKey(store, record.location)
-    : { slot: record.slot, ...await admin(store, "peek")(record.slot) };
+  const found: KeyInspection = await inspectKey(store, locationOf(record));
   if (json) io.stdout(JSON.stringify(found));
   else for (const line of peekText(parsed.label, found)) io.stdout(line);
   return found.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;
 }
 
-/** The store's `peek` or `forget`, optional in the contract. */
-function admin<M extends "peek" | "forget">(
-  store: IdempotencyStore,
-  name: M,
-): NonNullable<IdempotencyStore[M]> {
-  const found = store[name];
-  if (found === undefined) throw new Error(`this store has no ${name}()`);
-  return found.bind(store) as NonNullable<IdempotencyStore[M]>;
-}
+const locationOf = (record: NonNullable<Parsed["record"]>) =>
+  "location" in record ? record.location : { slot: record.slot };
 
 function statsText(stats: StoreStats): string {
   const total = stats.inFlight + stats.completed + stats.unreadable;

@@ -11,7 +11,12 @@ import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { SEALED_HEADER } from "./_seal.ts";
 import { knownOptions } from "./_validate.ts";
-import type { ForgetResult, IdempotencyStore, PeekResult } from "./store.ts";
+import {
+  assertSlot,
+  type ForgetResult,
+  type IdempotencyStore,
+  type PeekResult,
+} from "./store.ts";
 
 /** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
 export interface KeyLocation {
@@ -48,7 +53,12 @@ export interface KeyForgotten {
  * @throws {TypeError} When the key is malformed, the scope is not a non-empty string, or the secret is not one.
  * @throws {RangeError} When the secret is shorter than 32 bytes.
  */
-function slotFor(location: KeyLocation): string {
+function slotFor(location: KeyLocation | { slot: string }): string {
+  if (location && "slot" in location) {
+    knownOptions("the slot's location", location, ["slot"]);
+    assertSlot(location.slot);
+    return location.slot;
+  }
   const { scope, key, secret } = location ?? {};
   // A misspelt `secret` would hash without it: "absent", the record kept.
   if (location) knownOptions("the key's location", location, LOCATION);
@@ -89,7 +99,8 @@ function method<M extends "peek" | "forget">(
  * cannot be told from `scope: "global"` here.
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any.
+ * @param location The scope, the key and the middleware's `secret`, if any;
+ *   or the `slot` itself (from an event).
  * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
@@ -119,7 +130,7 @@ function method<M extends "peek" | "forget">(
  */
 export async function inspectKey(
   store: IdempotencyStore,
-  location: KeyLocation,
+  location: KeyLocation | { slot: string },
 ): Promise<KeyInspection> {
   const peek = method(store, "peek");
   const slot = slotFor(location);
@@ -135,7 +146,8 @@ export async function inspectKey(
  * a handler still running under it loses its completion (`lost`).
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any.
+ * @param location The scope, the key and the middleware's `secret`, if any;
+ *   or the `slot` itself.
  * @returns The slot and the store's answer.
  * @throws {TypeError} When the store has no `forget()`, or the location is malformed.
  *
@@ -154,7 +166,7 @@ export async function inspectKey(
  */
 export async function forgetKey(
   store: IdempotencyStore,
-  location: KeyLocation,
+  location: KeyLocation | { slot: string },
 ): Promise<KeyForgotten> {
   const forget = method(store, "forget");
   const slot = slotFor(location);

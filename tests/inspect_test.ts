@@ -72,6 +72,7 @@ Deno.test("inspectKey() finds what the middleware stored under a scope and a sec
   }
   assert.equal((await post("k-1")).headers.get("idempotent-replayed"), "true");
   assert.equal(state.runs, 1);
+  assert.deepEqual(await inspectKey(store, { slot: found.slot }), found);
   const forgotten = await forgetKey(store, { ...where, key: "k-1" });
   assert.deepEqual(forgotten, { slot: found.slot, result: "deleted" });
   assert.equal(await (await post("k-1")).text(), "run 2");
@@ -150,6 +151,7 @@ Deno.test("inspectKey() and forgetKey() refuse a store without the method, a mal
     inspectKey(memory, { scope: "global", key: "k", secret: "short" }),
     RangeError,
   );
+  await assert.rejects(inspectKey(memory, { slot: "" }), TypeError);
   // A misspelt secret must not look the key up unhashed, as "absent".
   const misspelt = { scope: "global", key: "k", secrte: "x".repeat(32) };
   await assert.rejects(forgetKey(memory, misspelt as typeof where), {
