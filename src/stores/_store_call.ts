@@ -10,10 +10,10 @@ import {
   type Timer,
 } from "../_async.ts";
 import type { AdminOperation, StoreError, StoreOperation } from "../store.ts";
+import type { Orphan, Orphans } from "./_orphans.ts";
 
 /** Any operation a store times: the middleware's or an admin's. */
 export type Operation = StoreOperation | AdminOperation;
-import type { Orphan, Orphans } from "./_orphans.ts";
 
 /** How a store words a call that failed in time, or timed out. */
 export interface StoreErrors {
