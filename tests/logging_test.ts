@@ -259,3 +259,36 @@ Deno.test("logListener() writes at most one line per kind per minute, and counts
     { numRuns: 200 },
   );
 });
+
+Deno.test("a log line held back for its minute does not keep the process alive", async () => {
+  // Two store errors: the second waits for the minute's count line, on a timer
+  // that must not hold the process open.
+  const script = `
+    import { idempotency, MemoryStore } from "${new URL(
+    "../mod.ts",
+    import.meta.url,
+  )}";
+    const store = new MemoryStore({ maxEntries: 1 });
+    await store.claim("x", { fingerprint: "f", leaseMs: 60_000, ttlMs: 60_000 });
+    const handler = idempotency(() => new Response("ok"), { scope: "global", store });
+    for (const key of ["a", "b"]) {
+      const headers = { "idempotency-key": key };
+      const res = await handler(new Request("http://localhost/", { method: "POST", headers }));
+      await res.body?.cancel();
+    }
+    console.log("served");
+  `;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", script],
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  // A bound for a failure only: a timer kept alive would hold it a minute.
+  const bound = setTimeout(() => child.kill(), 30_000);
+  const { code, stdout, stderr } = await child.output();
+  clearTimeout(bound);
+  const errors = new TextDecoder().decode(stderr);
+  assert.equal(code, 0, errors);
+  assert.equal(new TextDecoder().decode(stdout).trim(), "served");
+  assert.equal(errors.match(/store_error/g)?.length, 1, errors);
+});
