@@ -115,6 +115,73 @@ export type RecordedBody =
     error?: unknown;
   };
 
+/**
+ * The response's body as its record keeps it, or `null` when it has none: a
+ * body the runtime holds in memory is read in one call, without a stream;
+ * any other is captured up to `cap` until `stop()` settles.
+ */
+export async function responseBody(
+  response: Response,
+  cap: number,
+  stop: () => Promise<unknown>,
+): Promise<RecordedBody | null> {
+  if (held(response)) {
+    let bytes: Uint8Array;
+    try {
+      bytes = await response.bytes();
+    } catch (error) {
+      const omitted = "stream_error";
+      return {
+        outcome: "failed",
+        omitted,
+        live: failAfter(EMPTY, error),
+        error,
+      };
+    }
+    const owned = bytes.buffer instanceof ArrayBuffer
+      ? bytes as Uint8Array<ArrayBuffer>
+      : bytes.slice();
+    if (owned.byteLength <= cap) return { outcome: "within", bytes: owned };
+    const live = new Response(owned).body!;
+    return { outcome: "overflow", omitted: "too_large", live };
+  }
+  const source = response.body;
+  if (source === null) return null;
+  return await recordedBody(source, cap, stop());
+}
+
+/** Deno's keys to a response's state and its not yet materialized body. */
+let keys: { state: symbol; lazy: symbol | undefined } | null | undefined;
+
+/**
+ * Whether Deno holds the body as the string or bytes given to `new Response`,
+ * unread: no stream, nothing to wait for. Elsewhere, `false`.
+ */
+function held(response: Response): boolean {
+  if (response.bodyUsed) return false;
+  if (keys === undefined) {
+    const symbols = Object.getOwnPropertySymbols(response);
+    const named = (name: string) => symbols.find((s) => s.description === name);
+    const state = named("response");
+    keys = state === undefined
+      ? null
+      : { state, lazy: named("lazy static body") };
+  }
+  if (keys === null) return false;
+  const fields = response as unknown as Record<symbol, unknown>;
+  if (keys.lazy !== undefined && isStatic(fields[keys.lazy])) return true;
+  const state = fields[keys.state] as { body?: { streamOrStatic?: unknown } };
+  const body = state?.body?.streamOrStatic as
+    | { body?: unknown }
+    | undefined;
+  return typeof body === "object" && body !== null &&
+    !(body instanceof ReadableStream) && isStatic(body.body);
+}
+
+function isStatic(body: unknown): boolean {
+  return typeof body === "string" || body instanceof Uint8Array;
+}
+
 /** Captures a body up to `cap`; a locked stream counts as a stream error. */
 export async function recordedBody(
   body: ReadableStream<Uint8Array>,
