@@ -150,30 +150,25 @@ export async function responseBody(
   return await recordedBody(source, cap, stop());
 }
 
-/** Deno's keys to a response's state and its not yet materialized body. */
-let keys: { state: symbol; lazy: symbol | undefined } | null | undefined;
+/** Deno's key to a response's internal state; `null` on other runtimes. */
+let state: symbol | null | undefined;
 
 /**
  * Whether Deno holds the body as the string or bytes given to `new Response`,
- * unread: no stream, nothing to wait for. Elsewhere, `false`.
+ * unread: no stream, nothing to wait for. Elsewhere, `false`. (Asking
+ * `bodyUsed` first also makes Deno keep a lazy body in that state.)
  */
 function held(response: Response): boolean {
   if (response.bodyUsed) return false;
-  if (keys === undefined) {
-    const symbols = Object.getOwnPropertySymbols(response);
-    const named = (name: string) => symbols.find((s) => s.description === name);
-    const state = named("response");
-    keys = state === undefined
-      ? null
-      : { state, lazy: named("lazy static body") };
-  }
-  if (keys === null) return false;
-  const fields = response as unknown as Record<symbol, unknown>;
-  if (keys.lazy !== undefined && isStatic(fields[keys.lazy])) return true;
-  const state = fields[keys.state] as { body?: { streamOrStatic?: unknown } };
-  const body = state?.body?.streamOrStatic as
-    | { body?: unknown }
-    | undefined;
+  state ??=
+    Object.getOwnPropertySymbols(response).find((symbol) =>
+      symbol.description === "response"
+    ) ?? null;
+  if (state === null) return false;
+  const inner = (response as unknown as Record<symbol, unknown>)[state] as {
+    body?: { streamOrStatic?: unknown } | null;
+  } | undefined;
+  const body = inner?.body?.streamOrStatic as { body?: unknown } | undefined;
   return typeof body === "object" && body !== null &&
     !(body instanceof ReadableStream) && isStatic(body.body);
 }

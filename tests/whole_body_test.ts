@@ -131,13 +131,18 @@ Deno.test("responseBody() reads a body held in memory whole, without a capture",
       [new Response(new URLSearchParams("a=1&b=2")), "a=1&b=2"],
     ] as const
   ) {
-    response.headers.get("content-type");
     const body = await responseBody(response, 1024, NO_STOP);
     assert.equal(body?.outcome, "within");
     assert.ok(body.outcome === "within");
     assert.equal(decoder.decode(body.bytes), expected);
     assert.ok(body.bytes.buffer instanceof ArrayBuffer);
   }
+  // As the middleware reads it: its headers first.
+  const read = Response.json(json);
+  assert.equal(read.headers.get("content-type"), "application/json");
+  const body = await responseBody(read, 1024, NO_STOP);
+  assert.ok(body?.outcome === "within");
+  assert.equal(decoder.decode(body.bytes), JSON.stringify(json));
   assert.equal(
     await responseBody(new Response(null, { status: 204 }), 8, NO_STOP),
     null,
