@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** A response as a record keeps it, with the live body, and a record's replay. @module */
 
-import { bodyInit } from "./_bytes.ts";
+import { bodyInit, handOver } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { EMPTY } from "./_request.ts";
 import { SEALED_HEADER } from "./_seal.ts";
@@ -141,7 +141,10 @@ export async function responseBody(
     const owned = bytes.buffer instanceof ArrayBuffer
       ? bytes as Uint8Array<ArrayBuffer>
       : bytes.slice();
-    if (owned.byteLength <= cap) return { outcome: "within", bytes: owned };
+    if (owned.byteLength <= cap) {
+      handOver(owned);
+      return { outcome: "within", bytes: owned };
+    }
     const live = new Response(owned).body!;
     return { outcome: "overflow", omitted: "too_large", live };
   }

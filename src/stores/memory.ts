@@ -11,6 +11,7 @@ import type {
   StoredResponse,
   WriteOutcome,
 } from "../store.ts";
+import { takeOver } from "../_bytes.ts";
 import { assertStoredResponse } from "../_record.ts";
 import { optionalFunction, positiveInteger } from "../_validate.ts";
 
@@ -179,7 +180,7 @@ export class MemoryStore implements IdempotencyStore {
     const size = body?.byteLength ?? 0;
     const fits = body !== null && done.bytes + size <= this.#maxBytes;
     if (fits && this.#makeBytes(size, now)) {
-      done.body = new Uint8Array(body);
+      done.body = takeOver(body) ? body : new Uint8Array(body);
       done.bytes += size;
       this.#bytes += size;
       this.#withBody.push(done);
