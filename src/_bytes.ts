@@ -58,3 +58,23 @@ export function takeOver(
   return HANDED.delete(bytes) && bytes.buffer instanceof ArrayBuffer &&
     bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
 }
+
+/** Deno's keys to the internal state of a `Request` and a `Response`. */
+const KEYS = new Map<string, symbol | null>();
+
+/** Deno's internal state of `value`, under its `name` key; `undefined` elsewhere. */
+export function denoState(
+  value: Request | Response,
+  name: "request" | "response",
+): unknown {
+  let key = KEYS.get(name);
+  if (key === undefined) {
+    key = Object.getOwnPropertySymbols(value).find((symbol) =>
+      symbol.description === name
+    ) ?? null;
+    KEYS.set(name, key);
+  }
+  return key === null
+    ? undefined
+    : (value as unknown as Record<symbol, unknown>)[key];
+}

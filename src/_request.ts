@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
-import { bodyInit, concatBytes } from "./_bytes.ts";
+import { bodyInit, concatBytes, denoState } from "./_bytes.ts";
 import type { Hasher } from "./fingerprint.ts";
 import type { Config } from "./options.ts";
 
@@ -85,22 +85,12 @@ async function wholeBody(
   return { outcome: "failed", error };
 }
 
-/** Deno's key to a request's internal state; `null` on other runtimes. */
-let inner: symbol | null | undefined;
-
 /**
  * Whether `Deno.serve` made the request (its state is the server's own
  * class), not code that could pair any stream with any `Content-Length`.
  */
 export function served(request: Request): boolean {
-  inner ??=
-    Object.getOwnPropertySymbols(request).find((symbol) =>
-      symbol.description === "request"
-    ) ?? null;
-  if (inner === null) return false;
-  const state = (request as unknown as Record<symbol, object | undefined>)[
-    inner
-  ];
+  const state = denoState(request, "request") as object | undefined;
   return state?.constructor?.name === "InnerRequest";
 }
 

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** A response as a record keeps it, with the live body, and a record's replay. @module */
 
-import { bodyInit, handOver } from "./_bytes.ts";
+import { bodyInit, denoState, handOver } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { EMPTY } from "./_request.ts";
 import { SEALED_HEADER } from "./_seal.ts";
@@ -130,13 +130,8 @@ export async function responseBody(
     try {
       bytes = await response.bytes();
     } catch (error) {
-      const omitted = "stream_error";
-      return {
-        outcome: "failed",
-        omitted,
-        live: failAfter(EMPTY, error),
-        error,
-      };
+      const live = failAfter(EMPTY, error);
+      return { outcome: "failed", omitted: "stream_error", live, error };
     }
     const owned = bytes.buffer instanceof ArrayBuffer
       ? bytes as Uint8Array<ArrayBuffer>
@@ -153,9 +148,6 @@ export async function responseBody(
   return await recordedBody(source, cap, stop());
 }
 
-/** Deno's key to a response's internal state; `null` on other runtimes. */
-let state: symbol | null | undefined;
-
 /**
  * Whether Deno holds the body as the string or bytes given to `new Response`,
  * unread: no stream, nothing to wait for. Elsewhere, `false`. (Asking
@@ -163,21 +155,12 @@ let state: symbol | null | undefined;
  */
 function held(response: Response): boolean {
   if (response.bodyUsed) return false;
-  state ??=
-    Object.getOwnPropertySymbols(response).find((symbol) =>
-      symbol.description === "response"
-    ) ?? null;
-  if (state === null) return false;
-  const inner = (response as unknown as Record<symbol, unknown>)[state] as {
+  const state = denoState(response, "response") as {
     body?: { streamOrStatic?: unknown } | null;
   } | undefined;
-  const body = inner?.body?.streamOrStatic as { body?: unknown } | undefined;
+  const body = state?.body?.streamOrStatic as { body?: unknown } | undefined;
   return typeof body === "object" && body !== null &&
-    !(body instanceof ReadableStream) && isStatic(body.body);
-}
-
-function isStatic(body: unknown): boolean {
-  return typeof body === "string" || body instanceof Uint8Array;
+    (typeof body.body === "string" || body.body instanceof Uint8Array);
 }
 
 /** Captures a body up to `cap`; a locked stream counts as a stream error. */

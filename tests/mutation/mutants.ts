@@ -2452,7 +2452,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "held-body-stream-taken",
     file: RESPONSE,
-    text: "!(body instanceof ReadableStream) && isStatic(body.body);",
+    text: '(typeof body.body === "string" || body.body instanceof Uint8Array);',
     replacement: "true;",
     tests: ["tests/whole_body_test.ts", T.guardCapture],
     what: "a streamed body is read whole, past the cap and the lease",
