@@ -11,33 +11,41 @@
  */
 import { idempotency } from "../mod.ts";
 import { readBody, rebuild } from "../src/_request.ts";
-import { replay, storedHeaders } from "../src/_response.ts";
-import { capture } from "../src/_capture.ts";
+import { replay, responseBody, storedHeaders } from "../src/_response.ts";
+import { bodyInit } from "../src/_bytes.ts";
 import { handler, record } from "./_app.ts";
 
 const NONE = new Set<string>();
 
+/** A capture's `stop` that never comes. */
+const never = () => new Promise<void>(() => {});
+
 /**
  * What a new key costs the platform, without a hash or a store: the body
- * read through its stream and bounded, the request rebuilt around it, the
- * response's body read through its stream and bounded, and the live
- * response built from the bytes read.
+ * read and bounded as the middleware reads it (whole, by its
+ * `Content-Length`), the request rebuilt around it, the response's body read
+ * as the middleware reads it (whole, held in memory), and the live response
+ * built from the bytes read.
  */
 async function floor(request: Request): Promise<Response> {
   const body = await readBody(request, 1_048_576);
   if (!(body instanceof Uint8Array)) throw new Error("unread body");
   const response = await handler(rebuild(request, body));
   const { status, statusText } = response;
-  const { pairs } = storedHeaders(response.headers, NONE);
-  const captured = await capture(response.body!, 1_048_576);
-  if (captured.outcome !== "within") throw new Error("not captured");
-  return new Response(captured.bytes, { status, statusText, headers: pairs });
+  const { pairs, typed } = storedHeaders(response.headers, NONE);
+  const captured = await responseBody(response, 1_048_576, never);
+  if (captured?.outcome !== "within") throw new Error("not captured");
+  return new Response(bodyInit(captured.bytes, typed), {
+    status,
+    statusText,
+    headers: pairs,
+  });
 }
 
 /**
  * What a replay costs the platform, without a hash or a store: the body
- * read through its stream and bounded (a replay must read it, to compare
- * its fingerprint), and the replay built from a record in memory as the
+ * read and bounded as the middleware reads it (a replay must read it, to
+ * compare its fingerprint), and the replay built from a record in memory as the
  * middleware builds it.
  */
 async function replayFloor(request: Request): Promise<Response> {

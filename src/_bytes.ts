@@ -36,3 +36,45 @@ export function bodyInit(
   for (let i = 0; i < length; i++) if (bytes[i]! >= 0x80) return bytes;
   return String.fromCharCode.apply(null, bytes as unknown as number[]);
 }
+
+/** See {@linkcode handOver}. */
+const HANDED = new WeakSet<Uint8Array>();
+
+/**
+ * Marks bytes that no code but the middleware can reach (a body Deno held in
+ * memory, read out): a store may keep them as its own, without a copy.
+ */
+export function handOver(bytes: Uint8Array): void {
+  HANDED.add(bytes);
+}
+
+/**
+ * Whether `bytes` were handed over, over a buffer of their own size (so that a
+ * store's count of them is the memory held); true once only.
+ */
+export function takeOver(
+  bytes: Uint8Array,
+): bytes is Uint8Array<ArrayBuffer> {
+  return HANDED.delete(bytes) && bytes.buffer instanceof ArrayBuffer &&
+    bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
+}
+
+/** Deno's keys to the internal state of a `Request` and a `Response`. */
+const KEYS = new Map<string, symbol | null>();
+
+/** Deno's internal state of `value`, under its `name` key; `undefined` elsewhere. */
+export function denoState(
+  value: Request | Response,
+  name: "request" | "response",
+): unknown {
+  let key = KEYS.get(name);
+  if (key === undefined) {
+    key = Object.getOwnPropertySymbols(value).find((symbol) =>
+      symbol.description === name
+    ) ?? null;
+    KEYS.set(name, key);
+  }
+  return key === null
+    ? undefined
+    : (value as unknown as Record<symbol, unknown>)[key];
+}

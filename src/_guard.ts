@@ -12,7 +12,7 @@ import {
   scopeOf,
   type Unread,
 } from "./_request.ts";
-import { recordedBody, replay, storedHeaders } from "./_response.ts";
+import { replay, responseBody, storedHeaders } from "./_response.ts";
 import { isSealed } from "./_seal.ts";
 import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
@@ -317,14 +317,16 @@ export class Guard<A extends unknown[]> {
       response.headers,
       this.#config.unstoredHeaders,
     );
-    const source = response.body;
-    if (source === null) {
+    const cap = this.#config.maxResponseBytes;
+    const captured = await responseBody(
+      response,
+      cap,
+      () => this.#heartbeat.capturing(beat),
+    );
+    if (captured === null) {
       const record = { status, headers, body: EMPTY };
       return await this.#record(flight, unit, record) ?? response;
     }
-    const cap = this.#config.maxResponseBytes;
-    const stop = this.#heartbeat.capturing(beat);
-    const captured = await recordedBody(source, cap, stop);
     if (captured.outcome === "within") {
       const body = captured.bytes;
       const record = { status, headers, body };

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
-import { bodyInit, concatBytes } from "./_bytes.ts";
+import { bodyInit, concatBytes, denoState } from "./_bytes.ts";
 import type { Hasher } from "./fingerprint.ts";
 import type { Config } from "./_configure.ts";
 
@@ -28,9 +28,13 @@ export async function readBody(
     );
   }
   const declared = request.headers.get("content-length");
-  if (declared !== null && Number(declared) > max && /^\d+$/.test(declared)) {
-    await request.body?.cancel().catch(() => {});
-    return TOO_LARGE;
+  if (declared !== null && /^\d+$/.test(declared)) {
+    const length = Number(declared);
+    if (length > max) {
+      await request.body?.cancel().catch(() => {});
+      return TOO_LARGE;
+    }
+    if (served(request)) return await wholeBody(request, length);
   }
   const body = request.body;
   if (body === null) return EMPTY;
@@ -56,6 +60,38 @@ export async function readBody(
     return chunks[0] as Uint8Array<ArrayBuffer>;
   }
   return concatBytes(chunks, total);
+}
+
+/**
+ * A served body of `length` bytes read in one call: `Deno.serve` ends it at
+ * its `Content-Length` and errors it when the client stops short, so the bound
+ * holds (docs/architecture.md, Bounded memory); a length other than declared
+ * is `failed` all the same.
+ */
+async function wholeBody(
+  request: Request,
+  length: number,
+): Promise<Uint8Array<ArrayBuffer> | Unread> {
+  let bytes: Uint8Array;
+  try {
+    bytes = await request.bytes();
+  } catch (error) {
+    return { outcome: "failed", error };
+  }
+  if (bytes.byteLength === length) return bytes as Uint8Array<ArrayBuffer>;
+  const error = new RangeError(
+    `The body has ${bytes.byteLength} bytes, its Content-Length says ${length}`,
+  );
+  return { outcome: "failed", error };
+}
+
+/**
+ * Whether `Deno.serve` made the request (its state is the server's own
+ * class), not code that could pair any stream with any `Content-Length`.
+ */
+export function served(request: Request): boolean {
+  const state = denoState(request, "request") as object | undefined;
+  return state?.constructor?.name === "InnerRequest";
 }
 
 /** The `scope` option's answer ("" for `"global"`); synchronous when it is. */

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** A response as a record keeps it, with the live body, and a record's replay. @module */
 
-import { bodyInit } from "./_bytes.ts";
+import { bodyInit, denoState, handOver } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { EMPTY } from "./_request.ts";
 import { SEALED_HEADER } from "./_seal.ts";
@@ -114,6 +114,54 @@ export type RecordedBody =
     live: ReadableStream<Uint8Array<ArrayBuffer>>;
     error?: unknown;
   };
+
+/**
+ * The response's body as its record keeps it, or `null` when it has none: a
+ * body the runtime holds in memory is read in one call, without a stream;
+ * any other is captured up to `cap` until `stop()` settles.
+ */
+export async function responseBody(
+  response: Response,
+  cap: number,
+  stop: () => Promise<unknown>,
+): Promise<RecordedBody | null> {
+  if (held(response)) {
+    let bytes: Uint8Array;
+    try {
+      bytes = await response.bytes();
+    } catch (error) {
+      const live = failAfter(EMPTY, error);
+      return { outcome: "failed", omitted: "stream_error", live, error };
+    }
+    const owned = bytes.buffer instanceof ArrayBuffer
+      ? bytes as Uint8Array<ArrayBuffer>
+      : bytes.slice();
+    if (owned.byteLength <= cap) {
+      handOver(owned);
+      return { outcome: "within", bytes: owned };
+    }
+    const live = new Response(owned).body!;
+    return { outcome: "overflow", omitted: "too_large", live };
+  }
+  const source = response.body;
+  if (source === null) return null;
+  return await recordedBody(source, cap, stop());
+}
+
+/**
+ * Whether Deno holds the body as the string or bytes given to `new Response`,
+ * unread: no stream, nothing to wait for. Elsewhere, `false`. (Asking
+ * `bodyUsed` first also makes Deno keep a lazy body in that state.)
+ */
+function held(response: Response): boolean {
+  if (response.bodyUsed) return false;
+  const state = denoState(response, "response") as {
+    body?: { streamOrStatic?: unknown } | null;
+  } | undefined;
+  const body = state?.body?.streamOrStatic as { body?: unknown } | undefined;
+  return typeof body === "object" && body !== null &&
+    (typeof body.body === "string" || body.body instanceof Uint8Array);
+}
 
 /** Captures a body up to `cap`; a locked stream counts as a stream error. */
 export async function recordedBody(

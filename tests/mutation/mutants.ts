@@ -343,9 +343,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "terminal-null-body-released",
     file: GUARD,
-    text: `    if (source === null) {
+    text: `    if (captured === null) {
       const record = { status, headers, body: EMPTY };`,
-    replacement: `    if (source === null) {
+    replacement: `    if (captured === null) {
       await this.#completions.release(flight.beat!, "not_cacheable");
       return response;
       const record = { status, headers, body: EMPTY };`,
@@ -1709,8 +1709,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "request-declared-at-limit-refused",
     file: REQUEST,
-    text: "Number(declared) > max",
-    replacement: "Number(declared) >= max",
+    text: "if (length > max) {",
+    replacement: "if (length >= max) {",
     tests: [T.protocol],
     what: "a Content-Length of exactly maxRequestBytes is a 413",
   },
@@ -1725,8 +1725,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "request-declared-unchecked",
     file: REQUEST,
-    text:
-      "if (declared !== null && Number(declared) > max && /^\\d+$/.test(declared)) {",
+    text: "if (declared !== null && /^\\d+$/.test(declared)) {",
     replacement: "if (false) {",
     tests: [T.protocol],
     what: "a Content-Length over the bound is claimed and read, not a 413",
@@ -1752,7 +1751,7 @@ export const MUTANTS: Mutant[] = [
     id: "request-declared-over-not-cancelled",
     file: REQUEST,
     text:
-      "await request.body?.cancel().catch(() => {});\n    return TOO_LARGE;",
+      "await request.body?.cancel().catch(() => {});\n      return TOO_LARGE;",
     replacement: "return TOO_LARGE;",
     tests: [T.protocol],
     what:
@@ -2998,5 +2997,96 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/inspect_test.ts"],
     what:
       "forgetKey() with a misspelt secret answers absent and keeps the record",
+  },
+  // --- bodies read in one call (issue 24) ---------------------------------
+  {
+    id: "whole-body-unserved",
+    file: REQUEST,
+    text: "if (served(request)) return await wholeBody(request, length);",
+    replacement: "if (true) return await wholeBody(request, length);",
+    tests: [T.hostile, "tests/whole_body_test.ts"],
+    what:
+      "a request built in code is read whole by its Content-Length, unbounded",
+  },
+  {
+    id: "whole-body-length-trusted",
+    file: REQUEST,
+    text: "if (bytes.byteLength === length) return",
+    replacement: "if (bytes.byteLength >= 0) return",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a served body whose length is not its Content-Length is taken",
+  },
+  {
+    id: "whole-body-never-served",
+    file: REQUEST,
+    text: 'return state?.constructor?.name === "InnerRequest";',
+    replacement: "return false;",
+    tests: ["tests/whole_body_test.ts"],
+    what: "Deno.serve's requests go through the reader loop again",
+  },
+  {
+    id: "held-body-cap-boundary",
+    file: RESPONSE,
+    text: "if (owned.byteLength <= cap) {",
+    replacement: "if (owned.byteLength < cap) {",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a body in memory of exactly maxResponseBytes is not recorded",
+  },
+  {
+    id: "held-body-uncapped",
+    file: RESPONSE,
+    text: "if (owned.byteLength <= cap) {",
+    replacement: "if (owned.byteLength >= 0) {",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a body in memory over maxResponseBytes is recorded whole",
+  },
+  {
+    id: "held-body-stream-taken",
+    file: RESPONSE,
+    text: '(typeof body.body === "string" || body.body instanceof Uint8Array);',
+    replacement: "true;",
+    tests: ["tests/whole_body_test.ts", T.guardCapture],
+    what: "a streamed body is read whole, past the cap and the lease",
+  },
+  {
+    id: "held-body-never",
+    file: RESPONSE,
+    text: "if (held(response)) {",
+    replacement: "if (false) {",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a body held in memory goes through a stream and a capture",
+  },
+  {
+    id: "handed-over-twice",
+    file: "src/_bytes.ts",
+    text: "return HANDED.delete(bytes) &&",
+    replacement: "return HANDED.has(bytes) &&",
+    tests: ["tests/whole_body_test.ts"],
+    what: "bytes handed over once are kept uncopied by every store after",
+  },
+  {
+    id: "handed-over-view",
+    file: "src/_bytes.ts",
+    text:
+      "bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;",
+    replacement: "true;",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a view handed over keeps its whole buffer, past the store's count",
+  },
+  {
+    id: "memory-keeps-caller-bytes",
+    file: MEMORY,
+    text: "done.body = takeOver(body) ? body : new Uint8Array(body);",
+    replacement: "done.body = body as Uint8Array<ArrayBuffer>;",
+    tests: [T.memory, "tests/whole_body_test.ts"],
+    what: "MemoryStore keeps the caller's array, which the caller may reuse",
+  },
+  {
+    id: "held-body-not-handed-over",
+    file: RESPONSE,
+    text: "handOver(owned);",
+    replacement: "",
+    tests: ["tests/whole_body_test.ts"],
+    what: "a body held in memory is copied again by the MemoryStore",
   },
 ];
