@@ -146,13 +146,7 @@ export class KvSlots {
         this.#bodies.written(slot, token),
       ]);
       if (owns(found, token, this.#clock()) === null) return "lost";
-      // The token's chunks go in the same commit when they fit, after it if not.
-      const inCommit = chunks.slice(0, DELETE_BATCH - 1);
-      const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
-      for (const key of inCommit) op.delete(key);
-      const result = await unlocked(() => op.commit());
-      if (!result.ok) continue;
-      await this.#bodies.delete(chunks.slice(inCommit.length));
+      if (!await this.#delete(slot, entry, chunks)) continue;
       return "applied";
     }
     throw contended("release", slot);
@@ -216,12 +210,7 @@ export class KvSlots {
         this.#bodies.all(slot),
       ]);
       if (found.kind === "absent" && chunks.length === 0) return "absent";
-      const inCommit = chunks.slice(0, DELETE_BATCH - 1);
-      const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
-      for (const key of inCommit) op.delete(key);
-      const result = await unlocked(() => op.commit());
-      if (!result.ok) continue;
-      await this.#bodies.delete(chunks.slice(inCommit.length));
+      if (!await this.#delete(slot, entry, chunks)) continue;
       const live = found.kind === "unreadable" ||
         found.kind === "record" && this.#clock() < found.record.deadline;
       return live ? "deleted" : "absent";
@@ -302,6 +291,24 @@ export class KvSlots {
       });
     if (mutations !== undefined) applyMutations(mutations, op);
     return (await unlocked(() => op.commit())).ok;
+  }
+
+  /**
+   * Deletes the record, if `entry` is still its version, with `chunks`: in the
+   * same commit when they fit, the rest after it; `false` if it changed.
+   */
+  async #delete(
+    slot: string,
+    entry: Deno.KvEntryMaybe<unknown>,
+    chunks: Deno.KvKey[],
+  ): Promise<boolean> {
+    const inCommit = chunks.slice(0, DELETE_BATCH - 1);
+    const op = this.#kv.atomic().check(entry).delete(this.#recordKey(slot));
+    for (const key of inCommit) op.delete(key);
+    const result = await unlocked(() => op.commit());
+    if (!result.ok) return false;
+    await this.#bodies.delete(chunks.slice(inCommit.length));
+    return true;
   }
 
   #recordKey(slot: string): Deno.KvKey {
