@@ -8,9 +8,9 @@ import type {
   IdempotencyStore,
   PeekResult,
 } from "../store.ts";
+import type { Operation } from "./_store_call.ts";
 
 type Role = "primary" | "fallback";
-type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
 
 /** `store[method]`, or a `TypeError` naming what is missing. */
 export function adminMethod<M extends AdminOperation>(
@@ -43,7 +43,7 @@ export async function peekBoth(
     settle(() => peekFallback(slot)),
   ]);
   if (!p.ok) {
-    if (!f.ok) throw failed("peek", [p.error, f.error]);
+    if (!f.ok) throw bothFailed("peek", "peek", p.error, f.error);
     return f.value;
   }
   if (!f.ok) return p.value;
@@ -64,13 +64,24 @@ export async function forgetBoth(
     settle(() => forgetPrimary(slot)),
     settle(() => forgetFallback(slot)),
   ]);
-  if (!p.ok && !f.ok) throw failed("forget", [p.error, f.error]);
-  if (!p.ok) throw failed("forget", [p.error], "primary");
-  if (!f.ok) throw failed("forget", [f.error], "fallback");
+  if (!p.ok && !f.ok) throw bothFailed("forget", "forget", p.error, f.error);
+  if (!p.ok) throw oneFailed("primary", p.error);
+  if (!f.ok) throw oneFailed("fallback", f.error);
   return p.value === "deleted" || f.value === "deleted" ? "deleted" : "absent";
 }
 
-async function settle<T>(call: () => Promise<T>): Promise<Settled<T>> {
+/** One store's forget failed: a copy may be left there. */
+function oneFailed(role: Role, error: unknown): StoreError {
+  const message = `The ${role} store failed to forget (the other did): ${
+    messageOf(error)
+  }`;
+  return new StoreError(message, { operation: "forget", cause: error });
+}
+
+/** A call's value, or its error, so that both stores' calls can be awaited together. */
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+export async function settle<T>(call: () => Promise<T>): Promise<Settled<T>> {
   try {
     return { ok: true, value: await call() };
   } catch (error) {
@@ -78,25 +89,24 @@ async function settle<T>(call: () => Promise<T>): Promise<Settled<T>> {
   }
 }
 
-/** The failure of one store (`role`) or of both. */
-function failed(
-  op: AdminOperation,
-  errors: unknown[],
-  role?: Role,
+/** Both stores failed `operation` (`what` says how). */
+export function bothFailed(
+  operation: Operation,
+  what: string,
+  primary: unknown,
+  fallback: unknown,
 ): StoreError {
-  const reasons = errors.map((e) =>
-    (e as { message?: unknown } | null)?.message ?? String(e)
+  const message = `Both stores failed to ${what}: primary: ${
+    messageOf(primary)
+  }; fallback: ${messageOf(fallback)}`;
+  const cause = new AggregateError(
+    [primary, fallback],
+    "The primary and the fallback store both failed",
   );
-  const message = role === undefined
-    ? `Both stores failed to ${op}: primary: ${reasons[0]}; fallback: ${
-      reasons[1]
-    }`
-    : `The ${role} store failed to ${op} (the other did): ${reasons[0]}`;
-  const cause = role === undefined
-    ? new AggregateError(
-      errors,
-      "The primary and the fallback store both failed",
-    )
-    : errors[0];
-  return new StoreError(message, { operation: op, cause });
+  return new StoreError(message, { operation, cause });
+}
+
+export function messageOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : String(error);
 }

@@ -21,7 +21,14 @@ import {
   optionalBoolean,
   optionalFunction,
 } from "../_validate.ts";
-import { adminMethod, forgetBoth, peekBoth } from "./_failover_admin.ts";
+import {
+  adminMethod,
+  bothFailed,
+  forgetBoth,
+  messageOf,
+  peekBoth,
+  settle,
+} from "./_failover_admin.ts";
 export * from "./_contract.ts";
 
 /** One of the two stores of a {@linkcode FailoverStore}. */
@@ -103,18 +110,6 @@ function assertStore(name: string, store: unknown): void {
         `'${name}' must be an IdempotencyStore: it has no ${method}() method`,
       );
     }
-  }
-}
-
-type Settled =
-  | { ok: true; value: WriteOutcome }
-  | { ok: false; error: unknown };
-
-async function settle(write: () => Promise<WriteOutcome>): Promise<Settled> {
-  try {
-    return { ok: true, value: await write() };
-  } catch (error) {
-    return { ok: false, error };
   }
 }
 
@@ -448,28 +443,7 @@ function refused(reason: string, error: unknown): StoreError {
   return new StoreError(message, { operation: "claim", cause: error });
 }
 
-function bothFailed(
-  operation: StoreOperation,
-  what: string,
-  primary: unknown,
-  fallback: unknown,
-): StoreError {
-  const message = `Both stores failed to ${what}: primary: ${
-    messageOf(primary)
-  }; fallback: ${messageOf(fallback)}`;
-  const cause = new AggregateError(
-    [primary, fallback],
-    "The primary and the fallback store both failed",
-  );
-  return new StoreError(message, { operation, cause });
-}
-
 async function migrateStore(store: IdempotencyStore): Promise<void> {
   const migrate = (store as { migrate?: unknown }).migrate;
   if (typeof migrate === "function") await migrate.call(store);
-}
-
-function messageOf(error: unknown): string {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" ? message : String(error);
 }
