@@ -37,28 +37,6 @@ export function bodyInit(
   return String.fromCharCode.apply(null, bytes as unknown as number[]);
 }
 
-/** See {@linkcode handOver}. */
-const HANDED = new WeakSet<Uint8Array>();
-
-/**
- * Marks bytes that no code but the middleware can reach (a body Deno held in
- * memory, read out): a store may keep them as its own, without a copy.
- */
-export function handOver(bytes: Uint8Array): void {
-  HANDED.add(bytes);
-}
-
-/**
- * Whether `bytes` were handed over, over a buffer of their own size (so that a
- * store's count of them is the memory held); true once only.
- */
-export function takeOver(
-  bytes: Uint8Array,
-): bytes is Uint8Array<ArrayBuffer> {
-  return HANDED.delete(bytes) && bytes.buffer instanceof ArrayBuffer &&
-    bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;
-}
-
 /** Deno's keys to the internal state of a `Request` and a `Response`. */
 const KEYS = new Map<string, symbol | null>();
 

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** A response as a record keeps it, with the live body, and a record's replay. @module */
 
-import { bodyInit, denoState, handOver } from "./_bytes.ts";
+import { bodyInit, denoState } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { EMPTY } from "./_request.ts";
 import { SEALED_HEADER } from "./_seal.ts";
@@ -137,7 +137,6 @@ export async function responseBody(
       ? bytes as Uint8Array<ArrayBuffer>
       : bytes.slice();
     if (owned.byteLength <= cap) {
-      handOver(owned);
       return { outcome: "within", bytes: owned };
     }
     const live = new Response(owned).body!;

@@ -10,7 +10,6 @@ import assert from "node:assert/strict";
 import { idempotency, MemoryStore, PROBLEM_TYPES } from "../mod.ts";
 import { readBody, served } from "../src/_request.ts";
 import { responseBody } from "../src/_response.ts";
-import { handOver } from "../src/_bytes.ts";
 import { frames } from "./_support/bytes.ts";
 import { post, serveLocal } from "./_support/http.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
@@ -205,30 +204,4 @@ Deno.test("idempotency() records a body held in memory and replays it byte for b
   const again = await big(post("big", "{}"));
   assert.equal(again.headers.get("idempotent-body-omitted"), "too_large");
   await again.body?.cancel();
-});
-
-Deno.test("MemoryStore keeps a body held in memory as it was read, and copies any other", async () => {
-  const store = new MemoryStore();
-  const options = { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 };
-  const keep = async (slot: string, body: Uint8Array<ArrayBuffer>) => {
-    const claim = await store.claim(slot, options);
-    assert.ok(claim.state === "acquired");
-    await store.complete(slot, claim.token, { status: 200, headers: [], body });
-    const done = await store.claim(slot, options);
-    assert.ok(done.state === "completed" && done.response.body !== null);
-    return done.response.body;
-  };
-  const held = await responseBody(new Response("abc"), 1024, NO_STOP);
-  assert.ok(held?.outcome === "within");
-  assert.equal(await keep("held", held.bytes), held.bytes);
-  // Once only: the same array completed again is copied.
-  assert.notEqual(await keep("again", held.bytes), held.bytes);
-  const mine = encoder.encode("abc");
-  assert.notEqual(await keep("mine", mine), mine);
-  // A view of a larger buffer would hold more than the store counts.
-  const view = encoder.encode("abcdef").subarray(0, 3);
-  handOver(view);
-  const kept = await keep("view", view);
-  assert.notEqual(kept, view);
-  assert.equal(kept.buffer.byteLength, 3);
 });

@@ -20,7 +20,6 @@ import type {
   StoreStats,
   WriteOutcome,
 } from "../store.ts";
-import { takeOver } from "../_bytes.ts";
 import { assertStoredResponse } from "../_record.ts";
 import {
   knownOptions,
@@ -195,7 +194,7 @@ export class MemoryStore implements IdempotencyStore {
     const size = body?.byteLength ?? 0;
     const fits = body !== null && done.bytes + size <= this.#maxBytes;
     if (fits && this.#makeBytes(size, now)) {
-      done.body = takeOver(body) ? body : new Uint8Array(body);
+      done.body = new Uint8Array(body);
       done.bytes += size;
       this.#bytes += size;
       this.#withBody.push(done);

@@ -3056,37 +3056,4 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/whole_body_test.ts"],
     what: "a body held in memory goes through a stream and a capture",
   },
-  {
-    id: "handed-over-twice",
-    file: "src/_bytes.ts",
-    text: "return HANDED.delete(bytes) &&",
-    replacement: "return HANDED.has(bytes) &&",
-    tests: ["tests/whole_body_test.ts"],
-    what: "bytes handed over once are kept uncopied by every store after",
-  },
-  {
-    id: "handed-over-view",
-    file: "src/_bytes.ts",
-    text:
-      "bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength;",
-    replacement: "true;",
-    tests: ["tests/whole_body_test.ts"],
-    what: "a view handed over keeps its whole buffer, past the store's count",
-  },
-  {
-    id: "memory-keeps-caller-bytes",
-    file: MEMORY,
-    text: "done.body = takeOver(body) ? body : new Uint8Array(body);",
-    replacement: "done.body = body as Uint8Array<ArrayBuffer>;",
-    tests: [T.memory, "tests/whole_body_test.ts"],
-    what: "MemoryStore keeps the caller's array, which the caller may reuse",
-  },
-  {
-    id: "held-body-not-handed-over",
-    file: RESPONSE,
-    text: "handOver(owned);",
-    replacement: "",
-    tests: ["tests/whole_body_test.ts"],
-    what: "a body held in memory is copied again by the MemoryStore",
-  },
 ];
