@@ -144,6 +144,32 @@ export function inFlightPeek(
   };
 }
 
+/** A completed record as `peek` reports it: `omitted` kept only without a body. */
+export function completedPeek(
+  fingerprint: string,
+  record: {
+    status: number;
+    headerNames: string[];
+    bodyBytes: number | null;
+    omitted?: OmittedReason | undefined;
+  },
+  expiresAt: number,
+  claimedAt: number | null = null,
+): PeekResult {
+  const { status, headerNames, bodyBytes, omitted } = record;
+  const found: PeekResult = {
+    state: "completed",
+    fingerprint,
+    status,
+    headerNames,
+    bodyBytes,
+    claimedAt,
+    expiresAt,
+  };
+  if (bodyBytes === null && omitted !== undefined) found.omitted = omitted;
+  return found;
+}
+
 /** What {@linkcode IdempotencyStore.forget} did: `deleted` a value, or found it `absent`. */
 export type ForgetResult = "deleted" | "absent";
 

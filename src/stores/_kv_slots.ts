@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** KvStore's operations: read-decide-commit loops checked on the versionstamp. @module */
 
-import { inFlightPeek, StoreError } from "../store.ts";
+import { completedPeek, inFlightPeek, StoreError } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -188,18 +188,13 @@ export class KvSlots {
     const bodyBytes = "set" in record
       ? record.bodyLength
       : record.body?.byteLength ?? null;
-    const { status, omitted } = record;
-    const done: PeekResult = {
-      state: "completed",
+    const omitted = record.omitted as OmittedReason | undefined; // checked on read
+    const { status } = record;
+    return completedPeek(
       fingerprint,
-      status,
-      headerNames,
-      bodyBytes,
-      claimedAt: null,
+      { status, headerNames, bodyBytes, omitted },
       expiresAt,
-    };
-    if (bodyBytes === null) done.omitted = omitted as OmittedReason;
-    return done;
+    );
   }
 
   /** See `KvStore.forget`: the record and every chunk of the slot, in one commit when they fit. */

@@ -5,6 +5,7 @@ import type { TransactionSql } from "postgres";
 import {
   type AdminOperation,
   type ClaimResult,
+  completedPeek,
   inFlightPeek,
   type PeekResult,
   type StoredResponse,
@@ -183,17 +184,17 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     ? toStoredResponse(row.status, headers, body, row.omitted)
     : null;
   if (response === null) return { state: "unreadable", expiresAt };
-  const found: PeekResult = {
-    state: "completed",
+  return completedPeek(
     fingerprint,
-    status: response.status,
-    headerNames: response.headers.map(([name]) => name),
-    bodyBytes: body === null ? null : size as number,
-    claimedAt,
+    {
+      status: response.status,
+      headerNames: response.headers.map(([name]) => name),
+      bodyBytes: body === null ? null : size as number,
+      omitted: response.omitted,
+    },
     expiresAt,
-  };
-  if (response.omitted !== undefined) found.omitted = response.omitted;
-  return found;
+    claimedAt,
+  );
 }
 
 /** Reads the row that a claim offering `token` returned. */

@@ -10,6 +10,7 @@ import { createHash } from "node:crypto";
 import {
   type AdminOperation,
   type ClaimResult,
+  completedPeek,
   inFlightPeek,
   type PeekResult,
   type StoreOperation,
@@ -157,17 +158,12 @@ export function peekReply(reply: unknown): PeekResult {
   const done = decodeCompleted(record);
   if (done === null) return { state: "unreadable", expiresAt };
   const { status, headers, body, omitted } = done.response;
-  const found: PeekResult = {
-    state: "completed",
-    fingerprint: done.fingerprint,
+  return completedPeek(done.fingerprint, {
     status,
     headerNames: headers.map(([name]) => name),
     bodyBytes: body?.byteLength ?? null,
-    claimedAt: null,
-    expiresAt,
-  };
-  if (omitted !== undefined) found.omitted = omitted;
-  return found;
+    omitted,
+  }, expiresAt);
 }
 
 /** The stats script's reply: its three counts. */

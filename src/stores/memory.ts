@@ -5,6 +5,7 @@
 import {
   assertSlot,
   claimOptions,
+  completedPeek,
   durationMs,
   inFlightPeek,
   StoreError,
@@ -242,17 +243,12 @@ export class MemoryStore implements IdempotencyStore {
       return inFlightPeek(fingerprint, entry.leaseUntil, expiresAt);
     }
     const pairs = JSON.parse(entry.headers) as [string, string][];
-    const found: PeekResult = {
-      state: "completed",
-      fingerprint,
+    return completedPeek(fingerprint, {
       status: entry.status,
       headerNames: pairs.map(([name]) => name),
       bodyBytes: entry.body?.byteLength ?? null,
-      claimedAt: null,
-      expiresAt,
-    };
-    if (entry.body === null) found.omitted = entry.omitted;
-    return found;
+      omitted: entry.omitted,
+    }, expiresAt);
   }
 
   /** Deletes what holds the slot, unfenced: `absent` when nothing live did. */
