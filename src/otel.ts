@@ -130,24 +130,14 @@ export interface IdempotencyTelemetry {
 }
 
 /** Seconds, from 100 µs (an in-process store) to 10 s (a store call's deadline). */
+// deno-fmt-ignore
 const DURATION_BUCKETS = [
-  0.0001,
-  0.00025,
-  0.0005,
-  0.001,
-  0.0025,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  0.5, 1, 2.5, 5, 10,
 ];
+
+/** The four store operations {@linkcode IdempotencyTelemetry.store} times. */
+const TIMED = ["claim", "complete", "release", "extend"] as const;
 
 /**
  * Makes the instruments of the table in this module's doc, and the listeners
@@ -179,80 +169,35 @@ const DURATION_BUCKETS = [
 export function idempotencyTelemetry(
   options: TelemetryOptions = {},
 ): IdempotencyTelemetry {
-  const provider: MeterProviderLike = options.meterProvider ??
-    metrics.getMeterProvider();
+  const provider = options.meterProvider ?? metrics.getMeterProvider();
   const spans = options.spanAttributes ?? true;
   const meter = provider.getMeter("@idempotent/http") as Meter;
   const counter = (name: string, unit: string, description: string) =>
-    meter.createCounter(name, { unit, description });
-  const requests = counter(
-    "idempotency.requests",
-    "{request}",
-    "Guarded requests, by outcome.",
-  );
-  const duration: Histogram = meter.createHistogram(
-    "idempotency.store.duration",
-    {
-      unit: "s",
-      description: "Time of a store operation.",
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    },
-  );
-  const errors = counter(
-    "idempotency.store.errors",
-    "{error}",
-    "Store operations that threw, as the middleware saw them.",
-  );
-  const retries = counter(
-    "idempotency.write.retries",
-    "{retry}",
-    "Settling writes tried again after a throw.",
-  );
-  const givenUp = counter(
-    "idempotency.write.given_up",
-    "{write}",
-    "Settling writes whose outcome stayed unknown.",
-  );
-  const leaseLost = counter(
-    "idempotency.lease.lost",
-    "{lease}",
-    "Claims a heartbeat found taken over.",
-  );
-  const undos = counter(
-    "idempotency.undos",
-    "{undo}",
-    "Undos of late claims, by outcome.",
-  );
-  const fallbacks = counter(
-    "idempotency.failover.fallbacks",
-    "{fallback}",
-    "Claims a FailoverStore sent to its fallback.",
-  );
-  const recoveries = counter(
-    "idempotency.failover.recoveries",
-    "{recovery}",
-    "Slots a FailoverStore found on its fallback once the primary answered.",
-  );
+    meter.createCounter(`idempotency.${name}`, { unit, description });
+  // deno-fmt-ignore
+  const requests = counter("requests", "{request}", "Guarded requests, by outcome."),
+    errors = counter("store.errors", "{error}", "Store operations that threw, as the middleware saw them."),
+    retries = counter("write.retries", "{retry}", "Settling writes tried again after a throw."),
+    givenUp = counter("write.given_up", "{write}", "Settling writes whose outcome stayed unknown."),
+    leaseLost = counter("lease.lost", "{lease}", "Claims a heartbeat found taken over."),
+    undos = counter("undos", "{undo}", "Undos of late claims, by outcome."),
+    fallbacks = counter("failover.fallbacks", "{fallback}", "Claims a FailoverStore sent to its fallback."),
+    recoveries = counter("failover.recoveries", "{recovery}", "Slots a FailoverStore found on its fallback once the primary answered.");
+  const duration = meter.createHistogram("idempotency.store.duration", {
+    unit: "s",
+    description: "Time of a store operation.",
+    advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+  });
 
-  const byOutcome = new Map<string, Attributes>();
-  const outcome = (
-    result: RequestOutcome,
-    slot: string | null,
-  ): void => {
-    let attributes = byOutcome.get(result);
-    if (attributes === undefined) {
-      attributes = { "idempotency.outcome": result };
-      byOutcome.set(result, attributes);
-    }
-    requests.add(1, attributes);
+  const outcome = (result: RequestOutcome, slot: string | null): void => {
+    requests.add(1, { "idempotency.outcome": result });
     const span = spans ? trace.getActiveSpan() : undefined;
-    if (span === undefined) return;
-    span.setAttributes({
+    span?.setAttributes({
       "idempotency.outcome": result,
       "idempotency.replayed": result === "replayed" || result === "waited",
     });
     if (slot !== null) {
-      span.setAttribute("idempotency.slot_prefix", slot.slice(0, 8));
+      span?.setAttribute("idempotency.slot_prefix", slot.slice(0, 8));
     }
   };
   const write = (metric: Counter, operation: StoreOperation) =>
@@ -272,11 +217,10 @@ export function idempotencyTelemetry(
         case "fail_open":
           return outcome(event.type, event.slot);
         case "store_error":
-          errors.add(1, {
+          return errors.add(1, {
             "idempotency.store.operation": event.operation,
             "error.type": errorType(event.error),
           });
-          return;
         case "write_retry":
           return write(retries, event.operation);
         case "completed":
@@ -322,34 +266,26 @@ function timed<S extends IdempotencyStore>(
       }`,
     );
   }
-  const time = async <T>(
-    attributes: Attributes,
-    call: () => Promise<T>,
-  ): Promise<T> => {
-    const started = performance.now();
-    try {
-      return await call();
-    } catch (error) {
-      attributes = { ...attributes, "error.type": errorType(error) };
-      throw error;
-    } finally {
-      histogram.record((performance.now() - started) / 1000, attributes);
-    }
-  };
-  const timedOf = (operation: StoreOperation) => {
-    const attributes = {
+  const own = new Map<PropertyKey, unknown>();
+  for (const operation of TIMED) {
+    const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
+    const base: Attributes = {
       "idempotency.store": name,
       "idempotency.store.operation": operation,
     };
-    const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
-    return (...args: unknown[]) =>
-      time(attributes, () => method.apply(inner, args));
-  };
-  const own = new Map<PropertyKey, unknown>(
-    (["claim", "complete", "release", "extend"] as const).map((
-      operation,
-    ) => [operation, timedOf(operation)]),
-  );
+    own.set(operation, async (...args: unknown[]) => {
+      const started = performance.now();
+      let attributes = base;
+      try {
+        return await method.apply(inner, args);
+      } catch (error) {
+        attributes = { ...attributes, "error.type": errorType(error) };
+        throw error;
+      } finally {
+        histogram.record((performance.now() - started) / 1000, attributes);
+      }
+    });
+  }
   // Every other method runs on the inner store itself (its private fields).
   return new Proxy(inner, {
     get(target, property) {
