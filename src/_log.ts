@@ -15,7 +15,6 @@ export const LOG_CLOCK: unique symbol = Symbol("log clock");
 /** How long a kind's later lines are held back and counted, in milliseconds. */
 export const LOG_INTERVAL_MS = 60_000;
 
-/** What every line starts with. */
 const PREFIX = "[@idempotent/http]";
 
 /** One kind's minute: what was held back since its last line. */
@@ -23,7 +22,7 @@ interface Window {
   until: number;
   count: number;
   latest: string;
-  cancel: (() => void) | undefined;
+  cancel?: (() => void) | undefined;
 }
 
 type Listener = (event: IdempotencyEvent) => void;
@@ -71,6 +70,7 @@ export function logListener(
   clock: Clock = SYSTEM_CLOCK,
 ): (event: IdempotencyEvent) => void {
   const windows = new Map<string, Window>();
+  // The minute's held-back count, as one line; the next minute starts.
   const flush = (kind: string, level: Level, window: Window) => {
     window.cancel = undefined;
     const times = window.count === 1 ? "once more" : `${window.count} times`;
@@ -88,7 +88,7 @@ export function logListener(
     if (window === undefined || (now >= window.until && window.count === 0)) {
       logger[level](`${PREFIX} ${text}`);
       const until = now + LOG_INTERVAL_MS;
-      windows.set(kind, { until, count: 0, latest: text, cancel: undefined });
+      windows.set(kind, { until, count: 0, latest: text });
       return;
     }
     window.count++;

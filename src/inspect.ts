@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * {@linkcode inspectKey} and {@linkcode forgetKey}: a store's `peek` and
- * `forget` from what a support engineer has, a scope and a key
- * (docs/architecture.md, Inspect and forget).
- *
+ * `forget` from a scope and a key (docs/architecture.md, Inspect and forget).
  * @module
  */
 
@@ -42,17 +40,11 @@ export type KeyInspection = { slot: string; sealed?: true } & PeekResult;
 export interface KeyForgotten {
   /** The slot the key maps to. */
   slot: string;
-  /** The store's answer: `deleted`, or `absent` when nothing live held the slot. */
+  /** The store's answer: `deleted`, or `absent` when nothing live held it. */
   result: ForgetResult;
 }
 
-/**
- * The slot the middleware keeps `key` under within `scope`, as it computes
- * it: the key parsed as the header is, hashed with the scope (and the secret).
- *
- * @throws {TypeError} When the key is malformed, the scope is not a non-empty string, or the secret is not one.
- * @throws {RangeError} When the secret is shorter than 32 bytes.
- */
+/** The slot the middleware keeps the key under, or the slot given, checked. */
 function slotFor(location: KeyLocation | { slot: string }): string {
   if (location && "slot" in location) {
     knownOptions("the slot's location", location, ["slot"]);
@@ -80,6 +72,7 @@ function slotFor(location: KeyLocation | { slot: string }): string {
 
 const LOCATION = ["scope", "key", "secret"];
 
+/** The store's optional `peek` or `forget`, bound, else a `TypeError`. */
 function method<M extends "peek" | "forget">(
   store: IdempotencyStore,
   name: M,
@@ -94,14 +87,11 @@ function method<M extends "peek" | "forget">(
 }
 
 /**
- * Reads, without changing anything, the record that the middleware keeps for
- * `key` within `scope`. A scope function that returns `"global"` itself
- * cannot be told from `scope: "global"` here.
+ * Reads, without changing anything, what the middleware's store keeps for
+ * `key` within `scope` (with its `secret`, if any), or at a `slot` from an
+ * event. A scope function that returns `"global"` itself cannot be told from
+ * `scope: "global"` here.
  *
- * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any;
- *   or the `slot` itself (from an event).
- * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
  * @example Inspect, then forget, a key
@@ -141,14 +131,10 @@ export async function inspectKey(
 }
 
 /**
- * Deletes whatever holds the record of `key` within `scope`, in flight or
- * completed, unfenced: the next request with the key runs the handler, and
- * a handler still running under it loses its completion (`lost`).
+ * Deletes whatever holds the record of `key` within `scope` (or at `slot`),
+ * in flight or completed, unfenced: the next request with the key runs the
+ * handler, and a handler still running under it loses its completion (`lost`).
  *
- * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any;
- *   or the `slot` itself.
- * @returns The slot and the store's answer.
  * @throws {TypeError} When the store has no `forget()`, or the location is malformed.
  *
  * @example Forget a key stored under a secret

@@ -19,11 +19,9 @@
  * | `idempotency.failover.fallbacks` | counter | `{fallback}` | |
  * | `idempotency.failover.recoveries` | counter | `{recovery}` | `idempotency.failover.copied` |
  *
- * Each guarded request counts once in `idempotency.requests`, by its
- * {@linkcode RequestOutcome}, and its outcome goes on the active span as
- * `idempotency.outcome`, `idempotency.replayed` (a stored response answered)
- * and `idempotency.slot_prefix` (the slot's first 8 characters, to find its
- * record and its log lines).
+ * A request's outcome also goes on the active span: `idempotency.outcome`,
+ * `idempotency.replayed` and `idempotency.slot_prefix` (the slot's first 8
+ * characters).
  *
  * @example Count outcomes with an SDK meter provider
  * ```ts
@@ -83,11 +81,9 @@ export interface MeterProviderLike {
 
 /**
  * What became of one guarded request: `executed` (the handler ran under a
- * claim), `replayed` (a completed response answered at once), `waited` (a
- * duplicate waited for the holder, `waitForInFlight`, and replayed its
- * response), `conflict` (409), `mismatch` (422), `rejected` (400 or 413),
- * `unavailable` (503: the store could not be reached) or `fail_open` (the
- * handler ran unguarded, `failOpen`).
+ * claim), `replayed`, `waited` (replayed after waiting for the holder),
+ * `conflict` (409), `mismatch` (422), `rejected` (400, 413), `unavailable`
+ * (503) or `fail_open` (the handler ran unguarded).
  */
 export type RequestOutcome =
   | "executed"
@@ -122,9 +118,8 @@ export interface IdempotencyTelemetry {
   /** A Redis, PostgreSQL or KV store's `onEvent`. */
   readonly onStoreEvent: (event: StoreEvent) => void;
   /**
-   * `inner` as it is (its type, `migrate()`, `peek()`, …), each `claim`,
-   * `complete`, `release` and `extend` timed into `idempotency.store.duration`
-   * under `name`; every other property is the inner store's, none added.
+   * `inner`, its type and every other property kept, with `claim`, `complete`,
+   * `release` and `extend` timed into `idempotency.store.duration` as `name`.
    */
   store<S extends IdempotencyStore>(inner: S, name: string): S;
 }
@@ -140,11 +135,8 @@ const DURATION_BUCKETS = [
 const TIMED = ["claim", "complete", "release", "extend"] as const;
 
 /**
- * Makes the instruments of the table in this module's doc, and the listeners
- * that feed them.
- *
- * @param options The meter provider, and whether to set span attributes.
- * @returns The listeners to pass as `onEvent` and the store wrapper.
+ * The instruments of this module's table, and the listeners (and the store
+ * wrapper) that feed them.
  *
  * @example Keep a listener of your own beside it
  * ```ts
