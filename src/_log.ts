@@ -71,7 +71,7 @@ export function logListener(
 ): (event: IdempotencyEvent) => void {
   const windows = new Map<string, Window>();
   // The minute's held-back count, as one line; the next minute starts.
-  const flush = (kind: string, level: Level, window: Window) => {
+  const flush = (kind: string, level: "warn" | "error", window: Window) => {
     window.cancel = undefined;
     const times = window.count === 1 ? "once more" : `${window.count} times`;
     logger[level](
@@ -108,8 +108,6 @@ export function logListener(
     if (line !== undefined) write(line);
   };
 }
-
-type Level = "warn" | "error";
 
 /** The kinds whose lines are warnings; the others' are errors. */
 const WARNINGS = new Set(["fail_open", "lease_lost", "unreadable"]);
@@ -155,26 +153,20 @@ function lineOf(event: IdempotencyEvent): string | undefined {
 function describe(error: unknown): string {
   let text = nameAndMessage(error);
   const seen = new Set<unknown>([error]);
-  let cause = causeOf(error);
+  let cause = (error as { cause?: unknown } | null)?.cause;
   while (cause !== undefined && !seen.has(cause)) {
     seen.add(cause);
-    if (!text.includes(messageOf(cause))) {
-      text += ` (cause: ${nameAndMessage(cause)})`;
-    }
-    cause = causeOf(cause);
+    const message = messageOf(cause);
+    if (!text.includes(message)) text += ` (cause: ${nameAndMessage(cause)})`;
+    cause = (cause as { cause?: unknown } | null)?.cause;
   }
   return text;
 }
 
-const causeOf = (error: unknown) =>
-  (error as { cause?: unknown } | null)?.cause;
-
 function nameAndMessage(error: unknown): string {
   const name = (error as { name?: unknown } | null)?.name;
   const message = messageOf(error);
-  return typeof name === "string" && name !== ""
-    ? `${name}: ${message}`
-    : message;
+  return typeof name === "string" && name ? `${name}: ${message}` : message;
 }
 
 function messageOf(error: unknown): string {

@@ -72,26 +72,23 @@ function slotFor(location: KeyLocation | { slot: string }): string {
 
 const LOCATION = ["scope", "key", "secret"];
 
-/** The store's optional `peek` or `forget`, bound, else a `TypeError`. */
-function method<M extends "peek" | "forget">(
-  store: IdempotencyStore,
-  name: M,
-): NonNullable<IdempotencyStore[M]> {
-  const found = store?.[name];
-  if (typeof found !== "function") {
+/** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
+function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
+  if (typeof store?.[name] !== "function") {
     throw new TypeError(
       `The store has no ${name}() method: it is optional in IdempotencyStore, and every store of this package has it`,
     );
   }
-  return found.bind(store) as NonNullable<IdempotencyStore[M]>;
 }
 
 /**
- * Reads, without changing anything, what the middleware's store keeps for
- * `key` within `scope` (with its `secret`, if any), or at a `slot` from an
- * event. A scope function that returns `"global"` itself cannot be told from
- * `scope: "global"` here.
+ * Reads, without changing anything, the record that the middleware keeps for
+ * `key` within `scope`. A scope function that returns `"global"` itself
+ * cannot be told from `scope: "global"` here.
  *
+ * @param store The middleware's store.
+ * @param location The scope, the key and the `secret`; or the `slot` itself.
+ * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
  * @example Inspect, then forget, a key
@@ -122,19 +119,22 @@ export async function inspectKey(
   store: IdempotencyStore,
   location: KeyLocation | { slot: string },
 ): Promise<KeyInspection> {
-  const peek = method(store, "peek");
+  needs(store, "peek");
   const slot = slotFor(location);
-  const found = await peek(slot);
+  const found = await store.peek!(slot);
   const sealed = found.state === "completed" &&
     found.headerNames.length === 1 && found.headerNames[0] === SEALED_HEADER;
   return sealed ? { slot, sealed, ...found } : { slot, ...found };
 }
 
 /**
- * Deletes whatever holds the record of `key` within `scope` (or at `slot`),
- * in flight or completed, unfenced: the next request with the key runs the
- * handler, and a handler still running under it loses its completion (`lost`).
+ * Deletes whatever holds the record of `key` within `scope`, in flight or
+ * completed, unfenced: the next request with the key runs the handler, and
+ * a handler still running under it loses its completion (`lost`).
  *
+ * @param store The middleware's store.
+ * @param location The scope, the key and the `secret`; or the `slot` itself.
+ * @returns The slot and the store's answer.
  * @throws {TypeError} When the store has no `forget()`, or the location is malformed.
  *
  * @example Forget a key stored under a secret
@@ -154,7 +154,7 @@ export async function forgetKey(
   store: IdempotencyStore,
   location: KeyLocation | { slot: string },
 ): Promise<KeyForgotten> {
-  const forget = method(store, "forget");
+  needs(store, "forget");
   const slot = slotFor(location);
-  return { slot, result: await forget(slot) };
+  return { slot, result: await store.forget!(slot) };
 }

@@ -1,11 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * OpenTelemetry metrics and span attributes for the middleware, its stores
- * and a FailoverStore, on `@opentelemetry/api` (the core takes no
- * dependency). With Deno's built-in OpenTelemetry (`OTEL_DENO=true`) the
- * global meter provider and the active span are Deno's: the metrics are
- * exported and the attributes land on its HTTP server spans with no other
- * setup. See docs/architecture.md, OpenTelemetry.
+ * OpenTelemetry metrics and span attributes for the middleware and its stores,
+ * on `@opentelemetry/api`. Under `OTEL_DENO=true` they go to Deno's exporter
+ * and HTTP server spans with no other setup (docs/architecture.md,
+ * OpenTelemetry).
  *
  * | Name | Instrument | Unit | Attributes |
  * | --- | --- | --- | --- |
@@ -70,10 +68,7 @@ import type { IdempotencyEvent } from "./events.ts";
 import type { IdempotencyStore, StoreEvent, StoreOperation } from "./store.ts";
 import type { FailoverEvent } from "./stores/failover.ts";
 
-/**
- * What {@linkcode TelemetryOptions.meterProvider} takes: an
- * `@opentelemetry/api` `MeterProvider`, the SDK's `MeterProvider` or Deno's.
- */
+/** An `@opentelemetry/api` `MeterProvider`, the SDK's or Deno's. */
 export interface MeterProviderLike {
   /** The meter of an instrumentation scope, here `@idempotent/http`. */
   getMeter(name: string): object;
@@ -131,12 +126,11 @@ const DURATION_BUCKETS = [
   0.5, 1, 2.5, 5, 10,
 ];
 
-/** The four store operations {@linkcode IdempotencyTelemetry.store} times. */
-const TIMED = ["claim", "complete", "release", "extend"] as const;
-
 /**
- * The instruments of this module's table, and the listeners (and the store
- * wrapper) that feed them.
+ * The instruments of this module's table, and the listeners that feed them.
+ *
+ * @param options The meter provider, and whether to set span attributes.
+ * @returns The listeners to pass as `onEvent`, and the store wrapper.
  *
  * @example Keep a listener of your own beside it
  * ```ts
@@ -245,7 +239,6 @@ function errorType(error: unknown): string {
   return error instanceof Error ? error.name : "_OTHER";
 }
 
-/** `inner` behind a proxy that times the four operations. */
 function timed<S extends IdempotencyStore>(
   inner: S,
   name: string,
@@ -259,7 +252,7 @@ function timed<S extends IdempotencyStore>(
     );
   }
   const own = new Map<PropertyKey, unknown>();
-  for (const operation of TIMED) {
+  for (const operation of ["claim", "complete", "release", "extend"] as const) {
     const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
     const base: Attributes = {
       "idempotency.store": name,
