@@ -7,7 +7,6 @@
 
 import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
-
 import type { Logger } from "./options.ts";
 
 /** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
@@ -16,7 +15,6 @@ export const LOG_CLOCK: unique symbol = Symbol("log clock");
 /** How long a kind's later lines are held back and counted, in milliseconds. */
 export const LOG_INTERVAL_MS = 60_000;
 
-/** What every line starts with. */
 const PREFIX = "[@idempotent/http]";
 
 /** One kind's minute: what was held back since its last line. */
@@ -24,7 +22,7 @@ interface Window {
   until: number;
   count: number;
   latest: string;
-  cancel: (() => void) | undefined;
+  cancel?: (() => void) | undefined;
 }
 
 type Listener = (event: IdempotencyEvent) => void;
@@ -72,118 +70,95 @@ export function logListener(
   clock: Clock = SYSTEM_CLOCK,
 ): (event: IdempotencyEvent) => void {
   const windows = new Map<string, Window>();
-  const write = (kind: string, level: Level, text: string) => {
+  // The minute's held-back count, as one line; the next minute starts.
+  const flush = (kind: string, level: "warn" | "error", window: Window) => {
+    window.cancel = undefined;
+    const times = window.count === 1 ? "once more" : `${window.count} times`;
+    logger[level](
+      `${PREFIX} ${kind} happened ${times} in the last minute; the latest: ${window.latest}`,
+    );
+    window.count = 0;
+    window.until = clock.now() + LOG_INTERVAL_MS;
+  };
+  const write = (text: string) => {
+    const kind = text.slice(0, text.indexOf(":"));
+    const level = WARNINGS.has(kind) ? "warn" : "error";
     const now = clock.now();
     const window = windows.get(kind);
     if (window === undefined || (now >= window.until && window.count === 0)) {
       logger[level](`${PREFIX} ${text}`);
-      windows.set(kind, {
-        until: now + LOG_INTERVAL_MS,
-        count: 0,
-        latest: text,
-        cancel: undefined,
-      });
+      const until = now + LOG_INTERVAL_MS;
+      windows.set(kind, { until, count: 0, latest: text });
       return;
     }
     window.count++;
     window.latest = text;
-    const flush = () => {
-      window.cancel = undefined;
-      const times = window.count === 1 ? "once more" : `${window.count} times`;
-      logger[level](
-        `${PREFIX} ${kind} happened ${times} in the last minute; the latest: ${window.latest}`,
-      );
-      window.count = 0;
-      window.until = clock.now() + LOG_INTERVAL_MS;
-    };
     if (now >= window.until) {
       window.cancel?.();
-      flush();
-    } else if (window.cancel === undefined) {
-      window.cancel = clock.setTimeout(flush, window.until - now);
+      flush(kind, level, window);
+    } else {
+      window.cancel ??= clock.setTimeout(
+        () => flush(kind, level, window),
+        window.until - now,
+      );
     }
   };
   return (event) => {
     const line = lineOf(event);
-    if (line !== undefined) write(line[0], line[1], line[2]);
+    if (line !== undefined) write(line);
   };
 }
 
-type Level = "warn" | "error";
+/** The kinds whose lines are warnings; the others' are errors. */
+const WARNINGS = new Set(["fail_open", "lease_lost", "unreadable"]);
 
-/** The event's kind, level and text, or `undefined` for an event not logged. */
-function lineOf(event: IdempotencyEvent): [string, Level, string] | undefined {
+/** The event's line (its kind, a colon, what it means), if it is logged. */
+function lineOf(event: IdempotencyEvent): string | undefined {
   switch (event.type) {
     case "store_error":
-      return [
-        "store_error",
-        "error",
-        `store_error: the store's ${event.operation} failed${
-          event.operation === "claim"
-            ? " (its request answered 503, or ran unguarded under 'failOpen')"
-            : ""
-        }: ${describe(event.error)}`,
-      ];
+      return `store_error: the store's ${event.operation} failed${
+        event.operation === "claim"
+          ? " (its request answered 503, or ran unguarded under 'failOpen')"
+          : ""
+      }: ${describe(event.error)}`;
     case "fail_open":
-      return [
-        "fail_open",
-        "warn",
-        `fail_open: the store failed, so 'failOpen' ran the handler unguarded (a retry may run it again): ${
-          describe(event.error)
-        }`,
-      ];
+      return `fail_open: the store failed, so 'failOpen' ran the handler unguarded (a retry may run it again): ${
+        describe(event.error)
+      }`;
     case "lease_lost":
-      return [
-        "lease_lost",
-        "warn",
-        "lease_lost: a handler still running lost its key to another request (it may run twice): raise 'lease' above the slowest handler, or look at the store's latency",
-      ];
+      return "lease_lost: a handler still running lost its key to another request (it may run twice): raise 'lease' above the slowest handler, or look at the store's latency";
     case "completed":
     case "released":
       if (event.outcome !== "unknown") return undefined;
-      return [
-        "write_given_up",
-        "error",
-        `write_given_up: a record's ${
-          event.type === "completed" ? "completion" : "release"
-        } was given up after ${event.attempts} attempts ('completionTimeout'): ${
-          event.type === "completed"
-            ? "a retry of that key may run the handler again"
-            : "the key stays in flight until its lease passes"
-        }; see the store_error lines for why`,
-      ];
+      return `write_given_up: a record's ${
+        event.type === "completed" ? "completion" : "release"
+      } was given up after ${event.attempts} attempts ('completionTimeout'): ${
+        event.type === "completed"
+          ? "a retry of that key may run the handler again"
+          : "the key stays in flight until its lease passes"
+      }; see the store_error lines for why`;
     case "render_error":
-      return [
-        "render_error",
-        "error",
-        `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
-          describe(event.error)
-        }`,
-      ];
+      return `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
+        describe(event.error)
+      }`;
     case "conflict":
       if (!event.unreadable) return undefined;
-      return [
-        "unreadable",
-        "warn",
-        "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written",
-      ];
+      return "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written";
     default:
       return undefined;
   }
 }
 
 /** An error as `Name: message`, then each cause whose message it lacks. */
-export function describe(error: unknown): string {
+function describe(error: unknown): string {
   let text = nameAndMessage(error);
   const seen = new Set<unknown>([error]);
-  for (
-    let cause = (error as { cause?: unknown } | null)?.cause;
-    cause !== undefined && !seen.has(cause);
-    cause = (cause as { cause?: unknown } | null)?.cause
-  ) {
+  let cause = (error as { cause?: unknown } | null)?.cause;
+  while (cause !== undefined && !seen.has(cause)) {
     seen.add(cause);
     const message = messageOf(cause);
     if (!text.includes(message)) text += ` (cause: ${nameAndMessage(cause)})`;
+    cause = (cause as { cause?: unknown } | null)?.cause;
   }
   return text;
 }
@@ -191,9 +166,7 @@ export function describe(error: unknown): string {
 function nameAndMessage(error: unknown): string {
   const name = (error as { name?: unknown } | null)?.name;
   const message = messageOf(error);
-  return typeof name === "string" && name !== ""
-    ? `${name}: ${message}`
-    : message;
+  return typeof name === "string" && name ? `${name}: ${message}` : message;
 }
 
 function messageOf(error: unknown): string {

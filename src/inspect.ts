@@ -1,9 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * {@linkcode inspectKey} and {@linkcode forgetKey}: a store's `peek` and
- * `forget` from what a support engineer has, a scope and a key
- * (docs/architecture.md, Inspect and forget).
- *
+ * `forget` from a scope and a key (docs/architecture.md, Inspect and forget).
  * @module
  */
 
@@ -42,17 +40,11 @@ export type KeyInspection = { slot: string; sealed?: true } & PeekResult;
 export interface KeyForgotten {
   /** The slot the key maps to. */
   slot: string;
-  /** The store's answer: `deleted`, or `absent` when nothing live held the slot. */
+  /** The store's answer: `deleted`, or `absent` when nothing live held it. */
   result: ForgetResult;
 }
 
-/**
- * The slot the middleware keeps `key` under within `scope`, as it computes
- * it: the key parsed as the header is, hashed with the scope (and the secret).
- *
- * @throws {TypeError} When the key is malformed, the scope is not a non-empty string, or the secret is not one.
- * @throws {RangeError} When the secret is shorter than 32 bytes.
- */
+/** The slot the middleware keeps the key under, or the slot given, checked. */
 function slotFor(location: KeyLocation | { slot: string }): string {
   if (location && "slot" in location) {
     knownOptions("the slot's location", location, ["slot"]);
@@ -80,17 +72,13 @@ function slotFor(location: KeyLocation | { slot: string }): string {
 
 const LOCATION = ["scope", "key", "secret"];
 
-function method<M extends "peek" | "forget">(
-  store: IdempotencyStore,
-  name: M,
-): NonNullable<IdempotencyStore[M]> {
-  const found = store?.[name];
-  if (typeof found !== "function") {
+/** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
+function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
+  if (typeof store?.[name] !== "function") {
     throw new TypeError(
       `The store has no ${name}() method: it is optional in IdempotencyStore, and every store of this package has it`,
     );
   }
-  return found.bind(store) as NonNullable<IdempotencyStore[M]>;
 }
 
 /**
@@ -99,8 +87,7 @@ function method<M extends "peek" | "forget">(
  * cannot be told from `scope: "global"` here.
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any;
- *   or the `slot` itself (from an event).
+ * @param location The scope, the key and the `secret`; or the `slot` itself.
  * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
@@ -132,9 +119,9 @@ export async function inspectKey(
   store: IdempotencyStore,
   location: KeyLocation | { slot: string },
 ): Promise<KeyInspection> {
-  const peek = method(store, "peek");
+  needs(store, "peek");
   const slot = slotFor(location);
-  const found = await peek(slot);
+  const found = await store.peek!(slot);
   const sealed = found.state === "completed" &&
     found.headerNames.length === 1 && found.headerNames[0] === SEALED_HEADER;
   return sealed ? { slot, sealed, ...found } : { slot, ...found };
@@ -146,8 +133,7 @@ export async function inspectKey(
  * a handler still running under it loses its completion (`lost`).
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the middleware's `secret`, if any;
- *   or the `slot` itself.
+ * @param location The scope, the key and the `secret`; or the `slot` itself.
  * @returns The slot and the store's answer.
  * @throws {TypeError} When the store has no `forget()`, or the location is malformed.
  *
@@ -168,7 +154,7 @@ export async function forgetKey(
   store: IdempotencyStore,
   location: KeyLocation | { slot: string },
 ): Promise<KeyForgotten> {
-  const forget = method(store, "forget");
+  needs(store, "forget");
   const slot = slotFor(location);
-  return { slot, result: await forget(slot) };
+  return { slot, result: await store.forget!(slot) };
 }

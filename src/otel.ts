@@ -1,11 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * OpenTelemetry metrics and span attributes for the middleware, its stores
- * and a FailoverStore, on `@opentelemetry/api` (the core takes no
- * dependency). With Deno's built-in OpenTelemetry (`OTEL_DENO=true`) the
- * global meter provider and the active span are Deno's: the metrics are
- * exported and the attributes land on its HTTP server spans with no other
- * setup. See docs/architecture.md, OpenTelemetry.
+ * OpenTelemetry metrics and span attributes for the middleware and its stores,
+ * on `@opentelemetry/api`. Under `OTEL_DENO=true` they go to Deno's exporter
+ * and HTTP server spans with no other setup (docs/architecture.md,
+ * OpenTelemetry).
  *
  * | Name | Instrument | Unit | Attributes |
  * | --- | --- | --- | --- |
@@ -19,11 +17,9 @@
  * | `idempotency.failover.fallbacks` | counter | `{fallback}` | |
  * | `idempotency.failover.recoveries` | counter | `{recovery}` | `idempotency.failover.copied` |
  *
- * Each guarded request counts once in `idempotency.requests`, by its
- * {@linkcode RequestOutcome}, and its outcome goes on the active span as
- * `idempotency.outcome`, `idempotency.replayed` (a stored response answered)
- * and `idempotency.slot_prefix` (the slot's first 8 characters, to find its
- * record and its log lines).
+ * A request's outcome also goes on the active span: `idempotency.outcome`,
+ * `idempotency.replayed` and `idempotency.slot_prefix` (the slot's first 8
+ * characters).
  *
  * @example Count outcomes with an SDK meter provider
  * ```ts
@@ -72,10 +68,7 @@ import type { IdempotencyEvent } from "./events.ts";
 import type { IdempotencyStore, StoreEvent, StoreOperation } from "./store.ts";
 import type { FailoverEvent } from "./stores/failover.ts";
 
-/**
- * What {@linkcode TelemetryOptions.meterProvider} takes: an
- * `@opentelemetry/api` `MeterProvider`, the SDK's `MeterProvider` or Deno's.
- */
+/** An `@opentelemetry/api` `MeterProvider`, the SDK's or Deno's. */
 export interface MeterProviderLike {
   /** The meter of an instrumentation scope, here `@idempotent/http`. */
   getMeter(name: string): object;
@@ -83,11 +76,9 @@ export interface MeterProviderLike {
 
 /**
  * What became of one guarded request: `executed` (the handler ran under a
- * claim), `replayed` (a completed response answered at once), `waited` (a
- * duplicate waited for the holder, `waitForInFlight`, and replayed its
- * response), `conflict` (409), `mismatch` (422), `rejected` (400 or 413),
- * `unavailable` (503: the store could not be reached) or `fail_open` (the
- * handler ran unguarded, `failOpen`).
+ * claim), `replayed`, `waited` (replayed after waiting for the holder),
+ * `conflict` (409), `mismatch` (422), `rejected` (400, 413), `unavailable`
+ * (503) or `fail_open` (the handler ran unguarded).
  */
 export type RequestOutcome =
   | "executed"
@@ -122,39 +113,24 @@ export interface IdempotencyTelemetry {
   /** A Redis, PostgreSQL or KV store's `onEvent`. */
   readonly onStoreEvent: (event: StoreEvent) => void;
   /**
-   * `inner` as it is (its type, `migrate()`, `peek()`, …), each `claim`,
-   * `complete`, `release` and `extend` timed into `idempotency.store.duration`
-   * under `name`; every other property is the inner store's, none added.
+   * `inner`, its type and every other property kept, with `claim`, `complete`,
+   * `release` and `extend` timed into `idempotency.store.duration` as `name`.
    */
   store<S extends IdempotencyStore>(inner: S, name: string): S;
 }
 
 /** Seconds, from 100 µs (an in-process store) to 10 s (a store call's deadline). */
+// deno-fmt-ignore
 const DURATION_BUCKETS = [
-  0.0001,
-  0.00025,
-  0.0005,
-  0.001,
-  0.0025,
-  0.005,
-  0.01,
-  0.025,
-  0.05,
-  0.1,
-  0.25,
-  0.5,
-  1,
-  2.5,
-  5,
-  10,
+  0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  0.5, 1, 2.5, 5, 10,
 ];
 
 /**
- * Makes the instruments of the table in this module's doc, and the listeners
- * that feed them.
+ * The instruments of this module's table, and the listeners that feed them.
  *
  * @param options The meter provider, and whether to set span attributes.
- * @returns The listeners to pass as `onEvent` and the store wrapper.
+ * @returns The listeners to pass as `onEvent`, and the store wrapper.
  *
  * @example Keep a listener of your own beside it
  * ```ts
@@ -179,80 +155,35 @@ const DURATION_BUCKETS = [
 export function idempotencyTelemetry(
   options: TelemetryOptions = {},
 ): IdempotencyTelemetry {
-  const provider: MeterProviderLike = options.meterProvider ??
-    metrics.getMeterProvider();
+  const provider = options.meterProvider ?? metrics.getMeterProvider();
   const spans = options.spanAttributes ?? true;
   const meter = provider.getMeter("@idempotent/http") as Meter;
   const counter = (name: string, unit: string, description: string) =>
-    meter.createCounter(name, { unit, description });
-  const requests = counter(
-    "idempotency.requests",
-    "{request}",
-    "Guarded requests, by outcome.",
-  );
-  const duration: Histogram = meter.createHistogram(
-    "idempotency.store.duration",
-    {
-      unit: "s",
-      description: "Time of a store operation.",
-      advice: { explicitBucketBoundaries: DURATION_BUCKETS },
-    },
-  );
-  const errors = counter(
-    "idempotency.store.errors",
-    "{error}",
-    "Store operations that threw, as the middleware saw them.",
-  );
-  const retries = counter(
-    "idempotency.write.retries",
-    "{retry}",
-    "Settling writes tried again after a throw.",
-  );
-  const givenUp = counter(
-    "idempotency.write.given_up",
-    "{write}",
-    "Settling writes whose outcome stayed unknown.",
-  );
-  const leaseLost = counter(
-    "idempotency.lease.lost",
-    "{lease}",
-    "Claims a heartbeat found taken over.",
-  );
-  const undos = counter(
-    "idempotency.undos",
-    "{undo}",
-    "Undos of late claims, by outcome.",
-  );
-  const fallbacks = counter(
-    "idempotency.failover.fallbacks",
-    "{fallback}",
-    "Claims a FailoverStore sent to its fallback.",
-  );
-  const recoveries = counter(
-    "idempotency.failover.recoveries",
-    "{recovery}",
-    "Slots a FailoverStore found on its fallback once the primary answered.",
-  );
+    meter.createCounter(`idempotency.${name}`, { unit, description });
+  // deno-fmt-ignore
+  const requests = counter("requests", "{request}", "Guarded requests, by outcome."),
+    errors = counter("store.errors", "{error}", "Store operations that threw, as the middleware saw them."),
+    retries = counter("write.retries", "{retry}", "Settling writes tried again after a throw."),
+    givenUp = counter("write.given_up", "{write}", "Settling writes whose outcome stayed unknown."),
+    leaseLost = counter("lease.lost", "{lease}", "Claims a heartbeat found taken over."),
+    undos = counter("undos", "{undo}", "Undos of late claims, by outcome."),
+    fallbacks = counter("failover.fallbacks", "{fallback}", "Claims a FailoverStore sent to its fallback."),
+    recoveries = counter("failover.recoveries", "{recovery}", "Slots a FailoverStore found on its fallback once the primary answered.");
+  const duration = meter.createHistogram("idempotency.store.duration", {
+    unit: "s",
+    description: "Time of a store operation.",
+    advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+  });
 
-  const byOutcome = new Map<string, Attributes>();
-  const outcome = (
-    result: RequestOutcome,
-    slot: string | null,
-  ): void => {
-    let attributes = byOutcome.get(result);
-    if (attributes === undefined) {
-      attributes = { "idempotency.outcome": result };
-      byOutcome.set(result, attributes);
-    }
-    requests.add(1, attributes);
+  const outcome = (result: RequestOutcome, slot: string | null): void => {
+    requests.add(1, { "idempotency.outcome": result });
     const span = spans ? trace.getActiveSpan() : undefined;
-    if (span === undefined) return;
-    span.setAttributes({
+    span?.setAttributes({
       "idempotency.outcome": result,
       "idempotency.replayed": result === "replayed" || result === "waited",
     });
     if (slot !== null) {
-      span.setAttribute("idempotency.slot_prefix", slot.slice(0, 8));
+      span?.setAttribute("idempotency.slot_prefix", slot.slice(0, 8));
     }
   };
   const write = (metric: Counter, operation: StoreOperation) =>
@@ -272,11 +203,10 @@ export function idempotencyTelemetry(
         case "fail_open":
           return outcome(event.type, event.slot);
         case "store_error":
-          errors.add(1, {
+          return errors.add(1, {
             "idempotency.store.operation": event.operation,
             "error.type": errorType(event.error),
           });
-          return;
         case "write_retry":
           return write(retries, event.operation);
         case "completed":
@@ -309,7 +239,6 @@ function errorType(error: unknown): string {
   return error instanceof Error ? error.name : "_OTHER";
 }
 
-/** `inner` behind a proxy that times the four operations. */
 function timed<S extends IdempotencyStore>(
   inner: S,
   name: string,
@@ -322,34 +251,26 @@ function timed<S extends IdempotencyStore>(
       }`,
     );
   }
-  const time = async <T>(
-    attributes: Attributes,
-    call: () => Promise<T>,
-  ): Promise<T> => {
-    const started = performance.now();
-    try {
-      return await call();
-    } catch (error) {
-      attributes = { ...attributes, "error.type": errorType(error) };
-      throw error;
-    } finally {
-      histogram.record((performance.now() - started) / 1000, attributes);
-    }
-  };
-  const timedOf = (operation: StoreOperation) => {
-    const attributes = {
+  const own = new Map<PropertyKey, unknown>();
+  for (const operation of ["claim", "complete", "release", "extend"] as const) {
+    const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
+    const base: Attributes = {
       "idempotency.store": name,
       "idempotency.store.operation": operation,
     };
-    const method = inner[operation] as (...args: unknown[]) => Promise<unknown>;
-    return (...args: unknown[]) =>
-      time(attributes, () => method.apply(inner, args));
-  };
-  const own = new Map<PropertyKey, unknown>(
-    (["claim", "complete", "release", "extend"] as const).map((
-      operation,
-    ) => [operation, timedOf(operation)]),
-  );
+    own.set(operation, async (...args: unknown[]) => {
+      const started = performance.now();
+      let attributes = base;
+      try {
+        return await method.apply(inner, args);
+      } catch (error) {
+        attributes = { ...attributes, "error.type": errorType(error) };
+        throw error;
+      } finally {
+        histogram.record((performance.now() - started) / 1000, attributes);
+      }
+    });
+  }
   // Every other method runs on the inner store itself (its private fields).
   return new Proxy(inner, {
     get(target, property) {
