@@ -159,16 +159,16 @@ export function idempotencyTelemetry(
   const spans = options.spanAttributes ?? true;
   const meter = provider.getMeter("@idempotent/http") as Meter;
   const counter = (name: string, unit: string, description: string) =>
-    meter.createCounter(`idempotency.${name}`, { unit, description });
+    meter.createCounter(name, { unit, description });
   // deno-fmt-ignore
-  const requests = counter("requests", "{request}", "Guarded requests, by outcome."),
-    errors = counter("store.errors", "{error}", "Store operations that threw, as the middleware saw them."),
-    retries = counter("write.retries", "{retry}", "Settling writes tried again after a throw."),
-    givenUp = counter("write.given_up", "{write}", "Settling writes whose outcome stayed unknown."),
-    leaseLost = counter("lease.lost", "{lease}", "Claims a heartbeat found taken over."),
-    undos = counter("undos", "{undo}", "Undos of late claims, by outcome."),
-    fallbacks = counter("failover.fallbacks", "{fallback}", "Claims a FailoverStore sent to its fallback."),
-    recoveries = counter("failover.recoveries", "{recovery}", "Slots a FailoverStore found on its fallback once the primary answered.");
+  const requests = counter("idempotency.requests", "{request}", "Guarded requests, by outcome."),
+    errors = counter("idempotency.store.errors", "{error}", "Store operations that threw, as the middleware saw them."),
+    retries = counter("idempotency.write.retries", "{retry}", "Settling writes tried again after a throw."),
+    givenUp = counter("idempotency.write.given_up", "{write}", "Settling writes whose outcome stayed unknown."),
+    leaseLost = counter("idempotency.lease.lost", "{lease}", "Claims a heartbeat found taken over."),
+    undos = counter("idempotency.undos", "{undo}", "Undos of late claims, by outcome."),
+    fallbacks = counter("idempotency.failover.fallbacks", "{fallback}", "Claims a FailoverStore sent to its fallback."),
+    recoveries = counter("idempotency.failover.recoveries", "{recovery}", "Slots a FailoverStore found on its fallback once the primary answered.");
   const duration = meter.createHistogram("idempotency.store.duration", {
     unit: "s",
     description: "Time of a store operation.",
