@@ -112,9 +112,9 @@ const DEFAULT_IO: CliIo = {
 };
 
 /**
- * Runs the command line `args` (without the program), writing to `io`, and
- * returns the exit code (see the module doc). It opens the store's
- * connection and closes it before it returns.
+ * Runs the command line `args` (as `Deno.args`), writing to `io` (by default
+ * the console), and returns the exit code (see the module doc). It opens the
+ * store's connection and closes it before it returns.
  *
  * @example Inspect a KV record the middleware wrote (run with --unstable-kv)
  * ```ts
@@ -140,10 +140,6 @@ const DEFAULT_IO: CliIo = {
  * assert.equal(JSON.parse(lines[0]!).status, 201);
  * await Deno.remove(path);
  * ```
- *
- * @param args The arguments, as `Deno.args`.
- * @param io Where to write, and the environment; by default the console's.
- * @returns The exit code.
  */
 export async function main(
   args: string[],
@@ -220,7 +216,7 @@ async function run(
 const STATES = {
   absent: "absent: no record (never claimed, expired or forgotten)",
   unreadable: "unreadable: answers 409 until it expires",
-  in_flight: "in flight: the handler runs, or ran and its write is due",
+  "in_flight": "in flight: the handler runs, or ran and its write is due",
   completed: "completed: retries get this answer",
 };
 
@@ -330,7 +326,7 @@ async function open(target: Target): Promise<Opened> {
     const options = { client, timeoutMs: TIMEOUT_MS, ...target.options };
     const store = made(() => new RedisStore(options));
     await client.connect();
-    return { store, close: async () => client.destroy() };
+    return { store, close: () => Promise.resolve(client.destroy()) };
   }
   if (target.kind === "postgres") {
     const { default: postgres } = await import("postgres");
@@ -358,7 +354,7 @@ async function open(target: Target): Promise<Opened> {
   }
   const kv = await Deno.openKv(target.url);
   const store = new KvStore({ kv, timeoutMs: TIMEOUT_MS, ...target.options });
-  return { store, close: async () => kv.close() };
+  return { store, close: () => Promise.resolve(kv.close()) };
 }
 
 if (import.meta.main) {

@@ -2693,7 +2693,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-kv-file-created",
     file: "src/cli.ts",
-    text: "if (!/^[a-z]+:\\/\\//.test(target.path)) {",
+    text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
     what: "a mistyped --kv path creates an empty database and counts 0",
