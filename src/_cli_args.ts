@@ -36,8 +36,15 @@ const VALUES = "redis postgres kv prefix table scope key secret-env slot limit"
 /** Every option's name, for the help's test. */
 export const OPTION_NAMES: readonly string[] = [...FLAGS, ...VALUES];
 
-/** Splits `args` into the command and its options; `null` asks for help. */
-function split(args: string[]) {
+/**
+ * Parses a command line; `env` reads the variable `--secret-env` names.
+ * Returns `null` for `--help`.
+ * @throws {UsageError} When the command line cannot run.
+ */
+export function parseArgs(
+  args: string[],
+  env: (name: string) => string | undefined,
+): Parsed | null {
   const options = new Map<string, string | true>();
   let command: string | undefined;
   for (let i = 0; i < args.length; i++) {
@@ -66,21 +73,6 @@ function split(args: string[]) {
       throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
     }
   }
-  return { command, options };
-}
-
-/**
- * Parses a command line; `env` reads the variable `--secret-env` names.
- * Returns `null` for `--help`.
- * @throws {UsageError} When the command line cannot run.
- */
-export function parseArgs(
-  args: string[],
-  env: (name: string) => string | undefined,
-): Parsed | null {
-  const parts = split(args);
-  if (parts === null) return null;
-  const { command, options } = parts;
   const text = (name: string) => options.get(name) as string | undefined;
   if (command !== "inspect" && command !== "forget" && command !== "stats") {
     const named = command === undefined
