@@ -27,12 +27,7 @@
  * @module
  */
 
-import {
-  parseArgs,
-  type Parsed,
-  type Target,
-  UsageError,
-} from "./_cli_args.ts";
+import { parseArgs, type Parsed, UsageError } from "./_cli_args.ts";
 import { forgetKey, inspectKey, type KeyInspection } from "./inspect.ts";
 import { KvStore } from "./stores/kv.ts";
 import { PostgresStore } from "./stores/postgres.ts";
@@ -271,7 +266,7 @@ function time(ms: number | null): string {
 }
 
 /** The store's place, without credentials. */
-function where(target: Target): string {
+function where(target: Parsed["target"]): string {
   if (target.kind === "kv") return `Deno KV at ${target.url}`;
   const name = target.kind === "redis" ? "Redis" : "PostgreSQL";
   const host = URL.parse(target.url)?.host;
@@ -315,7 +310,7 @@ function made<S>(make: () => S): S {
   }
 }
 
-async function open(target: Target): Promise<Opened> {
+async function open(target: Parsed["target"]): Promise<Opened> {
   if (target.kind === "redis") {
     const { createClient } = await import("redis");
     const client = createClient({
