@@ -6,58 +6,45 @@ import type { KeyLocation } from "./inspect.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { assertSlot } from "./store.ts";
 
-/** What the command line asks for. */
-export type Command = "inspect" | "forget" | "stats";
-
-/** Which store, and where. */
+/** Which store, where, and its options as the app gives them. */
 export type Target =
-  | { kind: "redis"; url: string; prefix: string | undefined }
-  | { kind: "postgres"; url: string; table: string | undefined }
-  | { kind: "kv"; path: string; prefix: Deno.KvKey | undefined };
+  | { kind: "redis"; url: string; options: { prefix?: string } }
+  | { kind: "postgres"; url: string; options: { table?: string } }
+  | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } }; // a path or URL
 
 /** A checked command line. */
 export interface Parsed {
-  command: Command;
+  command: "inspect" | "forget" | "stats";
   target: Target;
-  /** The record (inspect, forget): a slot, or a key the library hashes. */
-  record: { slot: string } | { location: KeyLocation } | null;
+  /** The record of inspect and forget, as `inspectKey` takes it. */
+  record: KeyLocation | { slot: string } | null;
   /** What names the record, for the human output. */
   label: string;
   json: boolean;
-  yes: boolean;
   limit: number | undefined;
 }
 
 /** A command line that cannot run: exit code 2, nothing read or changed. */
 export class UsageError extends Error {
-  /** Makes a usage error. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
+  override name = "UsageError";
 }
 
-const FLAGS = new Set(["json", "yes", "help"]);
-const VALUES = new Set([
-  "redis",
-  "postgres",
-  "kv",
-  "prefix",
-  "table",
-  "scope",
-  "key",
-  "secret-env",
-  "slot",
-  "limit",
-]);
+const FLAGS = ["json", "yes", "help"];
+const VALUES = "redis postgres kv prefix table scope key secret-env slot limit"
+  .split(" ");
 
 /** Every option's name, for the help's test. */
 export const OPTION_NAMES: readonly string[] = [...FLAGS, ...VALUES];
 
-/** Splits `args` into the command and its options; `null` asks for help. */
-function split(
+/**
+ * Parses a command line; `env` reads the variable `--secret-env` names.
+ * Returns `null` for `--help`.
+ * @throws {UsageError} When the command line cannot run.
+ */
+export function parseArgs(
   args: string[],
-): { command: string | undefined; options: Map<string, string | true> } | null {
+  env: (name: string) => string | undefined,
+): Parsed | null {
   const options = new Map<string, string | true>();
   let command: string | undefined;
   for (let i = 0; i < args.length; i++) {
@@ -73,10 +60,10 @@ function split(
     const eq = arg.indexOf("=");
     const name = arg.slice(2, eq < 0 ? undefined : eq);
     if (options.has(name)) throw new UsageError(`--${name} is given twice`);
-    if (FLAGS.has(name)) {
+    if (FLAGS.includes(name)) {
       if (eq >= 0) throw new UsageError(`--${name} takes no value`);
       options.set(name, true);
-    } else if (VALUES.has(name)) {
+    } else if (VALUES.includes(name)) {
       const value = eq >= 0 ? arg.slice(eq + 1) : args[++i];
       if (value === undefined || (eq < 0 && value.startsWith("--"))) {
         throw new UsageError(`--${name} needs a value`);
@@ -86,47 +73,26 @@ function split(
       throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
     }
   }
-  return { command, options };
-}
-
-/**
- * Parses a command line; `env` reads the variable `--secret-env` names.
- * Returns `null` for `--help`.
- * @throws {UsageError} When the command line cannot run.
- */
-export function parseArgs(
-  args: string[],
-  env: (name: string) => string | undefined,
-): Parsed | null {
-  const parts = split(args);
-  if (parts === null) return null;
-  const { command, options } = parts;
   const text = (name: string) => options.get(name) as string | undefined;
   if (command !== "inspect" && command !== "forget" && command !== "stats") {
-    throw new UsageError(
-      command === undefined
-        ? "name a command: inspect, forget or stats"
-        : `unknown command ${
-          JSON.stringify(command)
-        }: inspect, forget or stats`,
-    );
+    const named = command === undefined
+      ? "name a command"
+      : `unknown command ${JSON.stringify(command)}`;
+    throw new UsageError(`${named}: inspect, forget or stats`);
   }
   const target = targetOf(text);
   const only = (name: string, allowed: boolean, why: string) => {
-    if (options.has(name) && !allowed) {
-      throw new UsageError(`--${name} ${why}`);
-    }
+    if (options.has(name) && !allowed) throw new UsageError(`--${name} ${why}`);
   };
   only("yes", command === "forget", "is for forget only");
   only("limit", command === "stats", "is for stats only");
-  let record: Parsed["record"] = null;
-  let label = "";
+  let found = { record: null as Parsed["record"], label: "" };
   if (command === "stats") {
     for (const name of ["scope", "key", "secret-env", "slot"]) {
       only(name, false, "is for inspect and forget: stats counts every key");
     }
   } else {
-    ({ record, label } = recordFrom(options, env));
+    found = recordFrom(text, env);
     if (command === "forget" && !options.has("yes")) {
       throw new UsageError(
         "forget deletes the record: add --yes (inspect it first)",
@@ -142,10 +108,8 @@ export function parseArgs(
   return {
     command,
     target,
-    record,
-    label,
+    ...found,
     json: options.has("json"),
-    yes: options.has("yes"),
     limit: limit === undefined ? undefined : Number(limit),
   };
 }
@@ -161,62 +125,54 @@ function targetOf(text: (name: string) => string | undefined): Target {
         : `name one store: ${given.map((n) => `--${n}`).join(" and ")} given`,
     );
   }
+  const kind = given[0] as Target["kind"];
+  const url = text(kind)!;
   const prefix = text("prefix");
   const table = text("table");
-  if (table !== undefined && given[0] !== "postgres") {
+  if (table !== undefined && kind !== "postgres") {
     throw new UsageError("--table is for --postgres only");
   }
-  if (prefix !== undefined && given[0] === "postgres") {
-    throw new UsageError(
-      "--prefix is for --redis and --kv: PostgreSQL takes --table",
-    );
+  if (kind === "postgres") {
+    if (prefix !== undefined) {
+      throw new UsageError(
+        "--prefix is for --redis and --kv: PostgreSQL takes --table",
+      );
+    }
+    return { kind, url, options: table === undefined ? {} : { table } };
   }
-  if (given[0] === "redis") {
-    return { kind: "redis", url: text("redis")!, prefix };
-  }
-  if (given[0] === "postgres") {
-    return { kind: "postgres", url: text("postgres")!, table };
-  }
-  return {
-    kind: "kv",
-    path: text("kv")!,
-    prefix: prefix === undefined ? undefined : kvPrefix(prefix),
-  };
+  if (prefix === undefined) return { kind, url, options: {} };
+  return kind === "redis"
+    ? { kind, url, options: { prefix } }
+    : { kind, url, options: { prefix: kvPrefix(prefix) } };
 }
 
 /** A KV prefix: a JSON array of key parts, or one string part. */
 function kvPrefix(text: string): Deno.KvKey {
   if (!text.startsWith("[")) return [text];
-  let parts: unknown;
   try {
-    parts = JSON.parse(text);
-  } catch {
-    parts = null;
-  }
-  if (
-    !Array.isArray(parts) ||
-    !parts.every((p) => ["string", "number", "boolean"].includes(typeof p))
-  ) {
-    throw new UsageError(
-      `--prefix for --kv must be a JSON array of strings, numbers or booleans, or one string: current value is ${text}`,
-    );
-  }
-  return parts as Deno.KvKey;
+    const parts: unknown[] = JSON.parse(text); // an array: it starts with [
+    const part = (p: unknown) =>
+      ["string", "number", "boolean"].includes(typeof p);
+    if (parts.every(part)) return parts as Deno.KvKey;
+  } catch { /* not JSON: refused below */ }
+  throw new UsageError(
+    `--prefix for --kv must be a JSON array of strings, numbers or booleans, or one string: current value is ${text}`,
+  );
 }
 
 function recordFrom(
-  options: Map<string, string | true>,
+  text: (name: string) => string | undefined,
   env: (name: string) => string | undefined,
 ): { record: NonNullable<Parsed["record"]>; label: string } {
-  const text = (name: string) => options.get(name) as string | undefined;
   const slot = text("slot");
   const key = text("key");
   const scope = text("scope");
+  const variable = text("secret-env");
   if (slot !== undefined) {
     if (key !== undefined || scope !== undefined) {
       throw new UsageError("give --slot, or --scope with --key");
     }
-    if (options.has("secret-env")) {
+    if (variable !== undefined) {
       throw new UsageError("--secret-env hashes a --key: a --slot is hashed");
     }
     try {
@@ -226,7 +182,7 @@ function recordFrom(
     }
     return { record: { slot }, label: `slot ${slot}` };
   }
-  if (key === undefined || scope === undefined || scope === "") {
+  if (key === undefined || !scope) {
     throw new UsageError(
       "name the record: --scope S --key K (S as your scope function returned it, or global), or --slot SLOT",
     );
@@ -237,14 +193,11 @@ function recordFrom(
       `--key is not a key the middleware accepts: ${parsed.reason}`,
     );
   }
-  const variable = text("secret-env");
   const secret = variable === undefined ? undefined : env(variable);
-  if (variable !== undefined && !secret) {
-    throw new UsageError(
-      `--secret-env ${variable}: the environment variable ${variable} is not set`,
-    );
-  }
   try {
+    if (variable !== undefined && !secret) {
+      throw new Error(`the environment variable ${variable} is not set`);
+    }
     hasherOf(secret); // the library's checks of the secret, before connecting
   } catch (error) {
     throw new UsageError(
@@ -252,9 +205,7 @@ function recordFrom(
     );
   }
   return {
-    record: {
-      location: secret === undefined ? { scope, key } : { scope, key, secret },
-    },
+    record: secret === undefined ? { scope, key } : { scope, key, secret },
     label: `key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`,
   };
 }

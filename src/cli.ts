@@ -27,19 +27,8 @@
  * @module
  */
 
-import {
-  parseArgs,
-  type Parsed,
-  type Target,
-  UsageError,
-} from "./_cli_args.ts";
-import {
-  forgetKey,
-  inspectKey,
-  type KeyForgotten,
-  type KeyInspection,
-} from "./inspect.ts";
-import type { IdempotencyStore, StoreStats } from "./store.ts";
+import { parseArgs, type Parsed, UsageError } from "./_cli_args.ts";
+import { forgetKey, inspectKey, type KeyInspection } from "./inspect.ts";
 import { KvStore } from "./stores/kv.ts";
 import { PostgresStore } from "./stores/postgres.ts";
 import { RedisStore } from "./stores/redis.ts";
@@ -53,18 +42,6 @@ export interface CliIo {
   /** Reads an environment variable (for `--secret-env`). */
   env(name: string): string | undefined;
 }
-
-/** The exit codes of {@linkcode main}, as the help says. */
-const EXIT_CODES = Object.freeze({
-  /** Done: `inspect` found a record, `forget` deleted one, `stats` counted. */
-  ok: 0,
-  /** `inspect` or `forget` found no record. */
-  absent: 1,
-  /** The command line cannot run: nothing was read or changed. */
-  usage: 2,
-  /** The store is unreachable or failed. */
-  store: 3,
-});
 
 /** The text of `--help`. */
 const HELP = `Look at and repair the records of @idempotent/http.
@@ -130,9 +107,9 @@ const DEFAULT_IO: CliIo = {
 };
 
 /**
- * Runs the command line `args` (without the program), writing to `io`, and
- * returns the exit code (see the module doc). It opens the store's
- * connection and closes it before it returns.
+ * Runs the command line `args` (as `Deno.args`), writing to `io` (by default
+ * the console), and returns the exit code (see the module doc). It opens the
+ * store's connection and closes it before it returns.
  *
  * @example Inspect a KV record the middleware wrote (run with --unstable-kv)
  * ```ts
@@ -158,174 +135,142 @@ const DEFAULT_IO: CliIo = {
  * assert.equal(JSON.parse(lines[0]!).status, 201);
  * await Deno.remove(path);
  * ```
- *
- * @param args The arguments, as `Deno.args`.
- * @param io Where to write, and the environment; by default the console's.
- * @returns The exit code.
  */
 export async function main(
   args: string[],
   io: CliIo = DEFAULT_IO,
 ): Promise<number> {
-  let parsed: Parsed | null;
-  try {
-    parsed = parseArgs(args, io.env);
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    return usage(io, error);
-  }
-  if (parsed === null) {
-    for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
-    return EXIT_CODES.ok;
-  }
+  let parsed: Parsed | null = null;
   let opened: Opened;
   try {
+    parsed = parseArgs(args, io.env);
+    if (parsed === null) {
+      for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
+      return 0;
+    }
     opened = await open(parsed.target);
   } catch (error) {
-    if (error instanceof UsageError) return usage(io, error);
+    if (error instanceof UsageError) {
+      io.stderr(`error: ${error.message}`);
+      io.stderr("Run with --help for usage.");
+      return 2;
+    }
     io.stderr(
-      `error: ${where(parsed.target)} is unreachable: ${causes(error)}`,
+      `error: ${where(parsed!.target)} is unreachable: ${causes(error)}`,
     );
-    return EXIT_CODES.store;
+    return 3;
   }
   try {
     return await run(parsed, opened.store, io);
   } catch (error) {
     io.stderr(`error: ${where(parsed.target)} failed: ${causes(error)}`);
-    return EXIT_CODES.store;
+    return 3;
   } finally {
     await opened.close().catch(() => {});
   }
 }
 
-function usage(io: CliIo, error: UsageError): number {
-  io.stderr(`error: ${error.message}`);
-  io.stderr("Run with --help for usage.");
-  return EXIT_CODES.usage;
-}
-
-/** Makes a store, its option errors (TypeError, RangeError) usage errors. */
-function made<S>(make: () => S): S {
-  try {
-    return make();
-  } catch (error) {
-    if (error instanceof TypeError || error instanceof RangeError) {
-      throw new UsageError(error.message);
-    }
-    throw error;
-  }
-}
-
 async function run(
-  parsed: Parsed,
-  store: IdempotencyStore,
+  { command, record, label, json, limit }: Parsed,
+  store: Opened["store"],
   io: CliIo,
 ): Promise<number> {
-  const { command, record, json } = parsed;
   if (command === "stats") {
-    if (store.stats === undefined) throw new Error("this store cannot count");
-    const limit = parsed.limit;
     const stats = await store.stats(limit === undefined ? {} : { limit });
     if (!stats.exact) {
       io.stderr(
         "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
       );
     }
-    io.stdout(json ? JSON.stringify(stats) : statsText(stats));
-    return EXIT_CODES.ok;
+    const total = stats.inFlight + stats.completed + stats.unreadable;
+    const bound = stats.exact ? "" : "at least ";
+    io.stdout(
+      json
+        ? JSON.stringify(stats)
+        : `${bound}${total} records: ${stats.inFlight} in flight, ${stats.completed} completed, ${stats.unreadable} unreadable`,
+    );
+    return 0;
   }
-  if (record === null) throw new TypeError("no record named");
   if (command === "forget") {
-    const forgotten: KeyForgotten = await forgetKey(store, locationOf(record));
+    const forgotten = await forgetKey(store, record!);
     io.stdout(
       json
         ? JSON.stringify(forgotten)
         : forgotten.result === "deleted"
-        ? `deleted: ${parsed.label}; the next request with it runs the handler`
-        : `absent: ${parsed.label} has no record (nothing deleted)`,
+        ? `deleted: ${label}; the next request with it runs the handler`
+        : `absent: ${label} has no record (nothing deleted)`,
     );
-    return forgotten.result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;
+    return forgotten.result === "deleted" ? 0 : 1;
   }
-  const found: KeyInspection = await inspectKey(store, locationOf(record));
+  const found = await inspectKey(store, record!);
   if (json) io.stdout(JSON.stringify(found));
-  else for (const line of peekText(parsed.label, found)) io.stdout(line);
-  return found.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;
+  else for (const line of peekText(label, found)) io.stdout(line);
+  return found.state === "absent" ? 1 : 0;
 }
 
-const locationOf = (record: NonNullable<Parsed["record"]>) =>
-  "location" in record ? record.location : { slot: record.slot };
-
-function statsText(stats: StoreStats): string {
-  const total = stats.inFlight + stats.completed + stats.unreadable;
-  return `${
-    stats.exact ? "" : "at least "
-  }${total} records: ${stats.inFlight} in flight, ${stats.completed} completed, ${stats.unreadable} unreadable`;
-}
+const STATES = {
+  absent: "absent: no record (never claimed, expired or forgotten)",
+  unreadable: "unreadable: answers 409 until it expires",
+  "in_flight": "in flight: the handler runs, or ran and its write is due",
+  completed: "completed: retries get this answer",
+};
 
 function peekText(label: string, peek: KeyInspection): string[] {
-  const lines = [`${label}`, `  slot         ${peek.slot}`];
-  const row = (name: string, value: string) =>
-    lines.push(`  ${name.padEnd(12)} ${value}`);
-  switch (peek.state) {
-    case "absent":
-      row("state", "absent: no record (never claimed, expired or forgotten)");
-      break;
-    case "unreadable":
-      row("state", "unreadable: answers 409 until it expires");
-      row("expires", time(peek.expiresAt));
-      break;
-    case "in_flight":
-      row("state", "in flight: the handler runs, or ran and its write is due");
-      row("claimed", time(peek.claimedAt));
-      row("lease ends", time(peek.leaseExpiresAt));
-      row("expires", time(peek.expiresAt));
-      row("fingerprint", peek.fingerprint);
-      break;
-    case "completed":
-      row("state", "completed: retries get this answer");
-      row("status", String(peek.status));
-      row(
+  const rows = [["slot", peek.slot], ["state", STATES[peek.state]]];
+  if (peek.state === "unreadable") rows.push(["expires", time(peek.expiresAt)]);
+  if (peek.state === "in_flight") {
+    rows.push(
+      ["claimed", time(peek.claimedAt)],
+      ["lease ends", time(peek.leaseExpiresAt)],
+      ["expires", time(peek.expiresAt)],
+      ["fingerprint", peek.fingerprint],
+    );
+  }
+  if (peek.state === "completed") {
+    const headers = peek.headerNames.join(", ") || "(none)";
+    rows.push(
+      ["status", String(peek.status)],
+      [
         "headers",
-        peek.sealed
-          ? "sealed (the encryption option): names hidden"
-          : peek.headerNames.join(", ") || "(none)",
-      );
-      row(
+        peek.sealed ? "sealed (the encryption option): names hidden" : headers,
+      ],
+      [
         "body",
         peek.bodyBytes === null
           ? `not recorded (${peek.omitted ?? "omitted"})`
           : `${peek.bodyBytes} bytes`,
-      );
-      row("claimed", time(peek.claimedAt));
-      row("expires", time(peek.expiresAt));
-      row("fingerprint", peek.fingerprint);
-      break;
+      ],
+      ["claimed", time(peek.claimedAt)],
+      ["expires", time(peek.expiresAt)],
+      ["fingerprint", peek.fingerprint],
+    );
   }
-  return lines;
+  return [
+    label,
+    ...rows.map(([name, value]) => `  ${name!.padEnd(12)} ${value}`),
+  ];
 }
 
 function time(ms: number | null): string {
   if (ms === null) return "(not kept by this store)";
   const s = Math.round((ms - Date.now()) / 1000);
-  const span = Math.abs(s) < 120
-    ? `${Math.abs(s)} s`
-    : Math.abs(s) < 7200
-    ? `${Math.round(Math.abs(s) / 60)} min`
-    : `${Math.round(Math.abs(s) / 3600)} h`;
+  const a = Math.abs(s);
+  const span = a < 120
+    ? `${a} s`
+    : a < 7200
+    ? `${Math.round(a / 60)} min`
+    : `${Math.round(a / 3600)} h`;
   return `${new Date(ms).toISOString()} (${
     s < 0 ? `${span} ago` : `in ${span}`
   })`;
 }
 
 /** The store's place, without credentials. */
-function where(target: Target): string {
-  if (target.kind === "kv") return `Deno KV at ${target.path}`;
+function where(target: Parsed["target"]): string {
+  if (target.kind === "kv") return `Deno KV at ${target.url}`;
   const name = target.kind === "redis" ? "Redis" : "PostgreSQL";
-  try {
-    return `${name} at ${new URL(target.url).host}`;
-  } catch {
-    return name;
-  }
+  const host = URL.parse(target.url)?.host;
+  return host ? `${name} at ${host}` : name;
 }
 
 /** An error's message and those of its causes that it does not include. */
@@ -348,14 +293,24 @@ function causes(error: unknown): string {
 }
 
 interface Opened {
-  store: IdempotencyStore;
-  close(): Promise<void>;
+  store: RedisStore | PostgresStore | KvStore;
+  close(): Promise<unknown>;
 }
 
 /** Generous: a stats scan or count may take a while on a large store. */
 const TIMEOUT_MS = 30_000;
 
-async function open(target: Target): Promise<Opened> {
+/** Makes a store; its option errors (TypeError, RangeError) are usage errors. */
+function made<S>(make: () => S): S {
+  try {
+    return make();
+  } catch (error) {
+    const option = error instanceof TypeError || error instanceof RangeError;
+    throw option ? new UsageError(error.message) : error;
+  }
+}
+
+async function open(target: Parsed["target"]): Promise<Opened> {
   if (target.kind === "redis") {
     const { createClient } = await import("redis");
     const client = createClient({
@@ -363,14 +318,8 @@ async function open(target: Target): Promise<Opened> {
       socket: { connectTimeout: 5000, reconnectStrategy: false },
     });
     client.on("error", () => {}); // each failed command rejects with it
-    const prefix = target.prefix;
-    const store = made(() =>
-      new RedisStore({
-        client,
-        timeoutMs: TIMEOUT_MS,
-        ...(prefix === undefined ? {} : { prefix }),
-      })
-    );
+    const options = { client, timeoutMs: TIMEOUT_MS, ...target.options };
+    const store = made(() => new RedisStore(options));
     await client.connect();
     return { store, close: () => Promise.resolve(client.destroy()) };
   }
@@ -381,45 +330,26 @@ async function open(target: Target): Promise<Opened> {
       connect_timeout: 5,
       onnotice: () => {},
     });
-    const table = target.table;
     const close = () => sql.end({ timeout: 1 });
+    const options = { sql, timeoutMs: TIMEOUT_MS, ...target.options };
+    const store = made(() => new PostgresStore(options)); // connects nothing
     try {
-      const store = made(() =>
-        new PostgresStore({
-          sql,
-          timeoutMs: TIMEOUT_MS,
-          ...(table === undefined ? {} : { table }),
-        })
-      );
       await sql`SELECT 1`; // unreachable, not failed, when this throws
-      return { store, close };
     } catch (error) {
       await close();
       throw error;
     }
+    return { store, close };
   }
-  if (!/^[a-z]+:\/\//.test(target.path)) {
+  if (!/^[a-z]+:\/\//.test(target.url)) {
     // Opening a missing file would create it.
-    await Deno.stat(target.path).catch((cause) => {
+    await Deno.stat(target.url).catch((cause) => {
       throw new Error("no such file", { cause });
     });
   }
-  const kv = await Deno.openKv(target.path);
-  const prefix = target.prefix;
-  const close = () => Promise.resolve(kv.close());
-  try {
-    const store = made(() =>
-      new KvStore({
-        kv,
-        timeoutMs: TIMEOUT_MS,
-        ...(prefix === undefined ? {} : { prefix }),
-      })
-    );
-    return { store, close };
-  } catch (error) {
-    await close();
-    throw error;
-  }
+  const kv = await Deno.openKv(target.url);
+  const store = new KvStore({ kv, timeoutMs: TIMEOUT_MS, ...target.options });
+  return { store, close: () => Promise.resolve(kv.close()) };
 }
 
 if (import.meta.main) {

@@ -2644,18 +2644,16 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-inspect-absent-exit",
     file: "src/cli.ts",
-    text:
-      'return found.state === "absent" ? EXIT_CODES.absent : EXIT_CODES.ok;',
-    replacement: "return EXIT_CODES.ok;",
+    text: 'return found.state === "absent" ? 1 : 0;',
+    replacement: "return 0;",
     tests: ["tests/cli_test.ts"],
     what: "inspect of an absent key exits 0, as if found",
   },
   {
     id: "cli-forget-absent-exit",
     file: "src/cli.ts",
-    text:
-      'return forgotten.result === "deleted" ? EXIT_CODES.ok : EXIT_CODES.absent;',
-    replacement: "return EXIT_CODES.ok;",
+    text: 'return forgotten.result === "deleted" ? 0 : 1;',
+    replacement: "return 0;",
     tests: ["tests/cli_test.ts"],
     what: "forget of nothing exits 0, as if it deleted",
   },
@@ -2663,8 +2661,8 @@ export const MUTANTS: Mutant[] = [
     id: "cli-secret-ignored",
     file: "src/_cli_args.ts",
     text:
-      "location: secret === undefined ? { scope, key } : { scope, key, secret },",
-    replacement: "location: { scope, key },",
+      "record: secret === undefined ? { scope, key } : { scope, key, secret },",
+    replacement: "record: { scope, key },",
     tests: ["tests/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
@@ -2687,15 +2685,15 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-password-shown",
     file: "src/cli.ts",
-    text: "return `${name} at ${new URL(target.url).host}`;",
-    replacement: "return `${name} at ${target.url}`;",
+    text: "URL.parse(target.url)?.host",
+    replacement: "target.url",
     tests: ["tests/cli_test.ts"],
     what: "an error message shows the URL's password",
   },
   {
     id: "cli-kv-file-created",
     file: "src/cli.ts",
-    text: "if (!/^[a-z]+:\\/\\//.test(target.path)) {",
+    text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
     what: "a mistyped --kv path creates an empty database and counts 0",
@@ -2711,8 +2709,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-sealed-unsaid",
     file: "src/cli.ts",
-    text: "peek.sealed\n",
-    replacement: "peek.sealed && false\n",
+    text: "peek.sealed ?",
+    replacement: "peek.sealed && false ?",
     tests: ["tests/cli_test.ts"],
     what:
       "a sealed record's headers read as one header named idempotent-sealed",
