@@ -76,12 +76,16 @@ import { freePort } from "./_support/http.ts";
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
 const README = new URL("README.md", ROOT);
+/** The documents whose blocks run here: the README and what it links for operators. */
+const DOCUMENTS = ["README.md", "docs/operations.md"];
 const CONTRIBUTING = new URL("CONTRIBUTING.md", ROOT);
 const MARKER = /^<!--\s*readme-test:\s*(.*?)\s*-->$/;
 const FENCE = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)?.*$/;
 
 /** One fenced block of the README. */
 export interface Block {
+  /** The document it is in, as the repository names it (`README.md`). */
+  file: string;
   /** 1-based line of the opening fence. */
   line: number;
   /** The language, the first word of the info string (`ts`, `sh`, …). */
@@ -97,9 +101,10 @@ export interface Block {
  * precedes it.
  *
  * @param markdown The text.
+ * @param file The document's path, for messages.
  * @returns The blocks, in order.
  */
-export function fencedBlocks(markdown: string): Block[] {
+export function fencedBlocks(markdown: string, file = "README.md"): Block[] {
   const lines = markdown.split("\n");
   const blocks: Block[] = [];
   for (let i = 0; i < lines.length; i++) {
@@ -119,6 +124,7 @@ export function fencedBlocks(markdown: string): Block[] {
     while (k >= 0 && lines[k]!.trim() === "") k--;
     const marked = k >= 0 ? MARKER.exec(lines[k]!.trim()) : null;
     blocks.push({
+      file,
       line: i + 1,
       lang,
       text: body.join("\n"),
@@ -334,7 +340,7 @@ class Runner {
       const name = block.marker[1];
       assert.ok(
         name !== undefined && /^[\w.-]+$/.test(name),
-        `README.md:${block.line}: 'file' needs a plain file name`,
+        `${block.file}:${block.line}: 'file' needs a plain file name`,
       );
       await Deno.writeTextFile(`${this.scratch}/${name}`, block.text + "\n");
       files.push(name);
@@ -385,7 +391,7 @@ class Runner {
     assert.equal(
       argv[0],
       "deno",
-      `README.md:${block.line}: a command here must start with 'deno'`,
+      `${block.file}:${block.line}: a command here must start with 'deno'`,
     );
     for (const word of argv) this.ran.add(word);
     return { env, args: argv.slice(1) };
@@ -395,7 +401,7 @@ class Runner {
     const commands = commandsOf(block);
     assert.ok(
       commands.length > 0,
-      `README.md:${block.line}: a 'serve' block holds at least one command`,
+      `${block.file}:${block.line}: a 'serve' block holds at least one command`,
     );
     for (const command of commands) {
       await this.stop();
@@ -436,7 +442,7 @@ class Runner {
         const out = await server.output;
         this.server = null;
         throw new Error(
-          `README.md:${block.line}: '${server.command}' exited (${out.code}) before listening:\n${
+          `${block.file}:${block.line}: '${server.command}' exited (${out.code}) before listening:\n${
             decoder.decode(out.stderr)
           }`,
         );
@@ -448,7 +454,7 @@ class Runner {
       } catch {
         if (attempt > 1200) {
           throw new Error(
-            `README.md:${block.line}: '${server.command}' never listened`,
+            `${block.file}:${block.line}: '${server.command}' never listened`,
           );
         }
         await new Promise((resolve) => setTimeout(resolve, 50));
@@ -474,10 +480,11 @@ class Runner {
     const firstBody = await first.text();
     assert.ok(
       first.ok,
-      `README.md:${server.block.line}: '${server.command}': POST ${path} answered ${first.status}: ${firstBody}`,
+      `${server.block.file}:${server.block.line}: '${server.command}': POST ${path} answered ${first.status}: ${firstBody}`,
     );
     const retry = await send();
-    const where = `README.md:${server.block.line}: '${server.command}'`;
+    const where =
+      `${server.block.file}:${server.block.line}: '${server.command}'`;
     assert.equal(retry.status, first.status, where);
     assert.equal(await retry.text(), firstBody, where);
     assert.equal(
@@ -491,14 +498,14 @@ class Runner {
     const server = this.server;
     assert.ok(
       server !== null,
-      `README.md:${block.line}: a 'client' block needs a 'serve' block before it`,
+      `${block.file}:${block.line}: a 'client' block needs a 'serve' block before it`,
     );
     server.checked = true;
     for (const { words, expected } of commandsOf(block)) {
       assert.equal(
         words[0],
         "curl",
-        `README.md:${block.line}: a 'client' block holds curl commands`,
+        `${block.file}:${block.line}: a 'client' block holds curl commands`,
       );
       const args: string[] = words.slice(1).map((w: string) =>
         w.replace(
@@ -515,10 +522,12 @@ class Runner {
       assert.equal(
         out.code,
         0,
-        `README.md:${block.line}: curl failed: ${decoder.decode(out.stderr)}`,
+        `${block.file}:${block.line}: curl failed: ${
+          decoder.decode(out.stderr)
+        }`,
       );
       const mismatch = matchOutput(stdout, expected);
-      assert.equal(mismatch, null, `README.md:${block.line}: ${mismatch}`);
+      assert.equal(mismatch, null, `${block.file}:${block.line}: ${mismatch}`);
     }
   }
 
@@ -533,18 +542,18 @@ class Runner {
       assert.equal(
         out.code,
         0,
-        `README.md:${block.line}: '${
+        `${block.file}:${block.line}: '${
           words.join(" ")
         }' exited ${out.code}:\n${out.text}`,
       );
       const mismatch = matchOutput(out.stdout, expected);
-      assert.equal(mismatch, null, `README.md:${block.line}: ${mismatch}`);
+      assert.equal(mismatch, null, `${block.file}:${block.line}: ${mismatch}`);
     }
   }
 
   async cli(block: Block): Promise<void> {
     for (const { line, words, expected } of commandsOf(block)) {
-      const where = `README.md:${block.line}`;
+      const where = `${block.file}:${block.line}`;
       const set = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(words[0]!);
       if (words[0] === "alias") {
         assert.deepEqual(words, shellWords(CLI_ALIAS), `${where}: the alias`);
@@ -589,12 +598,12 @@ class Runner {
     const file = block.marker?.[1];
     assert.ok(
       file !== undefined,
-      `README.md:${block.line}: 'fragment' needs a file`,
+      `${block.file}:${block.line}: 'fragment' needs a file`,
     );
     const text = await Deno.readTextFile(new URL(file, ROOT));
     assert.ok(
       containsFragment(text, block.text),
-      `README.md:${block.line}: this block does not occur verbatim in ${file}`,
+      `${block.file}:${block.line}: this block does not occur verbatim in ${file}`,
     );
   }
 
@@ -660,7 +669,7 @@ const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE;
 
 Deno.test({
   name: testName(
-    "README.md: every code block runs or is a tested fragment",
+    "README.md and docs/operations.md: every code block runs or is a tested fragment",
     IGNORE,
   ),
   ignore: IGNORE !== false,
@@ -668,14 +677,16 @@ Deno.test({
   sanitizeOps: false,
   sanitizeResources: false,
   async fn(t) {
-    const readme = await Deno.readTextFile(README);
-    const blocks = fencedBlocks(readme);
+    const texts = await Promise.all(
+      DOCUMENTS.map((doc) => Deno.readTextFile(new URL(doc, ROOT))),
+    );
+    const blocks = texts.flatMap((text, i) => fencedBlocks(text, DOCUMENTS[i]));
     const unknown = blocks.filter((b) =>
       b.marker === null || !(b.marker[0]! in KINDS)
     );
     assert.deepEqual(
       unknown.map((b) =>
-        `README.md:${b.line} (${b.lang || "no language"}): ${
+        `${b.file}:${b.line} (${b.lang || "no language"}): ${
           b.marker === null
             ? "no <!-- readme-test: … --> marker before this block"
             : `unknown kind '${b.marker[0]}'`
@@ -690,21 +701,27 @@ Deno.test({
       for (const block of blocks) {
         const kind = block.marker![0]!;
         await t.step(
-          `README.md:${block.line} ${block.lang} ${block.marker!.join(" ")}`,
+          `${block.file}:${block.line} ${block.lang} ${
+            block.marker!.join(" ")
+          }`,
           () => KINDS[kind]!(runner, block),
         );
       }
       await t.step("the last server", () => runner.stop());
       await t.step("every inline `idem …` command runs", async () => {
-        const prose = readme.replace(/^(`{3,}|~{3,})[^]*?^\1\s*$/gm, "");
-        const lines = new Set(
-          [...prose.matchAll(/`(idem [^`]+)`/g)].map((m) => m[1]!),
-        );
-        assert.ok(lines.size > 0, "the runbook's inline commands");
-        for (const line of lines) {
-          const at = readme.slice(0, readme.indexOf(line)).split("\n").length;
-          await runner.idem(`README.md:${at}`, line, []);
+        let count = 0;
+        for (const [i, text] of texts.entries()) {
+          const prose = text.replace(/^(`{3,}|~{3,})[^]*?^\1\s*$/gm, "");
+          const lines = new Set(
+            [...prose.matchAll(/`(idem [^`]+)`/g)].map((m) => m[1]!),
+          );
+          count += lines.size;
+          for (const line of lines) {
+            const at = text.slice(0, text.indexOf(line)).split("\n").length;
+            await runner.idem(`${DOCUMENTS[i]}:${at}`, line, []);
+          }
         }
+        assert.ok(count > 0, "the runbook's inline commands");
       });
       await t.step("every fragment's file runs in a README command", () => {
         const files = blocks.filter((b) => b.marker![0] === "fragment")
