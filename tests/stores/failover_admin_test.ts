@@ -52,6 +52,20 @@ Deno.test("FailoverStore.peek() reports what a claim would find: the primary's, 
   assert.deepEqual(await store.peek("none"), { state: "absent" });
 });
 
+Deno.test("FailoverStore.peek() reports the primary's record when both are completed: a claim replays it", async () => {
+  const [p, f] = [new MemoryStore(), new MemoryStore()];
+  const store = new FailoverStore({ primary: p, fallback: f });
+  for (const [memory, status] of [[p, 201], [f, 202]] as const) {
+    const claim = await memory.claim("both", options);
+    assert.ok(claim.state === "acquired");
+    await memory.complete("both", claim.token, { ...done, status });
+  }
+  const peeked = await store.peek("both");
+  assert.ok(peeked.state === "completed" && peeked.status === 201);
+  const claimed = await store.claim("both", options);
+  assert.ok(claimed.state === "completed" && claimed.response.status === 201);
+});
+
 Deno.test("FailoverStore.peek() answers from the store that answers, and throws when both throw", async () => {
   const [pm, fm] = [new MemoryStore(), new MemoryStore()];
   const [pd, fd] = [{ is: true }, { is: false }];
