@@ -67,8 +67,11 @@ import { slotOf } from "../src/fingerprint.ts";
 import {
   DATABASE_URL,
   POSTGRES_IGNORE,
+  type PrivateRedis,
   REDIS_IGNORE,
   REDIS_URL,
+  redisServerIgnore,
+  startRedisServer,
   testName,
 } from "./_support/services.ts";
 import { freePort } from "./_support/http.ts";
@@ -303,14 +306,21 @@ class Runner {
   ran = new Set<string>();
   /** Keys sent by the default replay check, for the cleanup. */
   keys: string[] = [];
-  /** The variables of `cli` blocks, and whether the alias was defined. */
+  /**
+   * The variables of `cli` blocks, and whether the alias was defined. Their
+   * `$REDIS_URL` is a private server of this test's: the shared one may hold
+   * the README's example key under its example prefix, written by anyone.
+   */
   vars: Record<string, string> = { REDIS_URL, DATABASE_URL };
+  privateRedis: PrivateRedis | null = null;
   alias = false;
   /** The file of the package's `./cli` entry (what `jsr:…/cli` runs). */
   cliEntry = "";
 
   async setUp(blocks: Block[]): Promise<void> {
     this.scratch = await Deno.makeTempDir({ prefix: "readme_test_" });
+    this.privateRedis = await startRedisServer();
+    this.vars.REDIS_URL = this.privateRedis.url;
     const config = JSON.parse(
       await Deno.readTextFile(new URL("deno.json", ROOT)),
     ) as {
@@ -625,6 +635,7 @@ class Runner {
 
   async tearDown(): Promise<void> {
     await this.stop().catch(() => {});
+    await this.privateRedis?.stop();
     if (this.scratch !== "") {
       await Deno.remove(this.scratch, { recursive: true });
     }
@@ -665,7 +676,7 @@ const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
   fragment: (runner, block) => runner.fragment(block),
 };
 
-const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE;
+const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE || await redisServerIgnore();
 
 Deno.test({
   name: testName(
