@@ -1,0 +1,313 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/** MysqlStore's SQL: the driver's shape, the table, its statements, their rows. @module */
+
+import { Buffer } from "node:buffer";
+import type { Pool, PoolConnection } from "mysql2/promise";
+import type { ClaimResult, PeekResult, StoredResponse } from "../store.ts";
+import { RECORD_VERSION } from "../_record.ts";
+import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
+
+/** A value bound to a `?` placeholder. */
+export type MysqlParameter = string | number | Buffer | null;
+
+/** A row as mysql2 returns it. */
+export type MysqlRow = Record<string, unknown>;
+
+/** What mysql2's promise API resolves to: rows (a `CALL`: result sets) or a header, and the fields. */
+export type MysqlResult = [unknown, unknown];
+
+/**
+ * The part of a mysql2/promise pool the store uses: a `mysql.createPool(url)`
+ * result fits.
+ */
+export type MysqlPool = Pick<Pool, "execute" | "query" | "getConnection"> & {
+  /** mysql2's core pool: the store reads `config.connectionLimit`. */
+  pool?: { config?: { connectionLimit?: number } };
+};
+
+/** The connection of a request's transaction: mysql2/promise's own. */
+export type MysqlConnection = PoolConnection;
+
+/** The table name when none is given. */
+export const DEFAULT_TABLE = "idempotency_keys";
+
+/** The session's SQL mode for migrate(), so the claim procedure runs strict. */
+export const STRICT_MODE =
+  "STRICT_ALL_TABLES,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/** Longest table name: the procedure's name adds `_claim_v1` within 64. */
+const MAX_TABLE_CHARS = 55;
+
+/** The quoted name and the procedure of a valid `table` (`t` or `db.t`). */
+export function parseTable(name: string): { quoted: string; claim: string } {
+  if (typeof name !== "string") {
+    throw new TypeError(
+      `'table' must be a string: current value is ${String(name)}`,
+    );
+  }
+  const parts = name.split(".");
+  if (
+    parts.length > 2 || parts.some((part) => part.length === 0) ||
+    /[\0`]/.test(name) || parts.at(-1)!.length > MAX_TABLE_CHARS
+  ) {
+    throw new TypeError(
+      `'table' must be "table" or "database.table" with non-empty parts, no NUL or backtick, the table at most ${MAX_TABLE_CHARS} characters: current value is ${
+        JSON.stringify(name)
+      }`,
+    );
+  }
+  const quote = (part: string) => `\`${part}\``;
+  const claimParts = [...parts.slice(0, -1), `${parts.at(-1)}_claim_v1`];
+  return {
+    quoted: parts.map(quote).join("."),
+    claim: claimParts.map(quote).join("."),
+  };
+}
+
+/** The database's clock, UTC, in microseconds. */
+const NOW = "UTC_TIMESTAMP(6)";
+/** A duration parameter as an interval, at most 100 years (no overflow). */
+const interval = (ms: string) =>
+  `INTERVAL LEAST(${ms}, 3153600000000) * 1000 MICROSECOND`;
+/** A DATETIME(6) column as epoch milliseconds, on the database's clock. */
+const epochMs = (column: string) =>
+  `TIMESTAMPDIFF(MICROSECOND, '1970-01-01', ${column}) DIV 1000`;
+
+/**
+ * A row's columns as PostgresStore's decoders read them (booleans as 0/1,
+ * turned by {@linkcode decodeMysqlClaim}).
+ */
+const columns = (now: string) =>
+  `version, state, fingerprint, token, takeovers, status, headers, body,
+  omitted, (expires_at IS NOT NULL) AS has_deadline,
+  CAST(LEAST(2147483647, GREATEST(1, CEIL(
+    TIMESTAMPDIFF(MICROSECOND, ${now}, lease_until) / 1000))) AS SIGNED)
+    AS retry_after_ms`;
+
+/**
+ * Free: past its TTL (whatever it holds), or a readable claim whose lease ran
+ * out within its TTL. An unreadable row (unknown version or state, no owner,
+ * no deadline) is freed by its expires_at only: a NULL makes the test NULL,
+ * which IF() and COALESCE(…, 0) take as not free.
+ */
+const free = (now: string) =>
+  `(expires_at <= ${now} OR (version = ${RECORD_VERSION}
+    AND state = 'in_flight' AND token IS NOT NULL AND fingerprint IS NOT NULL
+    AND expires_at > ${now} AND lease_until <= ${now}))`;
+
+/**
+ * The table, and the claim as a procedure: MySQL 8 has no RETURNING and
+ * MariaDB's INSERT … ON DUPLICATE KEY UPDATE … RETURNING locks the row even
+ * on a replay, so one `CALL` reads the row, writes only when it is absent or
+ * free, and reads the live row back, in one round trip. Both servers run a
+ * routine under the sql_mode it was created with (STRICT_ALL_TABLES:
+ * nothing stored is truncated), whatever the calling session's.
+ *
+ * The upsert's outcome never comes from an affected-rows count (which
+ * CLIENT_FOUND_ROWS changes): `token` is assigned first, to the new token
+ * only when the row is free, and every later column keeps its value unless
+ * the row now holds that token; `takeovers` and `created_at` read
+ * `expires_at` before it is assigned. Assignments run left to right (or,
+ * under MariaDB's SIMULTANEOUS_ASSIGNMENT, all on the old row, where
+ * `won` still holds because `free` is then judged on the old values).
+ */
+export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
+  const { quoted: t, claim } = parseTable(table);
+  const text = "CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
+  const won = `(token <=> p_token OR ${free("v_now")})`;
+  const keep = (column: string, value: string) =>
+    `${column} = IF(${won}, ${value}, ${column})`;
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t} (
+  slot VARBINARY(256) NOT NULL PRIMARY KEY,
+  version SMALLINT NOT NULL,
+  state VARCHAR(32) ${text} NOT NULL,
+  fingerprint TEXT ${text},
+  token VARCHAR(64) ${text},
+  takeovers INT NOT NULL DEFAULT 0,
+  lease_until DATETIME(6),
+  expires_at DATETIME(6),
+  status INT,
+  headers LONGTEXT ${text},
+  body LONGBLOB,
+  omitted VARCHAR(32) ${text},
+  created_at DATETIME(6) NOT NULL,
+  completed_at DATETIME(6),
+  KEY expires_at_idx (expires_at)
+) ENGINE = InnoDB DEFAULT ${text}`,
+    `CREATE PROCEDURE ${claim}(IN p_slot VARBINARY(256), IN p_fingerprint TEXT,
+  IN p_token VARCHAR(64), IN p_lease BIGINT, IN p_ttl BIGINT)
+  MODIFIES SQL DATA SQL SECURITY INVOKER
+BEGIN
+  DECLARE v_now DATETIME(6) DEFAULT ${NOW};
+  IF NOT EXISTS (SELECT 1 FROM ${t}
+    WHERE slot = p_slot AND NOT COALESCE(${free("v_now")}, 0))
+  THEN
+    INSERT INTO ${t} (slot, version, state, fingerprint, token, takeovers,
+      lease_until, expires_at, created_at)
+    VALUES (p_slot, ${RECORD_VERSION}, 'in_flight', p_fingerprint, p_token, 0,
+      v_now + ${interval("p_lease")}, v_now + ${interval("p_ttl")}, v_now)
+    ON DUPLICATE KEY UPDATE
+      token = IF(${free("v_now")}, p_token, token),
+      ${keep("takeovers", "IF(expires_at <= v_now, 0, takeovers + 1)")},
+      ${keep("created_at", "IF(expires_at <= v_now, v_now, created_at)")},
+      ${keep("version", String(RECORD_VERSION))},
+      ${keep("state", "'in_flight'")},
+      ${keep("fingerprint", "p_fingerprint")},
+      ${keep("lease_until", `v_now + ${interval("p_lease")}`)},
+      ${keep("status", "NULL")}, ${keep("headers", "NULL")},
+      ${keep("body", "NULL")}, ${keep("omitted", "NULL")},
+      ${keep("completed_at", "NULL")},
+      ${keep("expires_at", `v_now + ${interval("p_ttl")}`)};
+  END IF;
+  SELECT ${columns(NOW)}, COALESCE(${free(NOW)}, 0) AS free
+  FROM ${t} WHERE slot = p_slot;
+END`,
+  ];
+}
+
+/** One table's statements, built once per store. */
+export interface Statements {
+  claim: string;
+  complete: string;
+  release: string;
+  extend: string;
+  peek: string;
+  forgetLive: string;
+  forgetAny: string;
+  stats: string;
+  sweep(batchSize: number): string;
+}
+
+/** The statements of `table` (as given). */
+export function statements(table: string): Statements {
+  const { quoted: t, claim } = parseTable(table);
+  const fenced = `slot = ? AND token = ? AND version = ${RECORD_VERSION}
+    AND state = 'in_flight' AND expires_at > ${NOW}`;
+  const live = `(expires_at IS NULL OR expires_at > ${NOW})`;
+  const readable = `(version = ${RECORD_VERSION} AND fingerprint IS NOT NULL
+    AND expires_at IS NOT NULL)`;
+  const lease = `${NOW} + ${interval("CAST(? AS SIGNED)")}`;
+  return {
+    claim: `CALL ${claim}(?, ?, ?, ?, ?)`,
+    // The state always changes, so the count is 1 with CLIENT_FOUND_ROWS or without.
+    complete: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?,
+  body = ?, omitted = ?, lease_until = NULL, completed_at = ${NOW}
+WHERE ${fenced}`,
+    release: `DELETE FROM ${t} WHERE ${fenced}`,
+    // A renewal to the very microsecond it holds would change no row (0
+    // without CLIENT_FOUND_ROWS): it then moves 1 µs further, so it always changes.
+    extend: `UPDATE ${t} SET lease_until = IF(lease_until = ${lease},
+  ${lease} + INTERVAL 1 MICROSECOND, ${lease})
+WHERE ${fenced}`,
+    // Admin reads: a row past its TTL is absent; one without a deadline is
+    // unreadable and stays (docs/architecture.md, Inspect and forget).
+    peek: `SELECT version, state, fingerprint, (token IS NOT NULL) AS has_token,
+  status, headers, OCTET_LENGTH(body) AS body_bytes, omitted,
+  ${epochMs("created_at")} AS claimed_at,
+  ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
+  ${epochMs("expires_at")} AS expires_at
+FROM ${t} WHERE slot = ? AND ${live}`,
+    forgetLive: `DELETE FROM ${t} WHERE slot = ? AND ${live}`,
+    forgetAny: `DELETE FROM ${t} WHERE slot = ?`,
+    stats: `SELECT
+  CAST(COALESCE(SUM(${readable} AND state = 'in_flight' AND token IS NOT NULL), 0) AS SIGNED) AS in_flight,
+  CAST(COALESCE(SUM(${readable} AND state = 'completed' AND status IS NOT NULL), 0) AS SIGNED) AS completed,
+  COUNT(*) AS total
+FROM ${t} WHERE ${live}`,
+    sweep: (batchSize) =>
+      `DELETE FROM ${t} WHERE expires_at <= ${NOW} ORDER BY expires_at LIMIT ${batchSize}`,
+  };
+}
+
+/** The claim's parameters: durations in whole milliseconds. */
+export function claimParams(
+  slot: string,
+  fingerprint: string,
+  token: string,
+  leaseMs: number,
+  ttlMs: number,
+): MysqlParameter[] {
+  return [slot, fingerprint, token, leaseMs, ttlMs];
+}
+
+/** The `complete` statement's parameters: the record, then the fence. */
+export function mysqlCompleteParams(
+  slot: string,
+  token: string,
+  response: StoredResponse,
+): MysqlParameter[] {
+  const [, , status, headers, body, omitted] = completeParams(
+    slot,
+    token,
+    response,
+  );
+  const bytes = body instanceof Uint8Array
+    ? Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+    : null;
+  return [
+    status as number,
+    headers as string,
+    bytes,
+    omitted as string | null,
+    slot,
+    String(token),
+  ];
+}
+
+/** The rows of a `CALL`'s first result set, or of a plain `SELECT`. */
+export function rowsOf(result: MysqlResult): MysqlRow[] {
+  const [first] = result;
+  if (!Array.isArray(first)) return [];
+  const inner: unknown = first[0];
+  return (Array.isArray(inner) ? inner : first) as MysqlRow[];
+}
+
+/** The affected-rows count of a statement that returns no rows. */
+export function affectedOf(result: MysqlResult): number {
+  const header = result[0] as { affectedRows?: unknown } | undefined;
+  return typeof header?.affectedRows === "number" ? header.affectedRows : 0;
+}
+
+const truth = (value: unknown) => value === 1 || value === true;
+
+/** Whether the claim's row is free: another claim changed it meanwhile. */
+export function isFree(row: MysqlRow): boolean {
+  return truth(row.free);
+}
+
+/** Reads the row that a claim offering `token` returned. */
+export function decodeMysqlClaim(
+  row: MysqlRow | undefined,
+  token: string,
+): ClaimResult {
+  if (row === undefined) return decodeClaim(undefined, token);
+  return decodeClaim({ ...row, has_deadline: truth(row.has_deadline) }, token);
+}
+
+/** Reads the row of the `peek` statement. */
+export function decodeMysqlPeek(row: MysqlRow | undefined): PeekResult {
+  if (row === undefined) return decodePeek(undefined);
+  return decodePeek({ ...row, has_token: truth(row.has_token) });
+}
+
+/** Connection errors after which nothing was sent, so nothing committed. */
+const NEVER_SENT = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EHOSTUNREACH",
+  "ER_ACCESS_DENIED_ERROR",
+  "ER_BAD_DB_ERROR",
+]);
+
+/**
+ * Whether a failed statement may have committed. A claim is a `CALL` of
+ * several statements, so even a server error (an errno and SQLSTATE) after
+ * its upsert may follow a commit; only a connection that was never made
+ * sent nothing. An undo is fenced by the token, so a needless one is harmless.
+ */
+export function mayHaveCommitted(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as Record<string, unknown>;
+  if (typeof code === "string" && NEVER_SENT.has(code)) return false;
+  return !(typeof message === "string" && /Pool is closed/.test(message));
+}

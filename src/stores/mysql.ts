@@ -1,0 +1,465 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode MysqlStore}: idempotency records in MySQL 8 or MariaDB 10.6+,
+ * on mysql2, beside the application's own data.
+ *
+ * @module
+ */
+
+import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  ForgetResult,
+  IdempotencyStore,
+  PeekResult,
+  StoredResponse,
+  StoreEvent,
+  StoreStats,
+  UnitOfWork,
+  WriteOutcome,
+} from "../store.ts";
+import { assertStoredResponse } from "../_record.ts";
+import { knownOptions, optionalFunction } from "../_validate.ts";
+import { Orphans } from "./_orphans.ts";
+import {
+  affectedOf,
+  claimParams,
+  decodeMysqlClaim,
+  decodeMysqlPeek,
+  DEFAULT_TABLE,
+  isFree,
+  mayHaveCommitted,
+  mysqlCompleteParams,
+  type MysqlConnection,
+  mysqlMigration,
+  type MysqlParameter,
+  type MysqlPool,
+  type MysqlResult,
+  parseTable,
+  rowsOf,
+  type Statements,
+  statements,
+  STRICT_MODE,
+} from "./_mysql_sql.ts";
+import {
+  assertPool,
+  inPlainTransaction,
+  type MysqlTransactionalHandler,
+  type MysqlTransactionSetup,
+  MysqlUnit,
+} from "./_mysql_transaction.ts";
+import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
+
+export * from "./_contract.ts";
+export type { UnitOfWork } from "../store.ts";
+export type {
+  MysqlConnection,
+  MysqlParameter,
+  MysqlPool,
+  MysqlResult,
+  MysqlRow,
+} from "./_mysql_sql.ts";
+export { DEFAULT_TABLE, mysqlMigration } from "./_mysql_sql.ts";
+export type { MysqlTransactionalHandler } from "./_mysql_transaction.ts";
+
+/** The isolation level of a request's transaction. */
+export type MysqlIsolation =
+  | "read committed"
+  | "repeatable read"
+  | "serializable";
+
+/** Options of the {@linkcode MysqlStore} constructor. */
+export interface MysqlStoreOptions {
+  /**
+   * A mysql2/promise pool, `mysql.createPool(url)`; the store never ends it.
+   * It must keep mysql2's default `MULTI_RESULTS` flag (a `CALL` answers
+   * with result sets); `FOUND_ROWS` may be on (mysql2's default) or off.
+   */
+  pool: MysqlPool;
+  /**
+   * The table, optionally `database.table`, each part quoted as written, the
+   * table part at most 55 characters (its claim procedure is
+   * `<table>_claim_v1`, beside it).
+   *
+   * @default {"idempotency_keys"}
+   */
+  table?: string;
+  /**
+   * How long one operation may take, in milliseconds, waiting for a pooled
+   * connection included (docs/architecture.md, "Store calls and deadlines").
+   * The statement is never killed; for the server to stop waiting on locks,
+   * set `innodb_lock_wait_timeout`.
+   *
+   * @default {2000}
+   */
+  timeoutMs?: number;
+  /**
+   * The isolation level of a handler's transaction
+   * ({@linkcode MysqlStore.transactional}).
+   *
+   * @default {"read committed"}
+   */
+  isolation?: MysqlIsolation;
+  /**
+   * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
+   * that failed but may have committed; a throw is ignored.
+   * @default {undefined}
+   */
+  onEvent?: (event: StoreEvent) => void;
+}
+
+/** Options of {@linkcode MysqlStore.sweep}. */
+export interface MysqlSweepOptions {
+  /**
+   * How many expired rows one `DELETE` removes.
+   *
+   * @default {1000}
+   */
+  batchSize?: number;
+}
+
+const OPTIONS = ["pool", "table", "timeoutMs", "isolation", "onEvent"];
+const ISOLATIONS = ["read committed", "repeatable read", "serializable"];
+const CLAIM_ATTEMPTS = 4;
+
+/**
+ * An {@linkcode IdempotencyStore} in a MySQL 8 or MariaDB 10.6+ table (InnoDB),
+ * through [mysql2](https://github.com/sidorares/node-mysql2), one row per
+ * slot. A claim is one `CALL` of the procedure that
+ * {@linkcode MysqlStore.migrate} creates (one round trip; it writes only
+ * when the slot is free, so a replay or a conflict takes no row lock); each
+ * other operation is one statement; every time is the database's
+ * `UTC_TIMESTAMP(6)`. No outcome rests on an affected-rows count that
+ * `CLIENT_FOUND_ROWS` changes, nor on `INSERT IGNORE` or `GET_LOCK`.
+ * Tested on MariaDB 10.11; MySQL 8.0 by its manual only (no RETURNING, no
+ * MariaDB-only SQL is used). A claim that fails but may have committed is
+ * undone by its token (docs/architecture.md, "Nothing left behind").
+ *
+ * @example Guard a handler with records in MySQL or MariaDB
+ * ```ts ignore
+ * import { idempotency } from "@idempotent/http";
+ * import { MysqlStore } from "@idempotent/http/mysql";
+ * import mysql from "mysql2/promise";
+ * import { accountOf } from "./auth.ts"; // request => the stable account id
+ *
+ * const pool = mysql.createPool({ uri: Deno.env.get("MYSQL_URL")!, connectionLimit: 10 });
+ * const store = new MysqlStore({ pool });
+ * await store.migrate();
+ * setInterval(() => store.sweep().catch(() => {}), 60_000);
+ * const handler = () => Response.json({ id: 1 }, { status: 201 });
+ * Deno.serve(idempotency(handler, { store, scope: accountOf }));
+ * ```
+ */
+export class MysqlStore implements IdempotencyStore {
+  #pool: MysqlPool;
+  #name: string;
+  #statements: Statements;
+  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #calls: StoreCalls;
+  #setup: MysqlTransactionSetup;
+  #units = new WeakMap<Request, MysqlUnit>();
+
+  /**
+   * Makes a store on a mysql2/promise pool. It connects nothing: run
+   * {@linkcode MysqlStore.migrate} (or {@linkcode mysqlMigration}'s SQL) once
+   * before use.
+   *
+   * @throws {TypeError} When `pool`, `table` or `isolation` is invalid, or an
+   * option is unknown.
+   * @throws {RangeError} When `timeoutMs` is not a positive number.
+   */
+  constructor(options: MysqlStoreOptions) {
+    if (
+      typeof options?.pool?.execute !== "function" ||
+      typeof options.pool.getConnection !== "function"
+    ) {
+      throw new TypeError(
+        "'pool' must be a mysql2/promise pool: current value has no execute() or getConnection()",
+      );
+    }
+    knownOptions("MysqlStore", options, OPTIONS);
+    const { pool, timeoutMs = 2000, isolation = "read committed" } = options;
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
+      throw new RangeError(
+        `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
+      );
+    }
+    if (!ISOLATIONS.includes(isolation)) {
+      throw new TypeError(
+        `'isolation' must be "read committed", "repeatable read" or "serializable": current value is ${
+          JSON.stringify(isolation)
+        }`,
+      );
+    }
+    this.#pool = pool;
+    this.#name = options.table ?? DEFAULT_TABLE;
+    this.#statements = statements(this.#name);
+    this.#orphans.onEvent = optionalFunction("onEvent", options.onEvent);
+    const name = this.#name;
+    const failed = (operation: Operation, cause: unknown) =>
+      failure(operation, cause, name);
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+      failed,
+      timedOut: (operation) =>
+        failed(operation, new Error(`No answer within ${timeoutMs} ms`)),
+    });
+    this.#setup = {
+      pool,
+      complete: this.#statements.complete,
+      isolation: `SET TRANSACTION ISOLATION LEVEL ${isolation.toUpperCase()}`,
+    };
+  }
+
+  /** The table, quoted as it appears in the store's SQL. */
+  get table(): string {
+    return parseTable(this.#name).quoted;
+  }
+
+  /**
+   * Creates what {@linkcode mysqlMigration} creates, if absent: the table and
+   * the claim procedure, the procedure under a strict `sql_mode`
+   * (STRICT_ALL_TABLES), which every call of it keeps. Safe to run from
+   * several instances at once.
+   *
+   * @throws {Error} The driver's error when the database refuses (no
+   * privilege to create the table or the procedure).
+   */
+  async migrate(): Promise<void> {
+    const conn = await this.#pool.getConnection();
+    try {
+      await conn.query("SET @idempotent_mode = @@SESSION.sql_mode");
+      await conn.query(`SET SESSION sql_mode = '${STRICT_MODE}'`);
+      try {
+        for (const statement of mysqlMigration(this.#name)) {
+          try {
+            await conn.query(statement);
+          } catch (error) {
+            // ER_SP_ALREADY_EXISTS: an earlier or concurrent migration made it.
+            if ((error as { errno?: unknown })?.errno !== 1304) throw error;
+          }
+        }
+      } finally {
+        await conn.query("SET SESSION sql_mode = @idempotent_mode");
+      }
+    } finally {
+      conn.release();
+    }
+  }
+
+  /**
+   * Deletes expired rows, `batchSize` per statement until a batch deletes
+   * fewer, and returns how many. Expired rows never block, so sweeping only
+   * reclaims space; an event can run the same delete in the database
+   * (`DELETE FROM idempotency_keys WHERE expires_at <= UTC_TIMESTAMP(6)`).
+   *
+   * @throws {RangeError} When `batchSize` is not a positive integer.
+   */
+  async sweep(options: MysqlSweepOptions = {}): Promise<number> {
+    const batchSize = options.batchSize ?? 1000;
+    if (!Number.isInteger(batchSize) || batchSize < 1) {
+      throw new RangeError(
+        `'batchSize' must be a positive integer: current value is ${batchSize}`,
+      );
+    }
+    const text = this.#statements.sweep(batchSize);
+    let total = 0;
+    while (true) {
+      const count = affectedOf(await this.#pool.query(text));
+      total += count;
+      if (count < batchSize) return total;
+    }
+  }
+
+  /** {@linkcode IdempotencyStore.claim} in one `CALL`, one round trip. */
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    assertSlot(slot);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
+    const token = crypto.randomUUID();
+    const params = claimParams(slot, fingerprint, token, leaseMs, ttlMs);
+    const undo: Undo<MysqlResult> = {
+      slot,
+      token,
+      leaseMs,
+      acquired: (result) =>
+        rowsOf(result)[0]?.token === token ? token : undefined,
+      mayHaveRun: mayHaveCommitted,
+    };
+    // No row, or a free row read back: another claim or a release changed
+    // the row between the procedure's upsert and its read. Look again.
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const row = rowsOf(await this.#run("claim", params, undo))[0];
+      if (row === undefined || (isFree(row) && row.token !== token)) continue;
+      return decodeMysqlClaim(row, token);
+    }
+    return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
+  }
+
+  /** {@linkcode IdempotencyStore.complete} in one fenced `UPDATE`. */
+  async complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    assertStoredResponse(response);
+    const params = mysqlCompleteParams(slot, token, response);
+    return await this.#fenced("complete", params);
+  }
+
+  /** {@linkcode IdempotencyStore.release} in one fenced `DELETE`. */
+  async release(slot: string, token: string): Promise<WriteOutcome> {
+    assertSlot(slot);
+    return await this.#fenced("release", [slot, String(token)]);
+  }
+
+  /** {@linkcode IdempotencyStore.extend} from the database's now, fenced. */
+  async extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    leaseMs = durationMs("leaseMs", leaseMs);
+    const params = [leaseMs, leaseMs, leaseMs, slot, String(token)];
+    return await this.#fenced("extend", params);
+  }
+
+  /**
+   * Wraps a handler so that it receives a connection in a transaction as its
+   * second argument: on a request this store's middleware claimed, the
+   * handler's SQL on it commits with the record or not at all (the record is
+   * written on the same connection, fenced by the token, then `COMMIT`); a
+   * throw, an uncacheable response or a lost claim (409) rolls back. The
+   * claim stays outside, committed at once, its lease renewed on other
+   * connections. Any other request (no key, a method not guarded) gets a
+   * plain transaction of its own: committed when the handler returns,
+   * rolled back when it throws. Use only the connection given, and do not
+   * `release()` it: the store does.
+   *
+   * @throws {TypeError} When `handler` is not a function.
+   * @throws {RangeError} When the pool (`connectionLimit`) holds fewer than
+   * two connections: the transaction holds one, the renewals need another.
+   *
+   * @example An order and its record in one transaction
+   * ```ts ignore
+   * const store = new MysqlStore({ pool });
+   * Deno.serve(idempotency(store.transactional(async (req, tx) => {
+   *   await tx.execute("INSERT INTO orders (item) VALUES (?)", ["book"]);
+   *   return Response.json({ ok: true }, { status: 201 });
+   * }), { store, scope: accountOf }));
+   * ```
+   */
+  transactional<A extends unknown[]>(
+    handler: MysqlTransactionalHandler<A>,
+  ): (request: Request, ...args: A) => Promise<Response> {
+    if (typeof handler !== "function") {
+      throw new TypeError(
+        `'handler' must be a function: current value is ${handler}`,
+      );
+    }
+    assertPool(this.#pool);
+    return async (request, ...args) => {
+      const unit = this.#units.get(request);
+      if (unit === undefined) {
+        const run = (tx: MysqlConnection) => handler(request, tx, ...args);
+        return await inPlainTransaction(this.#setup, run);
+      }
+      return await handler(request, await unit.open(), ...args);
+    };
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.unitOfWork}: remembers the claimed request
+   * for {@linkcode MysqlStore.transactional}.
+   */
+  unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
+    const unit = new MysqlUnit(this.#setup, slot, token);
+    this.#units.set(request, unit);
+    return unit;
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not
+   * the body), times on the database's clock; `claimedAt` is the row's
+   * `created_at`.
+   */
+  async peek(slot: string): Promise<PeekResult> {
+    assertSlot(slot);
+    return decodeMysqlPeek(rowsOf(await this.#run("peek", [slot]))[0]);
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's live row
+   * (`deleted`); when there was none, the slot's expired row too (`absent`).
+   */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    if (affectedOf(await this.#run("forgetLive", [slot])) === 1) {
+      return "deleted";
+    }
+    await this.#run("forgetAny", [slot]);
+    return "absent";
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats}: one query counts the live rows
+   * (exact; `limit` is not needed), a scan of the table.
+   */
+  async stats(_options?: { limit?: number }): Promise<StoreStats> {
+    const row = rowsOf(await this.#run("stats", []))[0] ?? {};
+    const [inFlight, completed, total] = [
+      row.in_flight,
+      row.completed,
+      row.total,
+    ].map((n) => Number(n) || 0) as [number, number, number];
+    const unreadable = total - inFlight - completed;
+    return { inFlight, completed, unreadable, exact: true };
+  }
+
+  async #fenced(
+    operation: "complete" | "release" | "extend",
+    parameters: MysqlParameter[],
+  ): Promise<WriteOutcome> {
+    const result = await this.#run(operation, parameters);
+    return affectedOf(result) === 1 ? "applied" : "lost";
+  }
+
+  #run(
+    operation: Exclude<keyof Statements, "sweep">,
+    parameters: MysqlParameter[],
+    undo?: Undo<MysqlResult>,
+  ): Promise<MysqlResult> {
+    const text = this.#statements[operation];
+    const timed = operation.startsWith("forget") ? "forget" : operation;
+    return this.#calls.run(
+      timed as Operation,
+      () => this.#pool.execute(text, parameters) as Promise<MysqlResult>,
+      undo,
+    );
+  }
+}
+
+const WRITES = new Set<Operation>(["complete", "release", "extend", "forget"]);
+
+/** A failed call's error, with what to do when the table is missing. */
+function failure(
+  operation: Operation,
+  cause: unknown,
+  table: string,
+): StoreError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST: never migrated here.
+  const errno = (cause as { errno?: unknown } | null)?.errno;
+  const missing = errno === 1146 || errno === 1305
+    ? `: run \`await store.migrate()\` (or mysqlMigration()'s SQL) on ${
+      JSON.stringify(table)
+    } before serving`
+    : "";
+  return new StoreError(
+    `MySQL ${operation} failed${
+      WRITES.has(operation) ? " (outcome unknown)" : ""
+    }: ${reason}${missing}`,
+    { operation, cause },
+  );
+}
