@@ -100,8 +100,11 @@ const free = (now: string) =>
  * MariaDB's INSERT … ON DUPLICATE KEY UPDATE … RETURNING locks the row even
  * on a replay, so one `CALL` reads the row, writes only when it is absent or
  * free, and reads the live row back, in one round trip. Both servers run a
- * routine under the sql_mode it was created with (STRICT_ALL_TABLES:
- * nothing stored is truncated), whatever the calling session's.
+ * routine's body under the sql_mode it was created with (STRICT_ALL_TABLES),
+ * whatever the calling session's; arguments bind under the caller's, so the
+ * parameters are unbounded and the body's INSERT judges their length. No
+ * TEXT column: MariaDB 10.11 stores a routine's 70,000-byte value in one as
+ * its length modulo 65,536, even when strict; a fingerprint is LONGTEXT.
  *
  * The upsert's outcome never comes from an affected-rows count (which
  * CLIENT_FOUND_ROWS changes): `token` is assigned first, to the new token
@@ -122,7 +125,7 @@ export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
   slot VARBINARY(256) NOT NULL PRIMARY KEY,
   version SMALLINT NOT NULL,
   state VARCHAR(32) ${text} NOT NULL,
-  fingerprint TEXT ${text},
+  fingerprint LONGTEXT ${text},
   token VARCHAR(64) ${text},
   takeovers INT NOT NULL DEFAULT 0,
   lease_until DATETIME(6),
@@ -135,14 +138,18 @@ export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
   completed_at DATETIME(6),
   KEY expires_at_idx (expires_at)
 ) ENGINE = InnoDB DEFAULT ${text}`,
-    `CREATE PROCEDURE ${claim}(IN p_slot VARBINARY(256), IN p_fingerprint TEXT,
-  IN p_token VARCHAR(64), IN p_lease BIGINT, IN p_ttl BIGINT)
+    `CREATE PROCEDURE ${claim}(IN p_slot LONGBLOB, IN p_fingerprint LONGTEXT,
+  IN p_token LONGTEXT, IN p_lease BIGINT, IN p_ttl BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT ${NOW};
-  IF NOT EXISTS (SELECT 1 FROM ${t}
-    WHERE slot = p_slot AND NOT COALESCE(${free("v_now")}, 0))
-  THEN
+  DECLARE v_busy INT DEFAULT 0;
+  DECLARE CONTINUE HANDLER FOR NOT FOUND SET v_busy = 0;
+  -- SELECT … INTO is a consistent read; IF (SELECT …) and SET x = (SELECT …)
+  -- would be locking reads under REPEATABLE READ.
+  SELECT NOT COALESCE(${free("v_now")}, 0) INTO v_busy
+  FROM ${t} WHERE slot = p_slot;
+  IF NOT v_busy THEN
     INSERT INTO ${t} (slot, version, state, fingerprint, token, takeovers,
       lease_until, expires_at, created_at)
     VALUES (p_slot, ${RECORD_VERSION}, 'in_flight', p_fingerprint, p_token, 0,
