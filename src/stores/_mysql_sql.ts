@@ -2,7 +2,7 @@
 /** MysqlStore's SQL: the driver's shape, the table, its statements, their rows. @module */
 
 import { Buffer } from "node:buffer";
-import type { Pool, PoolConnection } from "mysql2/promise";
+import type { PoolConnection } from "mysql2/promise";
 import type { ClaimResult, PeekResult, StoredResponse } from "../store.ts";
 import { RECORD_VERSION } from "../_record.ts";
 import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
@@ -20,10 +20,16 @@ export type MysqlResult = [unknown, unknown];
  * The part of a mysql2/promise pool the store uses: a `mysql.createPool(url)`
  * result fits.
  */
-export type MysqlPool = Pick<Pool, "execute" | "query" | "getConnection"> & {
+export interface MysqlPool {
+  /** A prepared statement on any connection. */
+  execute(sql: string, values?: MysqlParameter[]): Promise<MysqlResult>;
+  /** A text-protocol statement on any connection. */
+  query(sql: string, values?: MysqlParameter[]): Promise<MysqlResult>;
+  /** A connection of the caller's own: a transaction's, or the migration's. */
+  getConnection(): Promise<MysqlConnection>;
   /** mysql2's core pool: the store reads `config.connectionLimit`. */
   pool?: { config?: { connectionLimit?: number } };
-};
+}
 
 /** The connection of a request's transaction: mysql2/promise's own. */
 export type MysqlConnection = PoolConnection;
@@ -40,27 +46,23 @@ const MAX_TABLE_CHARS = 55;
 
 /** The quoted name and the procedure of a valid `table` (`t` or `db.t`). */
 export function parseTable(name: string): { quoted: string; claim: string } {
-  if (typeof name !== "string") {
-    throw new TypeError(
-      `'table' must be a string: current value is ${String(name)}`,
-    );
-  }
-  const parts = name.split(".");
+  const parts = typeof name === "string" ? name.split(".") : [];
   if (
-    parts.length > 2 || parts.some((part) => part.length === 0) ||
+    parts.length === 0 || parts.length > 2 ||
+    parts.some((part) => part.length === 0) ||
     /[\0`]/.test(name) || parts.at(-1)!.length > MAX_TABLE_CHARS
   ) {
     throw new TypeError(
       `'table' must be "table" or "database.table" with non-empty parts, no NUL or backtick, the table at most ${MAX_TABLE_CHARS} characters: current value is ${
-        JSON.stringify(name)
+        typeof name === "string" ? JSON.stringify(name) : String(name)
       }`,
     );
   }
   const quote = (part: string) => `\`${part}\``;
-  const claimParts = [...parts.slice(0, -1), `${parts.at(-1)}_claim_v1`];
+  const claim = [...parts.slice(0, -1), `${parts.at(-1)}_claim_v1`];
   return {
     quoted: parts.map(quote).join("."),
-    claim: claimParts.map(quote).join("."),
+    claim: claim.map(quote).join("."),
   };
 }
 
@@ -174,17 +176,10 @@ END`,
 }
 
 /** One table's statements, built once per store. */
-export interface Statements {
-  claim: string;
-  complete: string;
-  release: string;
-  extend: string;
-  peek: string;
-  forgetLive: string;
-  forgetAny: string;
-  stats: string;
-  sweep(batchSize: number): string;
-}
+export type Statements =
+  & Record<"claim" | "complete" | "release" | "extend" | "peek", string>
+  & Record<"forgetLive" | "forgetAny" | "stats", string>
+  & { sweep(batchSize: number): string };
 
 /** The statements of `table` (as given). */
 export function statements(table: string): Statements {
@@ -227,18 +222,7 @@ FROM ${t} WHERE ${live}`,
   };
 }
 
-/** The claim's parameters: durations in whole milliseconds. */
-export function claimParams(
-  slot: string,
-  fingerprint: string,
-  token: string,
-  leaseMs: number,
-  ttlMs: number,
-): MysqlParameter[] {
-  return [slot, fingerprint, token, leaseMs, ttlMs];
-}
-
-/** The `complete` statement's parameters: the record, then the fence. */
+/** The `complete` statement's parameters (as PostgresStore's, fence last). */
 export function mysqlCompleteParams(
   slot: string,
   token: string,
@@ -253,13 +237,13 @@ export function mysqlCompleteParams(
     ? Buffer.from(body.buffer, body.byteOffset, body.byteLength)
     : null;
   return [
-    status as number,
-    headers as string,
+    status,
+    headers,
     bytes,
-    omitted as string | null,
+    omitted,
     slot,
     String(token),
-  ];
+  ] as MysqlParameter[];
 }
 
 /** The rows of a `CALL`'s first result set, or of a plain `SELECT`. */
@@ -276,36 +260,30 @@ export function affectedOf(result: MysqlResult): number {
   return typeof header?.affectedRows === "number" ? header.affectedRows : 0;
 }
 
-const truth = (value: unknown) => value === 1 || value === true;
+/** Whether a 0/1 column is 1. */
+export const truth = (value: unknown): boolean => value === 1 || value === true;
 
-/** Whether the claim's row is free: another claim changed it meanwhile. */
-export function isFree(row: MysqlRow): boolean {
-  return truth(row.free);
-}
-
-/** Reads the row that a claim offering `token` returned. */
+/** Reads the row that a claim offering `token` returned (PostgresStore's reading). */
 export function decodeMysqlClaim(
   row: MysqlRow | undefined,
   token: string,
 ): ClaimResult {
-  if (row === undefined) return decodeClaim(undefined, token);
-  return decodeClaim({ ...row, has_deadline: truth(row.has_deadline) }, token);
+  return decodeClaim(
+    row && { ...row, has_deadline: truth(row.has_deadline) },
+    token,
+  );
 }
 
-/** Reads the row of the `peek` statement. */
+/** Reads the row of the `peek` statement (PostgresStore's reading). */
 export function decodeMysqlPeek(row: MysqlRow | undefined): PeekResult {
-  if (row === undefined) return decodePeek(undefined);
-  return decodePeek({ ...row, has_token: truth(row.has_token) });
+  return decodePeek(row && { ...row, has_token: truth(row.has_token) });
 }
 
 /** Connection errors after which nothing was sent, so nothing committed. */
-const NEVER_SENT = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EHOSTUNREACH",
-  "ER_ACCESS_DENIED_ERROR",
-  "ER_BAD_DB_ERROR",
-]);
+const NEVER_SENT = new Set(
+  "ECONNREFUSED ENOTFOUND EHOSTUNREACH ER_ACCESS_DENIED_ERROR ER_BAD_DB_ERROR"
+    .split(" "),
+);
 
 /**
  * Whether a failed statement may have committed. A claim is a `CALL` of

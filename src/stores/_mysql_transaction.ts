@@ -120,13 +120,13 @@ export class MysqlUnit implements UnitOfWork {
     assertStoredResponse(record);
     const conn = await this.open();
     const params = mysqlCompleteParams(this.#slot, this.#token, record);
-    let written: number;
-    try {
-      written = affectedOf(await conn.execute(this.#setup.complete, params));
-    } catch (error) {
-      await end(conn, "ROLLBACK").catch(() => {});
-      throw error;
-    }
+    const written = await conn.execute(this.#setup.complete, params).then(
+      affectedOf,
+      async (error) => {
+        await end(conn, "ROLLBACK").catch(() => {});
+        throw error;
+      },
+    );
     if (written !== 1) {
       await end(conn, "ROLLBACK");
       return "lost";

@@ -20,15 +20,18 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { knownOptions, optionalFunction } from "../_validate.ts";
+import {
+  knownOptions,
+  optionalFunction,
+  positiveInteger,
+  positiveMs,
+} from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import {
   affectedOf,
-  claimParams,
   decodeMysqlClaim,
   decodeMysqlPeek,
   DEFAULT_TABLE,
-  isFree,
   mayHaveCommitted,
   mysqlCompleteParams,
   type MysqlConnection,
@@ -41,6 +44,7 @@ import {
   type Statements,
   statements,
   STRICT_MODE,
+  truth,
 } from "./_mysql_sql.ts";
 import {
   assertPool,
@@ -167,7 +171,7 @@ export class MysqlStore implements IdempotencyStore {
    *
    * @throws {TypeError} When `pool`, `table` or `isolation` is invalid, or an
    * option is unknown.
-   * @throws {RangeError} When `timeoutMs` is not a positive number.
+   * @throws {RangeError} When `timeoutMs` is not a positive integer.
    */
   constructor(options: MysqlStoreOptions) {
     if (
@@ -179,12 +183,8 @@ export class MysqlStore implements IdempotencyStore {
       );
     }
     knownOptions("MysqlStore", options, OPTIONS);
-    const { pool, timeoutMs = 2000, isolation = "read committed" } = options;
-    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-      throw new RangeError(
-        `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
-      );
-    }
+    const { pool, isolation = "read committed" } = options;
+    const timeoutMs = positiveMs("timeoutMs", options.timeoutMs ?? 2000);
     if (!ISOLATIONS.includes(isolation)) {
       throw new TypeError(
         `'isolation' must be "read committed", "repeatable read" or "serializable": current value is ${
@@ -256,12 +256,7 @@ export class MysqlStore implements IdempotencyStore {
    * @throws {RangeError} When `batchSize` is not a positive integer.
    */
   async sweep(options: MysqlSweepOptions = {}): Promise<number> {
-    const batchSize = options.batchSize ?? 1000;
-    if (!Number.isInteger(batchSize) || batchSize < 1) {
-      throw new RangeError(
-        `'batchSize' must be a positive integer: current value is ${batchSize}`,
-      );
-    }
+    const batchSize = positiveInteger("batchSize", options.batchSize ?? 1000);
     const text = this.#statements.sweep(batchSize);
     let total = 0;
     while (true) {
@@ -276,7 +271,7 @@ export class MysqlStore implements IdempotencyStore {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
-    const params = claimParams(slot, fingerprint, token, leaseMs, ttlMs);
+    const params = [slot, fingerprint, token, leaseMs, ttlMs];
     const undo: Undo<MysqlResult> = {
       slot,
       token,
@@ -289,7 +284,9 @@ export class MysqlStore implements IdempotencyStore {
     // the row between the procedure's upsert and its read. Look again.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const row = rowsOf(await this.#run("claim", params, undo))[0];
-      if (row === undefined || (isFree(row) && row.token !== token)) continue;
+      if (row === undefined || (truth(row.free) && row.token !== token)) {
+        continue;
+      }
       return decodeMysqlClaim(row, token);
     }
     return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
@@ -408,12 +405,9 @@ export class MysqlStore implements IdempotencyStore {
    */
   async stats(_options?: { limit?: number }): Promise<StoreStats> {
     const row = rowsOf(await this.#run("stats", []))[0] ?? {};
-    const [inFlight, completed, total] = [
-      row.in_flight,
-      row.completed,
-      row.total,
-    ].map((n) => Number(n) || 0) as [number, number, number];
-    const unreadable = total - inFlight - completed;
+    const count = (name: string) => Number(row[name]) || 0;
+    const [inFlight, completed] = [count("in_flight"), count("completed")];
+    const unreadable = count("total") - inFlight - completed;
     return { inFlight, completed, unreadable, exact: true };
   }
 
@@ -421,8 +415,8 @@ export class MysqlStore implements IdempotencyStore {
     operation: "complete" | "release" | "extend",
     parameters: MysqlParameter[],
   ): Promise<WriteOutcome> {
-    const result = await this.#run(operation, parameters);
-    return affectedOf(result) === 1 ? "applied" : "lost";
+    const written = affectedOf(await this.#run(operation, parameters));
+    return written === 1 ? "applied" : "lost";
   }
 
   #run(
