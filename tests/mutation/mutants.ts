@@ -33,6 +33,7 @@ const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
 const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
+const MYSQL_SQL = "src/stores/_mysql_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
 const OPTIONS = "src/options.ts";
@@ -56,6 +57,9 @@ const T = {
     "tests/stores/redis_lease_test.ts",
     "tests/stores/redis_undo_test.ts",
   ],
+  mysql: "tests/stores/mysql_test.ts",
+  mysqlTable: "tests/stores/mysql_table_test.ts",
+  mysqlTransaction: "tests/stores/mysql_transaction_test.ts",
   postgres: [
     "tests/stores/postgres_test.ts",
     "tests/stores/postgres_faults_test.ts",
@@ -91,6 +95,57 @@ const T = {
 
 /** Every mutant, in the order they run. */
 export const MUTANTS: Mutant[] = [
+  // --- issue 32, MysqlStore: the claim procedure, strictness, its transactions ---
+  {
+    id: "mysql-claim-takes-any-row",
+    file: MYSQL_SQL,
+    text: 'token = IF(${free("v_now")}, p_token, token),',
+    replacement: "token = p_token,",
+    tests: [T.mysql],
+    what: "a claim takes over a live or completed slot",
+  },
+  {
+    id: "mysql-takeovers-not-counted",
+    file: MYSQL_SQL,
+    text: '"IF(expires_at <= v_now, 0, takeovers + 1)"',
+    replacement: '"0"',
+    tests: [T.mysql],
+    what: "a lease taken over reads as a fresh claim (recovered: false)",
+  },
+  {
+    id: "mysql-replay-locks",
+    file: MYSQL_SQL,
+    text: 'SELECT NOT COALESCE(${free("v_now")}, 0) INTO v_busy',
+    replacement: "SELECT 0 INTO v_busy",
+    tests: [T.mysqlTable],
+    what: "every claim runs the upsert: a replay waits for a row lock",
+  },
+  {
+    id: "mysql-migrate-not-strict",
+    file: "src/stores/mysql.ts",
+    text: "await conn.query(`SET SESSION sql_mode = '${STRICT_MODE}'`);",
+    replacement: "await conn.query(\"SET SESSION sql_mode = ''\");",
+    tests: [T.mysqlTable],
+    what: "the claim procedure runs under a lax sql_mode and truncates",
+  },
+  {
+    id: "mysql-lost-unit-commits",
+    file: "src/stores/_mysql_transaction.ts",
+    text: "if (written !== 1) {",
+    replacement: "if (written > 1) {",
+    tests: [T.mysqlTransaction],
+    what: "a transaction whose claim was lost commits the handler's rows",
+  },
+  {
+    id: "mysql-plain-transaction-commits-a-throw",
+    file: "src/stores/_mysql_transaction.ts",
+    text:
+      'await end(conn, "ROLLBACK").catch(() => {});\n    throw error;\n  }\n  await end',
+    replacement:
+      'await end(conn, "COMMIT").catch(() => {});\n    throw error;\n  }\n  await end',
+    tests: [T.mysqlTransaction],
+    what: "a keyless request's handler that throws commits its rows",
+  },
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
