@@ -16,8 +16,13 @@ import type { IdempotencyEvent } from "../../src/events.ts";
 import { MysqlStore } from "../../src/stores/mysql.ts";
 import type { MysqlConnection } from "../../src/stores/mysql.ts";
 import { post } from "../_support/http.ts";
-import { deferred } from "../_support/time.ts";
-import { mysqlPool } from "../_support/mariadb.ts";
+import { deferred, waitFor } from "../_support/time.ts";
+import {
+  mariadbServerIgnore,
+  mysqlPool,
+  startMariadbServer,
+} from "../_support/mariadb.ts";
+import { integrationTest } from "../_support/services.ts";
 import { myTest, withStore } from "./_mysql_fixtures.ts";
 
 /** A migrated store and an `effects` table of the user's own, dropped afterwards. */
@@ -228,3 +233,107 @@ myTest(
     }
   },
 );
+
+myTest(
+  "MysqlStore.transactional(): the transaction's connection killed (KILL CONNECTION) before COMMIT answers 503, commits nothing, and the retry runs",
+  () =>
+    withEffects(async (store, pool, effects) => {
+      const inserted = deferred<number>();
+      const go = deferred();
+      let runs = 0;
+      const handler = idempotency(
+        store.transactional(async (request, tx) => {
+          runs++;
+          await insert(tx, effects, request);
+          if (runs === 1) {
+            const [rows] = await tx.query("SELECT CONNECTION_ID() AS id");
+            inserted.resolve((rows as { id: number }[])[0]!.id);
+            await go.promise;
+          }
+          return new Response("ok", { status: 201 });
+        }),
+        { scope: "global", store },
+      );
+      const answer = handler(post("k1"));
+      await pool.query(`KILL CONNECTION ${await inserted.promise}`);
+      go.resolve();
+      const response = await answer;
+      assert.equal(response.status, 503);
+      await response.body?.cancel();
+      assert.equal(await count(pool, effects), 0);
+      const retry = await handler(post("k1"));
+      assert.equal(retry.status, 201);
+      assert.equal(retry.headers.get("idempotent-replayed"), null);
+      assert.equal(await count(pool, effects), 1);
+    }),
+);
+
+integrationTest(
+  "MysqlStore.transactional() through a SIGKILL of the server: killed before COMMIT nothing commits and the retry runs once; killed after it the retry replays",
+  await mariadbServerIgnore(),
+  async () => {
+    await using server = await startMariadbServer();
+    const pool = mysqlPool(
+      { connectionLimit: 4, connectTimeout: 1000 },
+      server.url,
+    );
+    try {
+      const store = new MysqlStore({ pool, timeoutMs: 1000 });
+      await store.migrate();
+      await pool.query("CREATE TABLE effects (k VARCHAR(64) NOT NULL)");
+      const inserted = deferred();
+      const go = deferred();
+      let hold = true;
+      const handler = idempotency(
+        store.transactional(async (request, tx) => {
+          await insert(tx, "effects", request);
+          if (hold) {
+            inserted.resolve();
+            await go.promise;
+          }
+          return new Response(`ran ${request.headers.get("idempotency-key")}`, {
+            status: 201,
+          });
+        }),
+        { scope: "global", store },
+      );
+      const answer = handler(post("before"));
+      await inserted.promise;
+      await server.kill();
+      await server.restart();
+      go.resolve();
+      const failed = await answer;
+      assert.equal(failed.status, 503);
+      await failed.body?.cancel();
+      hold = false;
+      const retry = await untilNot503(() => handler(post("before")));
+      assert.equal(retry.status, 201);
+      assert.equal(retry.headers.get("idempotent-replayed"), null);
+      assert.equal(await count(pool, "effects"), 1);
+
+      assert.equal((await handler(post("after"))).status, 201);
+      await server.kill();
+      await server.restart();
+      const replay = await untilNot503(() => handler(post("after")));
+      assert.equal(replay.headers.get("idempotent-replayed"), "true");
+      assert.equal(await replay.text(), "ran after");
+      assert.equal(await count(pool, "effects"), 2);
+    } finally {
+      await pool.end().catch(() => {});
+    }
+  },
+);
+
+/** Sends until the answer is not 503 (the pool reconnecting): a wait for a state. */
+async function untilNot503(
+  send: () => Response | Promise<Response>,
+): Promise<Response> {
+  let last: Response | undefined;
+  await waitFor("an answer other than 503", async () => {
+    last = await send();
+    if (last.status !== 503) return true;
+    await last.body?.cancel();
+    return false;
+  });
+  return last!;
+}
