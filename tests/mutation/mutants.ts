@@ -105,6 +105,15 @@ export const MUTANTS: Mutant[] = [
     what: "a claim takes over a live or completed slot",
   },
   {
+    id: "mysql-slot-collated",
+    file: MYSQL_SQL,
+    text: "slot VARBINARY(256) NOT NULL PRIMARY KEY,",
+    replacement:
+      "slot VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY,",
+    tests: ["tests/stores/mysql_property_test.ts"],
+    what: "slots that differ in case or trailing spaces share one record",
+  },
+  {
     id: "mysql-takeovers-not-counted",
     file: MYSQL_SQL,
     text: '"IF(expires_at <= v_now, 0, takeovers + 1)"',
