@@ -75,12 +75,10 @@ const interval = (ms: string) =>
 const epochMs = (column: string) =>
   `TIMESTAMPDIFF(MICROSECOND, '1970-01-01', ${column}) DIV 1000`;
 
-/**
- * A row's columns as PostgresStore's decoders read them (booleans as 0/1,
- * turned by {@linkcode decodeMysqlClaim}).
- */
+/** A row's columns as PostgresStore's decoders read them (booleans as 0/1). */
 const columns = (now: string) =>
-  `version, state, fingerprint, token, takeovers, status, headers, body,
+  `version, state, fingerprint, CONVERT(token USING utf8mb4) AS token,
+  takeovers, status, headers, body,
   omitted, (expires_at IS NOT NULL) AS has_deadline,
   CAST(LEAST(2147483647, GREATEST(1, CEIL(
     TIMESTAMPDIFF(MICROSECOND, ${now}, lease_until) / 1000))) AS SIGNED)
@@ -128,7 +126,7 @@ export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
   version SMALLINT NOT NULL,
   state VARCHAR(32) ${text} NOT NULL,
   fingerprint LONGTEXT ${text},
-  token VARCHAR(64) ${text},
+  token VARBINARY(64),
   takeovers INT NOT NULL DEFAULT 0,
   lease_until DATETIME(6),
   expires_at DATETIME(6),
@@ -141,7 +139,7 @@ export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
   KEY expires_at_idx (expires_at)
 ) ENGINE = InnoDB DEFAULT ${text}`,
     `CREATE PROCEDURE ${claim}(IN p_slot LONGBLOB, IN p_fingerprint LONGTEXT,
-  IN p_token LONGTEXT, IN p_lease BIGINT, IN p_ttl BIGINT)
+  IN p_token LONGBLOB, IN p_lease BIGINT, IN p_ttl BIGINT)
   MODIFIES SQL DATA SQL SECURITY INVOKER
 BEGIN
   DECLARE v_now DATETIME(6) DEFAULT ${NOW};

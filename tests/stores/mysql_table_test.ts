@@ -248,3 +248,18 @@ myTest(
       }
     }),
 );
+
+myTest(
+  "MysqlStore fences by the token byte for byte: with a trailing space or in upper case it is another token",
+  () =>
+    withStore({}, async (store) => {
+      const claim = await store.claim("fenced", opts("f"));
+      if (claim.state !== "acquired") throw new Error("not acquired");
+      for (const other of [`${claim.token} `, claim.token.toUpperCase()]) {
+        assert.equal(await store.extend("fenced", other, 30_000), "lost");
+        assert.equal(await store.complete("fenced", other, ok), "lost");
+        assert.equal(await store.release("fenced", other), "lost");
+      }
+      assert.equal(await store.complete("fenced", claim.token, ok), "applied");
+    }),
+);

@@ -164,7 +164,9 @@ myTest(
       assert.equal(response.status, 409);
       await response.body?.cancel();
       assert.equal(await count(pool, effects), 0);
-      const [rows] = await pool.query(`SELECT state, token FROM \`${table}\``);
+      const [rows] = await pool.query(
+        `SELECT state, CONVERT(token USING utf8mb4) AS token FROM \`${table}\``,
+      );
       assert.deepEqual(
         (rows as Record<string, unknown>[]).map((r) => ({ ...r })),
         [{ state: "in_flight", token: "another owner" }],
