@@ -2684,7 +2684,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-password-shown",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "URL.parse(target.url)?.host",
     replacement: "target.url",
     tests: ["tests/cli_test.ts"],
@@ -2692,7 +2692,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-kv-file-created",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
@@ -2802,8 +2802,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "failover-peek-fallback-completed",
     file: "src/stores/_failover_admin.ts",
-    text: '(p.value.state !== "absent" && f.value.state !== "completed")',
-    replacement: '(p.value.state !== "absent")',
+    text: '(primary.state !== "absent" && fallback.state !== "completed")',
+    replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
     what:
       "FailoverStore.peek() hides the fallback's completed record behind a primary orphan",
@@ -2820,8 +2820,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-global-scope",
     file: "src/inspect.ts",
-    text: 'scope === "global" ? "" : scope',
-    replacement: "scope",
+    text: 'global ? "" : scope!',
+    replacement: 'scope ?? "global"',
     tests: ["tests/inspect_test.ts"],
     what:
       'inspectKey() looks for scope "global" where the middleware does not keep it',
