@@ -282,29 +282,25 @@ export function secretOf(value: string): string | Uint8Array {
   const [, encoding, data = ""] = /^(hex|base64):(.*)$/s.exec(value) ?? [];
   if (encoding === undefined) return value;
   if (encoding === "hex") {
-    if (!/^(?:[0-9a-fA-F]{2})+$/.test(data)) {
+    const bad = /[^0-9a-fA-F]/.exec(data)?.index; // not the character: a secret's
+    if (bad !== undefined || data.length % 2 === 1) {
       throw new Error(
-        `the value after hex: must be an even number of hex digits (0-9, a-f): ${data.length} characters, ${
-          /[^0-9a-fA-F]/.test(data)
-            ? "not all of them hex digits"
-            : "an odd count"
+        `the value after hex: must be hex digits (0-9, a-f), two a byte: ${
+          bad === undefined
+            ? `${data.length} digits, an odd count`
+            : `character ${bad + 1} is not one`
         }`,
       );
     }
-    return Uint8Array.from(data.match(/../g)!, (b) => parseInt(b, 16));
+    return Uint8Array.fromHex(data);
   }
-  const standard = data.replace(/-/g, "+").replace(/_/g, "/");
-  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(standard)) {
-    throw new Error(
-      "the value after base64: must be standard or URL-safe base64 (A-Z, a-z, 0-9, + / or - _, = padding)",
-    );
-  }
-  const padded = standard.padEnd(Math.ceil(standard.length / 4) * 4, "=");
   try {
-    return Uint8Array.from(atob(padded), (c) => c.charCodeAt(0));
-  } catch {
+    return Uint8Array.fromBase64(data.replace(/-/g, "+").replace(/_/g, "/"));
+  } catch (error) {
     throw new Error(
-      `the value after base64: is not base64: ${standard.length} characters do not make whole bytes`,
+      `the value after base64: is not standard or URL-safe base64: ${
+        (error as Error).message
+      }`,
     );
   }
 }

@@ -190,22 +190,25 @@ Deno.test("cli --secret-env refuses malformed hex: and base64: values, naming th
   const cases: [string, RegExp][] = [
     [
       `hex:${hex.slice(1)}`,
-      /S: the value after hex: must be an even number of hex digits .*: 63 characters, an odd count/,
+      /S: the value after hex: must be hex digits \(0-9, a-f\), two a byte: 63 digits, an odd count$/m,
     ],
     [
       `hex:${hex.slice(2)}zz`,
-      /S: the value after hex: .*not all of them hex digits/,
+      /S: the value after hex: must be hex digits .*: character 63 is not one$/m,
     ],
-    ["hex:", /S: the value after hex: must be an even number of hex digits/],
+    [`hex:${hex.slice(2)}:x`, /character 63 is not one$/m],
+    // A space is no hex digit (its position is named, never the secret).
+    ["hex: ab", /character 1 is not one/],
     [
       "base64:not base64!",
-      /S: the value after base64: must be standard or URL-safe base64/,
+      /S: the value after base64: is not standard or URL-safe base64: .*character/,
     ],
     [
       `base64:${"A".repeat(45)}`,
-      /S: the value after base64: is not base64: 45 characters do not make whole bytes/,
+      /S: the value after base64: is not standard or URL-safe base64: .*single character/,
     ],
     // Well formed but short: the library's own check, on the bytes.
+    ["hex:", /S: 'secret' must be at least 32 bytes .*current length is 0/],
     [
       `hex:${"ab".repeat(31)}`,
       /S: 'secret' must be at least 32 bytes .*current length is 31/,

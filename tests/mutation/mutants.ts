@@ -2716,7 +2716,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-hex-secret-as-text",
     file: "src/_cli_args.ts",
-    text: "return Uint8Array.from(data.match(/../g)!, (b) => parseInt(b, 16));",
+    text: "return Uint8Array.fromHex(data);",
     replacement: "return value;",
     tests: ["tests/cli_scope_test.ts"],
     what:
