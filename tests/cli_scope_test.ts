@@ -6,7 +6,8 @@
  * text finds nothing); `--secret-env` takes `hex:` and `base64:` byte
  * secrets, as an app's `Uint8Array` secret, and refuses malformed ones
  * (exit 2, naming the problem). The relative times it prints, at n-1/n/n+1
- * around now.
+ * around now; and, as properties, every byte string read back from its hex,
+ * base64 and URL-safe spellings, and "just now"/"in"/"ago" by the distance.
  *
  * @module
  */
@@ -14,6 +15,8 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { idempotency } from "../mod.ts";
+import fc from "fast-check";
+import { secretOf } from "../src/_cli_args.ts";
 import { time } from "../src/_cli_time.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { expectExit } from "./_support/cli.ts";
@@ -242,4 +245,41 @@ Deno.test("cli relative times: within a second either way just now, else N s ago
   assert.equal(rel(7_200_000), "in 2 h");
   assert.equal(time(now, now), "2026-12-02T00:00:00.000Z (just now)");
   assert.equal(time(null, now), "(not kept by this store)");
+});
+
+Deno.test("secretOf() and time(): properties over any bytes and any distance", () => {
+  fc.assert(
+    fc.property(fc.uint8Array({ minLength: 0, maxLength: 80 }), (bytes) => {
+      const b64 = encodeBase64(bytes);
+      const url = b64.replace(/\+/g, "-").replace(/\//g, "_").replace(
+        /=+$/,
+        "",
+      );
+      for (
+        const value of [
+          `hex:${encodeHex(bytes)}`,
+          `base64:${b64}`,
+          `base64:${url}`,
+        ]
+      ) {
+        assert.deepEqual(secretOf(value), bytes, value);
+      }
+    }),
+  );
+  // A value with no prefix is the text itself, whatever it holds.
+  fc.assert(
+    fc.property(fc.string(), (text) => {
+      fc.pre(!/^(hex|base64):/.test(text));
+      assert.equal(secretOf(text), text);
+    }),
+  );
+  const now = Date.parse("2026-12-02T00:00:00.000Z");
+  fc.assert(
+    fc.property(fc.integer({ min: -1e10, max: 1e10 }), (diff) => {
+      const shown = time(now + diff, now);
+      assert.equal(shown.endsWith("(just now)"), Math.abs(diff) < 1000, shown);
+      assert.equal(/\(in /.test(shown), diff >= 1000, shown);
+      assert.equal(/ ago\)$/.test(shown), diff <= -1000, shown);
+    }),
+  );
 });
