@@ -2660,9 +2660,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-secret-ignored",
     file: "src/_cli_args.ts",
-    text:
-      "record: secret === undefined ? { scope, key } : { scope, key, secret },",
-    replacement: "record: { scope, key },",
+    text: ": { ...where, key, secret },",
+    replacement: ": { ...where, key },",
     tests: ["tests/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
@@ -2684,7 +2683,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-password-shown",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "URL.parse(target.url)?.host",
     replacement: "target.url",
     tests: ["tests/cli_test.ts"],
@@ -2692,7 +2691,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-kv-file-created",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
@@ -2705,6 +2704,73 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (given.length === 0) {",
     tests: ["tests/cli_test.ts"],
     what: "--redis and --kv together silently pick one",
+  },
+  {
+    id: "cli-global-with-scope",
+    file: "src/_cli_args.ts",
+    text: "if (global && scope !== undefined) {",
+    replacement: "if (global && scope === undefined && !global) {",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--global with --scope silently looks up one of the two",
+  },
+  {
+    id: "cli-hex-secret-as-text",
+    file: "src/_cli_args.ts",
+    text: "return Uint8Array.fromHex(data);",
+    replacement: "return value;",
+    tests: ["tests/cli_scope_test.ts"],
+    what:
+      "--secret-env hex:… is hashed as its text, not as the bytes it spells",
+  },
+  {
+    id: "cli-just-now-in-0-s",
+    file: "src/_cli_time.ts",
+    text: "const relative = a === 0",
+    replacement: "const relative = diff === 0",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "a claim just made reads 'in 0 s' or '0 s ago'",
+  },
+  {
+    id: "cli-global-hint-missing",
+    file: "src/_cli_both.ts",
+    text: 'record.scope === "global"',
+    replacement: 'record.scope === "global-"',
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--scope global finds nothing without saying --global exists",
+  },
+  {
+    id: "cli-failover-one-failed-exit-0",
+    file: "src/_cli_both.ts",
+    text: "return failed.some((f) => f !== null) ? 3 : code.exit;",
+    replacement: "return code.exit;",
+    tests: ["tests/cli_failover_test.ts"],
+    what:
+      "with one store of two unreachable, the CLI exits as if both answered",
+  },
+  {
+    id: "cli-failover-forget-primary-only",
+    file: "src/_cli_both.ts",
+    text: "? await ask((o) => forgetKey(o.store, record!))",
+    replacement:
+      '? await ask((o) => o === opened[1]!.value ? Promise.resolve({ slot: "", result: "absent" as const }) : forgetKey(o.store, record!))',
+    tests: ["tests/cli_failover_test.ts"],
+    what: "forget on two stores leaves the fallback's copy (the key stays 409)",
+  },
+  {
+    id: "cli-cluster-undetected",
+    file: "src/_cli_stores.ts",
+    text: "if (!/cluster_enabled:1/.test(String(info))) {",
+    replacement: "if (String(info) !== null) {",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "--redis on a cluster node answers MOVED for other masters' keys",
+  },
+  {
+    id: "cli-cluster-limit-off-by-one",
+    file: "src/_cli_stores.ts",
+    text: "if (keys.size >= limit && !keys.has(key)) exact = false;",
+    replacement: "if (keys.size > limit && !keys.has(key)) exact = false;",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "stats on a cluster reads limit + 1 keys",
   },
   {
     id: "cli-sealed-unsaid",
@@ -2802,8 +2868,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "failover-peek-fallback-completed",
     file: "src/stores/_failover_admin.ts",
-    text: '(p.value.state !== "absent" && f.value.state !== "completed")',
-    replacement: '(p.value.state !== "absent")',
+    text: '(primary.state !== "absent" && fallback.state !== "completed")',
+    replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
     what:
       "FailoverStore.peek() hides the fallback's completed record behind a primary orphan",
@@ -2820,8 +2886,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-global-scope",
     file: "src/inspect.ts",
-    text: 'scope === "global" ? "" : scope',
-    replacement: "scope",
+    text: 'global ? "" : scope!',
+    replacement: 'scope ?? "global"',
     tests: ["tests/inspect_test.ts"],
     what:
       'inspectKey() looks for scope "global" where the middleware does not keep it',
