@@ -2502,6 +2502,25 @@ export const MUTANTS: Mutant[] = [
       "the wrapper's other methods run on the proxy: a store's private fields throw",
   },
 
+  {
+    id: "otel-store-unsubscribed",
+    file: "src/otel.ts",
+    text: "inner.subscribe?.(report);",
+    replacement: "",
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "the one wiring counts no fallback: a FailoverStore needs its own onEvent again",
+  },
+  {
+    id: "otel-store-name-class",
+    file: "src/otel.ts",
+    text: '.replace(/Store$/, "").toLowerCase() || "store";',
+    replacement: '.toLowerCase() || "store";',
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "a store's default name is failoverstore, not the documented failover",
+  },
+
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
   {
     id: "problem-renderer-ignored",
