@@ -216,7 +216,9 @@ export function connectionHint(client: RedisClientLike): Hint {
   const c = client as unknown as Record<string, unknown>;
   const initial = c.status; // ioredis: "wait" with `lazyConnect`
   let ready = initial === "ready"; // then "connecting" is a reconnect, not a lazy start
-  if (typeof c.once === "function" && typeof c.callBuffer === "function") {
+  if (
+    !ready && typeof c.once === "function" && typeof c.callBuffer === "function"
+  ) {
     c.once.call(client, "ready", () => ready = true);
   }
   return (timedOut = false) => {
