@@ -13,6 +13,7 @@
  */
 
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { createClient } from "redis";
 import { idempotency, type IdempotencyOptions } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
@@ -151,6 +152,62 @@ Deno.test("a FailoverStore's reports are logged once per logger however many mid
   assert.match(
     log.kept[1]!.line,
     /fallback_unavailable: the FailoverStore's fallback store failed a claim, so a key was claimed on the primary alone .*: StoreError: claim: ECONNREFUSED$/,
+  );
+});
+
+Deno.test("however many middlewares share a FailoverStore and a logger, each fallback and recovery is told exactly once, and a kind's lines are a minute apart", async () => {
+  await fc.assert(
+    fc.asyncProperty(
+      fc.integer({ min: 1, max: 4 }),
+      fc.array(
+        fc.record({
+          via: fc.nat(3),
+          down: fc.boolean(),
+          key: fc.constantFrom("a", "b", "c", "d"),
+          wait: fc.integer({ min: 0, max: 2 * LOG_INTERVAL_MS }),
+        }),
+        { maxLength: 25 },
+      ),
+      async (middlewares, steps) => {
+        const { primary, store, events } = memoryPair();
+        const clock = new FakeClock();
+        const told: { at: number; line: string }[] = [];
+        const keep = (line: string) =>
+          void told.push({ at: clock.now(), line });
+        const logger = { warn: keep, error: keep, info: keep };
+        const handlers = Array.from(
+          { length: middlewares },
+          () =>
+            idempotency(created, {
+              scope: "global",
+              store,
+              logger,
+              [LOG_CLOCK]: clock,
+            } as IdempotencyOptions),
+        );
+        for (const { via, down, key, wait } of steps) {
+          await clock.advance(wait, () => Promise.resolve());
+          primary.down = down;
+          const res = await handlers[via % middlewares]!(post(key));
+          await res.body?.cancel();
+        }
+        await clock.advance(LOG_INTERVAL_MS, () => Promise.resolve());
+        for (const kind of ["fallback", "recovered"]) {
+          const ofKind = new RegExp(`\\] ${kind}[: ]`);
+          const mine = told.filter((t) => ofKind.test(t.line));
+          for (let i = 1; i < mine.length; i++) {
+            assert.ok(mine[i]!.at - mine[i - 1]!.at >= LOG_INTERVAL_MS);
+          }
+          const count = mine.reduce((sum, { line }) => {
+            const n = /happened (\d+) times/.exec(line)?.[1];
+            return sum + (n === undefined ? 1 : Number(n)); // or "once more"
+          }, 0);
+          assert.equal(count, events.filter((e) => e.type === kind).length);
+        }
+        assert.equal(clock.pending, 0, "no timer left behind");
+      },
+    ),
+    { numRuns: 100 },
   );
 });
 
