@@ -2502,6 +2502,25 @@ export const MUTANTS: Mutant[] = [
       "the wrapper's other methods run on the proxy: a store's private fields throw",
   },
 
+  {
+    id: "otel-store-unsubscribed",
+    file: "src/otel.ts",
+    text: "inner.subscribe?.(report);",
+    replacement: "",
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "the one wiring counts no fallback: a FailoverStore needs its own onEvent again",
+  },
+  {
+    id: "otel-store-name-class",
+    file: "src/otel.ts",
+    text: '.replace(/Store$/, "").toLowerCase() || "store";',
+    replacement: '.toLowerCase() || "store";',
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "a store's default name is failoverstore, not the documented failover",
+  },
+
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
   {
     id: "problem-renderer-ignored",
@@ -2950,12 +2969,13 @@ export const MUTANTS: Mutant[] = [
     what: "misconfiguration is silent again: no console line by default",
   },
   {
-    id: "log-beside-onevent",
+    id: "log-silent-beside-onevent",
     file: "src/_log.ts",
-    text: "(logger === undefined && onEvent !== undefined)",
-    replacement: "false",
-    tests: ["tests/logging_test.ts"],
-    what: "an app with its own onEvent gets console lines it did not ask for",
+    text: "if (logger === false) return onEvent;",
+    replacement:
+      "if (logger === false || (logger === undefined && onEvent)) return onEvent;",
+    tests: ["tests/logging_test.ts", "tests/logging_store_test.ts"],
+    what: "adding onEvent (metrics) turns the default log off again",
   },
   {
     id: "options-unknown-accepted",
@@ -3051,6 +3071,73 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/misconfiguration_test.ts"],
     what:
       "an ioredis lazyConnect client reconnecting is told to call connect()",
+  },
+  {
+    id: "redis-hint-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: "if (c.isReady === false) {",
+    replacement: 'if (c.isReady === "never") {',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a node-redis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-ioredis-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text:
+      'const away = again || status === "connecting" || status === "connect";',
+    replacement: "const away = false;",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "an ioredis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-timeout-not-slow",
+    file: "src/stores/_redis_client.ts",
+    text: "colon(hint(true))",
+    replacement: "colon(hint())",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a timeout on a connected client says nothing of a slow or paused Redis",
+  },
+  {
+    id: "log-failover-fallback-silent",
+    file: "src/_log.ts",
+    text: "const line = storeLineOf(event);",
+    replacement:
+      'const line = event.type === "fallback" ? undefined : storeLineOf(event);',
+    tests: ["tests/logging_store_test.ts"],
+    what: "a Redis outage under FailoverStore is silent again",
+  },
+  {
+    id: "log-store-unsubscribed",
+    file: "src/_log.ts",
+    text: "store.subscribe(storeLog(store, to as Logger, clock));",
+    replacement: "void storeLog;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "the middleware's log never hears the store's reports",
+  },
+  {
+    id: "log-store-per-middleware",
+    file: "src/_log.ts",
+    text: "let log = logs.get(logger);",
+    replacement: "let log: StoreListener | undefined;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "every middleware on one store writes each fallback again",
+  },
+  {
+    id: "failover-subscribe-not-inner",
+    file: "src/stores/failover.ts",
+    text: "this.#primary.subscribe?.(listener);",
+    replacement: "",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a FailoverStore's subscriber never hears its primary's undos",
+  },
+  {
+    id: "orphans-subscribe-twice",
+    file: "src/stores/_orphans.ts",
+    text: "if (listener !== this.onEvent) this.#listeners.add(listener);",
+    replacement: "this.#listeners.add(listener);",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a store's onEvent subscribed again is told each undo twice",
   },
   {
     id: "inspect-location-unchecked",
