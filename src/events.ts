@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The events reported through `onEvent`. Without `onEvent`, the few that
- * mean trouble are logged to `console` instead (the `logger` option). @module
+ * The events reported through `onEvent`. The few that mean trouble are also
+ * logged, to `console` unless the `logger` option says otherwise. @module
  */
 
 import type { OmittedReason, StoreOperation } from "./store.ts";

@@ -16,10 +16,19 @@ import {
   type PeekResult,
 } from "./store.ts";
 
-/** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
+/**
+ * Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for: the
+ * key in `scope` (the text a `scope` function returned), or with
+ * `global: true` (the `scope: "global"` option); one of the two.
+ */
 export interface KeyLocation {
-  /** The scope as the middleware's `scope` function returned it, or `"global"`. */
-  scope: string;
+  /**
+   * The scope as the middleware's `scope` function returned it, taken as
+   * text: `"global"` is what a function returning `"global"` hashes.
+   */
+  scope?: string;
+  /** `true` for a middleware with the `scope: "global"` option (the shared key space). */
+  global?: true;
   /** The `Idempotency-Key` header's value, as the client sent it. */
   key: string;
   /**
@@ -51,12 +60,24 @@ function slotFor(location: KeyLocation | { slot: string }): string {
     assertSlot(location.slot);
     return location.slot;
   }
-  const { scope, key, secret } = location ?? {};
+  const { scope, global, key, secret } = location ?? {};
   // A misspelt `secret` would hash without it: "absent", the record kept.
   if (location) knownOptions("the key's location", location, LOCATION);
-  if (typeof scope !== "string" || scope === "") {
+  if (global !== undefined && scope !== undefined) {
     throw new TypeError(
-      `'scope' must be the scope the middleware's scope function returned, or "global": current value is ${
+      `give 'scope' (the text the scope function returned) or 'global: true' (the scope: "global" option), not both`,
+    );
+  }
+  if (global !== undefined && global !== true) {
+    throw new TypeError(
+      `'global' must be true, for the scope: "global" option: current value is ${
+        JSON.stringify(global)
+      }`,
+    );
+  }
+  if (global === undefined && (typeof scope !== "string" || scope === "")) {
+    throw new TypeError(
+      `'scope' must be the text the middleware's scope function returned, or pass global: true for the scope: "global" option: current value is ${
         JSON.stringify(scope)
       }`,
     );
@@ -67,10 +88,11 @@ function slotFor(location: KeyLocation | { slot: string }): string {
       `'key' is not a key the middleware accepts: ${parsed.reason}`,
     );
   }
-  return hasherOf(secret).slot(scope === "global" ? "" : scope, parsed.key);
+  // The option's key space is "" (docs/architecture.md, Scoped hashed slots).
+  return hasherOf(secret).slot(global ? "" : scope!, parsed.key);
 }
 
-const LOCATION = ["scope", "key", "secret"];
+const LOCATION = ["scope", "global", "key", "secret"];
 
 /** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
 function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
@@ -83,8 +105,9 @@ function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
 
 /**
  * Reads, without changing anything, the record that the middleware keeps for
- * `key` within `scope`. A scope function that returns `"global"` itself
- * cannot be told from `scope: "global"` here.
+ * `key` within `scope` (or, with `global: true`, under the `scope: "global"`
+ * option). `scope: "global"` here is the text a scope function returned, as
+ * the middleware hashes it: not the option.
  *
  * @param store The middleware's store.
  * @param location The scope, the key and the `secret`; or the `slot` itself.
@@ -146,7 +169,7 @@ export async function inspectKey(
  * const store = new MemoryStore();
  * const slot = slotOf("", "k1", { secret }); // where the middleware keeps it
  * await store.claim(slot, { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 });
- * const forgotten = await forgetKey(store, { scope: "global", key: "k1", secret });
+ * const forgotten = await forgetKey(store, { global: true, key: "k1", secret });
  * assert.deepEqual(forgotten, { slot, result: "deleted" });
  * ```
  */

@@ -27,10 +27,12 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
 
 /** Where the log lines go: `console`, or any object with its `warn` and `error`. */
 export interface Logger {
-  /** Writes a line about something that may run a handler twice. */
+  /** Writes a line about something that may run a handler twice, or that a FailoverStore works around. */
   warn(...data: unknown[]): void;
   /** Writes a line about something that fails requests or loses a record. */
   error(...data: unknown[]): void;
+  /** Optional: writes a line about a recovery (without it, `warn` does). */
+  info?(...data: unknown[]): void;
 }
 
 /** Options of {@linkcode idempotency}. Every field but `scope` is optional. */
@@ -247,12 +249,14 @@ export interface IdempotencyOptions {
   /**
    * Where the events that mean something is wrong are written, one line
    * each: `store_error` and a record's write given up with `error`;
-   * `fail_open`, `lease_lost` and an unreadable record with `warn`. The
-   * first of each kind is written at once, with its cause and what to do
-   * (``call `await client.connect()` ``); later ones at most one line a
-   * minute, with their count. `false` writes nothing. When `onEvent` is
-   * given, nothing is written unless `logger` is given too.
-   * @default {console} (without `onEvent`)
+   * `fail_open`, `lease_lost` and an unreadable record with `warn`; and,
+   * through the store's `subscribe()` with no wiring, a FailoverStore's
+   * `fallback`, `fallback_unavailable` and `write_failed` with `warn`, its
+   * `recovered` with `info`. The first of each kind is written at once,
+   * with its cause and what to do (``call `await client.connect()` ``);
+   * later ones at most one line a minute, with their count. `onEvent` does
+   * not change it; `false` writes nothing.
+   * @default {console}
    *
    * @example Lines into the app's logger
    * ```ts

@@ -95,6 +95,15 @@ export interface IdempotencyStore {
    * a store that scans stops after `limit` keys and says so (`exact: false`).
    */
   stats?(options?: { limit?: number }): Promise<StoreStats>;
+  /**
+   * Optional: adds `listener` for what the store reports of itself, beside
+   * its own `onEvent` option (a function already added, or given as that
+   * option, is not added twice). `idempotency()` adds its log (the `logger`
+   * option) and `/otel`'s store wrapper its counters, so that neither needs
+   * wiring (docs/architecture.md, Loud by default). A FailoverStore adds it
+   * to its two stores too. A listener's throw is ignored.
+   */
+  subscribe?(listener: (event: StoreReport) => void): void;
 }
 
 /**
@@ -196,6 +205,47 @@ export type StoreEvent = {
   slot: string;
   outcome: WriteOutcome | "dropped";
 };
+
+/** One of the two stores of a `FailoverStore`. */
+export type FailoverRole = "primary" | "fallback";
+
+/**
+ * What a `FailoverStore` reports (none changes an answer): `fallback` (the
+ * primary threw on a claim, served by the fallback alone), `recovered` (the
+ * fallback's completed record answers; `copied` into the primary or not),
+ * `fallback_unavailable` (the primary missed and the fallback threw),
+ * `write_failed` (one store threw; the other's answer stands), `diverged` (a
+ * write was applied by one store and lost by the other).
+ */
+export type FailoverEvent =
+  | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
+  | { type: "recovered"; slot: string; copied: boolean }
+  | {
+    type: "fallback_unavailable";
+    operation: "claim";
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "write_failed";
+    operation: StoreOperation;
+    store: FailoverRole;
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "diverged";
+    operation: Exclude<StoreOperation, "claim">;
+    slot: string;
+    primary: WriteOutcome;
+    fallback: WriteOutcome;
+  };
+
+/**
+ * What {@linkcode IdempotencyStore.subscribe} hands its listeners: a store's
+ * {@linkcode StoreEvent}, or a `FailoverStore`'s {@linkcode FailoverEvent}.
+ */
+export type StoreReport = StoreEvent | FailoverEvent;
 
 /** One claimed request's transaction: the handler opens it or not; the middleware ends it once. */
 export interface UnitOfWork {

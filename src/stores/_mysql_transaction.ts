@@ -17,14 +17,10 @@ export type MysqlTransactionalHandler<A extends unknown[]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
-/** What a request's transaction needs. */
-export interface MysqlTransactionSetup {
+/** A transaction's pool, `complete` statement and `SET TRANSACTION ISOLATION LEVEL …`. */
+export type MysqlTransactionSetup = Record<"complete" | "isolation", string> & {
   pool: MysqlPool;
-  /** The `complete` statement, run on the transaction's connection. */
-  complete: string;
-  /** `SET TRANSACTION ISOLATION LEVEL …`, sent before `START TRANSACTION`. */
-  isolation: string;
-}
+};
 
 /**
  * Throws a `RangeError` when the pool (mysql2 `connectionLimit`) holds fewer

@@ -211,6 +211,11 @@ export class KvStore implements IdempotencyStore {
     return await this.#calls.run("stats", () => this.#slots.stats(limit));
   }
 
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
+  }
+
   /**
    * {@linkcode IdempotencyStore.waitForChange} through `Deno.Kv.watch()`. On
    * Deno Deploy a watch sees every instance's writes; on a local file, only

@@ -376,6 +376,11 @@ export class MysqlStore implements IdempotencyStore {
     return unit;
   }
 
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
+  }
+
   /**
    * {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not
    * the body), times on the database's clock; `claimedAt` is the row's
@@ -392,11 +397,9 @@ export class MysqlStore implements IdempotencyStore {
    */
   async forget(slot: string): Promise<ForgetResult> {
     assertSlot(slot);
-    if (affectedOf(await this.#run("forgetLive", [slot])) === 1) {
-      return "deleted";
-    }
-    await this.#run("forgetAny", [slot]);
-    return "absent";
+    const live = affectedOf(await this.#run("forgetLive", [slot])) === 1;
+    if (!live) await this.#run("forgetAny", [slot]);
+    return live ? "deleted" : "absent";
   }
 
   /**

@@ -15,6 +15,7 @@ import type {
   IdempotencyStore,
   PeekResult,
   StoredResponse,
+  StoreEvent,
   StoreStats,
   UnitOfWork,
   WriteOutcome,
@@ -328,6 +329,11 @@ export class PostgresStore implements IdempotencyStore {
     ].map((n) => Number(n) || 0) as [number, number, number];
     const unreadable = total - inFlight - completed;
     return { inFlight, completed, unreadable, exact: true };
+  }
+
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
   }
 
   get #prepare(): boolean {

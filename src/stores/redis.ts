@@ -41,6 +41,7 @@ import {
 } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import {
+  callErrors,
   commander,
   connectionHint,
   mayHaveRun,
@@ -50,6 +51,7 @@ import {
   text,
   type Wait,
   waiter,
+  waitErrors,
 } from "./_redis_client.ts";
 import {
   claimReply,
@@ -228,24 +230,15 @@ export class RedisStore implements IdempotencyStore {
     );
     this.#wait = waiter(client, this.#send, this.#replicas, this.#waitMs);
     const hint = connectionHint(client);
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause, "", hint()),
-      timedOut: (operation) =>
-        new StoreError(
-          `Redis ${operation} did not answer within ${timeoutMs} ms${
-            colon(hint())
-          }`,
-          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-        ),
-    });
+    const errors = callErrors(hint, timeoutMs);
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, errors);
     // WAIT blocks up to waitTimeoutMs, then gets timeoutMs like any call.
-    const wait = `WAIT ${this.#replicas}: `;
-    const late = `WAIT did not answer within ${this.#waitMs} ms and more`;
-    this.#waits = new StoreCalls(this.#waitMs + timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause, wait, hint()),
-      timedOut: (operation) =>
-        failure(operation, new Error(late), wait, hint()),
-    });
+    const waits = waitErrors(hint, this.#replicas, this.#waitMs);
+    this.#waits = new StoreCalls(
+      this.#waitMs + timeoutMs,
+      this.#orphans,
+      waits,
+    );
   }
 
   /** Reserves `slot` if it is free, or reports what holds it. */
@@ -442,6 +435,11 @@ export class RedisStore implements IdempotencyStore {
     return { inFlight, completed, unreadable, exact };
   }
 
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
+  }
+
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */
   async #replicated(operation: StoreOperation, slot: string): Promise<void> {
     const key = this.#prefix + slot;
@@ -480,17 +478,3 @@ export class RedisStore implements IdempotencyStore {
 }
 
 type Argv = (string | Uint8Array)[];
-
-/** A failed call's error: `what` failed with `cause`, then what to do. */
-function failure(
-  op: Operation,
-  cause: unknown,
-  what: string,
-  hint: string | undefined,
-): StoreError {
-  const reason = (cause as { message?: unknown } | null)?.message ?? cause;
-  const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
-  return new StoreError(message, { operation: op, cause });
-}
-
-const colon = (hint: string | undefined) => hint ? `: ${hint}` : "";

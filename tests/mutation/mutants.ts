@@ -2566,6 +2566,25 @@ export const MUTANTS: Mutant[] = [
       "the wrapper's other methods run on the proxy: a store's private fields throw",
   },
 
+  {
+    id: "otel-store-unsubscribed",
+    file: "src/otel.ts",
+    text: "inner.subscribe?.(report);",
+    replacement: "",
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "the one wiring counts no fallback: a FailoverStore needs its own onEvent again",
+  },
+  {
+    id: "otel-store-name-class",
+    file: "src/otel.ts",
+    text: '.replace(/Store$/, "").toLowerCase() || "store";',
+    replacement: '.toLowerCase() || "store";',
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "a store's default name is failoverstore, not the documented failover",
+  },
+
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
   {
     id: "problem-renderer-ignored",
@@ -2724,9 +2743,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-secret-ignored",
     file: "src/_cli_args.ts",
-    text:
-      "record: secret === undefined ? { scope, key } : { scope, key, secret },",
-    replacement: "record: { scope, key },",
+    text: ": { ...where, key, secret },",
+    replacement: ": { ...where, key },",
     tests: ["tests/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
@@ -2748,7 +2766,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-password-shown",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "URL.parse(target.url)?.host",
     replacement: "target.url",
     tests: ["tests/cli_test.ts"],
@@ -2756,7 +2774,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-kv-file-created",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
@@ -2769,6 +2787,73 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (given.length === 0) {",
     tests: ["tests/cli_test.ts"],
     what: "--redis and --kv together silently pick one",
+  },
+  {
+    id: "cli-global-with-scope",
+    file: "src/_cli_args.ts",
+    text: "if (global && scope !== undefined) {",
+    replacement: "if (global && scope === undefined && !global) {",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--global with --scope silently looks up one of the two",
+  },
+  {
+    id: "cli-hex-secret-as-text",
+    file: "src/_cli_args.ts",
+    text: "return Uint8Array.fromHex(data);",
+    replacement: "return value;",
+    tests: ["tests/cli_scope_test.ts"],
+    what:
+      "--secret-env hex:… is hashed as its text, not as the bytes it spells",
+  },
+  {
+    id: "cli-just-now-in-0-s",
+    file: "src/_cli_time.ts",
+    text: "const relative = a === 0",
+    replacement: "const relative = diff === 0",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "a claim just made reads 'in 0 s' or '0 s ago'",
+  },
+  {
+    id: "cli-global-hint-missing",
+    file: "src/_cli_both.ts",
+    text: 'record.scope === "global"',
+    replacement: 'record.scope === "global-"',
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--scope global finds nothing without saying --global exists",
+  },
+  {
+    id: "cli-failover-one-failed-exit-0",
+    file: "src/_cli_both.ts",
+    text: "return failed.some((f) => f !== null) ? 3 : code.exit;",
+    replacement: "return code.exit;",
+    tests: ["tests/cli_failover_test.ts"],
+    what:
+      "with one store of two unreachable, the CLI exits as if both answered",
+  },
+  {
+    id: "cli-failover-forget-primary-only",
+    file: "src/_cli_both.ts",
+    text: "? await ask((o) => forgetKey(o.store, record!))",
+    replacement:
+      '? await ask((o) => o === opened[1]!.value ? Promise.resolve({ slot: "", result: "absent" as const }) : forgetKey(o.store, record!))',
+    tests: ["tests/cli_failover_test.ts"],
+    what: "forget on two stores leaves the fallback's copy (the key stays 409)",
+  },
+  {
+    id: "cli-cluster-undetected",
+    file: "src/_cli_stores.ts",
+    text: "if (!/cluster_enabled:1/.test(String(info))) {",
+    replacement: "if (String(info) !== null) {",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "--redis on a cluster node answers MOVED for other masters' keys",
+  },
+  {
+    id: "cli-cluster-limit-off-by-one",
+    file: "src/_cli_stores.ts",
+    text: "if (keys.size >= limit && !keys.has(key)) exact = false;",
+    replacement: "if (keys.size > limit && !keys.has(key)) exact = false;",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "stats on a cluster reads limit + 1 keys",
   },
   {
     id: "cli-sealed-unsaid",
@@ -2866,8 +2951,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "failover-peek-fallback-completed",
     file: "src/stores/_failover_admin.ts",
-    text: '(p.value.state !== "absent" && f.value.state !== "completed")',
-    replacement: '(p.value.state !== "absent")',
+    text: '(primary.state !== "absent" && fallback.state !== "completed")',
+    replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
     what:
       "FailoverStore.peek() hides the fallback's completed record behind a primary orphan",
@@ -2884,8 +2969,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-global-scope",
     file: "src/inspect.ts",
-    text: 'scope === "global" ? "" : scope',
-    replacement: "scope",
+    text: 'global ? "" : scope!',
+    replacement: 'scope ?? "global"',
     tests: ["tests/inspect_test.ts"],
     what:
       'inspectKey() looks for scope "global" where the middleware does not keep it',
@@ -2948,12 +3033,13 @@ export const MUTANTS: Mutant[] = [
     what: "misconfiguration is silent again: no console line by default",
   },
   {
-    id: "log-beside-onevent",
+    id: "log-silent-beside-onevent",
     file: "src/_log.ts",
-    text: "(logger === undefined && onEvent !== undefined)",
-    replacement: "false",
-    tests: ["tests/logging_test.ts"],
-    what: "an app with its own onEvent gets console lines it did not ask for",
+    text: "if (logger === false) return onEvent;",
+    replacement:
+      "if (logger === false || (logger === undefined && onEvent)) return onEvent;",
+    tests: ["tests/logging_test.ts", "tests/logging_store_test.ts"],
+    what: "adding onEvent (metrics) turns the default log off again",
   },
   {
     id: "options-unknown-accepted",
@@ -3049,6 +3135,73 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/misconfiguration_test.ts"],
     what:
       "an ioredis lazyConnect client reconnecting is told to call connect()",
+  },
+  {
+    id: "redis-hint-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: "if (c.isReady === false) {",
+    replacement: 'if (c.isReady === "never") {',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a node-redis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-ioredis-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text:
+      'const away = again || status === "connecting" || status === "connect";',
+    replacement: "const away = false;",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "an ioredis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-timeout-not-slow",
+    file: "src/stores/_redis_client.ts",
+    text: "colon(hint(true))",
+    replacement: "colon(hint())",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a timeout on a connected client says nothing of a slow or paused Redis",
+  },
+  {
+    id: "log-failover-fallback-silent",
+    file: "src/_log.ts",
+    text: "const line = storeLineOf(event);",
+    replacement:
+      'const line = event.type === "fallback" ? undefined : storeLineOf(event);',
+    tests: ["tests/logging_store_test.ts"],
+    what: "a Redis outage under FailoverStore is silent again",
+  },
+  {
+    id: "log-store-unsubscribed",
+    file: "src/_log.ts",
+    text: "store.subscribe(storeLog(store, to as Logger, clock));",
+    replacement: "void storeLog;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "the middleware's log never hears the store's reports",
+  },
+  {
+    id: "log-store-per-middleware",
+    file: "src/_log.ts",
+    text: "let log = logs.get(logger);",
+    replacement: "let log: StoreListener | undefined;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "every middleware on one store writes each fallback again",
+  },
+  {
+    id: "failover-subscribe-not-inner",
+    file: "src/stores/failover.ts",
+    text: "this.#primary.subscribe?.(listener);",
+    replacement: "",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a FailoverStore's subscriber never hears its primary's undos",
+  },
+  {
+    id: "orphans-subscribe-twice",
+    file: "src/stores/_orphans.ts",
+    text: "if (listener !== this.onEvent) this.#listeners.add(listener);",
+    replacement: "this.#listeners.add(listener);",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a store's onEvent subscribed again is told each undo twice",
   },
   {
     id: "inspect-location-unchecked",

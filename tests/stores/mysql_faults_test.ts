@@ -51,6 +51,8 @@ integrationTest(
         onEvent: (event) => events.push(event),
       });
       await store.migrate();
+      const subscribed: StoreEvent[] = [];
+      store.subscribe((event) => subscribed.push(event));
       const { handler, runs } = await warmCountingHandler(store);
       server.pause();
       const failed = await handler(post("late-1"));
@@ -65,6 +67,7 @@ integrationTest(
         slot: events[0]!.slot,
         outcome: "applied",
       }]);
+      assert.deepEqual(subscribed, events, "subscribe() is told the same");
       await untilRunsAgain(handler, "late-1");
       assert.equal(runs(), 2);
     } finally {

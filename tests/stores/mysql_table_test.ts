@@ -10,6 +10,10 @@
 import assert from "node:assert/strict";
 import { mysqlMigration, MysqlStore } from "../../src/stores/mysql.ts";
 import { StoreError } from "../../src/store.ts";
+import { idempotency } from "../../src/idempotency.ts";
+import { idempotencyTelemetry } from "../../src/otel.ts";
+import { matches, sdkMetrics } from "../otel/_metrics.ts";
+import { post } from "../_support/http.ts";
 import { uniquePrefix } from "../_support/services.ts";
 import { mysqlPool } from "../_support/mariadb.ts";
 import { sleep } from "../_support/time.ts";
@@ -261,5 +265,37 @@ myTest(
         assert.equal(await store.release("fenced", other), "lost");
       }
       assert.equal(await store.complete("fenced", claim.token, ok), "applied");
+    }),
+);
+
+myTest(
+  'MysqlStore under /otel: its operations are timed as idempotency.store "mysql"',
+  () =>
+    withStore({}, async (inner) => {
+      await using metrics = sdkMetrics();
+      const telemetry = idempotencyTelemetry({
+        meterProvider: metrics.meterProvider,
+      });
+      const store = telemetry.store(inner);
+      const guarded = idempotency(() => new Response("ok", { status: 201 }), {
+        scope: "global",
+        store,
+      });
+      await (await guarded(post("k"))).text();
+      await (await guarded(post("k"))).text();
+      const duration = (await metrics.collect()).get(
+        "idempotency.store.duration",
+      )!;
+      const count = (operation: string) =>
+        duration.points
+          .filter((p) =>
+            matches(p.attributes, {
+              "idempotency.store": "mysql",
+              "idempotency.store.operation": operation,
+            })
+          )
+          .reduce((n, p) => n + (p.value as { count: number }).count, 0);
+      assert.equal(count("claim"), 2);
+      assert.equal(count("complete"), 1);
     }),
 );
