@@ -5,7 +5,7 @@
  * claim that timed out and committed anyway is undone), SIGKILLed and
  * restarted on the same data (the pool reconnects, nothing committed is
  * lost), a refused connection, a row locked past `timeoutMs` on the shared
- * server, and a load with duplicates through a pause and a kill.
+ * server. Under load with duplicates: `tests/faults/mysql_faults_test.ts`.
  *
  * @module
  */
@@ -23,16 +23,6 @@ import {
 } from "../_support/mariadb.ts";
 import { sleep, waitFor } from "../_support/time.ts";
 import { untilRunsAgain, warmCountingHandler } from "../_support/stores.ts";
-import {
-  assertNoHarm,
-  duplicates,
-  guardedApp,
-  load,
-  loadFigures,
-  report,
-  settle,
-  tally,
-} from "../faults/_load.ts";
 import { myTest, ok, opts, withStore } from "./_mysql_fixtures.ts";
 
 const privateIgnore = await mariadbServerIgnore();
@@ -202,66 +192,4 @@ myTest(
           (await store.claim("locked", opts("l"))).state === "acquired",
       );
     }),
-);
-
-integrationTest(
-  "faults: MysqlStore under load with duplicates while its server is paused past timeoutMs, then SIGKILLed and restarted",
-  privateIgnore,
-  async () => {
-    await using server = await startMariadbServer();
-    const LEASE = 10_000;
-    const pool = mysqlPool(
-      { connectionLimit: 8, connectTimeout: 1000 },
-      server.url,
-    );
-    try {
-      const store = new MysqlStore({ pool, timeoutMs: 300 });
-      await store.migrate();
-      const { ledger, send, storeErrors } = guardedApp(store, LEASE);
-      const keys = Array.from({ length: 200 }, (_, i) => `k${i}`);
-      let faults = 0;
-      const seen = tally();
-      await load(send, ledger, {
-        keys,
-        duplicates: 3,
-        concurrency: 16,
-        async progress(done, total) {
-          if (faults === 0 && done >= total / 3) {
-            faults++;
-            const before = storeErrors();
-            server.pause();
-            await waitFor(
-              "store errors while paused",
-              () => storeErrors() >= before + 5,
-            );
-            server.resume();
-          } else if (faults === 1 && done >= (total * 2) / 3) {
-            faults++;
-            await server.kill();
-            await server.restart();
-          }
-        },
-      }, seen);
-      assert.equal(faults, 2, "every fault was injected");
-      const settled = await settle(
-        send,
-        ledger,
-        keys,
-        LEASE / 2,
-        seen,
-        16,
-        30_000,
-      );
-      const dup = duplicates(ledger);
-      report("mysql pause and kill", {
-        faults,
-        storeErrors: storeErrors(),
-        ...loadFigures(seen, ledger, dup, settled),
-      });
-      assertNoHarm(dup, seen, settled);
-    } finally {
-      server.resume();
-      await pool.end().catch(() => {});
-    }
-  },
 );
