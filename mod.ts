@@ -43,12 +43,14 @@ export {
   parseIdempotencyKey,
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
+export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
 export {
   forgetKey,
   inspectKey,
   type KeyForgotten,
   type KeyInspection,
   type KeyLocation,
+  type SlotLocation,
 } from "./src/inspect.ts";
 export {
   type AdminOperation,
@@ -58,6 +60,7 @@ export {
   type ForgetResult,
   type IdempotencyStore,
   type OmittedReason,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,

@@ -7,13 +7,15 @@
 
 import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
-import { SEALED_HEADER } from "./_seal.ts";
+import type { IdempotencyOptions } from "./options.ts";
+import { SEALED_HEADER, Sealer, sealLabel } from "./_seal.ts";
 import { knownOptions } from "./_validate.ts";
 import {
   assertSlot,
   type ForgetResult,
   type IdempotencyStore,
   type PeekResult,
+  type StoredResponse,
 } from "./store.ts";
 
 /** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
@@ -27,14 +29,43 @@ export interface KeyLocation {
    * @default {undefined}
    */
   secret?: string | Uint8Array;
+  /**
+   * The middleware's `encryption` option (for instance from
+   * `importEncryptionKeys`): {@linkcode inspectKey} opens a sealed record with
+   * it, as the middleware would. {@linkcode forgetKey} needs no key.
+   * @default {undefined} (a sealed record is reported sealed, unverified)
+   */
+  encryption?: IdempotencyOptions["encryption"];
+}
+
+/** A record named by its slot, as the middleware's events give it. */
+export interface SlotLocation {
+  /** The slot itself. */
+  slot: string;
+  /** As in {@linkcode KeyLocation.encryption}. */
+  encryption?: IdempotencyOptions["encryption"];
 }
 
 /**
  * What {@linkcode inspectKey} found: the slot, then the store's
- * {@linkcode PeekResult}; `sealed: true` when a completed record's headers
- * are the seal's (the `encryption` option: its header names are hidden).
+ * {@linkcode PeekResult}. A sealed record (the `encryption` option) has
+ * `sealed: true` and `keyId`, the key id its seal names. Given the keys, a
+ * sealed record that opens is `completed` with `verified: true` and its
+ * header names and body length revealed; one the middleware would not open
+ * is `unreadable`, `verified: false`, with `reason` (a key id not listed, a
+ * record altered or moved, or one in clear while encryption is on). Without
+ * the keys a sealed record stays `completed` with `verified: false`: whether
+ * a retry gets it depends on the app's keys.
  */
-export type KeyInspection = { slot: string; sealed?: true } & PeekResult;
+export type KeyInspection =
+  & {
+    slot: string;
+    sealed?: true;
+    verified?: boolean;
+    keyId?: string;
+    reason?: string;
+  }
+  & PeekResult;
 
 /** What {@linkcode forgetKey} did at the slot. */
 export interface KeyForgotten {
@@ -45,9 +76,9 @@ export interface KeyForgotten {
 }
 
 /** The slot the middleware keeps the key under, or the slot given, checked. */
-function slotFor(location: KeyLocation | { slot: string }): string {
+function slotFor(location: KeyLocation | SlotLocation): string {
   if (location && "slot" in location) {
-    knownOptions("the slot's location", location, ["slot"]);
+    knownOptions("the slot's location", location, ["slot", "encryption"]);
     assertSlot(location.slot);
     return location.slot;
   }
@@ -70,7 +101,7 @@ function slotFor(location: KeyLocation | { slot: string }): string {
   return hasherOf(secret).slot(scope === "global" ? "" : scope, parsed.key);
 }
 
-const LOCATION = ["scope", "key", "secret"];
+const LOCATION = ["scope", "key", "secret", "encryption"];
 
 /** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
 function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
@@ -87,7 +118,8 @@ function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
  * cannot be told from `scope: "global"` here.
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the `secret`; or the `slot` itself.
+ * @param location The scope, the key and the `secret`; or the `slot` itself;
+ * and the `encryption` option to open a sealed record with.
  * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
@@ -117,14 +149,57 @@ function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
  */
 export async function inspectKey(
   store: IdempotencyStore,
-  location: KeyLocation | { slot: string },
+  location: KeyLocation | SlotLocation,
 ): Promise<KeyInspection> {
   needs(store, "peek");
   const slot = slotFor(location);
-  const found = await store.peek!(slot);
-  const sealed = found.state === "completed" &&
-    found.headerNames.length === 1 && found.headerNames[0] === SEALED_HEADER;
-  return sealed ? { slot, sealed, ...found } : { slot, ...found };
+  const sealer = Sealer.of(location.encryption); // its TypeError first
+  const found = await store.peek!(slot, { response: true });
+  if (found.state !== "completed") return { slot, ...found };
+  const { response, ...peeked } = found;
+  const sealed = peeked.headerNames.length === 1 &&
+    peeked.headerNames[0] === SEALED_HEADER;
+  const keyId = response && sealLabel(response)?.keyId;
+  const seal = sealed
+    ? { sealed, ...(keyId === undefined ? {} : { keyId }) }
+    : {};
+  if (sealer === undefined) {
+    return sealed
+      ? { slot, ...seal, verified: false, ...peeked }
+      : { slot, ...peeked };
+  }
+  const { expiresAt } = peeked;
+  if (response === undefined) {
+    const reason = "the store's peek() gave no record to open";
+    return { slot, ...seal, verified: false, reason, ...peeked };
+  }
+  const opened = await sealer.read(slot, peeked.fingerprint, response);
+  if (opened.record === null) {
+    const { reason } = opened;
+    return {
+      slot,
+      ...seal,
+      verified: false,
+      reason,
+      state: "unreadable",
+      expiresAt,
+    };
+  }
+  return {
+    slot,
+    ...seal,
+    verified: true,
+    ...peeked,
+    ...revealed(opened.record),
+  };
+}
+
+/** What a record that opened shows of itself. */
+function revealed(record: StoredResponse) {
+  return {
+    headerNames: record.headers.map(([name]) => name),
+    bodyBytes: record.body?.byteLength ?? null,
+  };
 }
 
 /**
@@ -152,7 +227,7 @@ export async function inspectKey(
  */
 export async function forgetKey(
   store: IdempotencyStore,
-  location: KeyLocation | { slot: string },
+  location: KeyLocation | SlotLocation,
 ): Promise<KeyForgotten> {
   needs(store, "forget");
   const slot = slotFor(location);

@@ -15,13 +15,19 @@ export interface StoredResponse {
 
 /**
  * Why a record holds no body: over `maxResponseBytes`, not ended within a
- * lease of its first byte, its stream errored, or it was cancelled.
+ * lease of its first byte, its stream errored, or it was cancelled (each the
+ * middleware's decision); or `store_dropped`, the store dropped a body it had
+ * been given (MemoryStore under `maxBytes`), which a seal does not cover.
  */
 export type OmittedReason =
   | "too_large"
   | "too_slow"
   | "stream_error"
-  | "cancelled";
+  | "cancelled"
+  | "store_dropped";
+
+/** The {@linkcode OmittedReason} of a body a store dropped on its own. */
+export const STORE_DROPPED = "store_dropped";
 
 /** Every {@linkcode OmittedReason}. */
 export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
@@ -29,6 +35,7 @@ export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
   "too_slow",
   "stream_error",
   "cancelled",
+  STORE_DROPPED,
 ]);
 
 /** What {@linkcode IdempotencyStore.claim} asks for. */
@@ -82,9 +89,10 @@ export interface IdempotencyStore {
   /**
    * Optional (every store here has it): what holds `slot`, read only; it
    * never extends, claims or repairs anything (docs/architecture.md, Inspect
-   * and forget).
+   * and forget). With `response: true`, a completed record comes with the
+   * whole record as a claim would read it (`inspectKey` opens a sealed one).
    */
-  peek?(slot: string): Promise<PeekResult>;
+  peek?(slot: string, options?: PeekOptions): Promise<PeekResult>;
   /**
    * Optional (every store here has it): deletes whatever holds `slot`, in
    * flight or completed, unfenced: an admin's act, never the middleware's.
@@ -95,6 +103,15 @@ export interface IdempotencyStore {
    * a store that scans stops after `limit` keys and says so (`exact: false`).
    */
   stats?(options?: { limit?: number }): Promise<StoreStats>;
+}
+
+/** What {@linkcode IdempotencyStore.peek} is asked for. */
+export interface PeekOptions {
+  /**
+   * Whether a completed record comes with `response`, the record itself.
+   * @default {false}
+   */
+  response?: boolean;
 }
 
 /**
@@ -125,6 +142,8 @@ export type PeekResult =
     omitted?: OmittedReason;
     claimedAt: number | null;
     expiresAt: number;
+    /** The record, when asked for (`{ response: true }`). */
+    response?: StoredResponse;
   };
 
 /** A record in flight as `peek` reports it: its lease ends with the record at the latest. */
@@ -155,6 +174,7 @@ export function completedPeek(
   },
   expiresAt: number,
   claimedAt: number | null = null,
+  response?: StoredResponse,
 ): PeekResult {
   const { status, headerNames, bodyBytes, omitted } = record;
   const found: PeekResult = {
@@ -167,6 +187,7 @@ export function completedPeek(
     expiresAt,
   };
   if (bodyBytes === null && omitted !== undefined) found.omitted = omitted;
+  if (response !== undefined) found.response = response;
   return found;
 }
 

@@ -169,8 +169,8 @@ export class KvSlots {
     throw contended("extend", slot);
   }
 
-  /** See `KvStore.peek`: one read (and a chunked record's header chunks). */
-  async peek(slot: string): Promise<PeekResult> {
+  /** See `KvStore.peek`: one read (and a chunked record's header chunks, or all its chunks with `response`). */
+  async peek(slot: string, withResponse = false): Promise<PeekResult> {
     const [, found] = await this.#read(slot);
     if (found.kind === "unreadable") {
       return { state: "unreadable", expiresAt: null };
@@ -183,7 +183,12 @@ export class KvSlots {
     if (record.state === "in_flight") {
       return inFlightPeek(fingerprint, record.leaseUntil, expiresAt);
     }
-    const headerNames = await this.#bodies.headerNames(slot, record);
+    const response = withResponse
+      ? await this.#bodies.response(slot, record)
+      : undefined;
+    const headerNames = response === undefined
+      ? await this.#bodies.headerNames(slot, record)
+      : response?.headers.map(([name]) => name) ?? null;
     if (headerNames === null) return { state: "unreadable", expiresAt };
     const bodyBytes = "set" in record
       ? record.bodyLength
@@ -194,6 +199,8 @@ export class KvSlots {
       fingerprint,
       { status, headerNames, bodyBytes, omitted },
       expiresAt,
+      null,
+      response ?? undefined,
     );
   }
 

@@ -130,6 +130,7 @@ WHERE ${fenced}`,
     // unreadable and stays (docs/architecture.md, Inspect and forget).
     peek: `SELECT version, state, fingerprint, token IS NOT NULL AS has_token,
   status, headers::text AS headers, octet_length(body) AS body_bytes, omitted,
+  CASE WHEN $2::int = 1 THEN body END AS body,
   ${epochMs("created_at")} AS claimed_at,
   ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
   ${epochMs("expires_at")} AS expires_at
@@ -161,7 +162,10 @@ const msOf = (value: unknown): number | null =>
     : null;
 
 /** Reads the row of the `peek` statement, as `decodeClaim` would judge it. */
-export function decodePeek(row: PostgresRow | undefined): PeekResult {
+export function decodePeek(
+  row: PostgresRow | undefined,
+  withResponse = false,
+): PeekResult {
   if (row === undefined) return { state: "absent" };
   const expiresAt = msOf(row.expires_at);
   const fingerprint = row.fingerprint;
@@ -184,6 +188,14 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     ? toStoredResponse(row.status, headers, body, row.omitted)
     : null;
   if (response === null) return { state: "unreadable", expiresAt };
+  const full = withResponse
+    ? toStoredResponse(
+      response.status,
+      response.headers,
+      byteView(row.body),
+      row.omitted,
+    )
+    : undefined;
   return completedPeek(
     fingerprint,
     {
@@ -194,6 +206,7 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     },
     expiresAt,
     claimedAt,
+    full ?? undefined,
   );
 }
 

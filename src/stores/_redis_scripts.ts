@@ -137,7 +137,7 @@ return ${STATE_REPLY.HELD}`),
 } satisfies Record<StoreOperation | AdminOperation | "state", unknown>;
 
 /** The peek script's reply as a result, times on the server's clock. */
-export function peekReply(reply: unknown): PeekResult {
+export function peekReply(reply: unknown, withResponse = false): PeekResult {
   const [kind, value, pttl, seconds, micros] = Array.isArray(reply)
     ? reply
     : [];
@@ -158,12 +158,18 @@ export function peekReply(reply: unknown): PeekResult {
   const done = decodeCompleted(record);
   if (done === null) return { state: "unreadable", expiresAt };
   const { status, headers, body, omitted } = done.response;
-  return completedPeek(done.fingerprint, {
-    status,
-    headerNames: headers.map(([name]) => name),
-    bodyBytes: body?.byteLength ?? null,
-    omitted,
-  }, expiresAt);
+  return completedPeek(
+    done.fingerprint,
+    {
+      status,
+      headerNames: headers.map(([name]) => name),
+      bodyBytes: body?.byteLength ?? null,
+      omitted,
+    },
+    expiresAt,
+    null,
+    withResponse ? done.response : undefined,
+  );
 }
 
 /** The stats script's reply: its three counts. */

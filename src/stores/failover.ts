@@ -9,6 +9,7 @@ import {
   durationMs,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
@@ -307,9 +308,9 @@ export class FailoverStore implements IdempotencyStore {
    * the fallback has none, else the fallback's; one store's when the other
    * throws (docs/architecture.md, Inspect and forget).
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return await peekBoth(this.#primary, this.#fallback, slot);
+    return await peekBoth(this.#primary, this.#fallback, slot, options);
   }
 
   /** Forgets the slot in both stores: `deleted` if either held it; a {@linkcode StoreError} if either threw. */

@@ -13,6 +13,7 @@ import type {
   ClaimResult,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreStats,
@@ -303,9 +304,11 @@ export class PostgresStore implements IdempotencyStore {
    * the body), times on the database's clock; `claimedAt` is the row's
    * `created_at`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return decodePeek((await this.#run("peek", [slot]))[0]);
+    const response = options?.response === true;
+    const rows = await this.#run("peek", [slot, response ? 1 : 0]);
+    return decodePeek(rows[0], response);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */

@@ -14,6 +14,7 @@ import {
   durationMs,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
@@ -377,9 +378,10 @@ export class RedisStore implements IdempotencyStore {
    * and the server's `TIME`, and writes nothing (on a cluster too: one key).
    * Redis keeps no claim time: `claimedAt` is `null`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return peekReply(await this.#eval("peek", slot, []));
+    const reply = await this.#eval("peek", slot, []);
+    return peekReply(reply, options?.response === true);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DEL`s the slot's key (its only key), waking its waiters. */
