@@ -47,10 +47,13 @@ export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
 export {
   forgetKey,
   inspectKey,
+  inspectStats,
   type KeyForgotten,
   type KeyInspection,
   type KeyLocation,
+  type RecordStats,
   type SlotLocation,
+  type StatsOptions,
 } from "./src/inspect.ts";
 export {
   type AdminOperation,

@@ -24,6 +24,37 @@ export function isSealed(record: StoredResponse): boolean {
   return record.headers[0]?.[0] === SEALED_HEADER;
 }
 
+/** The key id a sealed header list's JSON (`encodeHeaders`) names, or `null`: for a store's `stats`. */
+export function sealedKeyId(headersJson: string): string | null {
+  if (!headersJson.startsWith(SEALED_JSON)) return null;
+  const headers = decodeHeaders(headersJson);
+  if (headers === null || headers.length !== 1) return null;
+  return sealLabel({ status: 200, headers, body: null })?.keyId ?? null;
+}
+
+const SEALED_JSON = `[[${JSON.stringify(SEALED_HEADER)},`;
+
+/** Counts sealed records by key id, for a store's `stats` (`StoreStats.sealed`). */
+export class SealCount {
+  readonly #ids = new Map<string, number>();
+
+  /** Counts a completed record by its header list's JSON. */
+  add(headersJson: string): void {
+    const id = sealedKeyId(headersJson);
+    if (id !== null) this.addId(id);
+  }
+
+  /** Counts a record sealed under `id`, `n` times. */
+  addId(id: string, n = 1): void {
+    this.#ids.set(id, (this.#ids.get(id) ?? 0) + n);
+  }
+
+  /** `{ sealed }` for the stats: own properties, whatever the ids (`__proto__` too). */
+  get counts(): { sealed: Record<string, number> } {
+    return { sealed: Object.fromEntries(this.#ids) };
+  }
+}
+
 /** A sealed record's version and key id, read from its label (unverified), or `null`. */
 export function sealLabel(
   record: StoredResponse,
@@ -86,6 +117,11 @@ export class Sealer {
       keys.set(id, checkKey(`${name}.key'`, key));
     }
     return new Sealer(keys, list[0].id);
+  }
+
+  /** Whether a key of this id is listed (it may open a record). */
+  holds(id: string): boolean {
+    return this.keys.has(id);
   }
 
   /** `record` sealed for `slot` and `fingerprint`, in a shape every store accepts. */

@@ -16,6 +16,7 @@ import {
   type IdempotencyStore,
   type PeekResult,
   type StoredResponse,
+  type StoreStats,
 } from "./store.ts";
 
 /** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
@@ -232,4 +233,78 @@ export async function forgetKey(
   needs(store, "forget");
   const slot = slotFor(location);
   return { slot, result: await store.forget!(slot) };
+}
+
+/** What {@linkcode inspectStats} counts, besides the store's. */
+export interface StatsOptions {
+  /** As the store's `stats({ limit })`: records a scan reads at most. */
+  limit?: number;
+  /** The middleware's `encryption` option: records it would not open count as unreadable. */
+  encryption?: IdempotencyOptions["encryption"];
+}
+
+/**
+ * What {@linkcode inspectStats} counted: the store's counts; with the keys,
+ * `completed` only the records sealed under a key id given, and
+ * `unreadable` also the completed records the middleware would not open
+ * (`unopened` of them: sealed under a key id not given, or in clear).
+ * `verified: false` when the store does not count seals by key id.
+ */
+export type RecordStats = StoreStats & { unopened?: number; verified?: false };
+
+/**
+ * Counts a store's records by state (its `stats()`), and with `encryption`
+ * counts as unreadable the completed records the middleware would not open:
+ * those sealed under a key id not listed, and those in clear. It reads each
+ * seal's key id, not the seal: a record altered under a listed key still
+ * counts as completed (`inspectKey` opens one).
+ *
+ * @param store The middleware's store.
+ * @param options The scan's `limit`, and the `encryption` option.
+ * @returns The counts.
+ * @throws {TypeError} When the store has no `stats()`, or `encryption` is malformed.
+ *
+ * @example Records sealed under a key the app no longer lists
+ * ```ts
+ * import { idempotency, importEncryptionKeys, inspectStats, MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const key = (byte: number) => btoa(String.fromCharCode(...new Uint8Array(32).fill(byte)));
+ * const store = new MemoryStore();
+ * const old = await importEncryptionKeys(`k1:${key(1)}`);
+ * const handler = idempotency(() => new Response("paid"), { scope: "global", store, encryption: old });
+ * const post = new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "a" } });
+ * await (await handler(post)).text();
+ * const rotated = await importEncryptionKeys(`k2:${key(2)}`); // k1 dropped
+ * const stats = await inspectStats(store, { encryption: rotated });
+ * assert.equal(stats.completed, 0);
+ * assert.equal(stats.unreadable, 1);
+ * ```
+ */
+export async function inspectStats(
+  store: IdempotencyStore,
+  options: StatsOptions = {},
+): Promise<RecordStats> {
+  if (typeof store?.stats !== "function") {
+    throw new TypeError(
+      "The store has no stats() method: it is optional in IdempotencyStore, and every store of this package has it",
+    );
+  }
+  knownOptions("inspectStats()", options, ["limit", "encryption"]);
+  const sealer = Sealer.of(options.encryption);
+  const { limit } = options;
+  const stats = await store.stats(limit === undefined ? {} : { limit });
+  if (sealer === undefined) return stats;
+  if (stats.sealed === undefined) return { ...stats, verified: false };
+  let opens = 0;
+  for (const [id, n] of Object.entries(stats.sealed)) {
+    if (sealer.holds(id)) opens += n;
+  }
+  const unopened = stats.completed - opens;
+  return {
+    ...stats,
+    completed: opens,
+    unreadable: stats.unreadable + unopened,
+    unopened,
+  };
 }

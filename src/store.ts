@@ -204,6 +204,11 @@ export interface StoreStats {
   unreadable: number;
   /** `false` when a scan stopped at its limit: the counts are a lower bound. */
   exact: boolean;
+  /**
+   * Of the `completed`, those sealed (the `encryption` option), by the key id
+   * their seal names (read, not opened); every store here counts them.
+   */
+  sealed?: Record<string, number>;
 }
 
 /**

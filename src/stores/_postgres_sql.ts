@@ -2,6 +2,7 @@
 /** PostgresStore's SQL: the driver's shape, the statements, their results. @module */
 
 import type { TransactionSql } from "postgres";
+import { SEALED_HEADER } from "../_seal.ts";
 import {
   type AdminOperation,
   type ClaimResult,
@@ -140,7 +141,15 @@ FROM ${t} WHERE slot = $1 AND ${live}`,
     AND token IS NOT NULL)::int AS in_flight,
   count(*) FILTER (WHERE ${readable} AND state = 'completed'
     AND status IS NOT NULL)::int AS completed,
-  count(*)::int AS total
+  count(*)::int AS total,
+  (SELECT COALESCE(jsonb_object_agg(s.key_id, s.n), '{}'::jsonb)::text
+    FROM (SELECT split_part(headers->0->>1, ';', 2) AS key_id, count(*) AS n
+      FROM ${t} WHERE ${live} AND ${readable} AND state = 'completed'
+        AND status IS NOT NULL
+        AND CASE WHEN jsonb_typeof(headers) = 'array'
+          THEN jsonb_array_length(headers) END = 1
+        AND headers->0->>0 = '${SEALED_HEADER}'
+      GROUP BY 1) AS s) AS sealed
 FROM ${t} WHERE ${live}`,
     sweep: `WITH doomed AS (
   SELECT slot FROM ${t} WHERE expires_at <= ${NOW}

@@ -16,6 +16,7 @@ import {
   type StoreOperation,
 } from "../store.ts";
 import { unreadable } from "../_record.ts";
+import { SEALED_HEADER } from "../_seal.ts";
 import { bytes, text } from "./_redis_client.ts";
 import {
   COMPLETED,
@@ -96,12 +97,29 @@ if not v then return {${PEEK_REPLY.ABSENT}, '', left, t[1], t[2]} end
 return {${PEEK_REPLY.STRING}, v, left, t[1], t[2]}
 `;
 
-/** Counts KEYS by their head: `{in flight, completed, unreadable}`; a key gone is not counted. */
-const STATS = `local n = {0, 0, 0}
+/**
+ * Counts KEYS by their head: `{in flight, completed, unreadable, sealed}`, a
+ * key gone not counted; `sealed` lists the key id (JSON-escaped) of each
+ * completed record whose header list is a seal's, read past the fingerprint.
+ */
+const STATS = `local n = {0, 0, 0, {}}
 for _, key in ipairs(KEYS) do
   local head = redis.pcall('GETRANGE', key, 0, 5)
   if head == '${IN_FLIGHT}' then n[1] = n[1] + 1
-  elseif head == '${COMPLETED}' then n[2] = n[2] + 1
+  elseif head == '${COMPLETED}' then
+    n[2] = n[2] + 1
+    local f = redis.call('GETRANGE', key, 9, 30)
+    local c = string.find(f, ':', 1, true)
+    local fl = c and tonumber(string.sub(f, 1, c - 1))
+    if fl then
+      local at = 9 + c + fl
+      local h = redis.call('GETRANGE', key, at, at + 160)
+      local d = string.find(h, ':', 1, true)
+      local id = d and string.match(h, '^%[%["${
+  SEALED_HEADER.replace(/-/g, "%-")
+}","[^;"]*;([^;]*);', d + 1)
+      if id then n[4][#n[4] + 1] = id end
+    end
   elseif type(head) == 'table' or head ~= '' or redis.call('EXISTS', key) == 1 then n[3] = n[3] + 1 end
 end
 return n
@@ -172,10 +190,18 @@ export function peekReply(reply: unknown, withResponse = false): PeekResult {
   );
 }
 
-/** The stats script's reply: its three counts. */
-export function statsReply(reply: unknown): [number, number, number] {
-  const [a, b, c] = Array.isArray(reply) ? reply : [];
-  return [Number(a) || 0, Number(b) || 0, Number(c) || 0];
+/** The stats script's reply: its three counts, then the sealed records' key ids. */
+export function statsReply(
+  reply: unknown,
+): [number, number, number, string[]] {
+  const [a, b, c, d] = Array.isArray(reply) ? reply : [];
+  const ids: string[] = [];
+  for (const raw of Array.isArray(d) ? d : []) {
+    try {
+      ids.push(JSON.parse(`"${text(raw)}"`)); // as the header JSON escaped it
+    } catch { /* not an id the middleware wrote */ }
+  }
+  return [Number(a) || 0, Number(b) || 0, Number(c) || 0, ids];
 }
 
 /** A reply's completed record as a claim's result, else `null`. */

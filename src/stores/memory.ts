@@ -24,6 +24,7 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   optionalFunction,
@@ -273,12 +274,22 @@ export class MemoryStore implements IdempotencyStore {
     const now = this.#clock();
     let inFlight = 0;
     let completed = 0;
+    const sealed = new SealCount();
     for (const entry of this.#entries.values()) {
       if (entry.deadline <= now) continue;
       if (entry instanceof Claim) inFlight++;
-      else completed++;
+      else {
+        completed++;
+        sealed.add(entry.headers);
+      }
     }
-    return { inFlight, completed, unreadable: 0, exact: true };
+    return {
+      inFlight,
+      completed,
+      unreadable: 0,
+      exact: true,
+      ...sealed.counts,
+    };
   }
 
   #owned(slot: string, token: string, now: number): Claim | undefined {

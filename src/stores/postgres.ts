@@ -21,6 +21,7 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import { Orphans } from "./_orphans.ts";
 import {
   completeParams,
@@ -330,7 +331,12 @@ export class PostgresStore implements IdempotencyStore {
       row.total,
     ].map((n) => Number(n) || 0) as [number, number, number];
     const unreadable = total - inFlight - completed;
-    return { inFlight, completed, unreadable, exact: true };
+    const sealed = new SealCount();
+    const ids: unknown = JSON.parse(String(row.sealed ?? "{}"));
+    for (const [id, n] of Object.entries(ids as object)) {
+      sealed.addId(id, Number(n) || 0);
+    }
+    return { inFlight, completed, unreadable, exact: true, ...sealed.counts };
   }
 
   get #prepare(): boolean {

@@ -33,6 +33,7 @@ export type {
 
 import { Buffer } from "node:buffer";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   needsOption,
@@ -431,6 +432,7 @@ export class RedisStore implements IdempotencyStore {
       }
     } while (cursor !== "0" && exact);
     const counts = [0, 0, 0];
+    const sealed = new SealCount();
     const all = [...keys.values()];
     for (let i = 0; i < all.length; i += 500) {
       const batch = all.slice(i, i + 500);
@@ -438,10 +440,12 @@ export class RedisStore implements IdempotencyStore {
         "stats",
         (call) => this.#script(call, "stats", batch, []),
       );
-      statsReply(reply).forEach((n, j) => counts[j]! += n);
+      const [a, b, c, ids] = statsReply(reply);
+      [a, b, c].forEach((n, j) => counts[j]! += n);
+      for (const id of ids) sealed.addId(id);
     }
     const [inFlight = 0, completed = 0, unreadable = 0] = counts;
-    return { inFlight, completed, unreadable, exact };
+    return { inFlight, completed, unreadable, exact, ...sealed.counts };
   }
 
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */
