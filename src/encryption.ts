@@ -5,7 +5,7 @@
  * (docs/architecture.md, Store contract). @module
  */
 
-import { KEY_ID, type SealingKey } from "./_seal.ts";
+import { KEY_ID } from "./_seal.ts";
 
 /** Bytes of an AES-256 key. */
 const KEY_BYTES = 32;
@@ -13,7 +13,7 @@ const KEY_BYTES = 32;
 /** The value of the `encryption` option that {@linkcode importEncryptionKeys} makes. */
 export interface EncryptionKeys {
   /** The keys in the order given: the first seals, every one opens. */
-  keys: { id: string; key: SealingKey }[];
+  keys: { id: string; key: Parameters<typeof crypto.subtle.encrypt>[1] }[];
 }
 
 /**

@@ -12,12 +12,7 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import {
-  forgetKey,
-  idempotency,
-  inspectKey,
-  inspectStats,
-} from "../mod.ts";
+import { forgetKey, idempotency, inspectKey, inspectStats } from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
