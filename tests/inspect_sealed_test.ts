@@ -12,7 +12,13 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { forgetKey, idempotency, inspectKey, inspectStats } from "../mod.ts";
+import {
+  forgetKey,
+  idempotency,
+  importEncryptionKeys,
+  inspectKey,
+  inspectStats,
+} from "../mod.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
@@ -172,7 +178,26 @@ integrationTest(
     const prefix = `${uniquePrefix("inspect-sealed")}:`;
     const client = await createClient({ url: REDIS_URL }).connect();
     try {
-      await check(new RedisStore({ client, prefix }));
+      const store = new RedisStore({ client, prefix });
+      await check(store);
+      // Ids the header JSON escapes, and one named like a prototype, counted as they are.
+      for (const id of ['q"\\x', "__proto__"]) {
+        const encryption = await importEncryptionKeys(
+          `${id}:${btoa("k".repeat(32))}`,
+        );
+        const odd = idempotency(() => new Response("ok"), {
+          scope: "global",
+          store,
+          encryption,
+        });
+        await (await odd(post(`odd-${id}`))).text();
+        const stats = await inspectStats(store, { encryption });
+        assert.equal(
+          Object.getOwnPropertyDescriptor(stats.sealed, id)?.value,
+          1,
+        );
+        assert.equal(stats.completed, 1, id);
+      }
     } finally {
       client.destroy();
       await deleteRedisKeys(prefix);

@@ -16,7 +16,7 @@ import {
   type StoreOperation,
 } from "../store.ts";
 import { unreadable } from "../_record.ts";
-import { SEALED_HEADER } from "../_seal.ts";
+import { type SealCount, SEALED_HEADER } from "../_seal.ts";
 import { bytes, text } from "./_redis_client.ts";
 import {
   COMPLETED,
@@ -190,18 +190,18 @@ export function peekReply(reply: unknown, withResponse = false): PeekResult {
   );
 }
 
-/** The stats script's reply: its three counts, then the sealed records' key ids. */
+/** The stats script's reply: its three counts; the sealed records' key ids go to `sealed`. */
 export function statsReply(
   reply: unknown,
-): [number, number, number, string[]] {
+  sealed?: SealCount,
+): [number, number, number] {
   const [a, b, c, d] = Array.isArray(reply) ? reply : [];
-  const ids: string[] = [];
   for (const raw of Array.isArray(d) ? d : []) {
     try {
-      ids.push(JSON.parse(`"${text(raw)}"`)); // as the header JSON escaped it
+      sealed?.addId(JSON.parse(`"${text(raw)}"`)); // as the header JSON escaped it
     } catch { /* not an id the middleware wrote */ }
   }
-  return [Number(a) || 0, Number(b) || 0, Number(c) || 0, ids];
+  return [Number(a) || 0, Number(b) || 0, Number(c) || 0];
 }
 
 /** A reply's completed record as a claim's result, else `null`. */

@@ -440,9 +440,7 @@ export class RedisStore implements IdempotencyStore {
         "stats",
         (call) => this.#script(call, "stats", batch, []),
       );
-      const [a, b, c, ids] = statsReply(reply);
-      [a, b, c].forEach((n, j) => counts[j]! += n);
-      for (const id of ids) sealed.addId(id);
+      statsReply(reply, sealed).forEach((n, j) => counts[j]! += n);
     }
     const [inFlight = 0, completed = 0, unreadable = 0] = counts;
     return { inFlight, completed, unreadable, exact, ...sealed.counts };
