@@ -165,11 +165,10 @@ export class Sealer {
     record: StoredResponse,
   ): Promise<Opened> {
     const [pair, more] = record.headers;
-    if (pair?.[0] !== SEALED_HEADER || more !== undefined) {
-      return { record: null, reason: CLEAR };
-    }
+    if (pair?.[0] !== SEALED_HEADER) return { record: null, reason: CLEAR };
     const [version = "", id = "", ...text] = pair[1].split(";");
     const keyId = id;
+    if (more !== undefined) return { record: null, reason: altered(id), keyId };
     if (!VERSIONS.has(version)) {
       const reason = `sealed in seal version ${
         JSON.stringify(version)
@@ -198,11 +197,14 @@ export class Sealer {
     } catch {
       // It does not open.
     }
-    const reason = `does not open under key id ${
-      JSON.stringify(id)
-    }: altered in the store, or moved from another slot or fingerprint`;
-    return { record: null, reason, keyId };
+    return { record: null, reason: altered(id), keyId };
   }
+}
+
+function altered(id: string): string {
+  return `does not open under key id ${
+    JSON.stringify(id)
+  }: altered in the store, or moved from another slot or fingerprint`;
 }
 
 const CLEAR = "written in clear (no seal) while the 'encryption' option is on";

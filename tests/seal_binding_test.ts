@@ -17,7 +17,14 @@ import { Buffer } from "node:buffer";
 import { createClient, RESP_TYPES } from "redis";
 import { idempotency, importEncryptionKeys, slotOf } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
-import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import fc from "fast-check";
+import {
+  type IdempotencyStore,
+  OMITTED_REASONS,
+  STORE_DROPPED,
+  type StoredResponse,
+} from "../src/store.ts";
+import { Sealer } from "../src/_seal.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
@@ -362,4 +369,82 @@ Deno.test("a sealed record's omitted reason rewritten in a KV file answers 409",
     kv.close();
     await Deno.remove(path);
   }
+});
+
+Deno.test("property: a sealed record opens as it was; any one bound field changed does not; a body dropped as store_dropped opens bodiless", async () => {
+  const sealer = Sealer.of(BOTH)!;
+  const record = fc.oneof(
+    fc.record({
+      status: fc.integer({ min: 200, max: 599 }),
+      headers: fc.array(
+        fc.tuple(fc.constantFrom("etag", "x-a", "content-type"), fc.string()),
+        { maxLength: 3 },
+      ),
+      body: fc.uint8Array({ maxLength: 64 }),
+    }),
+    fc.record({
+      status: fc.integer({ min: 200, max: 599 }),
+      headers: fc.constant([] as [string, string][]),
+      body: fc.constant(null),
+      omitted: fc.constantFrom(
+        ...OMITTED_REASONS.filter((r) => r !== STORE_DROPPED),
+      ),
+    }),
+  ) as fc.Arbitrary<StoredResponse>;
+  const tamper = fc.constantFrom(
+    "status",
+    "slot",
+    "fingerprint",
+    "omitted",
+    "keyId",
+    "extra header",
+  );
+  await fc.assert(
+    fc.asyncProperty(record, tamper, async (plain, what) => {
+      const headers = plain.headers.filter(([, v]) => /^[\x20-\x7e]*$/.test(v));
+      const clear = { ...plain, headers };
+      const sealed = await sealer.seal("slot", "fp", clear);
+      const opened = await sealer.read("slot", "fp", sealed);
+      assert.deepEqual(opened.record, clear);
+      let slot = "slot";
+      let fingerprint = "fp";
+      let forged: StoredResponse = { ...sealed };
+      const [[name, label]] = sealed.headers as [[string, string]];
+      if (what === "status") forged.status = sealed.status === 200 ? 201 : 200;
+      if (what === "slot") slot = "other";
+      if (what === "fingerprint") fingerprint = "fp2";
+      if (what === "omitted") {
+        forged = sealed.body === null
+          ? {
+            ...sealed,
+            omitted: sealed.omitted === "too_slow" ? "too_large" : "too_slow",
+          }
+          : { ...sealed, body: null, omitted: "too_large" };
+      }
+      if (what === "keyId") {
+        forged.headers = [[name, label.replace(/^3;k2;/, "3;k1;")]];
+      }
+      if (what === "extra header") forged.headers = [[name, label], ["x", "1"]];
+      const read = await sealer.read(slot, fingerprint, forged);
+      assert.equal(read.record, null, what);
+      assert.ok(
+        read.record === null && /^does not open under key id/.test(read.reason),
+        what,
+      );
+      if (sealed.body !== null) {
+        const dropped = {
+          ...sealed,
+          body: null,
+          omitted: STORE_DROPPED,
+        } as const;
+        const bodiless = await sealer.read("slot", "fp", dropped);
+        assert.deepEqual(bodiless.record, {
+          ...clear,
+          body: null,
+          omitted: STORE_DROPPED,
+        });
+      }
+    }),
+    { numRuns: 200 },
+  );
 });
