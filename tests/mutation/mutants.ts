@@ -774,6 +774,33 @@ export const MUTANTS: Mutant[] = [
       "stats with the keys counts records sealed under a dropped key as completed, while the app answers 409",
   },
   {
+    id: "redis-stats-seal-misread",
+    file: REDIS_SCRIPTS,
+    text: `;([^;]*);', d + 1)`,
+    replacement: `;([^;"]*);', d + 1)`,
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "RedisStore.stats() misses a key id the header JSON escapes: with the keys, its records count as ones the app would not open",
+  },
+  {
+    id: "postgres-stats-seal-inverted",
+    file: POSTGRES_SQL,
+    text: "AND headers->0->>0 = '${SEALED_HEADER}'",
+    replacement: "AND headers->0->>0 <> '${SEALED_HEADER}'",
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "PostgresStore.stats() counts records in clear as sealed: with the keys, they count as completed though the app answers 409",
+  },
+  {
+    id: "postgres-peek-no-body",
+    file: POSTGRES_SQL,
+    text: "CASE WHEN $2::int = 1 THEN body END AS body",
+    replacement: "NULL::bytea AS body",
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "PostgresStore.peek({ response: true }) gives no body: inspect cannot open a sealed record it holds",
+  },
+  {
     id: "import-keys-length",
     file: "src/encryption.ts",
     text: "if (bytes.byteLength !== KEY_BYTES) {",
