@@ -43,12 +43,17 @@ export {
   parseIdempotencyKey,
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
+export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
 export {
   forgetKey,
   inspectKey,
+  inspectStats,
   type KeyForgotten,
   type KeyInspection,
   type KeyLocation,
+  type RecordStats,
+  type SlotLocation,
+  type StatsOptions,
 } from "./src/inspect.ts";
 export {
   type AdminOperation,
@@ -60,6 +65,7 @@ export {
   type ForgetResult,
   type IdempotencyStore,
   type OmittedReason,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,

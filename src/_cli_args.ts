@@ -38,6 +38,8 @@ export interface Parsed {
   label: string;
   json: boolean;
   limit: number | undefined;
+  /** The `importEncryptionKeys` text `--encryption-keys-env` names. */
+  encryptionKeys?: string;
 }
 
 /** A command line that cannot run: exit code 2, nothing read or changed. */
@@ -47,7 +49,7 @@ export class UsageError extends Error {
 
 const FLAGS = ["json", "yes", "help", "global"];
 const VALUES =
-  "redis redis-cluster postgres kv prefix table scope key secret-env slot limit"
+  "redis redis-cluster postgres kv prefix table scope key secret-env slot limit encryption-keys-env"
     .split(" ");
 
 /** Every option's name, for the help's test. */
@@ -122,12 +124,22 @@ export function parseArgs(
       `--limit must be a positive integer: current value is ${limit}`,
     );
   }
+  const keysVariable = text("encryption-keys-env");
+  const encryptionKeys = keysVariable === undefined
+    ? undefined
+    : env(keysVariable);
+  if (keysVariable !== undefined && !encryptionKeys) {
+    throw new UsageError(
+      `--encryption-keys-env ${keysVariable}: the environment variable ${keysVariable} is not set`,
+    );
+  }
   return {
     command,
     target,
     ...found,
     json: options.has("json"),
     limit: limit === undefined ? undefined : Number(limit),
+    ...(encryptionKeys === undefined ? {} : { encryptionKeys }),
   };
 }
 

@@ -11,10 +11,12 @@ import { causes, open, type Opened, where } from "./_cli_stores.ts";
 import {
   forgetKey,
   inspectKey,
+  inspectStats,
   type KeyForgotten,
   type KeyInspection,
 } from "./inspect.ts";
 import type { StoreStats } from "./store.ts";
+import type { EncryptionKeys } from "./encryption.ts";
 import { claimFinds, settle, type Settled } from "./stores/_failover_admin.ts";
 
 /** Where the CLI writes. */
@@ -51,6 +53,7 @@ export async function runBoth(
   parsed: Parsed,
   io: Out,
   peekText: (label: string, peek: KeyInspection) => string[],
+  encryption?: EncryptionKeys,
 ): Promise<number> {
   const { command, record, json, limit } = parsed;
   const target = parsed.target as Extract<
@@ -66,10 +69,14 @@ export async function runBoth(
     const ask = <T>(call: (o: Opened) => Promise<T>) =>
       Promise.all(opened.map((o) => o.ok ? settle(() => call(o.value)) : o));
     const answers: Settled<unknown>[] = command === "stats"
-      ? await ask((o) => o.stats(limit))
+      ? await ask((o) =>
+        inspectStats({ stats: () => o.stats(limit) }, {
+          ...(encryption && { encryption }),
+        })
+      )
       : command === "forget"
       ? await ask((o) => forgetKey(o.store, record!))
-      : await ask((o) => inspectKey(o.store, record!));
+      : await ask((o) => inspectKey(o.store, { ...record!, encryption }));
     const side = (i: number) => `${ROLES[i]}: ${where(targets[i]!)}`;
     const failed = answers.map((a, i) => {
       if (a.ok) return null;

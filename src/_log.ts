@@ -199,6 +199,9 @@ function lineOf(event: IdempotencyEvent): string | undefined {
       }`;
     case "conflict":
       if (!event.unreadable) return undefined;
+      if (event.reason !== undefined) {
+        return `unreadable: a key's completed record could not be opened, so it answers 409: ${event.reason}`;
+      }
       return "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written";
     default:
       return undefined;

@@ -31,8 +31,19 @@
 import { parseArgs, type Parsed, UsageError } from "./_cli_args.ts";
 import { hint, runBoth, statsText } from "./_cli_both.ts";
 import { causes, open, type Opened, where } from "./_cli_stores.ts";
+import {
+  forgetKey,
+  inspectKey,
+  inspectStats,
+  type KeyInspection,
+} from "./inspect.ts";
+import {
+  type EncryptionKeys,
+  generateEncryptionKey,
+  importEncryptionKeys,
+} from "./encryption.ts";
+import { KEY_ID } from "./_seal.ts";
 import { time } from "./_cli_time.ts";
-import { forgetKey, inspectKey, type KeyInspection } from "./inspect.ts";
 
 /** Where {@linkcode main} writes and what it reads from its environment. */
 export interface CliIo {
@@ -58,6 +69,9 @@ Commands:
            request with that key runs the handler again. Needs --yes.
   stats    Counts records by state: PostgreSQL counts them all; Redis (a SCAN)
            and KV (a list) read at most --limit and warn if they stopped there.
+  generate-key [--id ID]
+           Prints a new entry for the app's key list, ID:BASE64 of 32 random
+           bytes (ID: today's date), as importEncryptionKeys() reads it.
 
 Store (one, or the two of a FailoverStore; options as the app gives them):
   --redis URL [--prefix P]     RedisStore through node-redis (prefix default
@@ -92,6 +106,17 @@ Record (inspect and forget):
   --slot SLOT         The slot itself, as the middleware's events give it
                       (event.slot).
 
+Sealed records (the app's encryption option; inspect and stats):
+  --encryption-keys-env NAME
+                      The app's key list ("k2:BASE64,k1:BASE64", the text
+                      importEncryptionKeys() reads), from the environment
+                      variable NAME, never the command line. inspect opens a
+                      sealed record as the app would (unreadable: names why,
+                      e.g. the key id not among the keys); stats counts the
+                      records the app would not open as unreadable (by the key
+                      id each seal names). Without it a sealed record is
+                      reported sealed and unverified.
+
 Output:
   --json              One JSON line on stdout, for scripts: inspect, the slot
                       and the record ({"slot", "state", ...}); forget,
@@ -109,8 +134,8 @@ Exit codes:
 
 Permissions (instead of -A): --allow-net=HOST:PORT of the server;
 --postgres: --allow-env (postgres.js reads the PG* variables); --secret-env
-NAME: --allow-env=NAME; --kv PATH: --unstable-kv --allow-read=PATH
---allow-write=PATH.
+NAME, --encryption-keys-env NAME: --allow-env=NAME; --kv PATH: --unstable-kv
+--allow-read=PATH --allow-write=PATH.
 `;
 
 const DEFAULT_IO: CliIo = {
@@ -155,16 +180,21 @@ export async function main(
   args: string[],
   io: CliIo = DEFAULT_IO,
 ): Promise<number> {
+  if (args[0] === "generate-key" || args[0] === "--generate-key") {
+    return generateKey(args.slice(1), io);
+  }
   let parsed: Parsed | null = null;
   let opened: Opened;
+  let encryption: EncryptionKeys | undefined;
   try {
     parsed = parseArgs(args, io.env);
     if (parsed === null) {
       for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
       return 0;
     }
+    encryption = await keysOf(parsed.encryptionKeys);
     if (parsed.target.kind === "failover") {
-      return await runBoth(parsed, io, peekText);
+      return await runBoth(parsed, io, peekText, encryption);
     }
     opened = await open(parsed.target);
   } catch (error) {
@@ -179,7 +209,7 @@ export async function main(
   }
   if (opened.note) io.stderr(opened.note);
   try {
-    return await run(parsed, opened, io);
+    return await run(parsed, opened, io, encryption);
   } catch (error) {
     io.stderr(`error: ${where(parsed.target)} failed: ${causes(error)}`);
     return 3;
@@ -194,9 +224,17 @@ async function run(
   { command, record, label, json, limit }: Parsed,
   { store, stats: count }: Opened,
   io: CliIo,
+  encryption?: EncryptionKeys,
 ): Promise<number> {
   if (command === "stats") {
-    const stats = await count(limit);
+    const stats = await inspectStats({ stats: () => count(limit) }, {
+      ...(encryption && { encryption }),
+    });
+    if (stats.unopened) {
+      io.stderr(
+        `warning: ${stats.unopened} completed records would not open with the keys given (sealed under another key id, or in clear): counted unreadable`,
+      );
+    }
     if (!stats.exact) {
       io.stderr(
         "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
@@ -217,7 +255,7 @@ async function run(
     if (!json && forgotten.result === "absent") hint(record, io);
     return forgotten.result === "deleted" ? 0 : 1;
   }
-  const found = await inspectKey(store, record!);
+  const found = await inspectKey(store, { ...record!, encryption });
   if (json) io.stdout(JSON.stringify(found));
   else for (const line of peekText(label, found)) io.stdout(line);
   if (!json && found.state === "absent") hint(record, io);
@@ -231,8 +269,24 @@ const STATES = {
   completed: "completed: retries get this answer",
 };
 
+/** What the state row says of a sealed record (the `encryption` option). */
+function sealedState(peek: KeyInspection): string {
+  const id = JSON.stringify(peek.keyId ?? "?");
+  if (peek.state === "unreadable") {
+    return `unreadable: the app would not open it (${peek.reason}), so it answers 409 until it expires`;
+  }
+  return peek.verified
+    ? `completed: retries get this answer (sealed under key id ${id}; it opens with the keys given)`
+    : `completed, sealed and unverified: retries get this answer only if the app holds key id ${id}${
+      peek.reason ? ` (${peek.reason})` : ""
+    } (give --encryption-keys-env to check)`;
+}
+
 function peekText(label: string, peek: KeyInspection): string[] {
-  const rows = [["slot", peek.slot], ["state", STATES[peek.state]]];
+  const state = peek.verified === undefined
+    ? STATES[peek.state]
+    : sealedState(peek);
+  const rows = [["slot", peek.slot], ["state", state]];
   if (peek.state === "unreadable") rows.push(["expires", time(peek.expiresAt)]);
   if (peek.state === "in_flight") {
     rows.push(
@@ -248,7 +302,9 @@ function peekText(label: string, peek: KeyInspection): string[] {
       ["status", String(peek.status)],
       [
         "headers",
-        peek.sealed ? "sealed (the encryption option): names hidden" : headers,
+        peek.sealed && !peek.verified
+          ? "sealed (the encryption option): names hidden"
+          : headers,
       ],
       [
         "body",
@@ -265,6 +321,44 @@ function peekText(label: string, peek: KeyInspection): string[] {
     label,
     ...rows.map(([name, value]) => `  ${name!.padEnd(12)} ${value}`),
   ];
+}
+
+/** The `--encryption-keys-env` text imported; its errors are usage errors. */
+async function keysOf(text?: string): Promise<EncryptionKeys | undefined> {
+  if (text === undefined) return undefined;
+  try {
+    return await importEncryptionKeys(text);
+  } catch (error) {
+    throw new UsageError(`--encryption-keys-env: ${(error as Error).message}`);
+  }
+}
+
+/** `generate-key [--id ID]`: one new key list entry on stdout. */
+function generateKey(args: string[], io: CliIo): number {
+  const [flag, value, ...more] = args;
+  const id = flag === "--id"
+    ? value
+    : flag?.startsWith("--id=")
+    ? flag.slice(5)
+    : flag === undefined
+    ? new Date().toISOString().slice(0, 10)
+    : undefined;
+  const rest = flag === "--id" ? more : [value, ...more];
+  if (
+    id === undefined || !KEY_ID.test(id) || /[:,]/.test(id) ||
+    rest.some((arg) => arg !== undefined)
+  ) {
+    io.stderr(
+      "error: generate-key takes only --id ID (1 to 32 visible ASCII characters but ';', ':' and ',')",
+    );
+    io.stderr("Run with --help for usage.");
+    return 2;
+  }
+  io.stdout(generateEncryptionKey(id));
+  io.stderr(
+    "Put it first in the app's key list (the sealing key), keep the old keys after it until their records expire (ttl).",
+  );
+  return 0;
 }
 
 if (import.meta.main) {

@@ -67,7 +67,15 @@ export type IdempotencyEvent =
     omitted?: OmittedReason;
     waited?: true;
   }
-  | EventBase & { type: "conflict"; retryAfterMs: number; unreadable: boolean }
+  | EventBase & {
+    type: "conflict";
+    retryAfterMs: number;
+    unreadable: boolean;
+    /** A completed record that did not open: why (`encryption`). */
+    reason?: string;
+    /** The key id its seal names, when it is sealed. */
+    keyId?: string;
+  }
   | EventBase & { type: "mismatch" }
   | EventBase & {
     type: "rejected";

@@ -167,7 +167,9 @@ export interface IdempotencyOptions {
    * every key listed opens (README, Security). In clear stay the status, why
    * no body, the key id, the fingerprint, the TTL and lease, and the body's
    * length (about). Nonces are random (96 bits): rotate the key well before
-   * 2^32 seals (two a record).
+   * 2^32 seals (two a record). Every instance needs the same keys: load them
+   * with `importEncryptionKeys(Deno.env.get("IDEMPOTENCY_KEYS")!)` (a key
+   * generated per process makes every record a 409 after a restart).
    * @default {undefined} (records in clear)
    *
    * @example Sealed records, replayed as the handler answered
@@ -192,7 +194,7 @@ export interface IdempotencyOptions {
     keys: readonly {
       /** Its name, stored with each record it seals: 1 to 32 visible ASCII characters but `;`. */
       id: string;
-      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt`. */
+      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt` (`importEncryptionKeys` makes one from 32 bytes). */
       key: Parameters<typeof crypto.subtle.encrypt>[1];
     }[];
   };

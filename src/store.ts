@@ -15,13 +15,19 @@ export interface StoredResponse {
 
 /**
  * Why a record holds no body: over `maxResponseBytes`, not ended within a
- * lease of its first byte, its stream errored, or it was cancelled.
+ * lease of its first byte, its stream errored, or it was cancelled (each the
+ * middleware's decision); or `store_dropped`, the store dropped a body it had
+ * been given (MemoryStore under `maxBytes`), which a seal does not cover.
  */
 export type OmittedReason =
   | "too_large"
   | "too_slow"
   | "stream_error"
-  | "cancelled";
+  | "cancelled"
+  | "store_dropped";
+
+/** The {@linkcode OmittedReason} of a body a store dropped on its own. */
+export const STORE_DROPPED = "store_dropped";
 
 /** Every {@linkcode OmittedReason}. */
 export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
@@ -29,6 +35,7 @@ export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
   "too_slow",
   "stream_error",
   "cancelled",
+  STORE_DROPPED,
 ]);
 
 /** What {@linkcode IdempotencyStore.claim} asks for. */
@@ -82,9 +89,10 @@ export interface IdempotencyStore {
   /**
    * Optional (every store here has it): what holds `slot`, read only; it
    * never extends, claims or repairs anything (docs/architecture.md, Inspect
-   * and forget).
+   * and forget). With `response: true`, a completed record comes with the
+   * whole record as a claim would read it (`inspectKey` opens a sealed one).
    */
-  peek?(slot: string): Promise<PeekResult>;
+  peek?(slot: string, options?: PeekOptions): Promise<PeekResult>;
   /**
    * Optional (every store here has it): deletes whatever holds `slot`, in
    * flight or completed, unfenced: an admin's act, never the middleware's.
@@ -104,6 +112,15 @@ export interface IdempotencyStore {
    * to its two stores too. A listener's throw is ignored.
    */
   subscribe?(listener: (event: StoreReport) => void): void;
+}
+
+/** What {@linkcode IdempotencyStore.peek} is asked for. */
+export interface PeekOptions {
+  /**
+   * Whether a completed record comes with `response`, the record itself.
+   * @default {false}
+   */
+  response?: boolean;
 }
 
 /**
@@ -134,6 +151,8 @@ export type PeekResult =
     omitted?: OmittedReason;
     claimedAt: number | null;
     expiresAt: number;
+    /** The record, when asked for (`{ response: true }`). */
+    response?: StoredResponse;
   };
 
 /** A record in flight as `peek` reports it: its lease ends with the record at the latest. */
@@ -164,6 +183,7 @@ export function completedPeek(
   },
   expiresAt: number,
   claimedAt: number | null = null,
+  response?: StoredResponse,
 ): PeekResult {
   const { status, headerNames, bodyBytes, omitted } = record;
   const found: PeekResult = {
@@ -176,6 +196,7 @@ export function completedPeek(
     expiresAt,
   };
   if (bodyBytes === null && omitted !== undefined) found.omitted = omitted;
+  if (response !== undefined) found.response = response;
   return found;
 }
 
@@ -192,6 +213,11 @@ export interface StoreStats {
   unreadable: number;
   /** `false` when a scan stopped at its limit: the counts are a lower bound. */
   exact: boolean;
+  /**
+   * Of the `completed`, those sealed (the `encryption` option), by the key id
+   * their seal names (read, not opened); every store here counts them.
+   */
+  sealed?: Record<string, number>;
 }
 
 /**

@@ -118,7 +118,13 @@ integrationTest(
     const stats = JSON.parse(
       (await expectExit(0, ["stats", ...both, "--json"])).stdout,
     );
-    const one = { inFlight: 1, completed: 0, unreadable: 0, exact: true };
+    const one = {
+      inFlight: 1,
+      completed: 0,
+      unreadable: 0,
+      exact: true,
+      sealed: {}, // completed records by the key id of their seal: none
+    };
     assert.deepEqual(stats, { primary: one, fallback: one });
     const statsText = await expectExit(0, ["stats", ...both]);
     assert.equal(

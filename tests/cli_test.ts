@@ -173,6 +173,7 @@ async function exercise(
     completed: 1,
     unreadable: 1,
     exact: true,
+    sealed: {},
   });
   const statsText = await expectExit(0, "stats", ...args);
   assert.match(statsText.stdout, /3 records: 1 in flight, 1 completed/);

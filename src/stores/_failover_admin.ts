@@ -6,6 +6,7 @@ import type {
   AdminOperation,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
 } from "../store.ts";
 import type { Operation } from "./_store_call.ts";
@@ -35,12 +36,13 @@ export async function peekBoth(
   primary: IdempotencyStore,
   fallback: IdempotencyStore,
   slot: string,
+  options?: PeekOptions,
 ): Promise<PeekResult> {
   const peekPrimary = adminMethod(primary, "primary", "peek");
   const peekFallback = adminMethod(fallback, "fallback", "peek");
   const [p, f] = await Promise.all([
-    settle(() => peekPrimary(slot)),
-    settle(() => peekFallback(slot)),
+    settle(() => peekPrimary(slot, options)),
+    settle(() => peekFallback(slot, options)),
   ]);
   if (!p.ok && !f.ok) throw bothFailed("peek", "peek", p.error, f.error);
   return claimFinds(p.ok ? p.value : null, f.ok ? f.value : null)!;

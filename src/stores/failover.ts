@@ -11,6 +11,7 @@ import {
   type FailoverRole,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
@@ -277,9 +278,9 @@ export class FailoverStore implements IdempotencyStore {
    * the fallback has none, else the fallback's; one store's when the other
    * throws (docs/architecture.md, Inspect and forget).
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return await peekBoth(this.#primary, this.#fallback, slot);
+    return await peekBoth(this.#primary, this.#fallback, slot, options);
   }
 
   /** Forgets the slot in both stores: `deleted` if either held it; a {@linkcode StoreError} if either threw. */

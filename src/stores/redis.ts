@@ -14,6 +14,7 @@ import {
   durationMs,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
@@ -32,6 +33,7 @@ export type {
 
 import { Buffer } from "node:buffer";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   needsOption,
@@ -370,9 +372,10 @@ export class RedisStore implements IdempotencyStore {
    * and the server's `TIME`, and writes nothing (on a cluster too: one key).
    * Redis keeps no claim time: `claimedAt` is `null`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return peekReply(await this.#eval("peek", slot, []));
+    const reply = await this.#eval("peek", slot, []);
+    return peekReply(reply, options?.response === true);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DEL`s the slot's key (its only key), waking its waiters. */
@@ -422,6 +425,7 @@ export class RedisStore implements IdempotencyStore {
       }
     } while (cursor !== "0" && exact);
     const counts = [0, 0, 0];
+    const sealed = new SealCount();
     const all = [...keys.values()];
     for (let i = 0; i < all.length; i += 500) {
       const batch = all.slice(i, i + 500);
@@ -429,10 +433,10 @@ export class RedisStore implements IdempotencyStore {
         "stats",
         (call) => this.#script(call, "stats", batch, []),
       );
-      statsReply(reply).forEach((n, j) => counts[j]! += n);
+      statsReply(reply, sealed).forEach((n, j) => counts[j]! += n);
     }
     const [inFlight = 0, completed = 0, unreadable = 0] = counts;
-    return { inFlight, completed, unreadable, exact };
+    return { inFlight, completed, unreadable, exact, ...sealed.counts };
   }
 
   /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */

@@ -759,8 +759,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-slot-unbound",
     file: "src/_seal.ts",
-    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
-    replacement: "JSON.stringify([VERSION, id, fingerprint, status])",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, fingerprint, status, decided])",
     tests: [T.sealing],
     what:
       "a sealed record copied to another slot opens there: one caller's response replays to another's key",
@@ -768,8 +768,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-fingerprint-unbound",
     file: "src/_seal.ts",
-    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
-    replacement: "JSON.stringify([VERSION, id, slot, status])",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, slot, status, decided])",
     tests: [T.sealing],
     what:
       "a sealed record whose stored fingerprint is changed replays to another body instead of 409",
@@ -777,11 +777,101 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-read-without-keys",
     file: GUARD,
-    text: "? isSealed(claim.response) ? null : claim.response",
-    replacement: "? claim.response",
+    text: "? unsealedReason(claim.response) ?? { record: claim.response }",
+    replacement: "? { record: claim.response }",
     tests: [T.sealing],
     what:
       "a sealed record read with encryption off replays its ciphertext as the body",
+  },
+  {
+    id: "seal-omitted-unbound",
+    file: "src/_seal.ts",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, slot, fingerprint, status])",
+    tests: ["tests/seal_binding_test.ts"],
+    what:
+      "a bodiless sealed record's omitted reason rewritten in the store (too_large to stream_error) replays with the forged reason",
+  },
+  {
+    id: "seal-store-dropped-bound",
+    file: "src/_seal.ts",
+    text: "omitted === undefined || omitted === STORE_DROPPED",
+    replacement: "omitted === undefined",
+    tests: ["tests/seal_binding_test.ts", T.sealing],
+    what:
+      "a sealed record whose body the store dropped (store_dropped) no longer opens: 409 instead of a bodiless replay",
+  },
+  {
+    id: "seal-v2-unopened",
+    file: "src/_seal.ts",
+    text: 'if (version === "2") {',
+    replacement: 'if (version === "0") {',
+    tests: ["tests/seal_binding_test.ts"],
+    what:
+      "records sealed by version 2 no longer open after an upgrade: every one answers 409 until it expires",
+  },
+  {
+    id: "seal-unknown-key-reason",
+    file: "src/_seal.ts",
+    text: "}, not among the keys given`;",
+    replacement: "}, altered`;",
+    tests: ["tests/seal_binding_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "the unreadable line and inspect no longer say that the record's key id is not among the keys",
+  },
+  {
+    id: "memory-drop-reason",
+    file: MEMORY,
+    text: "done.omitted = STORE_DROPPED;",
+    replacement: 'done.omitted = "too_large";',
+    tests: [T.memory, T.sealing],
+    what:
+      "a body MemoryStore drops reads as the middleware's too_large: under a seal it no longer opens",
+  },
+  {
+    id: "inspect-stats-unopened",
+    file: "src/inspect.ts",
+    text: "if (sealer.holds(id)) opens += n;",
+    replacement: "opens += n;",
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "stats with the keys counts records sealed under a dropped key as completed, while the app answers 409",
+  },
+  {
+    id: "redis-stats-seal-misread",
+    file: REDIS_SCRIPTS,
+    text: `;([^;]*);', d + 1)`,
+    replacement: `;([^;"]*);', d + 1)`,
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "RedisStore.stats() misses a key id the header JSON escapes: with the keys, its records count as ones the app would not open",
+  },
+  {
+    id: "postgres-stats-seal-inverted",
+    file: POSTGRES_SQL,
+    text: "AND headers->0->>0 = '${SEALED_HEADER}'",
+    replacement: "AND headers->0->>0 <> '${SEALED_HEADER}'",
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "PostgresStore.stats() counts records in clear as sealed: with the keys, they count as completed though the app answers 409",
+  },
+  {
+    id: "postgres-peek-no-body",
+    file: POSTGRES_SQL,
+    text: "CASE WHEN $2::int = 1 THEN body END AS body",
+    replacement: "NULL::bytea AS body",
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "PostgresStore.peek({ response: true }) gives no body: inspect cannot open a sealed record it holds",
+  },
+  {
+    id: "import-keys-length",
+    file: "src/encryption.ts",
+    text: "if (bytes.byteLength !== KEY_BYTES) {",
+    replacement: "if (bytes.byteLength < KEY_BYTES) {",
+    tests: ["tests/encryption_keys_test.ts"],
+    what:
+      "a 33-byte key is accepted (and fails at importKey with a message naming no entry)",
   },
   {
     id: "seal-completion-in-clear",
@@ -2486,8 +2576,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-waited-unmarked",
     file: GUARD,
-    text: "this.#replay(flight, record, claim !== first)",
-    replacement: "this.#replay(flight, record, false)",
+    text: "this.#replay(flight, opened.record, claim !== first)",
+    replacement: "this.#replay(flight, opened.record, false)",
     tests: ["tests/otel_test.ts"],
     what: "a replay after a wait does not say it waited",
   },
@@ -2858,9 +2948,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-sealed-unsaid",
     file: "src/cli.ts",
-    text: "peek.sealed ?",
-    replacement: "peek.sealed && false ?",
-    tests: ["tests/cli_test.ts"],
+    text: "peek.sealed && !peek.verified",
+    replacement: "peek.sealed && false",
+    tests: ["tests/cli_test.ts", "tests/cli_sealed_test.ts"],
     what:
       "a sealed record's headers read as one header named idempotent-sealed",
   },
@@ -2986,8 +3076,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-sealed",
     file: "src/inspect.ts",
-    text: "found.headerNames[0] === SEALED_HEADER",
-    replacement: "found.headerNames[0] !== SEALED_HEADER",
+    text: "peeked.headerNames[0] === SEALED_HEADER;",
+    replacement: "peeked.headerNames[0] !== SEALED_HEADER;",
     tests: ["tests/inspect_test.ts"],
     what: "inspectKey() calls a record in clear sealed, and a sealed one not",
   },
