@@ -23,6 +23,7 @@ import type {
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
+import { MysqlStore } from "../src/stores/mysql.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import {
@@ -34,6 +35,8 @@ import {
   uniquePrefix,
 } from "./_support/services.ts";
 import { deleteRedisKeys } from "./_support/redis.ts";
+import { MYSQL_IGNORE, mysqlPool } from "./_support/mariadb.ts";
+import { dropStore } from "./stores/_mysql_fixtures.ts";
 import { post } from "./_support/http.ts";
 import { pattern } from "./_support/bytes.ts";
 import { recorder, StoreWrapper } from "./_support/stores.ts";
@@ -362,6 +365,28 @@ async function postgresTarget(): Promise<Target & { store: PostgresStore }> {
 }
 
 sealingOn("PostgresStore", POSTGRES_IGNORE, postgresTarget);
+
+sealingOn("MysqlStore", MYSQL_IGNORE, async () => {
+  const pool = mysqlPool();
+  const table = uniquePrefix("sealed");
+  const store = new MysqlStore({ pool, table });
+  await store.migrate();
+  return {
+    store,
+    async raw() {
+      // Every column, the text ones as their text, the binary ones as bytes.
+      const [rows] = await pool.query(
+        `SELECT slot, version, state, fingerprint, token, status, headers, body,
+                omitted FROM \`${table}\``,
+      );
+      return new Uint8Array(flatten(rows));
+    },
+    async close() {
+      await dropStore(pool, table);
+      await pool.end();
+    },
+  };
+});
 
 sealingOn(
   "FailoverStore (Redis, then PostgreSQL)",
