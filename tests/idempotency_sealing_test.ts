@@ -366,7 +366,7 @@ async function postgresTarget(): Promise<Target & { store: PostgresStore }> {
 
 sealingOn("PostgresStore", POSTGRES_IGNORE, postgresTarget);
 
-sealingOn("MysqlStore", MYSQL_IGNORE, async () => {
+async function mysqlTarget(): Promise<Target & { store: MysqlStore }> {
   const pool = mysqlPool();
   const table = uniquePrefix("sealed");
   const store = new MysqlStore({ pool, table });
@@ -386,7 +386,9 @@ sealingOn("MysqlStore", MYSQL_IGNORE, async () => {
       await pool.end();
     },
   };
-});
+}
+
+sealingOn("MysqlStore", MYSQL_IGNORE, mysqlTarget);
 
 sealingOn(
   "FailoverStore (Redis, then PostgreSQL)",
@@ -411,7 +413,7 @@ sealingOn(
   },
 );
 
-Deno.test("sealed records in the handler's transaction: KvStore.atomic() and PostgresStore.transactional()", async (t) => {
+Deno.test("sealed records in the handler's transaction: KvStore.atomic(), PostgresStore.transactional() and MysqlStore.transactional()", async (t) => {
   await t.step("KvStore.atomic()", async () => {
     const target = await kvTarget();
     try {
@@ -446,6 +448,35 @@ Deno.test("sealed records in the handler's transaction: KvStore.atomic() and Pos
           store.transactional(async (_request, tx) => {
             runs++;
             await tx.unsafe("SELECT 1");
+            return new Response(BODY, { status: 201, headers: HEADERS });
+          }),
+          { scope: "global", store, encryption: { keys: [OLD] } },
+        );
+        const live = await snapshot(await handler(post("t1")));
+        for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
+          assert.equal(leaks(await target.raw(), text), null, text);
+        }
+        assert.deepEqual(await snapshot(await handler(post("t1"))), live);
+        assert.equal(runs, 1);
+      } finally {
+        await target.close();
+      }
+    },
+    sanitizeOps: false,
+    sanitizeResources: false,
+  });
+  await t.step({
+    name: testName("MysqlStore.transactional()", MYSQL_IGNORE),
+    ignore: MYSQL_IGNORE !== false,
+    fn: async () => {
+      const target = await mysqlTarget();
+      try {
+        const { store } = target;
+        let runs = 0;
+        const handler = idempotency(
+          store.transactional(async (_request, tx) => {
+            runs++;
+            await tx.query("SELECT 1");
             return new Response(BODY, { status: 201, headers: HEADERS });
           }),
           { scope: "global", store, encryption: { keys: [OLD] } },
