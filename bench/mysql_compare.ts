@@ -9,8 +9,12 @@
  * rounds' p50s. Prints p50/p99 in microseconds and the ratios.
  *
  * ```sh
- * deno run -A bench/mysql_compare.ts [iterations per round] [rounds] [connections]
+ * deno run -A bench/mysql_compare.ts [iterations per round] [rounds] [connections] [rows]
  * ```
+ *
+ * With `rows`, the table first holds that many completed records (how the
+ * cost grows with the index), and the run ends by timing `sweep()` of 10,000
+ * expired rows among them.
  *
  * With `connections` > 1, the same number of callers run at once and the
  * figures are µs per call (wall time / calls). It works on a table of its
@@ -35,6 +39,7 @@ import {
 const iterations = Number(Deno.args[0] ?? 1000);
 const rounds = Number(Deno.args[1] ?? 5);
 const connections = Number(Deno.args[2] ?? 1);
+const prefill = Number(Deno.args[3] ?? 0);
 const pool = mysqlPool({ connectionLimit: Math.max(2, connections) });
 const table = uniquePrefix("mybench");
 const response: StoredResponse = {
@@ -61,6 +66,32 @@ await store.complete("replayed", first.token, response);
 await store.claim("live", options);
 const body = Buffer.from(response.body!);
 const headers = JSON.stringify(response.headers);
+
+/** `count` rows from `from` on, completed, expiring in a day (or `expired`). */
+async function fill(from: number, count: number, expired = false) {
+  const until = expired ? "- INTERVAL 1 SECOND" : "+ INTERVAL 1 DAY";
+  for (let at = 0; at < count; at += 5000) {
+    const n = Math.min(5000, count - at);
+    const values = Array.from(
+      { length: n },
+      (_, i) =>
+        `(CONCAT('fill:', ${
+          from + at + i
+        }), 1, 'completed', ?, 'token', 201, ?, ?,
+        UTC_TIMESTAMP(6) ${until}, UTC_TIMESTAMP(6))`,
+    ).join(",");
+    const params = Array.from(
+      { length: n },
+      () => [options.fingerprint, headers, body],
+    ).flat();
+    await pool.query(
+      `INSERT INTO ${t} (slot, version, state, fingerprint, token, status,
+        headers, body, expires_at, created_at) VALUES ${values}`,
+      params,
+    );
+  }
+}
+if (prefill > 0) await fill(0, prefill);
 
 const cases: Record<string, () => Promise<unknown>> = {
   "baseline: SELECT 1": () => pool.query("SELECT 1"),
@@ -139,9 +170,18 @@ try {
     ["case", label, "p99 µs", "× SELECT 1", "× its floor"],
     rows,
   ));
+  let swept = "";
+  if (prefill > 0) {
+    await fill(prefill, 10_000, true);
+    const t0 = performance.now();
+    const deleted = await store.sweep();
+    swept = `; sweep() of ${deleted} expired rows among them: ${
+      Math.round(performance.now() - t0)
+    } ms`;
+  }
   // deno-lint-ignore no-console
   console.log(
-    `\n${rounds} rounds × ${iterations} calls, ${connections} in flight, ${navigator.hardwareConcurrency} cores, ${version?.v}`,
+    `\n${rounds} rounds × ${iterations} calls, ${connections} in flight, ${navigator.hardwareConcurrency} cores, ${version?.v}, ${prefill} rows before${swept}`,
   );
 } finally {
   await pool.query(`DROP PROCEDURE IF EXISTS \`${table}_claim_v1\``);
