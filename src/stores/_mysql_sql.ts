@@ -95,6 +95,11 @@ const free = (now: string) =>
     AND state = 'in_flight' AND token IS NOT NULL AND fingerprint IS NOT NULL
     AND expires_at > ${now} AND lease_until <= ${now}))`;
 
+/** The claim's read of the live row: its columns and whether it is free. */
+const read = (t: string, slot: string) =>
+  `SELECT ${columns(NOW)}, COALESCE(${free(NOW)}, 0) AS free
+  FROM ${t} WHERE slot = ${slot}`;
+
 /**
  * The table, and the claim as a procedure: MySQL 8 has no RETURNING and
  * MariaDB's INSERT … ON DUPLICATE KEY UPDATE … RETURNING locks the row even
@@ -167,16 +172,15 @@ BEGIN
       ${keep("completed_at", "NULL")},
       ${keep("expires_at", `v_now + ${interval("p_ttl")}`)};
   END IF;
-  SELECT ${columns(NOW)}, COALESCE(${free(NOW)}, 0) AS free
-  FROM ${t} WHERE slot = p_slot;
+  ${read(t, "p_slot")};
 END`,
   ];
 }
 
 /** One table's statements, built once per store. */
 export type Statements =
-  & Record<"claim" | "complete" | "release" | "extend" | "peek", string>
-  & Record<"forgetLive" | "forgetAny" | "stats", string>
+  & Record<"read" | "claim" | "complete" | "release" | "extend", string>
+  & Record<"peek" | "forgetLive" | "forgetAny" | "stats", string>
   & { sweep(batchSize: number): string };
 
 /** The statements of `table` (as given). */
@@ -189,6 +193,8 @@ export function statements(table: string): Statements {
     AND expires_at IS NOT NULL)`;
   const lease = `${NOW} + ${interval("CAST(? AS SIGNED)")}`;
   return {
+    // A replay or a conflict is answered by `read` alone: no lock, no CALL.
+    read: read(t, "?"),
     claim: `CALL ${claim}(?, ?, ?, ?, ?)`,
     // The state always changes, so the count is 1 with CLIENT_FOUND_ROWS or without.
     complete: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?,

@@ -17,10 +17,8 @@ export type MysqlTransactionalHandler<A extends unknown[]> = (
   ...args: A
 ) => Response | Promise<Response>;
 
-/** A transaction's pool, `complete` statement and `SET TRANSACTION ISOLATION LEVEL …`. */
-export type MysqlTransactionSetup = Record<"complete" | "isolation", string> & {
-  pool: MysqlPool;
-};
+/** A transaction's pool and `complete` statement. */
+export type MysqlTransactionSetup = { pool: MysqlPool; complete: string };
 
 /**
  * Throws a `RangeError` when the pool (mysql2 `connectionLimit`) holds fewer
@@ -39,7 +37,9 @@ export function assertPool(pool: MysqlPool): void {
 async function begin(setup: MysqlTransactionSetup): Promise<MysqlConnection> {
   const conn = await setup.pool.getConnection();
   try {
-    await conn.query(setup.isolation);
+    // READ COMMITTED: no gap locks; the record's fenced UPDATE reads the
+    // latest row under any level.
+    await conn.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED");
     await conn.query("START TRANSACTION");
     return conn;
   } catch (error) {

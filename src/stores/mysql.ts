@@ -39,6 +39,7 @@ import {
   type MysqlParameter,
   type MysqlPool,
   type MysqlResult,
+  type MysqlRow,
   parseTable,
   rowsOf,
   type Statements,
@@ -53,7 +54,12 @@ import {
   type MysqlTransactionSetup,
   MysqlUnit,
 } from "./_mysql_transaction.ts";
-import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
+import {
+  type Operation,
+  type StoreCall,
+  StoreCalls,
+  type Undo,
+} from "./_store_call.ts";
 
 export * from "./_contract.ts";
 export type { UnitOfWork } from "../store.ts";
@@ -66,12 +72,6 @@ export type {
 } from "./_mysql_sql.ts";
 export { DEFAULT_TABLE, mysqlMigration } from "./_mysql_sql.ts";
 export type { MysqlTransactionalHandler } from "./_mysql_transaction.ts";
-
-/** The isolation level of a request's transaction. */
-export type MysqlIsolation =
-  | "read committed"
-  | "repeatable read"
-  | "serializable";
 
 /** Options of the {@linkcode MysqlStore} constructor. */
 export interface MysqlStoreOptions {
@@ -99,13 +99,6 @@ export interface MysqlStoreOptions {
    */
   timeoutMs?: number;
   /**
-   * The isolation level of a handler's transaction
-   * ({@linkcode MysqlStore.transactional}).
-   *
-   * @default {"read committed"}
-   */
-  isolation?: MysqlIsolation;
-  /**
    * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
    * that failed but may have committed; a throw is ignored.
    * @default {undefined}
@@ -123,8 +116,7 @@ export interface MysqlSweepOptions {
   batchSize?: number;
 }
 
-const OPTIONS = ["pool", "table", "timeoutMs", "isolation", "onEvent"];
-const ISOLATIONS = ["read committed", "repeatable read", "serializable"];
+const OPTIONS = ["pool", "table", "timeoutMs", "onEvent"];
 const CLAIM_ATTEMPTS = 4;
 
 /**
@@ -169,8 +161,8 @@ export class MysqlStore implements IdempotencyStore {
    * {@linkcode MysqlStore.migrate} (or {@linkcode mysqlMigration}'s SQL) once
    * before use.
    *
-   * @throws {TypeError} When `pool`, `table` or `isolation` is invalid, or an
-   * option is unknown.
+   * @throws {TypeError} When `pool` or `table` is invalid, or an option is
+   * unknown.
    * @throws {RangeError} When `timeoutMs` is not a positive integer.
    */
   constructor(options: MysqlStoreOptions) {
@@ -183,15 +175,8 @@ export class MysqlStore implements IdempotencyStore {
       );
     }
     knownOptions("MysqlStore", options, OPTIONS);
-    const { pool, isolation = "read committed" } = options;
+    const { pool } = options;
     const timeoutMs = positiveMs("timeoutMs", options.timeoutMs ?? 2000);
-    if (!ISOLATIONS.includes(isolation)) {
-      throw new TypeError(
-        `'isolation' must be "read committed", "repeatable read" or "serializable": current value is ${
-          JSON.stringify(isolation)
-        }`,
-      );
-    }
     this.#pool = pool;
     this.#name = options.table ?? DEFAULT_TABLE;
     this.#statements = statements(this.#name);
@@ -204,11 +189,7 @@ export class MysqlStore implements IdempotencyStore {
       timedOut: (operation) =>
         failed(operation, new Error(`No answer within ${timeoutMs} ms`)),
     });
-    this.#setup = {
-      pool,
-      complete: this.#statements.complete,
-      isolation: `SET TRANSACTION ISOLATION LEVEL ${isolation.toUpperCase()}`,
-    };
+    this.#setup = { pool, complete: this.#statements.complete };
   }
 
   /** The table, quoted as it appears in the store's SQL. */
@@ -266,24 +247,35 @@ export class MysqlStore implements IdempotencyStore {
     }
   }
 
-  /** {@linkcode IdempotencyStore.claim} in one `CALL`, one round trip. */
+  /**
+   * {@linkcode IdempotencyStore.claim}: a replay or a conflict in one
+   * `SELECT` (no lock); a slot absent or free in one `CALL` more.
+   */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
     const params = [slot, fingerprint, token, leaseMs, ttlMs];
-    const undo: Undo<MysqlResult> = {
+    const undo: Undo<MysqlRow | undefined> = {
       slot,
       token,
       leaseMs,
-      acquired: (result) =>
-        rowsOf(result)[0]?.token === token ? token : undefined,
+      acquired: (row) => row?.token === token ? token : undefined,
       mayHaveRun: mayHaveCommitted,
+    };
+    const { read, claim } = this.#statements;
+    // A replay or a conflict: the row read, one SELECT; else (absent or
+    // free) the procedure's CALL, within the same deadline.
+    const work = async (call: StoreCall) => {
+      const seen = rowsOf(await this.#pool.execute(read, [slot]))[0];
+      if (seen !== undefined && !truth(seen.free)) return seen;
+      call.throwIfExpired();
+      return rowsOf(await this.#pool.execute(claim, params))[0];
     };
     // No row, or a free row read back: another claim or a release changed
     // the row between the procedure's upsert and its read. Look again.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const row = rowsOf(await this.#run("claim", params, undo))[0];
+      const row = await this.#calls.run("claim", work, undo);
       if (row === undefined || (truth(row.free) && row.token !== token)) {
         continue;
       }

@@ -28,7 +28,7 @@ import { myTest, ok, opts, withStore } from "./_mysql_fixtures.ts";
 const privateIgnore = await mariadbServerIgnore();
 
 integrationTest(
-  "MysqlStore undoes a claim that timed out on a paused server and committed when it resumed",
+  "MysqlStore on a server paused past timeoutMs: 503, and once it resumes the key runs again long before the lease ends",
   privateIgnore,
   async () => {
     await using server = await startMariadbServer();
@@ -41,30 +41,68 @@ integrationTest(
         onEvent: (event) => events.push(event),
       });
       await store.migrate();
-      const subscribed: StoreEvent[] = [];
-      store.subscribe((event) => subscribed.push(event));
       const { handler, runs } = await warmCountingHandler(store);
       server.pause();
       const failed = await handler(post("late-1"));
       assert.equal(failed.status, 503);
       await failed.body?.cancel();
       server.resume();
-      // The claim lands after its caller gave up; its undo frees the slot
-      // long before the 30 s lease would.
-      await waitFor("the late claim's undo", () => events.length > 0);
-      assert.deepEqual(events, [{
-        type: "undo",
-        slot: events[0]!.slot,
-        outcome: "applied",
-      }]);
-      assert.deepEqual(subscribed, events, "subscribe() is told the same");
+      // The claim's read was stuck past the deadline: its CALL was never
+      // sent (or, sent, landed and was undone); either way the 30 s lease
+      // is not waited for.
       await untilRunsAgain(handler, "late-1");
       assert.equal(runs(), 2);
+      assert.ok(events.every((e) => e.outcome === "applied"), String(events));
     } finally {
       server.resume();
       await pool.end().catch(() => {});
     }
   },
+);
+
+myTest(
+  "MysqlStore undoes a claim whose CALL timed out on a locked row and committed once the lock went",
+  () =>
+    withStore({ connectionLimit: 3 }, async (store, pool, table) => {
+      const events: StoreEvent[] = [];
+      const subscribed: StoreEvent[] = [];
+      const timed = new MysqlStore({
+        pool,
+        table,
+        timeoutMs: 300,
+        onEvent: (event) => events.push(event),
+      });
+      timed.subscribe((event) => subscribed.push(event));
+      const old = await store.claim("late", opts("old", { leaseMs: 1 }));
+      assert.equal(old.state, "acquired");
+      await sleep(5); // free: its lease ran out, so the read hands on to the CALL
+      const admin = await pool.getConnection();
+      try {
+        await admin.query("START TRANSACTION");
+        await admin.query(
+          `SELECT 1 FROM \`${table}\` WHERE slot = 'late' FOR UPDATE`,
+        );
+        await assert.rejects(
+          () => timed.claim("late", opts("new")),
+          (error: unknown) =>
+            error instanceof StoreError && /300 ms/.test(error.message),
+        );
+      } finally {
+        await admin.query("ROLLBACK");
+        admin.release();
+      }
+      // The CALL takes the row once the lock is gone; its undo frees it.
+      await waitFor("the late claim's undo", () => events.length > 0);
+      assert.deepEqual(events, [{
+        type: "undo",
+        slot: "late",
+        outcome: "applied",
+      }]);
+      assert.deepEqual(subscribed, events, "subscribe() is told the same");
+      const next = await store.claim("late", opts("next"));
+      assert.equal(next.state, "acquired");
+      assert.equal(next.state === "acquired" && next.recovered, false);
+    }),
 );
 
 integrationTest(
