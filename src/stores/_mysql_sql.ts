@@ -179,8 +179,8 @@ END`,
 
 /** One table's statements, built once per store. */
 export type Statements =
-  & Record<"read" | "claim" | "complete" | "release" | "extend", string>
-  & Record<"peek" | "forgetLive" | "forgetAny" | "stats", string>
+  & Record<"read" | "insert" | "claim" | "complete" | "release", string>
+  & Record<"extend" | "peek" | "forget" | "stats", string>
   & { sweep(batchSize: number): string };
 
 /** The statements of `table` (as given). */
@@ -193,8 +193,14 @@ export function statements(table: string): Statements {
     AND expires_at IS NOT NULL)`;
   const lease = `${NOW} + ${interval("CAST(? AS SIGNED)")}`;
   return {
-    // A replay or a conflict is answered by `read` alone: no lock, no CALL.
+    // A replay or a conflict is answered by `read` alone: no lock, no CALL;
+    // a slot it found absent is claimed by `insert` (a duplicate: by `claim`).
     read: read(t, "?"),
+    insert: `INSERT INTO ${t} (slot, version, state, fingerprint, token,
+  takeovers, lease_until, expires_at, created_at) VALUES (?, ${RECORD_VERSION},
+  'in_flight', ?, ?, 0, ${NOW} + ${interval("?")}, ${NOW} + ${
+      interval("?")
+    }, ${NOW})`,
     claim: `CALL ${claim}(?, ?, ?, ?, ?)`,
     // The state always changes, so the count is 1 with CLIENT_FOUND_ROWS or without.
     complete: `UPDATE ${t} SET state = 'completed', status = ?, headers = ?,
@@ -214,8 +220,7 @@ WHERE ${fenced}`,
   ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
   ${epochMs("expires_at")} AS expires_at
 FROM ${t} WHERE slot = ? AND ${live}`,
-    forgetLive: `DELETE FROM ${t} WHERE slot = ? AND ${live}`,
-    forgetAny: `DELETE FROM ${t} WHERE slot = ?`,
+    forget: `DELETE FROM ${t} WHERE slot = ? AND ${live}`,
     stats: `SELECT
   CAST(COALESCE(SUM(${readable} AND state = 'in_flight' AND token IS NOT NULL), 0) AS SIGNED) AS in_flight,
   CAST(COALESCE(SUM(${readable} AND state = 'completed' AND status IS NOT NULL), 0) AS SIGNED) AS completed,
@@ -259,10 +264,8 @@ export function rowsOf(result: MysqlResult): MysqlRow[] {
 }
 
 /** The affected-rows count of a statement that returns no rows. */
-export function affectedOf(result: MysqlResult): number {
-  const header = result[0] as { affectedRows?: unknown } | undefined;
-  return typeof header?.affectedRows === "number" ? header.affectedRows : 0;
-}
+export const affectedOf = (result: MysqlResult): number =>
+  Number((result[0] as { affectedRows?: unknown })?.affectedRows) || 0;
 
 /** Whether a 0/1 column is 1. */
 export const truth = (value: unknown): boolean => value === 1 || value === true;
@@ -284,10 +287,8 @@ export function decodeMysqlPeek(row: MysqlRow | undefined): PeekResult {
 }
 
 /** Connection errors after which nothing was sent, so nothing committed. */
-const NEVER_SENT = new Set(
-  "ECONNREFUSED ENOTFOUND EHOSTUNREACH ER_ACCESS_DENIED_ERROR ER_BAD_DB_ERROR"
-    .split(" "),
-);
+const NEVER_SENT =
+  /^(ECONNREFUSED|ENOTFOUND|EHOSTUNREACH|ER_ACCESS_DENIED_ERROR|ER_BAD_DB_ERROR)$/;
 
 /**
  * Whether a failed statement may have committed. A claim is a `CALL` of
@@ -297,6 +298,6 @@ const NEVER_SENT = new Set(
  */
 export function mayHaveCommitted(error: unknown): boolean {
   const { code, message } = (error ?? {}) as Record<string, unknown>;
-  if (typeof code === "string" && NEVER_SENT.has(code)) return false;
+  if (typeof code === "string" && NEVER_SENT.test(code)) return false;
   return !(typeof message === "string" && /Pool is closed/.test(message));
 }

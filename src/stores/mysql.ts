@@ -68,7 +68,6 @@ export type {
   MysqlParameter,
   MysqlPool,
   MysqlResult,
-  MysqlRow,
 } from "./_mysql_sql.ts";
 export { DEFAULT_TABLE, mysqlMigration } from "./_mysql_sql.ts";
 export type { MysqlTransactionalHandler } from "./_mysql_transaction.ts";
@@ -108,11 +107,7 @@ export interface MysqlStoreOptions {
 
 /** Options of {@linkcode MysqlStore.sweep}. */
 export interface MysqlSweepOptions {
-  /**
-   * How many expired rows one `DELETE` removes.
-   *
-   * @default {1000}
-   */
+  /** How many expired rows one `DELETE` removes. @default {1000} */
   batchSize?: number;
 }
 
@@ -122,10 +117,10 @@ const CLAIM_ATTEMPTS = 4;
 /**
  * An {@linkcode IdempotencyStore} in a MySQL 8 or MariaDB 10.6+ table (InnoDB),
  * through [mysql2](https://github.com/sidorares/node-mysql2), one row per
- * slot. A claim is one `CALL` of the procedure that
- * {@linkcode MysqlStore.migrate} creates (one round trip; it writes only
- * when the slot is free, so a replay or a conflict takes no row lock); each
- * other operation is one statement; every time is the database's
+ * slot. A claim reads the row (a replay or a conflict: that is all, no
+ * lock); a slot absent takes one plain `INSERT`, a free one a `CALL` of the
+ * procedure {@linkcode MysqlStore.migrate} creates. Each other operation is
+ * one statement; every time is the database's
  * `UTC_TIMESTAMP(6)`. No outcome rests on an affected-rows count that
  * `CLIENT_FOUND_ROWS` changes, nor on `INSERT IGNORE` or `GET_LOCK`.
  * Tested on MariaDB 10.11; MySQL 8.0 by its manual only (no RETURNING, no
@@ -249,7 +244,8 @@ export class MysqlStore implements IdempotencyStore {
 
   /**
    * {@linkcode IdempotencyStore.claim}: a replay or a conflict in one
-   * `SELECT` (no lock); a slot absent or free in one `CALL` more.
+   * `SELECT` (no lock); a slot absent in one `INSERT` more, a free one (or
+   * one inserted meanwhile) in one `CALL` more.
    */
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
@@ -263,14 +259,24 @@ export class MysqlStore implements IdempotencyStore {
       acquired: (row) => row?.token === token ? token : undefined,
       mayHaveRun: mayHaveCommitted,
     };
-    const { read, claim } = this.#statements;
-    // A replay or a conflict: the row read, one SELECT; else (absent or
-    // free) the procedure's CALL, within the same deadline.
-    const work = async (call: StoreCall) => {
-      const seen = rowsOf(await this.#pool.execute(read, [slot]))[0];
+    const { read, insert, claim } = this.#statements;
+    const pool = this.#pool;
+    // A replay or a conflict: the row read, one SELECT. Absent: a plain
+    // INSERT (it inserts or fails ER_DUP_ENTRY, whatever the flags). Free,
+    // or inserted meanwhile: the procedure decides. One deadline for all.
+    const work = async (call: StoreCall): Promise<MysqlRow | undefined> => {
+      const seen = rowsOf(await pool.execute(read, [slot]))[0];
       if (seen !== undefined && !truth(seen.free)) return seen;
       call.throwIfExpired();
-      return rowsOf(await this.#pool.execute(claim, params))[0];
+      if (seen === undefined) {
+        // ER_DUP_ENTRY: another claim inserted it meanwhile.
+        const won = await pool.execute(insert, params).then(() => true, (e) => {
+          if (e?.errno !== 1062) throw e;
+        });
+        if (won) return { token, takeovers: 0 };
+        call.throwIfExpired();
+      }
+      return rowsOf(await pool.execute(claim, params))[0];
     };
     // No row, or a free row read back: another claim or a release changed
     // the row between the procedure's upsert and its read. Look again.
@@ -384,14 +390,13 @@ export class MysqlStore implements IdempotencyStore {
   }
 
   /**
-   * {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's live row
-   * (`deleted`); when there was none, the slot's expired row too (`absent`).
+   * {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's live row; an
+   * expired one is absent already, left to {@linkcode MysqlStore.sweep}.
    */
   async forget(slot: string): Promise<ForgetResult> {
     assertSlot(slot);
-    const live = affectedOf(await this.#run("forgetLive", [slot])) === 1;
-    if (!live) await this.#run("forgetAny", [slot]);
-    return live ? "deleted" : "absent";
+    const rows = affectedOf(await this.#run("forget", [slot]));
+    return rows === 1 ? "deleted" : "absent";
   }
 
   /**
@@ -420,9 +425,8 @@ export class MysqlStore implements IdempotencyStore {
     undo?: Undo<MysqlResult>,
   ): Promise<MysqlResult> {
     const text = this.#statements[operation];
-    const timed = operation.startsWith("forget") ? "forget" : operation;
     return this.#calls.run(
-      timed as Operation,
+      operation as Operation,
       () => this.#pool.execute(text, parameters) as Promise<MysqlResult>,
       undo,
     );

@@ -105,6 +105,22 @@ export const MUTANTS: Mutant[] = [
     what: "a claim takes over a live or completed slot",
   },
   {
+    id: "mysql-fresh-insert-recovered",
+    file: "src/stores/mysql.ts",
+    text: "if (won) return { token, takeovers: 0 };",
+    replacement: "if (won) return { token, takeovers: 1 };",
+    tests: [T.mysql],
+    what: "a fresh claim by INSERT reads as recovered",
+  },
+  {
+    id: "mysql-read-never-frees",
+    file: "src/stores/mysql.ts",
+    text: "if (seen !== undefined && !truth(seen.free)) return seen;",
+    replacement: "if (seen !== undefined) return seen;",
+    tests: [T.mysql],
+    what: "a claim never takes over an expired record or lease",
+  },
+  {
     id: "mysql-slot-collated",
     file: MYSQL_SQL,
     text: "slot VARBINARY(256) NOT NULL PRIMARY KEY,",
@@ -124,10 +140,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "mysql-replay-locks",
     file: MYSQL_SQL,
-    text: 'SELECT NOT COALESCE(${free("v_now")}, 0) INTO v_busy',
-    replacement: "SELECT 0 INTO v_busy",
+    text: 'read: read(t, "?"),',
+    replacement: 'read: `${read(t, "?")} FOR UPDATE`,',
     tests: [T.mysqlTable],
-    what: "every claim runs the upsert: a replay waits for a row lock",
+    what: "the claim's read locks: a replay waits for a row lock",
   },
   {
     id: "mysql-migrate-not-strict",

@@ -174,7 +174,7 @@ myTest(
 );
 
 myTest(
-  "MysqlStore sends one statement per operation (a fresh claim two: the read, then the CALL), counted by the server (Questions)",
+  "MysqlStore sends one statement per operation (a fresh claim two: the read, then the INSERT), counted by the server (Questions)",
   () =>
     withStore({ connectionLimit: 1 }, async (store, pool) => {
       const questions = async () => {
