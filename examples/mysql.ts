@@ -3,7 +3,7 @@
  * The README's MysqlStore snippet as a whole server, on 127.0.0.1:8000,
  * against the MySQL 8 or MariaDB database at `MYSQL_URL`, with the sweeper:
  *
- *     deno run --allow-net --allow-env --allow-read --allow-sys examples/mysql.ts
+ *     deno run --allow-net --allow-env examples/mysql.ts
  *
  * @module
  */
