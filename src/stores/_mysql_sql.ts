@@ -101,23 +101,29 @@ const read = (t: string, slot: string) =>
   FROM ${t} WHERE slot = ${slot}`;
 
 /**
- * The table, and the claim as a procedure: MySQL 8 has no RETURNING and
- * MariaDB's INSERT … ON DUPLICATE KEY UPDATE … RETURNING locks the row even
- * on a replay, so one `CALL` reads the row, writes only when it is absent or
- * free, and reads the live row back, in one round trip. Both servers run a
- * routine's body under the sql_mode it was created with (STRICT_ALL_TABLES),
- * whatever the calling session's; arguments bind under the caller's, so the
- * parameters are unbounded and the body's INSERT judges their length. No
- * TEXT column: MariaDB 10.11 stores a routine's 70,000-byte value in one as
- * its length modulo 65,536, even when strict; a fingerprint is LONGTEXT.
+ * The SQL {@linkcode MysqlStore.migrate} runs, for teams that run their own
+ * migrations: the table and the claim procedure. The procedure's body runs
+ * under the sql_mode it was created with (run these under STRICT_ALL_TABLES),
+ * whatever the caller's; arguments bind under the caller's, so parameters
+ * are unbounded and the body's INSERT judges lengths. No TEXT column: MariaDB
+ * 10.11 stores a routine's over-long value in one modulo 65,536, even strict.
+ * The upsert's outcome needs no affected-rows count: `token` is assigned
+ * first (the new one only when free), each later column kept unless the row
+ * now holds it; `takeovers` and `created_at` read `expires_at` before it
+ * changes (left to right; under SIMULTANEOUS_ASSIGNMENT `free` sees the old
+ * row, which is as right).
  *
- * The upsert's outcome never comes from an affected-rows count (which
- * CLIENT_FOUND_ROWS changes): `token` is assigned first, to the new token
- * only when the row is free, and every later column keeps its value unless
- * the row now holds that token; `takeovers` and `created_at` read
- * `expires_at` before it is assigned. Assignments run left to right (or,
- * under MariaDB's SIMULTANEOUS_ASSIGNMENT, all on the old row, where
- * `won` still holds because `free` is then judged on the old values).
+ * @throws {TypeError} When the table name is invalid.
+ *
+ * @example The migration of a database-qualified table
+ * ```ts
+ * import { mysqlMigration } from "@idempotent/http/mysql";
+ * import assert from "node:assert/strict";
+ *
+ * const [table, procedure] = mysqlMigration("app.idempotency_keys");
+ * assert.ok(table!.startsWith("CREATE TABLE IF NOT EXISTS `app`.`idempotency_keys`"));
+ * assert.ok(procedure!.startsWith("CREATE PROCEDURE `app`.`idempotency_keys_claim_v1`"));
+ * ```
  */
 export function mysqlMigration(table: string = DEFAULT_TABLE): string[] {
   const { quoted: t, claim } = parseTable(table);

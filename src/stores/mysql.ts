@@ -299,13 +299,13 @@ export class MysqlStore implements IdempotencyStore {
     assertSlot(slot);
     assertStoredResponse(response);
     const params = mysqlCompleteParams(slot, token, response);
-    return await this.#fenced("complete", params);
+    return fenced(await this.#run("complete", params));
   }
 
   /** {@linkcode IdempotencyStore.release} in one fenced `DELETE`. */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#fenced("release", [slot, String(token)]);
+    return fenced(await this.#run("release", [slot, String(token)]));
   }
 
   /** {@linkcode IdempotencyStore.extend} from the database's now, fenced. */
@@ -317,7 +317,7 @@ export class MysqlStore implements IdempotencyStore {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
     const params = [leaseMs, leaseMs, leaseMs, slot, String(token)];
-    return await this.#fenced("extend", params);
+    return fenced(await this.#run("extend", params));
   }
 
   /**
@@ -411,14 +411,6 @@ export class MysqlStore implements IdempotencyStore {
     return { inFlight, completed, unreadable, exact: true };
   }
 
-  async #fenced(
-    operation: "complete" | "release" | "extend",
-    parameters: MysqlParameter[],
-  ): Promise<WriteOutcome> {
-    const written = affectedOf(await this.#run(operation, parameters));
-    return written === 1 ? "applied" : "lost";
-  }
-
   #run(
     operation: Exclude<keyof Statements, "sweep">,
     parameters: MysqlParameter[],
@@ -434,6 +426,8 @@ export class MysqlStore implements IdempotencyStore {
 }
 
 const WRITES = new Set<Operation>(["complete", "release", "extend", "forget"]);
+const fenced = (result: MysqlResult): WriteOutcome =>
+  affectedOf(result) === 1 ? "applied" : "lost";
 
 /** A failed call's error, with what to do when the table is missing. */
 function failure(
