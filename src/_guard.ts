@@ -14,7 +14,7 @@ import {
 } from "./_request.ts";
 import { replay, responseBody, storedHeaders } from "./_response.ts";
 import { isSealed } from "./_seal.ts";
-import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
+import { SettleEstimate } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { Config } from "./_configure.ts";
@@ -107,13 +107,14 @@ export class Guard<A extends unknown[]> {
           return this.#replay(flight, record, claim !== first);
         }
         // docs/architecture.md, Unreadable is in flight.
-        return this.#conflict(flight, null, config.lease);
+        return await this.#unreadable(flight, config.lease);
       }
       case "in_flight":
-        if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
-          return this.#mismatch(flight);
+        if (claim.fingerprint === null) {
+          return await this.#unreadable(flight, claim.retryAfterMs);
         }
-        return this.#conflict(flight, claim.fingerprint, claim.retryAfterMs);
+        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        return this.#conflict(flight, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
     }
@@ -199,24 +200,50 @@ export class Guard<A extends unknown[]> {
 
   #conflict(
     flight: Flight<A>,
-    fingerprint: string | null,
     retryAfterMs: number,
   ): Response | Promise<Response> {
     const { slot } = flight;
-    const unreadable = fingerprint === null;
     this.#report(
-      () => ({ type: "conflict", slot, retryAfterMs, unreadable }),
+      () => ({ type: "conflict", slot, retryAfterMs, unreadable: false }),
       flight.started,
     );
-    const retryAfter = unreadable
-      ? wholeSeconds(retryAfterMs)
-      : this.#settleTime.retryAfterSeconds(
-        retryAfterMs,
-        // The time since the holder's claim or last renewal.
-        Math.max(0, this.#config.lease - retryAfterMs),
-      );
+    const retryAfter = this.#settleTime.retryAfterSeconds(
+      retryAfterMs,
+      // The time since the holder's claim or last renewal.
+      Math.max(0, this.#config.lease - retryAfterMs),
+    );
     const render = this.#config.renderProblem;
     return reject(flight.request, "inFlight", { retryAfter }, render);
+  }
+
+  /**
+   * The key's record cannot be read: 500, the handler never run, and the
+   * event says when the value expires (`null`: never, until forgotten) when
+   * someone listens (docs/architecture.md, Unreadable is in flight).
+   */
+  async #unreadable(
+    flight: Flight<A>,
+    retryAfterMs: number,
+  ): Promise<Response> {
+    const { slot } = flight;
+    const { store, onEvent, renderProblem } = this.#config;
+    let expiresAt: number | null | undefined;
+    if (onEvent !== undefined && store.peek !== undefined) {
+      try {
+        const found = await store.peek(slot!);
+        if (found.state !== "absent") expiresAt = found.expiresAt;
+      } catch {
+        // The event goes without it; the answer is the same.
+      }
+    }
+    this.#report(() => ({
+      type: "conflict",
+      slot,
+      retryAfterMs,
+      unreadable: true,
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+    }), flight.started);
+    return await reject(flight.request, "unreadable", {}, renderProblem);
   }
 
   #mismatch(flight: Flight<A>): Response | Promise<Response> {

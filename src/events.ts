@@ -22,7 +22,10 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *
  * - `claimed`: the handler runs (`recovered`: an expired lease taken over).
  * - `replayed`: a completed response answered again (`waited`: after a wait).
- * - `conflict`: 409, the key in flight (`unreadable`: its value could not be read).
+ * - `conflict`: 409, the key in flight; or, `unreadable`, 500: its value
+ *   could not be read (`expiresAt`, when the store's `peek` told: when it
+ *   goes, epoch ms; `null`: the store reports no expiry, as Redis for a
+ *   value without a TTL, which stays until an operator forgets it).
  * - `mismatch`: 422, the key used for a different request.
  * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
@@ -67,7 +70,12 @@ export type IdempotencyEvent =
     omitted?: OmittedReason;
     waited?: true;
   }
-  | EventBase & { type: "conflict"; retryAfterMs: number; unreadable: boolean }
+  | EventBase & {
+    type: "conflict";
+    retryAfterMs: number;
+    unreadable: boolean;
+    expiresAt?: number | null;
+  }
   | EventBase & { type: "mismatch" }
   | EventBase & {
     type: "rejected";

@@ -87,6 +87,8 @@ const T = {
   credentials: "tests/idempotency_credentials_test.ts",
   unstored: "tests/idempotency_unstored_headers_test.ts",
   sealing: "tests/idempotency_sealing_test.ts",
+  logging: "tests/logging_test.ts",
+  unreadable: "tests/idempotency_unreadable_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -445,11 +447,12 @@ export const MUTANTS: Mutant[] = [
   {
     id: "rule6-unreadable-is-mismatch",
     file: GUARD,
-    text:
-      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {",
-    replacement: "if (claim.fingerprint !== fingerprint) {",
+    text: `if (claim.fingerprint === null) {
+          return await this.#unreadable(flight, claim.retryAfterMs);
+        }`,
+    replacement: "if (false) {",
     tests: [T.e2e],
-    what: "rule 6: an unreadable value answers 422 instead of 409",
+    what: "rule 6: an unreadable value answers 422 instead of 500 unreadable",
   },
   {
     id: "rule7-slot-ignores-scope",
@@ -873,11 +876,40 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-conflict-never-unreadable",
     file: GUARD,
-    text: "const unreadable = fingerprint === null;",
-    replacement: "const unreadable = false;",
+    text: "      unreadable: true,\n      ...(expiresAt",
+    replacement: "      unreadable: false,\n      ...(expiresAt",
     tests: [T.protocol],
     what:
-      "a 409 on a value the store cannot read is reported as a live claim's",
+      "a 500 on a value the store cannot read is reported as a live claim's 409",
+  },
+  {
+    id: "guard-unreadable-as-in-flight",
+    file: GUARD,
+    text:
+      `return await reject(flight.request, "unreadable", {}, renderProblem);`,
+    replacement:
+      `return await reject(flight.request, "inFlight", { retryAfter: 30 }, renderProblem);`,
+    tests: [T.protocol],
+    what:
+      "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
+  },
+  {
+    id: "guard-unreadable-expiry-dropped",
+    file: GUARD,
+    text: 'if (found.state !== "absent") expiresAt = found.expiresAt;',
+    replacement: "",
+    tests: [T.unreadable],
+    what:
+      "an unreadable value's event lacks its expiry: a value without a TTL is not logged as staying for ever",
+  },
+  {
+    id: "log-unreadable-forever-as-expiring",
+    file: "src/_log.ts",
+    text: "if (expiresAt === null) {",
+    replacement: "if (expiresAt === 0) {",
+    tests: [T.logging],
+    what:
+      "a value without a TTL is logged as if it expired: 'until they expire'",
   },
   {
     id: "guard-unreachable-as-in-flight",
@@ -903,15 +935,6 @@ export const MUTANTS: Mutant[] = [
     replacement: "",
     tests: [T.protocol],
     what: "the replayed event of an omitted body does not say so",
-  },
-  {
-    id: "guard-unreadable-hint-estimated",
-    file: GUARD,
-    text: "const retryAfter = unreadable\n      ? wholeSeconds(retryAfterMs)",
-    replacement: "const retryAfter = false\n      ? wholeSeconds(retryAfterMs)",
-    tests: [T.protocol],
-    what:
-      "an unreadable value's Retry-After is the settle estimate, not the store's hint",
   },
   {
     id: "guard-claimed-never-recovered",
