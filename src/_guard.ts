@@ -2,6 +2,7 @@
 /** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
 import { bodyInit } from "./_bytes.ts";
+import { markClaimed } from "./_claimed.ts";
 import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
@@ -294,6 +295,7 @@ export class Guard<A extends unknown[]> {
     const running = performance.now();
     try {
       const request = rebuild(flight.request, body);
+      markClaimed(request);
       const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
       const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;

@@ -89,6 +89,7 @@ const T = {
   sealing: "tests/idempotency_sealing_test.ts",
   logging: "tests/logging_test.ts",
   unreadable: "tests/idempotency_unreadable_test.ts",
+  keyless: "tests/stores/transactional_keyless_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -905,8 +906,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-unreadable-forever-as-expiring",
     file: "src/_log.ts",
-    text: "if (expiresAt === null) {",
-    replacement: "if (expiresAt === 0) {",
+    text: "(Redis: no TTL), so it may stay for ever:",
+    replacement: "(Redis: no TTL), so it stays until it expires:",
     tests: [T.logging],
     what:
       "a value without a TTL is logged as if it expired: 'until they expire'",
@@ -3076,5 +3077,49 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (false) {",
     tests: ["tests/whole_body_test.ts"],
     what: "a body held in memory goes through a stream and a capture",
+  },
+  // --- issue 29, item 9: transactional handlers on requests no store claimed
+  {
+    id: "postgres-transactional-keyless-refused",
+    file: "src/stores/postgres.ts",
+    text: "if (!this.#units.has(request) && !isClaimed(request)) {",
+    replacement: "if (false) {",
+    tests: [T.keyless],
+    what:
+      "a transactional handler answers a keyless request with 'No transaction for this request'",
+  },
+  {
+    id: "guard-claimed-unmarked",
+    file: GUARD,
+    text: "      markClaimed(request);\n",
+    replacement: "",
+    tests: [T.keyless],
+    what:
+      "a request a FailoverStore claimed gets a plain transaction that commits apart from its record",
+  },
+  {
+    id: "postgres-keyless-commits-on-throw",
+    file: "src/stores/_postgres_transaction.ts",
+    text: "    response = await run(tx);\n",
+    replacement:
+      "    response = await Promise.resolve(run(tx)).catch(() => new Response(null, { status: 500 }));\n",
+    tests: [T.keyless],
+    what: "a keyless handler that throws keeps its rows",
+  },
+  {
+    id: "kv-transactional-keyless-uncommitted",
+    file: "src/stores/kv.ts",
+    text: "const { ok } = await unlocked(() => op.commit());",
+    replacement: "const ok = true;",
+    tests: [T.keyless],
+    what: "a keyless KV handler's writes are never committed",
+  },
+  {
+    id: "kv-transactional-keyless-check-ignored",
+    file: "src/stores/kv.ts",
+    text: "      if (!ok) {\n        await response.body?.cancel();",
+    replacement: "      if (false) {\n        await response.body?.cancel();",
+    tests: [T.keyless],
+    what: "a keyless KV commit whose check failed answers as if committed",
   },
 ];
