@@ -90,6 +90,7 @@ const T = {
   logging: "tests/logging_test.ts",
   unreadable: "tests/idempotency_unreadable_test.ts",
   keyless: "tests/stores/transactional_keyless_test.ts",
+  clientDefaults: "tests/client_defaults_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -3121,5 +3122,23 @@ export const MUTANTS: Mutant[] = [
     replacement: "      if (false) {\n        await response.body?.cancel();",
     tests: [T.keyless],
     what: "a keyless KV commit whose check failed answers as if committed",
+  },
+  // --- issue 29, item 10: /client's default retryStatuses
+  {
+    id: "client-default-retries-500",
+    file: "src/_client_options.ts",
+    text: "options.retryStatuses ?? [502, 504]",
+    replacement: "options.retryStatuses ?? [500, 502, 504]",
+    tests: [T.clientDefaults],
+    what:
+      "the default client retries 500: a handler that charged then answered 500 charges twice",
+  },
+  {
+    id: "client-default-drops-504",
+    file: "src/_client_options.ts",
+    text: "options.retryStatuses ?? [502, 504]",
+    replacement: "options.retryStatuses ?? [502]",
+    tests: [T.clientDefaults],
+    what: "a gateway timeout (504) is no longer retried by default",
   },
 ];
