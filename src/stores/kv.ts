@@ -72,6 +72,13 @@ export interface KvStoreOptions {
   onEvent?: (event: StoreEvent) => void;
 }
 
+/** A handler given its request's KvMutations: {@linkcode KvStore.transactional}. */
+export type AtomicHandler<A extends unknown[]> = (
+  request: Request,
+  atomic: KvMutations,
+  ...args: A
+) => Response | Promise<Response>;
+
 /**
  * An {@linkcode IdempotencyStore} on Deno KV: a local file
  * (`Deno.openKv("./idempotency.db")`) keeps one process's records across
@@ -110,13 +117,6 @@ export interface KvStoreOptions {
  * await Deno.remove(path);
  * ```
  */
-/** A handler whose Deno KV writes commit with its request's record: {@linkcode KvStore.transactional}. */
-export type AtomicHandler<A extends unknown[]> = (
-  request: Request,
-  atomic: KvMutations,
-  ...args: A
-) => Response | Promise<Response>;
-
 export class KvStore implements IdempotencyStore {
   #slots: KvSlots;
   #orphans = new Orphans((slot, token) => this.release(slot, token));
