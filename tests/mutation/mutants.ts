@@ -950,8 +950,8 @@ export const MUTANTS: Mutant[] = [
     id: "guard-completed-mismatch-replayed",
     file: GUARD,
     text:
-      "if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);",
-    replacement: "",
+      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        const { encryption } = config;",
+    replacement: "        const { encryption } = config;",
     tests: [T.protocol],
     what: "a key reused with another body after completion replays, not 422",
   },
@@ -959,8 +959,8 @@ export const MUTANTS: Mutant[] = [
     id: "guard-in-flight-mismatch-as-conflict",
     file: GUARD,
     text:
-      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {\n          return this.#mismatch(flight);",
-    replacement: "if (false) {\n          return this.#mismatch(flight);",
+      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        return this.#conflict(",
+    replacement: "        return this.#conflict(",
     tests: [T.protocol],
     what: "a key reused with another body while in flight answers 409, not 422",
   },
