@@ -3141,4 +3141,24 @@ export const MUTANTS: Mutant[] = [
     tests: [T.clientDefaults],
     what: "a gateway timeout (504) is no longer retried by default",
   },
+  {
+    id: "problem-unreadable-409",
+    file: "src/problem.ts",
+    text: '    status: 500,\n    title: "Idempotency record unreadable",',
+    replacement:
+      '    status: 409,\n    title: "Idempotency record unreadable",',
+    tests: [T.protocol],
+    what:
+      "an unreadable record answers 409, which /client and Stripe's SDK retry on their own",
+  },
+  {
+    id: "problem-unreadable-retry-after",
+    file: "src/problem.ts",
+    text: '    title: "Idempotency record unreadable",\n',
+    replacement:
+      '    title: "Idempotency record unreadable",\n    retryAfter: () => 30,\n',
+    tests: [T.unreadable],
+    what:
+      "an unreadable record's answer carries a Retry-After that invites a day of retries",
+  },
 ];
