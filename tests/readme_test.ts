@@ -79,7 +79,6 @@ import { freePort } from "./_support/http.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
-const README = new URL("README.md", ROOT);
 /** The documents whose blocks run here: the README and the pages it links. */
 const DOCUMENTS = ["README.md", "docs/examples.md", "docs/operations.md"];
 const CONTRIBUTING = new URL("CONTRIBUTING.md", ROOT);
