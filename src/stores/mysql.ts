@@ -20,6 +20,7 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { isClaimed } from "../_claimed.ts";
 import {
   knownOptions,
   optionalFunction,
@@ -112,6 +113,8 @@ export interface MysqlSweepOptions {
 }
 
 const OPTIONS = ["pool", "table", "timeoutMs", "onEvent"];
+const CLAIMED_ELSEWHERE =
+  "No transaction for this request: another store's middleware claimed it (a FailoverStore opens none), so its rows could not commit with its record";
 const CLAIM_ATTEMPTS = 4;
 
 /**
@@ -204,22 +207,16 @@ export class MysqlStore implements IdempotencyStore {
   async migrate(): Promise<void> {
     const conn = await this.#pool.getConnection();
     try {
-      await conn.query("SET @idempotent_mode = @@SESSION.sql_mode");
+      // This session's sql_mode changes: the connection is closed, not reused.
       await conn.query(`SET SESSION sql_mode = '${STRICT_MODE}'`);
-      try {
-        for (const statement of mysqlMigration(this.#name)) {
-          try {
-            await conn.query(statement);
-          } catch (error) {
-            // ER_SP_ALREADY_EXISTS: an earlier or concurrent migration made it.
-            if ((error as { errno?: unknown })?.errno !== 1304) throw error;
-          }
-        }
-      } finally {
-        await conn.query("SET SESSION sql_mode = @idempotent_mode");
+      for (const statement of mysqlMigration(this.#name)) {
+        // ER_SP_ALREADY_EXISTS: an earlier or concurrent migration made it.
+        await conn.query(statement).catch((error) => {
+          if (error?.errno !== 1304) throw error;
+        });
       }
     } finally {
-      conn.release();
+      conn.destroy();
     }
   }
 
@@ -332,7 +329,8 @@ export class MysqlStore implements IdempotencyStore {
    * rolled back when it throws. Use only the connection given, and do not
    * `release()` it: the store does.
    *
-   * @throws {TypeError} When `handler` is not a function.
+   * @throws {TypeError} When `handler` is not a function; from the wrapper,
+   * on a request another store's middleware claimed (a FailoverStore's).
    * @throws {RangeError} When the pool (`connectionLimit`) holds fewer than
    * two connections: the transaction holds one, the renewals need another.
    *
@@ -356,11 +354,13 @@ export class MysqlStore implements IdempotencyStore {
     assertPool(this.#pool);
     return async (request, ...args) => {
       const unit = this.#units.get(request);
-      if (unit === undefined) {
-        const run = (tx: MysqlConnection) => handler(request, tx, ...args);
-        return await inPlainTransaction(this.#setup, run);
+      if (unit !== undefined) {
+        return await handler(request, await unit.open(), ...args);
       }
-      return await handler(request, await unit.open(), ...args);
+      // Another store's claim: its rows could not commit with its record.
+      if (isClaimed(request)) throw new TypeError(CLAIMED_ELSEWHERE);
+      const run = (tx: MysqlConnection) => handler(request, tx, ...args);
+      return await inPlainTransaction(this.#setup, run);
     };
   }
 

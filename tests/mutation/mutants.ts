@@ -158,6 +158,15 @@ export const MUTANTS: Mutant[] = [
     what: "the claim procedure runs under a lax sql_mode and truncates",
   },
   {
+    id: "mysql-transactional-other-store",
+    file: "src/stores/mysql.ts",
+    text: "if (isClaimed(request)) throw new TypeError(CLAIMED_ELSEWHERE);",
+    replacement: "",
+    tests: [T.mysqlTransaction],
+    what:
+      "a request another store claimed commits its rows apart from its record",
+  },
+  {
     id: "mysql-lost-unit-commits",
     file: "src/stores/_mysql_transaction.ts",
     text: "if (written !== 1) {",

@@ -72,7 +72,7 @@ myTest(
       await Promise.all(Array.from({ length: 5 }, () => store.migrate()));
       await store.migrate();
       assert.equal((await store.claim("s", opts("f"))).state, "acquired");
-      // migrate() gives its connections back with their own sql_mode.
+      // migrate() leaves no pooled connection in its strict sql_mode.
       const modes = await Promise.all(Array.from({ length: 6 }, mode));
       assert.deepEqual([...new Set(modes)], [before]);
     } finally {

@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import type mysql from "mysql2/promise";
 import { idempotency } from "../../src/idempotency.ts";
 import type { IdempotencyEvent } from "../../src/events.ts";
+import { MemoryStore } from "../../src/stores/memory.ts";
 import { MysqlStore } from "../../src/stores/mysql.ts";
 import type { MysqlConnection } from "../../src/stores/mysql.ts";
 import { post } from "../_support/http.ts";
@@ -339,3 +340,27 @@ async function untilNot503(
   });
   return last!;
 }
+
+myTest(
+  "MysqlStore.transactional() refuses a request another store's middleware claimed: its rows could not commit with that record",
+  () =>
+    withEffects(async (store, pool, effects) => {
+      let runs = 0;
+      const handler = idempotency(
+        store.transactional(async (request, tx) => {
+          runs++;
+          await insert(tx, effects, request);
+          return new Response("ran", { status: 201 });
+        }),
+        { scope: "global", store: new MemoryStore() },
+      );
+      await assert.rejects(
+        async () => await handler(post("k1")),
+        (error: unknown) =>
+          error instanceof TypeError &&
+          /another store's middleware claimed it/.test(error.message),
+      );
+      assert.equal(runs, 0);
+      assert.equal(await count(pool, effects), 0);
+    }),
+);
