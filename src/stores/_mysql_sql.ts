@@ -5,6 +5,7 @@ import { Buffer } from "node:buffer";
 import type { PoolConnection } from "mysql2/promise";
 import type { ClaimResult, PeekResult, StoredResponse } from "../store.ts";
 import { RECORD_VERSION } from "../_record.ts";
+import { SEALED_HEADER } from "../_seal.ts";
 import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
 
 /** A value bound to a `?` placeholder. */
@@ -222,6 +223,7 @@ WHERE ${fenced}`,
     // unreadable and stays (docs/architecture.md, Inspect and forget).
     peek: `SELECT version, state, fingerprint, (token IS NOT NULL) AS has_token,
   status, headers, OCTET_LENGTH(body) AS body_bytes, omitted,
+  CASE WHEN ? = 1 THEN body END AS body,
   ${epochMs("created_at")} AS claimed_at,
   ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
   ${epochMs("expires_at")} AS expires_at
@@ -230,7 +232,14 @@ FROM ${t} WHERE slot = ? AND ${live}`,
     stats: `SELECT
   CAST(COALESCE(SUM(${readable} AND state = 'in_flight' AND token IS NOT NULL), 0) AS SIGNED) AS in_flight,
   CAST(COALESCE(SUM(${readable} AND state = 'completed' AND status IS NOT NULL), 0) AS SIGNED) AS completed,
-  COUNT(*) AS total
+  COUNT(*) AS total,
+  (SELECT COALESCE(JSON_OBJECTAGG(id, n), '{}') FROM (SELECT id, COUNT(*) AS n
+    FROM (SELECT CASE WHEN NOT JSON_VALID(headers) THEN NULL WHEN JSON_LENGTH(
+      headers) = 1 THEN SUBSTRING_INDEX(SUBSTRING_INDEX(CONCAT(JSON_UNQUOTE(
+      JSON_EXTRACT(headers, '$[0][1]')), ';'), ';', 2), ';', -1) END AS id FROM ${t}
+      WHERE ${live} AND ${readable} AND state = 'completed' AND status IS NOT NULL
+      AND headers LIKE '[["${SEALED_HEADER}",%') AS l
+    WHERE id IS NOT NULL GROUP BY id) AS s) AS sealed
 FROM ${t} WHERE ${live}`,
     sweep: (batchSize) =>
       `DELETE FROM ${t} WHERE expires_at <= ${NOW} ORDER BY expires_at LIMIT ${batchSize}`,
@@ -288,8 +297,12 @@ export function decodeMysqlClaim(
 }
 
 /** Reads the row of the `peek` statement (PostgresStore's reading). */
-export function decodeMysqlPeek(row: MysqlRow | undefined): PeekResult {
-  return decodePeek(row && { ...row, has_token: truth(row.has_token) });
+export function decodeMysqlPeek(
+  row: MysqlRow | undefined,
+  withResponse: boolean,
+): PeekResult {
+  const read = row && { ...row, has_token: truth(row.has_token) };
+  return decodePeek(read, withResponse);
 }
 
 /** Connection errors after which nothing was sent, so nothing committed. */

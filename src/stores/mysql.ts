@@ -12,6 +12,7 @@ import type {
   ClaimResult,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreEvent,
@@ -21,6 +22,7 @@ import type {
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
 import { isClaimed } from "../_claimed.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   optionalFunction,
@@ -76,33 +78,22 @@ export type { MysqlTransactionalHandler } from "./_mysql_transaction.ts";
 /** Options of the {@linkcode MysqlStore} constructor. */
 export interface MysqlStoreOptions {
   /**
-   * A mysql2/promise pool, `mysql.createPool(url)`; the store never ends it.
-   * It must keep mysql2's default `MULTI_RESULTS` flag (a `CALL` answers
-   * with result sets); `FOUND_ROWS` may be on (mysql2's default) or off.
+   * A mysql2/promise pool, `mysql.createPool(url)`, never ended by the store;
+   * `FOUND_ROWS` on (mysql2's default) or off, `MULTI_RESULTS` kept.
    */
   pool: MysqlPool;
   /**
-   * The table, optionally `database.table`, each part quoted as written, the
-   * table part at most 55 characters (its claim procedure is
-   * `<table>_claim_v1`, beside it).
-   *
-   * @default {"idempotency_keys"}
+   * The table, optionally `database.table`, at most 55 characters (its claim
+   * procedure `<table>_claim_v1` is beside it). @default {"idempotency_keys"}
    */
   table?: string;
   /**
-   * How long one operation may take, in milliseconds, waiting for a pooled
-   * connection included (docs/architecture.md, "Store calls and deadlines").
-   * The statement is never killed; for the server to stop waiting on locks,
-   * set `innodb_lock_wait_timeout`.
-   *
-   * @default {2000}
+   * How long one operation may take, in ms, a pooled connection's wait
+   * included (docs/architecture.md, "Store calls and deadlines"); nothing is
+   * killed: set `innodb_lock_wait_timeout` for the server. @default {2000}
    */
   timeoutMs?: number;
-  /**
-   * Receives each {@linkcode StoreEvent}: the end of each undo of a claim
-   * that failed but may have committed; a throw is ignored.
-   * @default {undefined}
-   */
+  /** Receives each {@linkcode StoreEvent} (an undo's end); a throw is ignored. */
   onEvent?: (event: StoreEvent) => void;
 }
 
@@ -120,15 +111,13 @@ const CLAIM_ATTEMPTS = 4;
 /**
  * An {@linkcode IdempotencyStore} in a MySQL 8 or MariaDB 10.6+ table (InnoDB),
  * through [mysql2](https://github.com/sidorares/node-mysql2), one row per
- * slot. A claim reads the row (a replay or a conflict: that is all, no
- * lock); a slot absent takes one plain `INSERT`, a free one a `CALL` of the
- * procedure {@linkcode MysqlStore.migrate} creates. Each other operation is
- * one statement; every time is the database's
- * `UTC_TIMESTAMP(6)`. No outcome rests on an affected-rows count that
- * `CLIENT_FOUND_ROWS` changes, nor on `INSERT IGNORE` or `GET_LOCK`.
- * Tested on MariaDB 10.11; MySQL 8.0 by its manual only (no RETURNING, no
- * MariaDB-only SQL is used). A claim that fails but may have committed is
- * undone by its token (docs/architecture.md, "Nothing left behind").
+ * slot. A claim reads the row (a replay or a conflict: no lock, no more); an
+ * absent slot takes a plain `INSERT`, a free one a `CALL` of the procedure
+ * {@linkcode MysqlStore.migrate} creates; other operations are one statement,
+ * on the server's `UTC_TIMESTAMP(6)`. No outcome rests on an affected-rows
+ * count `CLIENT_FOUND_ROWS` changes, `INSERT IGNORE` or `GET_LOCK`. Tested on
+ * MariaDB 10.11; MySQL 8.0 by its manual only (no MariaDB-only SQL). A claim
+ * that failed but may have committed is undone by its token.
  *
  * @example Guard a handler with records in MySQL or MariaDB
  * ```ts ignore
@@ -279,10 +268,8 @@ export class MysqlStore implements IdempotencyStore {
     // the row between the procedure's upsert and its read. Look again.
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const row = await this.#calls.run("claim", work, undo);
-      if (row === undefined || (truth(row.free) && row.token !== token)) {
-        continue;
-      }
-      return decodeMysqlClaim(row, token);
+      const changed = truth(row?.free) && row?.token !== token;
+      if (row !== undefined && !changed) return decodeMysqlClaim(row, token);
     }
     return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
   }
@@ -318,16 +305,13 @@ export class MysqlStore implements IdempotencyStore {
   }
 
   /**
-   * Wraps a handler so that it receives a connection in a transaction as its
-   * second argument: on a request this store's middleware claimed, the
-   * handler's SQL on it commits with the record or not at all (the record is
-   * written on the same connection, fenced by the token, then `COMMIT`); a
-   * throw, an uncacheable response or a lost claim (409) rolls back. The
-   * claim stays outside, committed at once, its lease renewed on other
-   * connections. Any other request (no key, a method not guarded) gets a
-   * plain transaction of its own: committed when the handler returns,
-   * rolled back when it throws. Use only the connection given, and do not
-   * `release()` it: the store does.
+   * Wraps a handler so that it receives a connection in a READ COMMITTED
+   * transaction: on a request this store's middleware claimed, its SQL commits
+   * with the record (written on it, fenced, then `COMMIT`) or not at all (a
+   * throw, an uncacheable response, a lost claim: 409). The claim is outside,
+   * its lease renewed on other connections. A request no store claimed gets a
+   * plain transaction: committed on return, rolled back on a throw. The store
+   * releases the connection.
    *
    * @throws {TypeError} When `handler` is not a function; from the wrapper,
    * on a request another store's middleware claimed (a FailoverStore's).
@@ -384,9 +368,11 @@ export class MysqlStore implements IdempotencyStore {
    * the body), times on the database's clock; `claimedAt` is the row's
    * `created_at`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return decodeMysqlPeek(rowsOf(await this.#run("peek", [slot]))[0]);
+    const response = options?.response === true;
+    const rows = rowsOf(await this.#run("peek", [response ? 1 : 0, slot]));
+    return decodeMysqlPeek(rows[0], response);
   }
 
   /**
@@ -408,7 +394,14 @@ export class MysqlStore implements IdempotencyStore {
     const count = (name: string) => Number(row[name]) || 0;
     const [inFlight, completed] = [count("in_flight"), count("completed")];
     const unreadable = count("total") - inFlight - completed;
-    return { inFlight, completed, unreadable, exact: true };
+    const sealed = new SealCount(); // MySQL 8 parses JSON; MariaDB's is text
+    const ids = typeof row.sealed === "string"
+      ? JSON.parse(row.sealed)
+      : row.sealed;
+    for (const [id, n] of Object.entries(ids ?? {})) {
+      sealed.addId(id, Number(n));
+    }
+    return { inFlight, completed, unreadable, exact: true, ...sealed.counts };
   }
 
   #run(
@@ -430,23 +423,16 @@ const fenced = (result: MysqlResult): WriteOutcome =>
   affectedOf(result) === 1 ? "applied" : "lost";
 
 /** A failed call's error, with what to do when the table is missing. */
-function failure(
-  operation: Operation,
-  cause: unknown,
-  table: string,
-): StoreError {
+function failure(operation: Operation, cause: unknown, table: string) {
   const reason = cause instanceof Error ? cause.message : String(cause);
-  // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST: never migrated here.
   const errno = (cause as { errno?: unknown } | null)?.errno;
-  const missing = errno === 1146 || errno === 1305
+  // ER_NO_SUCH_TABLE, ER_SP_DOES_NOT_EXIST: never migrated here.
+  const fix = errno === 1146 || errno === 1305
     ? `: run \`await store.migrate()\` (or mysqlMigration()'s SQL) on ${
       JSON.stringify(table)
     } before serving`
     : "";
-  return new StoreError(
-    `MySQL ${operation} failed${
-      WRITES.has(operation) ? " (outcome unknown)" : ""
-    }: ${reason}${missing}`,
-    { operation, cause },
-  );
+  const unknown = WRITES.has(operation) ? " (outcome unknown)" : "";
+  const message = `MySQL ${operation} failed${unknown}: ${reason}${fix}`;
+  return new StoreError(message, { operation, cause });
 }

@@ -125,6 +125,15 @@ export const MUTANTS: Mutant[] = [
     what: "a claim never takes over an expired record or lease",
   },
   {
+    id: "mysql-peek-without-response",
+    file: MYSQL_SQL,
+    text: "CASE WHEN ? = 1 THEN body END AS body,",
+    replacement: "CASE WHEN ? = 2 THEN body END AS body,",
+    tests: ["tests/cli_sealed_test.ts"],
+    what:
+      "peek({ response: true }) gives no body: a sealed record cannot be opened",
+  },
+  {
     id: "mysql-slot-collated",
     file: MYSQL_SQL,
     text: "slot VARBINARY(256) NOT NULL PRIMARY KEY,",

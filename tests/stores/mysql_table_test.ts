@@ -167,6 +167,7 @@ myTest(
         completed: 2,
         unreadable: kinds.length - 2,
         exact: true,
+        sealed: {},
       });
       assert.equal(await store.forget("no_deadline"), "deleted");
       assert.equal(await store.forget("no_deadline"), "absent");
