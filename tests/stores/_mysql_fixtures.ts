@@ -12,6 +12,7 @@ import { MysqlStore, type MysqlStoreOptions } from "../../src/stores/mysql.ts";
 import type { PoisonKind } from "../../src/testing.ts";
 import { integrationTest, uniquePrefix } from "../_support/services.ts";
 import { MYSQL_IGNORE, mysqlPool } from "../_support/mariadb.ts";
+import { waitFor } from "../_support/time.ts";
 
 export { ok, opts } from "./_postgres_fixtures.ts";
 
@@ -52,6 +53,25 @@ export async function withStore(
     await dropStore(db, table).catch(() => {});
     await db.end();
   }
+}
+
+/**
+ * Waits until the row of `slot` is past its lease (`column` `lease_until`) or
+ * its TTL (`expires_at`) on the server's clock: a state, not a duration.
+ */
+export async function untilPast(
+  pool: mysql.Pool,
+  table: string,
+  slot: string,
+  column: "lease_until" | "expires_at" = "lease_until",
+): Promise<void> {
+  await waitFor(`${slot}'s ${column} to pass`, async () => {
+    const [rows] = await pool.execute(
+      `SELECT ${column} <= UTC_TIMESTAMP(6) AS past FROM \`${table}\` WHERE slot = ?`,
+      [slot],
+    );
+    return (rows as { past: number }[])[0]?.past === 1;
+  });
 }
 
 /** The kinds of row that no MysqlStore writes. */

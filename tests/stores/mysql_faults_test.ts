@@ -21,9 +21,9 @@ import {
   mysqlPool,
   startMariadbServer,
 } from "../_support/mariadb.ts";
-import { sleep, waitFor } from "../_support/time.ts";
+import { waitFor } from "../_support/time.ts";
 import { untilRunsAgain, warmCountingHandler } from "../_support/stores.ts";
-import { myTest, ok, opts, withStore } from "./_mysql_fixtures.ts";
+import { myTest, ok, opts, untilPast, withStore } from "./_mysql_fixtures.ts";
 
 const privateIgnore = await mariadbServerIgnore();
 
@@ -75,7 +75,7 @@ myTest(
       timed.subscribe((event) => subscribed.push(event));
       const old = await store.claim("late", opts("old", { leaseMs: 1 }));
       assert.equal(old.state, "acquired");
-      await sleep(5); // free: its lease ran out, so the read hands on to the CALL
+      await untilPast(pool, table, "late"); // free: the read hands on to the CALL
       const admin = await pool.getConnection();
       try {
         await admin.query("START TRANSACTION");
@@ -185,7 +185,7 @@ myTest(
       const timed = new MysqlStore({ pool, table, timeoutMs: 300 });
       const claim = await store.claim("locked", opts("l", { leaseMs: 1 }));
       assert.equal(claim.state, "acquired");
-      await sleep(5); // the lease ran out: the next claim must take the row over
+      await untilPast(pool, table, "locked"); // the next claim takes the row over
       const admin = await pool.getConnection();
       try {
         await admin.query("START TRANSACTION");

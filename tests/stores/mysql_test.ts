@@ -24,6 +24,7 @@ import {
   myTest,
   opts,
   plant,
+  untilPast,
   withStore,
 } from "./_mysql_fixtures.ts";
 
@@ -85,30 +86,33 @@ for (const flags of ["FOUND_ROWS", "-FOUND_ROWS"]) {
   myTest(
     `MysqlStore gives one of 20 concurrent takeovers of an expired lease the slot (flags ${flags})`,
     () =>
-      withStore({ connectionLimit: 20, flags: [flags] }, async (store) => {
-        for (let round = 0; round < 3; round++) {
-          const slot = `takeover-${round}`;
-          const first = await store.claim(slot, opts("old", { leaseMs: 1 }));
-          assert.equal(first.state, "acquired");
-          await sleep(10);
-          const results = await Promise.all(
-            Array.from({ length: 20 }, (_, i) =>
-              store.claim(slot, opts(`fp-${i}`))),
-          );
-          const winners = results.filter((r) =>
-            r.state === "acquired"
-          );
-          assert.equal(winners.length, 1, JSON.stringify(results));
-          assert.equal(
-            winners[0]?.state === "acquired" && winners[0].recovered,
-            true,
-          );
-          for (const r of results) {
-            if (r.state === "in_flight") {
-              assert.match(r.fingerprint ?? "", /^fp-/);
+      withStore(
+        { connectionLimit: 20, flags: [flags] },
+        async (store, pool, table) => {
+          for (let round = 0; round < 3; round++) {
+            const slot = `takeover-${round}`;
+            const first = await store.claim(slot, opts("old", { leaseMs: 1 }));
+            assert.equal(first.state, "acquired");
+            await untilPast(pool, table, slot);
+            const results = await Promise.all(
+              Array.from({ length: 20 }, (_, i) =>
+                store.claim(slot, opts(`fp-${i}`))),
+            );
+            const winners = results.filter((r) =>
+              r.state === "acquired"
+            );
+            assert.equal(winners.length, 1, JSON.stringify(results));
+            assert.equal(
+              winners[0]?.state === "acquired" && winners[0].recovered,
+              true,
+            );
+            for (const r of results) {
+              if (r.state === "in_flight") {
+                assert.match(r.fingerprint ?? "", /^fp-/);
+              }
             }
           }
-        }
-      }),
+        },
+      ),
   );
 }
