@@ -17,11 +17,12 @@
  * names; each situation has exactly one. Its lines, in order, are steps,
  * each checked before the next:
  *
- * - `# answer: STATUS [problem-ANCHOR] [replayed]`: the situation's keyed
- *   request (the same request every time: `POST /payments` with `$KEY` as
- *   `acct_1`) is sent now and gets STATUS; with an anchor, a problem whose
- *   `type` ends in `#problem-ANCHOR`; `replayed` exactly when the answer is
- *   a replay (`Idempotent-Replayed: true`).
+ * - `# answer: STATUS [problem-ANCHOR] [replayed] [without Retry-After]`:
+ *   the situation's keyed request (the same request every time: `POST
+ *   /payments` with `$KEY` as `acct_1`) is sent now and gets STATUS; with an
+ *   anchor, a problem whose `type` ends in `#problem-ANCHOR`; `replayed`
+ *   exactly when the answer is a replay (`Idempotent-Replayed: true`); with
+ *   `without Retry-After`, no such header.
  * - `# log: TEXT`: the app wrote a line TEXT (`…` matches anything): waited
  *   for, within 30 s.
  * - `# metric: NAME [ATTRIBUTE=VALUE …]`: the app exported a data point of
@@ -122,7 +123,10 @@ function randomKey(): string {
  * stops, in `finally`.
  */
 export const SITUATIONS: Record<string, Setup> = {
-  /** Redis stopped under the README's RedisStore. */
+  /**
+   * `$KEY` completed; then Redis (no persistence) stopped under the README's
+   * RedisStore.
+   */
   async "store-unreachable"(block) {
     await using redis = await startRedisServer();
     const { receiver, env } = telemetry();
@@ -131,6 +135,7 @@ export const SITUATIONS: Record<string, Setup> = {
     let app = await startApp(base);
     try {
       const key = crypto.randomUUID();
+      assert.equal((await app.pay(key)).status, 201);
       await redis.kill();
       await block({
         vars: { REDIS_URL: redis.url, KEY: key },
@@ -185,29 +190,29 @@ export const SITUATIONS: Record<string, Setup> = {
     }
   },
 
-  /**
-   * `$KEY`'s handler hung and its process was killed (SIGKILL), leaving the
-   * record in flight for the rest of its lease; the app was started again.
-   */
+  /** `$KEY`'s handler hangs (its payment provider never answers). */
   async "stuck-409"(block) {
     await using redis = await startRedisServer();
     const { receiver, env } = telemetry();
     await using _ = receiver;
-    const base = { ...env, RUNBOOK_STORE: "redis", REDIS_URL: redis.url };
-    const key = crypto.randomUUID();
-    const hung = await startApp({ ...base, RUNBOOK_HANG: "1" });
-    const lost = hung.pay(key).catch(() => null); // the connection dies with it
-    await hung.waitForLine("handler entered");
-    await hung.kill();
-    await lost;
-    const app = await startApp(base);
+    const app = await startApp({
+      ...env,
+      RUNBOOK_STORE: "redis",
+      REDIS_URL: redis.url,
+      RUNBOOK_HANG: "1",
+    });
     try {
+      const key = crypto.randomUUID();
+      const hung = app.pay(key).catch(() => null); // it ends with the app
+      await app.waitForLine("handler entered");
       await block({
         vars: { REDIS_URL: redis.url, KEY: key },
         app: () => app,
         receiver,
         request: (a) => a.pay(key),
       });
+      await app.stop();
+      await hung;
     } finally {
       await app.stop();
     }
@@ -348,6 +353,7 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
   const steps = stepsOf([
     "# answer: 409 problem-key-in-flight",
     "# answer: 201 replayed",
+    "# answer: 500 problem-x without Retry-After",
     "# log: [@idempotent/http] store_error: …",
     "# metric: idempotency.requests idempotency.outcome=conflict",
     "# once: Redis is back",
@@ -357,6 +363,7 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
     "# exit 1",
   ].join("\n"));
   assert.deepEqual(steps.map((s) => s.kind), [
+    "answer",
     "answer",
     "answer",
     "log",
@@ -370,13 +377,21 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
     status: 409,
     problem: "problem-key-in-flight",
     replayed: false,
+    noRetryAfter: false,
     line: "# answer: 409 problem-key-in-flight",
   });
   assert.equal((steps[1] as { replayed: boolean }).replayed, true);
-  assert.deepEqual((steps[3] as { where: unknown }).where, {
+  assert.deepEqual(
+    [
+      (steps[2] as { problem: string }).problem,
+      (steps[2] as { noRetryAfter: boolean }).noRetryAfter,
+    ],
+    ["problem-x", true],
+  );
+  assert.deepEqual((steps[4] as { where: unknown }).where, {
     "idempotency.outcome": "conflict",
   });
-  assert.deepEqual(steps[6], {
+  assert.deepEqual(steps[7], {
     kind: "idem",
     command: 'idem inspect $STORE --key "$KEY"',
     exit: 1,
@@ -388,6 +403,7 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
       "# a remark",
       "curl -i x",
       "# answer: fine",
+      "# answer: 201 without retry-after",
       "# exit 3",
       "# metric: a =b",
     ]

@@ -12,8 +12,8 @@
  * - `REDIS_URL`, `DATABASE_URL`: the servers.
  * - `IDEMPOTENCY_KEYS`: when set, the `encryption` option, as the README's
  *   Security section loads it (`id:base64,…`, the first seals).
- * - `RUNBOOK_HANG=1`: the handler never returns (a payment provider that
- *   hangs); it prints `handler entered` first.
+ * - `RUNBOOK_HANG=1`: the first request's handler never returns (a payment
+ *   provider that hangs); it prints `handler entered` first.
  *
  * @module
  */
@@ -89,14 +89,14 @@ async function encryptionOf(): Promise<IdempotencyOptions["encryption"]> {
   return { keys };
 }
 
-const hang = Deno.env.get("RUNBOOK_HANG") === "1";
-const payments = hang
-  ? () => {
-    // deno-lint-ignore no-console
-    console.log("handler entered");
-    return new Promise<Response>(() => {});
-  }
-  : handler;
+let hang = Deno.env.get("RUNBOOK_HANG") === "1";
+const payments = (req: Request): Promise<Response> => {
+  if (!hang) return handler(req);
+  hang = false;
+  // deno-lint-ignore no-console
+  console.log("handler entered");
+  return new Promise<Response>(() => {});
+};
 
 const store = await storeOf();
 const encryption = await encryptionOf();

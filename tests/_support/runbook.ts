@@ -180,6 +180,8 @@ export type Step =
     status: number;
     problem: string | null;
     replayed: boolean;
+    /** Whether the answer must have no `Retry-After` (else not looked at). */
+    noRetryAfter: boolean;
     line: string;
   }
   | { kind: "log"; text: string; line: string }
@@ -224,10 +226,12 @@ export function stepsOf(text: string): Step[] {
         }
         last.exit = Number(rest);
       } else if (word === "answer") {
-        const m = /^(\d{3})(?:\s+(problem-[\w-]+))?(\s+replayed)?$/.exec(rest);
+        const m =
+          /^(\d{3})(?:\s+(problem-[\w-]+))?(\s+replayed)?(\s+without Retry-After)?$/
+            .exec(rest);
         if (m === null) {
           throw new SyntaxError(
-            `'# answer: STATUS [problem-…] [replayed]': ${line}`,
+            `'# answer: STATUS [problem-…] [replayed] [without Retry-After]': ${line}`,
           );
         }
         steps.push({
@@ -235,6 +239,7 @@ export function stepsOf(text: string): Step[] {
           status: Number(m[1]),
           problem: m[2] ?? null,
           replayed: m[3] !== undefined,
+          noRetryAfter: m[4] !== undefined,
           line,
         });
       } else if (word === "log") {
@@ -340,14 +345,21 @@ export async function runBlock(
           status: step.status,
           problem: step.problem,
           replayed: step.replayed,
+          retryAfter: null,
         };
         const have = {
           status: got.status,
           problem: step.problem === null ? null : got.problem,
           replayed: got.replayed,
+          retryAfter: step.noRetryAfter ? got.retryAfter : null,
         };
         if (JSON.stringify(have) !== JSON.stringify(want)) {
-          throw fail(step, `the request got ${got.status}: ${got.body}`);
+          throw fail(
+            step,
+            `the request got ${got.status}${
+              got.replayed ? " (replayed)" : ""
+            }, Retry-After ${got.retryAfter}: ${got.body}`,
+          );
         }
         break;
       }
