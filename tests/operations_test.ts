@@ -85,11 +85,16 @@ function telemetry(): { receiver: OtlpReceiver; env: Record<string, string> } {
   return { receiver, env: otelEnv(receiver, "idempotency-runbook") };
 }
 
-/** Waits until the app's Redis client is connected again (`CLIENT LIST`). */
-function reconnected(redis: PrivateRedis): Promise<void> {
-  return waitFor("the app to reconnect to Redis", async () => {
-    const clients = await redis.cli("CLIENT", "LIST").catch(() => "");
-    return clients.split("\n").filter((l) => l.includes("cmd=")).length > 1;
+/**
+ * Waits until the app serves a new key through Redis again (its record is
+ * in Redis): its client reconnected and its scripts are loaded.
+ */
+function servedByRedis(app: App, redis: PrivateRedis): Promise<void> {
+  return waitFor("the app to serve through Redis again", async () => {
+    const probe = crypto.randomUUID();
+    if ((await app.pay(probe, "sk_test_bob")).status !== 201) return false;
+    const record = `idempotency:${slotOf("acct_2", probe)}`;
+    return await redis.cli("EXISTS", record) === "1";
   });
 }
 
@@ -242,7 +247,7 @@ export const SITUATIONS: Record<string, Setup> = {
           once: {
             async "Redis is back, empty"() {
               await redis.restart();
-              await reconnected(redis);
+              await servedByRedis(app, redis);
             },
           },
         });
