@@ -2,16 +2,17 @@
 /**
  * The app of tests/operations_test.ts: the README's store snippets
  * (examples/redis.ts, examples/postgres.ts, examples/failover.ts) around the
- * examples' payments handler, with the README's `/otel` wiring and nothing
- * else changed (no logger, no listener of its own). Run with
+ * examples' payments handler, with the `/otel` wiring of docs/operations.md
+ * (`store: telemetry.store(store)`, `onEvent: telemetry.onEvent`) and nothing
+ * else (no `logger`, no listener of its own). Run with
  * `--allow-net --allow-env`; `DENO_SERVE_ADDRESS` moves it off port 8000.
  *
  * - `RUNBOOK_STORE`: `redis` (RedisStore, prefix `myapp:idem:`), `postgres`
  *   (PostgresStore on `app.idempotency_keys`) or `failover` (FailoverStore:
  *   RedisStore, then PostgresStore on `idempotency_keys`).
  * - `REDIS_URL`, `DATABASE_URL`: the servers.
- * - `IDEMPOTENCY_KEYS`: when set, the `encryption` option, as the README's
- *   Security section loads it (`id:base64,…`, the first seals).
+ * - `IDEMPOTENCY_KEYS`: when set, the `encryption` option, loaded with
+ *   `importEncryptionKeys` (`id:BASE64,…`, the first seals).
  * - `RUNBOOK_HANG=1`: the first request's handler never returns (a payment
  *   provider that hangs); it prints `handler entered` first.
  *
@@ -19,7 +20,11 @@
  */
 
 import { accountOf, handler } from "../../examples/_payments.ts";
-import { idempotency, type IdempotencyOptions } from "@idempotent/http";
+import {
+  idempotency,
+  type IdempotencyOptions,
+  importEncryptionKeys,
+} from "@idempotent/http";
 import { FailoverStore } from "@idempotent/http/failover";
 import { PostgresStore } from "@idempotent/http/postgres";
 import { RedisStore } from "@idempotent/http/redis";
@@ -55,8 +60,6 @@ async function storeOf(): Promise<IdempotencyOptions["store"]> {
     const store = new FailoverStore({
       primary: new RedisStore({ client: redis, timeoutMs: 250 }),
       fallback: new PostgresStore({ sql }),
-      // TODO(h-logs): the README's one /otel line replaces this.
-      onEvent: telemetry.onFailoverEvent,
     });
     await store.migrate(); // creates the PostgreSQL table: without it, new keys get 503
     return store;
@@ -64,29 +67,10 @@ async function storeOf(): Promise<IdempotencyOptions["store"]> {
   throw new Error(`RUNBOOK_STORE must be redis, postgres or failover: ${kind}`);
 }
 
-/** The `encryption` option from `IDEMPOTENCY_KEYS` (`id:base64,…`). */
-async function encryptionOf(): Promise<IdempotencyOptions["encryption"]> {
+/** The `encryption` option from `IDEMPOTENCY_KEYS`, if set. */
+function encryptionOf(): Promise<IdempotencyOptions["encryption"]> | undefined {
   const text = Deno.env.get("IDEMPOTENCY_KEYS");
-  if (text === undefined) return undefined;
-  // TODO(h-seal): importEncryptionKeys(text), as the README shows it.
-  const keys = await Promise.all(
-    text.split(",").map(async (entry) => {
-      const [id, base64] = entry.split(":") as [string, string];
-      const bytes = Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-      const key = await crypto.subtle.importKey(
-        "raw",
-        bytes,
-        "AES-GCM",
-        false,
-        [
-          "encrypt",
-          "decrypt",
-        ],
-      );
-      return { id, key };
-    }),
-  );
-  return { keys };
+  return text === undefined ? undefined : importEncryptionKeys(text);
 }
 
 let hang = Deno.env.get("RUNBOOK_HANG") === "1";
@@ -103,11 +87,9 @@ const encryption = await encryptionOf();
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },
   idempotency(payments, {
-    store: telemetry.store(store!, kind!),
-    scope: accountOf,
+    store: telemetry.store(store!), // times it, counts its fallbacks
+    scope: accountOf, // the account the request acts for, after authentication
     ...(encryption ? { encryption } : {}),
-    // TODO(h-logs): the README's one /otel line; the logger is on beside it.
     onEvent: telemetry.onEvent,
-    logger: console,
   }),
 );
