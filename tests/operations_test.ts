@@ -24,7 +24,7 @@
  *   exactly when the answer is a replay (`Idempotent-Replayed: true`); with
  *   `without Retry-After`, no such header.
  * - `# log: TEXT`: the app wrote a line TEXT (`…` matches anything): waited
- *   for, within 30 s.
+ *   for, within 30 s. `# no log: TEXT`: it wrote no such line so far.
  * - `# metric: NAME [ATTRIBUTE=VALUE …]`: the app exported a data point of
  *   NAME, above 0, with those attributes: waited for, within 30 s.
  * - `# once: TEXT`: the change TEXT happens (the situation must know TEXT:
@@ -360,6 +360,7 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
     "# answer: 201 replayed",
     "# answer: 500 problem-x without Retry-After",
     "# log: [@idempotent/http] store_error: …",
+    "# no log: [@idempotent/http] fallback: …",
     "# metric: idempotency.requests idempotency.outcome=conflict",
     "# once: Redis is back",
     'STORE="--redis $REDIS_URL"',
@@ -372,6 +373,7 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
     "answer",
     "answer",
     "log",
+    "no log",
     "metric",
     "once",
     "set",
@@ -393,10 +395,10 @@ Deno.test("stepsOf() reads the grammar, and refuses what it lacks", () => {
     ],
     ["problem-x", true],
   );
-  assert.deepEqual((steps[4] as { where: unknown }).where, {
+  assert.deepEqual((steps[5] as { where: unknown }).where, {
     "idempotency.outcome": "conflict",
   });
-  assert.deepEqual(steps[7], {
+  assert.deepEqual(steps[8], {
     kind: "idem",
     command: 'idem inspect $STORE --key "$KEY"',
     exit: 1,

@@ -184,7 +184,7 @@ export type Step =
     noRetryAfter: boolean;
     line: string;
   }
-  | { kind: "log"; text: string; line: string }
+  | { kind: "log" | "no log"; text: string; line: string }
   | {
     kind: "metric";
     name: string;
@@ -201,7 +201,7 @@ export type Step =
   };
 
 const DIRECTIVE =
-  /^#\s*(answer|log|metric|once|exit):\s*(.*)$|^#\s*(exit)\s+(\d+)$/;
+  /^#\s*(answer|log|no log|metric|once|exit):\s*(.*)$|^#\s*(exit)\s+(\d+)$/;
 
 /**
  * Reads a runbook block into its steps (the grammar: tests/operations_test.ts).
@@ -242,8 +242,8 @@ export function stepsOf(text: string): Step[] {
           noRetryAfter: m[4] !== undefined,
           line,
         });
-      } else if (word === "log") {
-        steps.push({ kind: "log", text: rest, line });
+      } else if (word === "log" || word === "no log") {
+        steps.push({ kind: word, text: rest, line });
       } else if (word === "metric") {
         const [name, ...pairs] = rest.split(/\s+/);
         const where: Record<string, string> = {};
@@ -368,6 +368,12 @@ export async function runBlock(
           throw fail(step, (error as Error).message);
         });
         break;
+      case "no log": {
+        const pattern = linePattern(step.text);
+        const found = situation.app().lines.find((l) => pattern.test(l.trim()));
+        if (found !== undefined) throw fail(step, `the app wrote: ${found}`);
+        break;
+      }
       case "metric":
         await situation.receiver.waitForPoint(step.name, step.where).catch(
           (error) => {
