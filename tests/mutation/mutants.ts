@@ -2635,6 +2635,15 @@ export const MUTANTS: Mutant[] = [
     what:
       "a store's default name is failoverstore, not the documented failover",
   },
+  {
+    id: "otel-unreadable-as-conflict",
+    file: "src/otel.ts",
+    text: 'event.unreadable ? "unreadable" : "conflict",',
+    replacement: '"conflict",',
+    tests: ["tests/otel_test.ts"],
+    what:
+      "an unreadable record's 500 is counted as a 409 conflict: the runbook's metric cannot tell them apart",
+  },
 
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
   {
