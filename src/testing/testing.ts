@@ -24,7 +24,6 @@ import { CLAIM_CASES } from "./_claims.ts";
 import { EDGE_CASES } from "./_edges.ts";
 import { ADMIN_CASES } from "./_admin.ts";
 
-export * from "../stores/_contract.ts";
 export type {
   ConformanceCheck,
   ConformanceHarness,

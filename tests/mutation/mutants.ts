@@ -3404,4 +3404,13 @@ export const MUTANTS: Mutant[] = [
     what:
       "an unreadable record's answer carries a Retry-After that invites a day of retries",
   },
+  // --- issue 30: drainCompletions takes /hono's middleware
+  {
+    id: "hono-drain-unregistered",
+    file: "src/hono.ts",
+    text: "  GUARDS.set(middleware, guard);\n",
+    replacement: "",
+    tests: ["tests/hono_drain_test.ts"],
+    what: "drainCompletions() refuses /hono's middleware",
+  },
 ];
