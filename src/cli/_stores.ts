@@ -7,12 +7,12 @@
  * @module
  */
 
-import type { Parsed, PostgresTarget, RedisTarget } from "./_cli_args.ts";
-import { UsageError } from "./_cli_args.ts";
-import type { PeekResult, StoreStats } from "./store.ts";
-import { KvStore } from "./stores/kv.ts";
-import { PostgresStore } from "./stores/postgres.ts";
-import { RedisStore } from "./stores/redis.ts";
+import type { Parsed, PostgresTarget, RedisTarget } from "./_args.ts";
+import { UsageError } from "./_args.ts";
+import type { PeekResult, StoreStats } from "../store.ts";
+import { KvStore } from "../stores/kv.ts";
+import { PostgresStore } from "../stores/postgres.ts";
+import { RedisStore } from "../stores/redis.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {

@@ -1,10 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The command line of `@idempotent/http/cli`, parsed and checked. @module */
 
-import { hasherOf } from "./fingerprint.ts";
-import type { KeyLocation } from "./inspect.ts";
-import { parseIdempotencyKey } from "./key.ts";
-import { assertSlot } from "./store.ts";
+import { hasherOf } from "../fingerprint.ts";
+import type { KeyLocation } from "../inspect.ts";
+import { parseIdempotencyKey } from "../key.ts";
+import { assertSlot } from "../store.ts";
 
 /** A Redis target: `nodes`, a cluster's seed URLs (`--redis-cluster`). */
 export type RedisTarget = {

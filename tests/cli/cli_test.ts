@@ -11,13 +11,13 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { idempotency, slotOf } from "../mod.ts";
-import type { IdempotencyStore } from "../src/store.ts";
-import { OPTION_NAMES } from "../src/_cli_args.ts";
-import { KvStore } from "../src/stores/kv.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
-import { RedisStore } from "../src/stores/redis.ts";
-import { deleteRedisKeys } from "./_support/redis.ts";
+import { idempotency, slotOf } from "../../mod.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
+import { OPTION_NAMES } from "../../src/cli/_args.ts";
+import { KvStore } from "../../src/stores/kv.ts";
+import { PostgresStore } from "../../src/stores/postgres.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { deleteRedisKeys } from "../_support/redis.ts";
 import {
   DATABASE_URL,
   freePort,
@@ -27,9 +27,9 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   uniquePrefix,
-} from "./_support/services.ts";
+} from "../_support/services.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../src/cli/cli.ts", import.meta.url).pathname;
 const SECRET = "cli-test-secret-0123456789abcdef0123456789";
 const decoder = new TextDecoder();
 
