@@ -3205,6 +3205,15 @@ export const MUTANTS: Mutant[] = [
     what: "a node-redis timeout while reconnecting names no state and no fix",
   },
   {
+    id: "redis-hint-deaf-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: 'c.listenerCount.call(client, "error") === 0;',
+    replacement: 'c.listenerCount.call(client, "error") < 0;',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a node-redis client with no 'error' listener, which never reconnects, is told to check that Redis runs",
+  },
+  {
     id: "redis-hint-ioredis-reconnecting-unsaid",
     file: "src/stores/_redis_client.ts",
     text:
