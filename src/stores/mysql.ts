@@ -6,7 +6,8 @@
  * @module
  */
 
-import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import { assertSlot, StoreError } from "../store.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -64,8 +65,6 @@ import {
   type Undo,
 } from "./_store_call.ts";
 
-export * from "./_contract.ts";
-export type { UnitOfWork } from "../store.ts";
 export type {
   MysqlConnection,
   MysqlParameter,

@@ -9,7 +9,7 @@
 
 import type mysql from "mysql2/promise";
 import { MysqlStore, type MysqlStoreOptions } from "../../src/stores/mysql.ts";
-import type { PoisonKind } from "../../src/testing.ts";
+import type { PoisonKind } from "../../src/testing/testing.ts";
 import { integrationTest, uniquePrefix } from "../_support/services.ts";
 import { MYSQL_IGNORE, mysqlPool } from "../_support/mariadb.ts";
 import { waitFor } from "../_support/time.ts";

@@ -10,7 +10,8 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { OMITTED_REASONS, type StoredResponse } from "../../src/store.ts";
+import type { StoredResponse } from "../../src/store.ts";
+import { OMITTED_REASONS } from "../../src/stores/_shared.ts";
 import { myTest, opts, withStore } from "./_mysql_fixtures.ts";
 
 const headerName = fc.stringMatching(/^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,20}$/);

@@ -13,8 +13,8 @@
 
 import assert from "node:assert/strict";
 import { MysqlStore } from "../../src/stores/mysql.ts";
-import { storeConformance } from "../../src/testing.ts";
-import type { PoisonKind } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
+import type { PoisonKind } from "../../src/testing/testing.ts";
 import { uniquePrefix } from "../_support/services.ts";
 import { mysqlPool } from "../_support/mariadb.ts";
 import { sleep } from "../_support/time.ts";
