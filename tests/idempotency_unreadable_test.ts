@@ -74,7 +74,10 @@ async function assertUnreadable(
     assert.equal(problem.type, PROBLEM_TYPES.unreadable);
     assert.equal(problem.status, 500);
     assert.match(problem.detail, /cannot be read/);
-    assert.match(problem.detail, /an operator forgets the record/);
+    assert.match(
+      problem.detail,
+      /an operator restores the key it was sealed under, or forgets the record/,
+    );
     assert.doesNotMatch(problem.detail, /being processed/);
   }
   assert.equal(seen.runs, runs, "the handler never runs");
@@ -115,8 +118,19 @@ Deno.test("MemoryStore: a record sealed under a key no longer listed answers 500
   const rotated = guarded(store, {
     encryption: { keys: [{ id: "k2", key: await key() }] },
   });
+  rotated.seen.lines.length = 0;
   await assertUnreadable(rotated, "sealed", "number");
   assert.equal(first.seen.runs, 1);
+  // Its fix is the key, listed again: forgetting it would charge again.
+  const fresh = guarded(store, {
+    encryption: { keys: [{ id: "k2", key: await key() }] },
+  });
+  await (await fresh.handler(post("sealed"))).body?.cancel();
+  const [told] = fresh.seen.lines.filter((l) => l.includes("unreadable:"));
+  assert.match(
+    told!,
+    /not among the keys given; list key id "k1" in 'encryption\.keys' again \(after the sealing key\) and it replays: forgetting it would run its handler again; /,
+  );
 
   // A key in flight is not unreadable: 409, Retry-After, no log line.
   let release!: () => void;

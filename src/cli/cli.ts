@@ -339,6 +339,10 @@ async function keysOf(text?: string): Promise<EncryptionKeys | undefined> {
 /** `generate-key [--id ID]`: one new key list entry on stdout. */
 function generateKey(args: string[], io: CliIo): number {
   const [flag, value, ...more] = args;
+  if (flag === "--help" || flag === "-h") {
+    for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
+    return 0;
+  }
   const id = flag === "--id"
     ? value
     : flag?.startsWith("--id=")
