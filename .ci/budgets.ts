@@ -51,10 +51,10 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   client: 639,
   /**
    * `src/cli/`: the dedupe of issue 30 (one parser, checks once in inspect) is
-   * to bring it to its target 480. 1,152 on main before issue 32; `--mysql`
+   * to bring it to its target 480. 1,156 on main before issue 32; `--mysql`
    * (its target, its store's opening, the help) added 39.
    */
-  cli: 1_191,
+  cli: 1_195,
   testing: 1_100,
   /** Target 300. */
   otel: 301,
