@@ -108,14 +108,14 @@ async function answers(port: number): Promise<boolean> {
  * @returns The running server.
  */
 export async function startMariadbServer(): Promise<PrivateMariadb> {
-  const dir = await Deno.makeTempDir({ prefix: "idem-mariadb-" });
-  const port = freePort();
-  let child: Deno.ChildProcess | undefined;
   // As root, mariadbd runs only when told to (`id`: Deno.uid() needs --allow-sys).
   const uid = new TextDecoder().decode(
     (await new Deno.Command("id", { args: ["-u"] }).output()).stdout,
   ).trim();
   const root = uid === "0" ? ["--user=root"] : [];
+  const dir = await Deno.makeTempDir({ prefix: "idem-mariadb-" });
+  const port = freePort();
+  let child: Deno.ChildProcess | undefined;
   const spawn = async () => {
     child = new Deno.Command("mariadbd", {
       args: [
