@@ -23,6 +23,7 @@ import type {
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
+import { MysqlStore } from "../src/stores/mysql.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import {
@@ -34,6 +35,8 @@ import {
   uniquePrefix,
 } from "./_support/services.ts";
 import { deleteRedisKeys } from "./_support/redis.ts";
+import { MYSQL_IGNORE, mysqlPool } from "./_support/mariadb.ts";
+import { dropStore } from "./stores/_mysql_fixtures.ts";
 import { post } from "./_support/http.ts";
 import { pattern } from "./_support/bytes.ts";
 import { recorder, StoreWrapper } from "./_support/stores.ts";
@@ -364,6 +367,30 @@ async function postgresTarget(): Promise<Target & { store: PostgresStore }> {
 
 sealingOn("PostgresStore", POSTGRES_IGNORE, postgresTarget);
 
+async function mysqlTarget(): Promise<Target & { store: MysqlStore }> {
+  const pool = mysqlPool();
+  const table = uniquePrefix("sealed");
+  const store = new MysqlStore({ pool, table });
+  await store.migrate();
+  return {
+    store,
+    async raw() {
+      // Every column, the text ones as their text, the binary ones as bytes.
+      const [rows] = await pool.query(
+        `SELECT slot, version, state, fingerprint, token, status, headers, body,
+                omitted FROM \`${table}\``,
+      );
+      return new Uint8Array(flatten(rows));
+    },
+    async close() {
+      await dropStore(pool, table);
+      await pool.end();
+    },
+  };
+}
+
+sealingOn("MysqlStore", MYSQL_IGNORE, mysqlTarget);
+
 sealingOn(
   "FailoverStore (Redis, then PostgreSQL)",
   REDIS_IGNORE || POSTGRES_IGNORE,
@@ -387,7 +414,7 @@ sealingOn(
   },
 );
 
-Deno.test("sealed records in the handler's transaction: KvStore.atomic() and PostgresStore.transactional()", async (t) => {
+Deno.test("sealed records in the handler's transaction: KvStore.atomic(), PostgresStore.transactional() and MysqlStore.transactional()", async (t) => {
   await t.step("KvStore.atomic()", async () => {
     const target = await kvTarget();
     try {
@@ -422,6 +449,35 @@ Deno.test("sealed records in the handler's transaction: KvStore.atomic() and Pos
           store.transactional(async (_request, tx) => {
             runs++;
             await tx.unsafe("SELECT 1");
+            return new Response(BODY, { status: 201, headers: HEADERS });
+          }),
+          { scope: "global", store, encryption: { keys: [OLD] } },
+        );
+        const live = await snapshot(await handler(post("t1")));
+        for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
+          assert.equal(leaks(await target.raw(), text), null, text);
+        }
+        assert.deepEqual(await snapshot(await handler(post("t1"))), live);
+        assert.equal(runs, 1);
+      } finally {
+        await target.close();
+      }
+    },
+    sanitizeOps: false,
+    sanitizeResources: false,
+  });
+  await t.step({
+    name: testName("MysqlStore.transactional()", MYSQL_IGNORE),
+    ignore: MYSQL_IGNORE !== false,
+    fn: async () => {
+      const target = await mysqlTarget();
+      try {
+        const { store } = target;
+        let runs = 0;
+        const handler = idempotency(
+          store.transactional(async (_request, tx) => {
+            runs++;
+            await tx.query("SELECT 1");
             return new Response(BODY, { status: 201, headers: HEADERS });
           }),
           { scope: "global", store, encryption: { keys: [OLD] } },

@@ -33,6 +33,7 @@ const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
 const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
+const MYSQL_SQL = "src/stores/_mysql_sql.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
 const OPTIONS = "src/options.ts";
@@ -56,6 +57,9 @@ const T = {
     "tests/stores/redis_lease_test.ts",
     "tests/stores/redis_undo_test.ts",
   ],
+  mysql: "tests/stores/mysql_test.ts",
+  mysqlTable: "tests/stores/mysql_table_test.ts",
+  mysqlTransaction: "tests/stores/mysql_transaction_test.ts",
   postgres: [
     "tests/stores/postgres_test.ts",
     "tests/stores/postgres_faults_test.ts",
@@ -95,6 +99,100 @@ const T = {
 
 /** Every mutant, in the order they run. */
 export const MUTANTS: Mutant[] = [
+  // --- issue 32, MysqlStore: the claim procedure, strictness, its transactions ---
+  {
+    id: "mysql-claim-takes-any-row",
+    file: MYSQL_SQL,
+    text: 'token = IF(${free("v_now")}, p_token, token),',
+    replacement: "token = p_token,",
+    tests: [T.mysql],
+    what: "a claim takes over a live or completed slot",
+  },
+  {
+    id: "mysql-fresh-insert-recovered",
+    file: "src/stores/mysql.ts",
+    text: "if (won) return { token, takeovers: 0 };",
+    replacement: "if (won) return { token, takeovers: 1 };",
+    tests: [T.mysql],
+    what: "a fresh claim by INSERT reads as recovered",
+  },
+  {
+    id: "mysql-read-never-frees",
+    file: "src/stores/mysql.ts",
+    text: "if (seen !== undefined && !truth(seen.free)) return seen;",
+    replacement: "if (seen !== undefined) return seen;",
+    tests: [T.mysql],
+    what: "a claim never takes over an expired record or lease",
+  },
+  {
+    id: "mysql-peek-without-response",
+    file: MYSQL_SQL,
+    text: "CASE WHEN ? = 1 THEN body END AS body,",
+    replacement: "CASE WHEN ? = 2 THEN body END AS body,",
+    tests: ["tests/cli_sealed_test.ts"],
+    what:
+      "peek({ response: true }) gives no body: a sealed record cannot be opened",
+  },
+  {
+    id: "mysql-slot-collated",
+    file: MYSQL_SQL,
+    text: "slot VARBINARY(256) NOT NULL PRIMARY KEY,",
+    replacement:
+      "slot VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY,",
+    tests: ["tests/stores/mysql_property_test.ts"],
+    what: "slots that differ in case or trailing spaces share one record",
+  },
+  {
+    id: "mysql-takeovers-not-counted",
+    file: MYSQL_SQL,
+    text: '"IF(expires_at <= v_now, 0, takeovers + 1)"',
+    replacement: '"0"',
+    tests: [T.mysql],
+    what: "a lease taken over reads as a fresh claim (recovered: false)",
+  },
+  {
+    id: "mysql-replay-locks",
+    file: MYSQL_SQL,
+    text: 'read: read(t, "?"),',
+    replacement: 'read: `${read(t, "?")} FOR UPDATE`,',
+    tests: [T.mysqlTable],
+    what: "the claim's read locks: a replay waits for a row lock",
+  },
+  {
+    id: "mysql-migrate-not-strict",
+    file: "src/stores/mysql.ts",
+    text: "await conn.query(`SET SESSION sql_mode = '${STRICT_MODE}'`);",
+    replacement: "await conn.query(\"SET SESSION sql_mode = ''\");",
+    tests: [T.mysqlTable],
+    what: "the claim procedure runs under a lax sql_mode and truncates",
+  },
+  {
+    id: "mysql-transactional-other-store",
+    file: "src/stores/mysql.ts",
+    text: "if (isClaimed(request)) throw new TypeError(CLAIMED_ELSEWHERE);",
+    replacement: "",
+    tests: [T.mysqlTransaction],
+    what:
+      "a request another store claimed commits its rows apart from its record",
+  },
+  {
+    id: "mysql-lost-unit-commits",
+    file: "src/stores/_mysql_transaction.ts",
+    text: "if (written !== 1) {",
+    replacement: "if (written > 1) {",
+    tests: [T.mysqlTransaction],
+    what: "a transaction whose claim was lost commits the handler's rows",
+  },
+  {
+    id: "mysql-plain-transaction-commits-a-throw",
+    file: "src/stores/_mysql_transaction.ts",
+    text:
+      'await end(conn, "ROLLBACK").catch(() => {});\n    throw error;\n  }\n  await end',
+    replacement:
+      'await end(conn, "COMMIT").catch(() => {});\n    throw error;\n  }\n  await end',
+    tests: [T.mysqlTransaction],
+    what: "a keyless request's handler that throws commits its rows",
+  },
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
