@@ -12,26 +12,12 @@
 import assert from "node:assert/strict";
 import { idempotency, PROBLEM_TYPES } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import type { ClaimResult } from "../src/store.ts";
 import { type IdempotencyEvent, reporter } from "../src/events.ts";
 import { pattern } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
-import { recorder } from "./_support/stores.ts";
+import { recorder, UnreadableStore } from "./_support/stores.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
-
-/** Once `unreadable` is set, every claim finds a value it cannot read. */
-class UnreadableStore extends MemoryStore {
-  unreadable = false;
-  override claim(...args: Parameters<MemoryStore["claim"]>) {
-    if (!this.unreadable) return super.claim(...args);
-    return Promise.resolve<ClaimResult>({
-      state: "in_flight",
-      fingerprint: null,
-      retryAfterMs: 2_500,
-    });
-  }
-}
 
 Deno.test("idempotency() tells each answer from its neighbour: status, problem type and event", async () => {
   const log = recorder();
@@ -99,7 +85,7 @@ Deno.test("idempotency() tells each answer from its neighbour: status, problem t
     [
       "unreadable",
       async () => {
-        const store = new UnreadableStore();
+        const store = new UnreadableStore({ unreadable: false });
         const guarded = guard({ store });
         await (await guarded(post("quick"))).text();
         store.unreadable = true;
