@@ -22,10 +22,10 @@ import {
   PROBLEM_TYPES,
   slotOf,
 } from "../mod.ts";
-import type { ClaimOptions, ClaimResult } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { post } from "./_support/http.ts";
+import { UnreadableStore } from "./_support/stores.ts";
 import { redisTest } from "./_support/redis.ts";
 import {
   integrationTest,
@@ -217,19 +217,8 @@ Deno.test("KvStore: a foreign value in a KV file answers 500 unreadable; the sto
   }
 });
 
-/** Every claim finds the slot in flight for `retryAfterMs`: unreadable, or the request's own. */
-class HintStore extends MemoryStore {
-  retryAfterMs = 1;
-  unreadable = true;
-  override claim(_slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    const fingerprint = this.unreadable ? null : options.fingerprint;
-    const { retryAfterMs } = this;
-    return Promise.resolve({ state: "in_flight", fingerprint, retryAfterMs });
-  }
-}
-
 Deno.test("property: whatever the store's hint, an unreadable claim is 500 without Retry-After and a readable one in flight is 409 with one", async () => {
-  const store = new HintStore();
+  const store = new UnreadableStore({ held: true, retryAfterMs: 1 });
   const { handler, seen } = guarded(store, { logger: false });
   await fc.assert(
     fc.asyncProperty(
