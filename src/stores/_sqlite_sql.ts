@@ -1,0 +1,157 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/** SqliteStore's SQL: the table, its statements, and rows as the shared decoders read them. @module */
+
+import { RECORD_VERSION } from "../_record.ts";
+import type { PostgresRow } from "./_postgres_sql.ts";
+
+/** The table name when none is given. */
+export const DEFAULT_TABLE = "idempotency_keys";
+
+/** The database's clock in whole milliseconds, stable within a statement. */
+const NOW = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
+
+/** `name` quoted as an SQLite identifier, once checked. */
+export function quoteTable(name: unknown): string {
+  if (
+    typeof name !== "string" || name.length === 0 || name.length > 48 ||
+    name.includes("\0")
+  ) {
+    throw new TypeError(
+      `'table' must be a non-empty string of at most 48 characters without NUL: current value is ${
+        typeof name === "string" ? JSON.stringify(name) : String(name)
+      }`,
+    );
+  }
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/**
+ * The SQL that {@linkcode SqliteStore.migrate} runs in one `BEGIN IMMEDIATE`
+ * transaction: the table (times are integer milliseconds since the epoch on
+ * the database's clock) and the index the sweep uses.
+ *
+ * @throws {TypeError} When the table name is invalid.
+ *
+ * @example The migration of the default table
+ * ```ts
+ * import { sqliteMigration } from "@idempotent/http/sqlite";
+ * import assert from "node:assert/strict";
+ *
+ * assert.ok(sqliteMigration().includes('CREATE TABLE IF NOT EXISTS "idempotency_keys"'));
+ * ```
+ */
+export function sqliteMigration(table: string = DEFAULT_TABLE): string {
+  const quoted = quoteTable(table);
+  const index = `"${`${table}_expires_at_idx`.replaceAll('"', '""')}"`;
+  return `CREATE TABLE IF NOT EXISTS ${quoted} (
+  slot TEXT PRIMARY KEY NOT NULL,
+  version INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  fingerprint TEXT,
+  token TEXT,
+  takeovers INTEGER NOT NULL DEFAULT 0,
+  lease_until INTEGER,
+  expires_at INTEGER,
+  status INTEGER,
+  headers TEXT,
+  body BLOB,
+  omitted TEXT,
+  created_at INTEGER NOT NULL,
+  completed_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS ${index} ON ${quoted} (expires_at);
+`;
+}
+
+/** Each operation's statement, by name. */
+export type SqliteStatements = Record<
+  | "read"
+  | "take"
+  | "complete"
+  | "release"
+  | "extend"
+  | "peek"
+  | "forget"
+  | "stats"
+  | "sweep",
+  string
+>;
+
+/** The statements of the quoted table `t`; `?1`… are the parameters. */
+export function sqliteStatements(t: string): SqliteStatements {
+  // As PostgreSQL's (docs/architecture.md, Unreadable is in flight): free when
+  // past its TTL, or a readable claim whose lease ran out within its TTL; a
+  // NULL anywhere makes the test NULL, read as not free.
+  const expired = `(r.expires_at <= ${NOW})`;
+  const leaseOver = `(r.version = ${RECORD_VERSION} AND r.state = 'in_flight'
+    AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
+    AND r.expires_at > ${NOW} AND r.lease_until <= ${NOW})`;
+  const free = `(${expired} OR ${leaseOver})`;
+  const live = `(expires_at IS NULL OR expires_at > ${NOW})`;
+  const readable = `(version = ${RECORD_VERSION}
+    AND typeof(fingerprint) = 'text' AND typeof(expires_at) = 'integer')`;
+  const fenced = `slot = ?1 AND token = ?2 AND version = ${RECORD_VERSION}
+    AND state = 'in_flight' AND expires_at > ${NOW}`;
+  return {
+    // A claim reads first: a replay or a conflict is this one SELECT, which
+    // takes no write lock (WAL readers wait for no writer).
+    read: `SELECT r.version, r.state, r.fingerprint, r.token, r.takeovers,
+  r.status, r.headers, r.body, r.omitted, r.expires_at IS NOT NULL AS has_deadline,
+  CASE WHEN typeof(r.lease_until) = 'integer'
+    THEN min(2147483647, max(1, r.lease_until - ${NOW})) END AS retry_after_ms,
+  coalesce(${free}, 0) AS free
+FROM ${t} AS r WHERE r.slot = ?1`,
+    // Absent or free: insert the claim or take the row over, judged under
+    // the write lock; no row back means another claim won in between.
+    take: `INSERT INTO ${t} AS r
+  (slot, version, state, fingerprint, token, takeovers, lease_until, expires_at, created_at)
+VALUES (?1, ${RECORD_VERSION}, 'in_flight', ?2, ?3, 0, ${NOW} + ?4, ${NOW} + ?5, ${NOW})
+ON CONFLICT (slot) DO UPDATE SET
+  version = excluded.version, state = excluded.state,
+  fingerprint = excluded.fingerprint, token = excluded.token,
+  takeovers = CASE WHEN ${expired} THEN 0 ELSE r.takeovers + 1 END,
+  lease_until = excluded.lease_until, expires_at = excluded.expires_at,
+  status = NULL, headers = NULL, body = NULL, omitted = NULL,
+  created_at = CASE WHEN ${expired} THEN ${NOW} ELSE r.created_at END,
+  completed_at = NULL
+WHERE ${free}
+RETURNING token, takeovers`,
+    complete: `UPDATE ${t} SET state = 'completed', status = ?3, headers = ?4,
+  body = ?5, omitted = ?6, lease_until = NULL, completed_at = ${NOW}
+WHERE ${fenced}`,
+    release: `DELETE FROM ${t} WHERE ${fenced}`,
+    extend: `UPDATE ${t} SET lease_until = ${NOW} + ?3 WHERE ${fenced}`,
+    // Admin reads: a row past its TTL is absent; one without a deadline is
+    // unreadable and stays (docs/architecture.md, Inspect and forget).
+    peek: `SELECT version, state, fingerprint, token IS NOT NULL AS has_token,
+  status, headers, CASE WHEN typeof(body) = 'blob' THEN length(body) END AS body_bytes,
+  omitted, created_at AS claimed_at,
+  CASE WHEN typeof(lease_until) = 'integer' AND typeof(expires_at) = 'integer'
+    THEN min(lease_until, expires_at) END AS lease_expires_at,
+  CASE WHEN typeof(expires_at) = 'integer' THEN expires_at END AS expires_at
+FROM ${t} WHERE slot = ?1 AND ${live}`,
+    forget: `DELETE FROM ${t} WHERE slot = ?1 RETURNING ${live} AS live`,
+    stats: `SELECT
+  count(*) FILTER (WHERE ${readable} AND state = 'in_flight' AND token IS NOT NULL) AS in_flight,
+  count(*) FILTER (WHERE ${readable} AND state = 'completed' AND status IS NOT NULL) AS completed,
+  count(*) AS total
+FROM ${t} WHERE ${live}`,
+    sweep: `DELETE FROM ${t} WHERE rowid IN
+  (SELECT rowid FROM ${t} WHERE expires_at <= ${NOW} LIMIT ?1)`,
+  };
+}
+
+/**
+ * A row as the shared decoders (PostgreSQL's, `_postgres_sql.ts`) read it:
+ * SQLite's 0/1 truth values as booleans, a BLOB as it is.
+ */
+export function asRow(
+  row: Record<string, unknown> | undefined,
+): PostgresRow | undefined {
+  if (row === undefined) return undefined;
+  const out: PostgresRow = { ...row };
+  for (const name of ["has_deadline", "has_token", "free", "live"]) {
+    if (name in out) out[name] = out[name] === 1;
+  }
+  return out;
+}
