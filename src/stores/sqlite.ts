@@ -132,6 +132,7 @@ export class SqliteStore implements IdempotencyStore {
   #file: string;
   #busyTimeoutMs: number;
   #table: string;
+  #name: string;
   #text: SqliteStatements;
   #prepared = new Map<Statement, StatementSync>();
   #calls: StoreCalls;
@@ -159,7 +160,8 @@ export class SqliteStore implements IdempotencyStore {
         `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
       );
     }
-    this.#table = quoteTable(options.table ?? DEFAULT_TABLE);
+    this.#name = options.table ?? DEFAULT_TABLE;
+    this.#table = quoteTable(this.#name);
     this.#busyTimeoutMs = busyTimeoutMs;
     if (
       typeof database === "string" && database !== "" && database !== ":memory:"
@@ -181,7 +183,7 @@ export class SqliteStore implements IdempotencyStore {
     this.#file = typeof file === "string" ? file : "";
     this.#text = sqliteStatements(this.#table);
     const failed = (operation: Operation, cause: unknown) =>
-      failure(operation, cause, options.table ?? DEFAULT_TABLE);
+      failure(operation, cause, this.#name);
     // Nothing can land late: a statement runs whole, synchronously, or not.
     const orphans = new Orphans((slot, token) => this.release(slot, token));
     this.#calls = new StoreCalls(timeoutMs, orphans, {
@@ -235,9 +237,15 @@ export class SqliteStore implements IdempotencyStore {
         } (an in-memory database cannot be one)`,
       );
     }
+    // Nothing to create: no write, so a read-only connection passes too.
+    const names = [this.#name, `${this.#name}_expires_at_idx`];
+    const found = db.prepare(
+      "SELECT count(*) AS n FROM sqlite_schema WHERE name IN (?, ?)",
+    ).get(...names)?.n;
+    if (found === 2) return;
     db.exec("BEGIN IMMEDIATE");
     try {
-      db.exec(sqliteMigration(this.#table.slice(1, -1).replaceAll('""', '"')));
+      db.exec(sqliteMigration(this.#name));
       db.exec("COMMIT");
     } finally {
       if (db.isTransaction) db.exec("ROLLBACK");
