@@ -1,8 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Another process holding an SQLite file's write lock: opens PATH, runs
- * `BEGIN EXCLUSIVE`, prints `locked`, and holds the lock until a line comes
- * on stdin; then it rolls back, prints `released` and exits.
+ * Another process holding an SQLite file's write lock: opens PATH, prints
+ * `ready`; on a line from stdin runs `BEGIN EXCLUSIVE` (waiting up to 10 s
+ * for the lock) and prints `locked`; on the next line rolls back, prints
+ * `released` and exits.
  *
  *     deno run --allow-read --allow-write tests/_support/sqlite_locker.ts PATH
  *
@@ -10,11 +11,15 @@
  */
 import { DatabaseSync } from "node:sqlite";
 
-const db = new DatabaseSync(Deno.args[0]!);
+const db = new DatabaseSync(Deno.args[0]!, { timeout: 10_000 });
+const stdin = Deno.stdin.readable.getReader();
+// deno-lint-ignore no-console
+console.log("ready");
+await stdin.read();
 db.exec("BEGIN EXCLUSIVE");
 // deno-lint-ignore no-console
 console.log("locked");
-await Deno.stdin.readable.getReader().read();
+await stdin.read();
 db.exec("ROLLBACK");
 db.close();
 // deno-lint-ignore no-console

@@ -17,57 +17,8 @@ import { idempotency } from "../../src/idempotency.ts";
 import { StoreError } from "../../src/store.ts";
 import { SqliteStore } from "../../src/stores/sqlite.ts";
 import { post } from "../_support/http.ts";
+import { Child, support } from "../_support/sqlite_child.ts";
 import { ok, opts, sqliteStore, tempDatabase } from "./_sqlite_fixtures.ts";
-
-const support = (name: string) =>
-  new URL(`../_support/${name}`, import.meta.url).pathname;
-
-/** A `deno run` child with piped stdin and stdout, read line by line. */
-class Child implements AsyncDisposable {
-  readonly process: Deno.ChildProcess;
-  readonly #lines: ReadableStreamDefaultReader<string>;
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
-  #buffer = "";
-
-  constructor(script: string, args: string[]) {
-    this.process = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-read", "--allow-write", script, ...args],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
-    this.#lines = this.process.stdout.pipeThrough(new TextDecoderStream())
-      .getReader();
-    this.#writer = this.process.stdin.getWriter();
-  }
-
-  /** The next line the child prints. */
-  async line(): Promise<string> {
-    while (!this.#buffer.includes("\n")) {
-      const { done, value } = await this.#lines.read();
-      if (done) throw new Error(`the child exited: ${this.#buffer}`);
-      this.#buffer += value;
-    }
-    const at = this.#buffer.indexOf("\n");
-    const line = this.#buffer.slice(0, at);
-    this.#buffer = this.#buffer.slice(at + 1);
-    return line;
-  }
-
-  /** Sends one line to the child's stdin. */
-  async send(text = "go"): Promise<void> {
-    await this.#writer.write(new TextEncoder().encode(`${text}\n`));
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    try {
-      this.process.kill("SIGKILL");
-    } catch { /* already gone */ }
-    await this.#writer.close().catch(() => {});
-    await this.#lines.cancel().catch(() => {});
-    await this.process.status;
-  }
-}
 
 Deno.test("SqliteStore: two deno processes on one file are one store: claiming the same 300 keys together, exactly one acquires each", async () => {
   await using temp = await tempDatabase();
@@ -106,6 +57,8 @@ Deno.test("SqliteStore: a file another process holds locked fails a new key with
     assert.equal((await handler(post("before"))).status, 201);
 
     await using locker = new Child(support("sqlite_locker.ts"), [temp.path]);
+    assert.equal(await locker.line(), "ready");
+    await locker.send();
     assert.equal(await locker.line(), "locked");
     const started = performance.now();
     await assert.rejects(store.claim("k", opts("f")), (error: Error) => {
