@@ -63,6 +63,19 @@ CREATE INDEX IF NOT EXISTS ${index} ON ${quoted} (expires_at);
 `;
 }
 
+/**
+ * Whether the row `r` is free, in SQL, as PostgreSQL's (docs/architecture.md,
+ * Unreadable is in flight): past its TTL, or a readable claim whose lease
+ * ran out within its TTL; a NULL or a value of another type makes it not
+ * free. `judged` is the same test in JavaScript.
+ */
+export function freeRow(): string {
+  return `((r.expires_at <= ${NOW}) OR (r.version = ${RECORD_VERSION}
+    AND r.state = 'in_flight' AND r.token IS NOT NULL
+    AND r.fingerprint IS NOT NULL AND r.lease_until <= ${NOW}
+    AND typeof(r.expires_at) IN ('integer', 'real') AND r.expires_at > ${NOW}))`;
+}
+
 /** Each operation's statement, by name. */
 export type SqliteStatements = Record<
   | "read"
@@ -79,14 +92,8 @@ export type SqliteStatements = Record<
 
 /** The statements of the quoted table `t`; `?1`… are the parameters. */
 export function sqliteStatements(t: string): SqliteStatements {
-  // As PostgreSQL's (docs/architecture.md, Unreadable is in flight): free when
-  // past its TTL, or a readable claim whose lease ran out within its TTL; a
-  // NULL anywhere makes the test NULL, read as not free.
   const expired = `(r.expires_at <= ${NOW})`;
-  const leaseOver = `(r.version = ${RECORD_VERSION} AND r.state = 'in_flight'
-    AND r.token IS NOT NULL AND r.fingerprint IS NOT NULL
-    AND r.expires_at > ${NOW} AND r.lease_until <= ${NOW})`;
-  const free = `(${expired} OR ${leaseOver})`;
+  const free = freeRow();
   const live = `(expires_at IS NULL OR expires_at > ${NOW})`;
   const readable = `(version = ${RECORD_VERSION}
     AND typeof(fingerprint) = 'text' AND typeof(expires_at) = 'integer')`;
@@ -94,13 +101,11 @@ export function sqliteStatements(t: string): SqliteStatements {
     AND state = 'in_flight' AND expires_at > ${NOW}`;
   return {
     // A claim reads first: a replay or a conflict is this one SELECT, which
-    // takes no write lock (WAL readers wait for no writer).
-    read: `SELECT r.version, r.state, r.fingerprint, r.token, r.takeovers,
-  r.status, r.headers, r.body, r.omitted, r.expires_at IS NOT NULL AS has_deadline,
-  CASE WHEN typeof(r.lease_until) = 'integer'
-    THEN min(2147483647, max(1, r.lease_until - ${NOW})) END AS retry_after_ms,
-  coalesce(${free}, 0) AS free
-FROM ${t} AS r WHERE r.slot = ?1`,
+    // takes no write lock (WAL readers wait for no writer). The row comes
+    // raw, with the database's now: `judged` reads it as `free` does.
+    read: `SELECT version, state, fingerprint, token, takeovers, status,
+  headers, body, omitted, lease_until, expires_at, ${NOW} AS now
+FROM ${t} WHERE slot = ?1`,
     // Absent or free: insert the claim or take the row over, judged under
     // the write lock; no row back means another claim won in between.
     take: `INSERT INTO ${t} AS r
@@ -141,6 +146,8 @@ FROM ${t} WHERE ${live}`,
   };
 }
 
+const TRUTHS = ["has_deadline", "has_token"];
+
 /**
  * A row as the shared decoders (PostgreSQL's, `_postgres_sql.ts`) read it:
  * SQLite's 0/1 truth values as booleans, a BLOB as it is.
@@ -149,9 +156,36 @@ export function asRow(
   row: Record<string, unknown> | undefined,
 ): PostgresRow | undefined {
   if (row === undefined) return undefined;
-  const out: PostgresRow = { ...row };
-  for (const name of ["has_deadline", "has_token", "free", "live"]) {
-    if (name in out) out[name] = out[name] === 1;
+  for (const name of TRUTHS) {
+    if (name in row) row[name] = row[name] === 1;
   }
-  return out;
+  return row;
+}
+
+/**
+ * The `read` row judged on its `now` as the `take` statement's `free` is in
+ * SQL (a NULL or a value of another type never free), with the columns the
+ * shared `decodeClaim` reads: `has_deadline`, `retry_after_ms`.
+ */
+export function judged(
+  row: Record<string, unknown> | undefined,
+): (PostgresRow & { free: boolean }) | undefined {
+  if (row === undefined) return undefined;
+  const { now, expires_at: expires, lease_until: lease } = row as {
+    now: number;
+    expires_at: unknown;
+    lease_until: unknown;
+  };
+  const ms = (value: unknown): value is number => typeof value === "number";
+  const expired = ms(expires) && expires <= now;
+  const leaseOver = row.version === RECORD_VERSION &&
+    row.state === "in_flight" && row.token !== null &&
+    row.fingerprint !== null && ms(expires) && expires > now &&
+    ms(lease) && lease <= now;
+  row.free = expired || leaseOver;
+  row.has_deadline = expires !== null;
+  row.retry_after_ms = Number.isInteger(lease)
+    ? Math.min(2147483647, Math.max(1, (lease as number) - now))
+    : null;
+  return row as PostgresRow & { free: boolean };
 }

@@ -6,8 +6,8 @@
  * @module
  */
 
-import { DatabaseSync, type StatementSync } from "node:sqlite";
-import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import type { DatabaseSync, StatementSync } from "node:sqlite";
+import { assertSlot, claimOptions, durationMs } from "../store.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -20,18 +20,23 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse, encodeHeaders } from "../_record.ts";
-import { knownOptions, nonNegativeInteger } from "../_validate.ts";
 import { decodeClaim, decodePeek } from "./_postgres_sql.ts";
 import { Orphans } from "./_orphans.ts";
-import { type Operation, type StoreCall, StoreCalls } from "./_store_call.ts";
+import { type Operation, StoreCalls } from "./_store_call.ts";
 import {
   asRow,
-  DEFAULT_TABLE,
-  quoteTable,
-  sqliteMigration,
+  judged,
   type SqliteStatements,
   sqliteStatements,
 } from "./_sqlite_sql.ts";
+import {
+  failure,
+  migrateOn,
+  openFile,
+  sqliteSettings,
+  type SqliteStoreOptions,
+  type SqliteSweepOptions,
+} from "./_sqlite_options.ts";
 import {
   plain,
   SqliteUnit,
@@ -44,52 +49,11 @@ export * from "./_contract.ts";
 export type { UnitOfWork } from "../store.ts";
 export { DEFAULT_TABLE, sqliteMigration } from "./_sqlite_sql.ts";
 export type { TransactionalHandler } from "./_sqlite_transaction.ts";
+export type {
+  SqliteStoreOptions,
+  SqliteSweepOptions,
+} from "./_sqlite_options.ts";
 
-/** Options of the {@linkcode SqliteStore} constructor. */
-export interface SqliteStoreOptions {
-  /**
-   * A `node:sqlite` `DatabaseSync` the application opened (the store never
-   * closes it), or the path of a file the store opens and
-   * {@linkcode SqliteStore.close} closes. Not `:memory:`: transactions and
-   * other processes need a file.
-   */
-  database: DatabaseSync | string;
-  /**
-   * The table, quoted as written, at most 48 characters.
-   *
-   * @default {"idempotency_keys"}
-   */
-  table?: string;
-  /**
-   * How long a statement waits for another process's write lock
-   * (`PRAGMA busy_timeout`), in milliseconds, the event loop stopped
-   * meanwhile. Set on connections the store opens, and by
-   * {@linkcode SqliteStore.migrate} on an application's connection that
-   * has none; one that has its own keeps it.
-   *
-   * @default {1000}
-   */
-  busyTimeoutMs?: number;
-  /**
-   * How long one operation may wait for this process's open transaction
-   * before it fails with a {@linkcode StoreError} (503), in milliseconds.
-   *
-   * @default {2000}
-   */
-  timeoutMs?: number;
-}
-
-/** Options of {@linkcode SqliteStore.sweep}. */
-export interface SqliteSweepOptions {
-  /**
-   * How many expired rows one `DELETE` removes.
-   *
-   * @default {1000}
-   */
-  batchSize?: number;
-}
-
-const OPTIONS = ["database", "table", "busyTimeoutMs", "timeoutMs"];
 const CLAIM_ATTEMPTS = 4;
 type Statement = keyof SqliteStatements;
 
@@ -152,38 +116,15 @@ export class SqliteStore implements IdempotencyStore {
    * @throws {RangeError} When `timeoutMs` or `busyTimeoutMs` is.
    */
   constructor(options: SqliteStoreOptions) {
-    knownOptions("SqliteStore", options ?? {}, OPTIONS);
-    const { database, busyTimeoutMs = 1000, timeoutMs = 2000 } = options;
-    nonNegativeInteger("busyTimeoutMs", busyTimeoutMs, "milliseconds");
-    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-      throw new RangeError(
-        `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
-      );
-    }
-    this.#name = options.table ?? DEFAULT_TABLE;
-    this.#table = quoteTable(this.#name);
-    this.#busyTimeoutMs = busyTimeoutMs;
-    if (
-      typeof database === "string" && database !== "" && database !== ":memory:"
-    ) {
-      this.#db = this.#open(database);
-      this.#owned = true;
-    } else if (database instanceof DatabaseSync) {
-      this.#db = database;
-      this.#owned = false;
-    } else {
-      throw new TypeError(
-        `'database' must be a node:sqlite DatabaseSync or the path of a file: current value is ${
-          typeof database === "string" ? JSON.stringify(database) : database
-        }`,
-      );
-    }
-    const file = this.#db.prepare("PRAGMA database_list").all()
-      .find((row) => row.name === "main")?.file;
-    this.#file = typeof file === "string" ? file : "";
+    const settings = sqliteSettings(options);
+    const { timeoutMs, name } = settings;
+    ({ db: this.#db, owned: this.#owned, file: this.#file } = settings);
+    this.#name = name;
+    this.#table = settings.table;
+    this.#busyTimeoutMs = settings.busyTimeoutMs;
     this.#text = sqliteStatements(this.#table);
     const failed = (operation: Operation, cause: unknown) =>
-      failure(operation, cause, this.#name);
+      failure(operation, cause, name);
     // Nothing can land late: a statement runs whole, synchronously, or not.
     const orphans = new Orphans((slot, token) => this.release(slot, token));
     this.#calls = new StoreCalls(timeoutMs, orphans, {
@@ -198,7 +139,8 @@ export class SqliteStore implements IdempotencyStore {
     });
     this.#setup = {
       turn: this.#turn,
-      connection: () => this.#txDb ??= this.#open(this.#fileOrThrow()),
+      connection: () =>
+        this.#txDb ??= openFile(this.#fileOrThrow(), this.#busyTimeoutMs),
       complete: (db) => this.#txComplete ??= db.prepare(this.#text.complete),
     };
   }
@@ -220,35 +162,9 @@ export class SqliteStore implements IdempotencyStore {
   async migrate(): Promise<void> {
     await this.#turn.take();
     try {
-      this.#migrate(this.#db);
+      migrateOn(this.#db, this.#name, this.#busyTimeoutMs);
     } finally {
       this.#turn.give();
-    }
-  }
-
-  #migrate(db: DatabaseSync): void {
-    const busy = db.prepare("PRAGMA busy_timeout").get()?.timeout;
-    if (busy === 0) db.exec(`PRAGMA busy_timeout = ${this.#busyTimeoutMs}`);
-    const mode = db.prepare("PRAGMA journal_mode = WAL").get()?.journal_mode;
-    if (mode !== "wal") {
-      throw new Error(
-        `SqliteStore needs a database file in WAL mode: journal_mode is ${
-          JSON.stringify(mode)
-        } (an in-memory database cannot be one)`,
-      );
-    }
-    // Nothing to create: no write, so a read-only connection passes too.
-    const names = [this.#name, `${this.#name}_expires_at_idx`];
-    const found = db.prepare(
-      "SELECT count(*) AS n FROM sqlite_schema WHERE name IN (?, ?)",
-    ).get(...names)?.n;
-    if (found === 2) return;
-    db.exec("BEGIN IMMEDIATE");
-    try {
-      db.exec(sqliteMigration(this.#name));
-      db.exec("COMMIT");
-    } finally {
-      if (db.isTransaction) db.exec("ROLLBACK");
     }
   }
 
@@ -270,7 +186,10 @@ export class SqliteStore implements IdempotencyStore {
     }
     let total = 0;
     while (true) {
-      const count = await this.#write("forget", "sweep", [batchSize]);
+      const count = await this.#write(
+        "forget",
+        () => this.#run("sweep", [batchSize]),
+      );
       total += count;
       if (count < batchSize) return total;
     }
@@ -281,16 +200,13 @@ export class SqliteStore implements IdempotencyStore {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     const token = crypto.randomUUID();
+    const params = [slot, fingerprint, token, leaseMs, ttlMs];
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const row = asRow(await this.#read("claim", "read", [slot]));
-      if (row !== undefined && row.free !== true) {
+      const row = judged(this.#now("claim", () => this.#get("read", [slot])));
+      if (row !== undefined && !row.free) {
         return decodeClaim(row, token);
       }
-      const params = [slot, fingerprint, token, leaseMs, ttlMs];
-      const taken = await this.#calls.run(
-        "claim",
-        (call) => this.#turned(call, () => this.#get("take", params)),
-      );
+      const taken = await this.#write("claim", () => this.#get("take", params));
       if (taken !== undefined) return decodeClaim(taken, token);
     }
     return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
@@ -405,24 +321,25 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   /** {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not the body). */
+  // deno-lint-ignore require-await -- async, so that a throw rejects
   async peek(slot: string): Promise<PeekResult> {
     assertSlot(slot);
-    return decodePeek(asRow(await this.#read("peek", "peek", [slot])));
+    return decodePeek(
+      asRow(this.#now("peek", () => this.#get("peek", [slot]))),
+    );
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
   async forget(slot: string): Promise<ForgetResult> {
     assertSlot(slot);
-    const row = await this.#calls.run(
-      "forget",
-      (call) => this.#turned(call, () => this.#get("forget", [slot])),
-    );
+    const row = await this.#write("forget", () => this.#get("forget", [slot]));
     return row?.live === 1 ? "deleted" : "absent";
   }
 
   /** {@linkcode IdempotencyStore.stats}: one exact count of the live rows, a scan of the table. */
+  // deno-lint-ignore require-await -- async, so that a throw rejects
   async stats(_options?: { limit?: number }): Promise<StoreStats> {
-    const row = await this.#read("stats", "stats", []) ?? {};
+    const row = this.#now("stats", () => this.#get("stats", [])) ?? {};
     const [inFlight, completed, total] = [
       row.in_flight,
       row.completed,
@@ -441,11 +358,6 @@ export class SqliteStore implements IdempotencyStore {
   close(): void {
     if (this.#txDb?.isOpen) this.#txDb.close();
     if (this.#owned && this.#db.isOpen) this.#db.close();
-  }
-
-  #open(path: string): DatabaseSync {
-    const db = new DatabaseSync(path, { timeout: this.#busyTimeoutMs });
-    return db;
   }
 
   #fileOrThrow(): string {
@@ -475,21 +387,28 @@ export class SqliteStore implements IdempotencyStore {
       | undefined;
   }
 
-  #read(
-    operation: Operation,
-    name: Statement,
-    params: Parameter[],
-  ): Promise<Record<string, unknown> | undefined> {
-    return this.#calls.run(
-      operation,
-      () => Promise.resolve(this.#get(name, params)),
-    );
+  #run(name: Statement, params: Parameter[]): number {
+    return Number(this.#statement(name).run(...params).changes);
   }
 
-  /** Runs `work` now if no transaction of this process holds the write lock, else in its turn. */
-  #turned<T>(call: StoreCall, work: () => T): Promise<T> {
-    if (this.#turn.free) return Promise.resolve(work());
-    return this.#turn.take().then(() => {
+  /** Runs a statement now: its whole time is synchronous; its error a StoreError. */
+  #now<T>(operation: Operation, work: () => T): T {
+    try {
+      return work();
+    } catch (error) {
+      throw failure(operation, error, this.#name);
+    }
+  }
+
+  /**
+   * A write: now when no transaction of this process holds the write lock,
+   * else in its turn, given up after `timeoutMs` (docs/architecture.md,
+   * "SqliteStore").
+   */
+  #write<T>(operation: Operation, work: () => T): T | Promise<T> {
+    if (this.#turn.free) return this.#now(operation, work);
+    return this.#calls.run(operation, async (call) => {
+      await this.#turn.take();
       try {
         call.throwIfExpired();
         return work();
@@ -499,47 +418,16 @@ export class SqliteStore implements IdempotencyStore {
     });
   }
 
-  #write(
-    operation: Operation,
-    name: Statement,
-    params: Parameter[],
-  ): Promise<number> {
-    return this.#calls.run(
-      operation,
-      (call) =>
-        this.#turned(
-          call,
-          () => Number(this.#statement(name).run(...params).changes),
-        ),
-    );
-  }
-
   async #fenced(
     operation: "complete" | "release" | "extend",
     params: Parameter[],
   ): Promise<WriteOutcome> {
-    return await this.#write(operation, operation, params) === 1
-      ? "applied"
-      : "lost";
+    const changes = await this.#write(
+      operation,
+      () => this.#run(operation, params),
+    );
+    return changes === 1 ? "applied" : "lost";
   }
 }
 
 type Parameter = string | number | Uint8Array | null;
-
-/** A failed call's error, with what to do when the table is missing. */
-function failure(
-  operation: Operation,
-  cause: unknown,
-  table: string,
-): StoreError {
-  const reason = cause instanceof Error ? cause.message : String(cause);
-  const missing = /no such table/.test(reason)
-    ? `: run \`store.migrate()\` (or sqliteMigration()'s SQL) on ${
-      JSON.stringify(table)
-    } before serving`
-    : "";
-  return new StoreError(
-    `SQLite ${operation} failed: ${reason}${missing}`,
-    { operation, cause },
-  );
-}
