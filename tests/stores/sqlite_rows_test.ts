@@ -11,7 +11,8 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { freeRow } from "../../src/stores/_sqlite_sql.ts";
+import { DatabaseSync } from "node:sqlite";
+import { freeRow, judged } from "../../src/stores/_sqlite_sql.ts";
 import { opts, sqliteStore } from "./_sqlite_fixtures.ts";
 
 /** A column value as SQL text: times relative to the database's now, far from it. */
@@ -89,4 +90,40 @@ Deno.test("SqliteStore: a claim acquires a row of any types exactly when the tak
   );
   // Both sides were met.
   assert.ok(seen.has("true acquired") && seen.has("false in_flight"));
+});
+
+Deno.test("SqliteStore's read and upsert agree at the exact ends: a lease or TTL ending now is over (n-1, n, n+1 ms)", () => {
+  const clock = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
+  assert.ok(freeRow().includes(clock), "the SQL reads the clock as expected");
+  const db = new DatabaseSync(":memory:");
+  const inSql = (r: Record<string, unknown>) =>
+    db.prepare(
+      `SELECT coalesce(${freeRow().replaceAll(clock, "1000")}, 0) AS free
+      FROM (SELECT ? AS version, ? AS state, ? AS token, ? AS fingerprint,
+        ? AS lease_until, ? AS expires_at) AS r`,
+    ).get(
+      r.version as number,
+      r.state as string,
+      r.token as string,
+      r.fingerprint as string,
+      r.lease_until as number,
+      r.expires_at as number,
+    )!.free === 1;
+  const base = { version: 1, state: "in_flight", token: "t", fingerprint: "f" };
+  for (
+    const [lease, expires, free] of [
+      [999, 5000, true],
+      [1000, 5000, true],
+      [1001, 5000, false],
+      [5000, 999, true],
+      [5000, 1000, true],
+      [5000, 1001, false],
+    ] as const
+  ) {
+    const row = { ...base, "lease_until": lease, "expires_at": expires };
+    assert.equal(inSql(row), free, `SQL: lease ${lease}, TTL ${expires}`);
+    const read = judged({ ...row, now: 1000 });
+    assert.equal(read?.free, free, `read: lease ${lease}, TTL ${expires}`);
+  }
+  db.close();
 });
