@@ -86,7 +86,18 @@ Deno.test("SqliteStore: a claim acquires a row of any types exactly when the tak
       assert.equal(claim.state === "acquired", free, JSON.stringify(r));
       if (!free) assert.notEqual(claim.state, "completed", "no such record");
     }),
-    { numRuns: 300 },
+    {
+      numRuns: 300,
+      // Found by this test once: SQLite orders text after every number.
+      examples: [[{
+        version: "one",
+        state: "in_flight",
+        fingerprint: "token",
+        token: "blob",
+        lease: "past real",
+        expires: "text",
+      }]],
+    },
   );
   // Both sides were met.
   assert.ok(seen.has("true acquired") && seen.has("false in_flight"));
