@@ -43,27 +43,36 @@ export {
   parseIdempotencyKey,
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
+export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
 export {
   forgetKey,
   inspectKey,
+  inspectStats,
   type KeyForgotten,
   type KeyInspection,
   type KeyLocation,
+  type RecordStats,
+  type SlotLocation,
+  type StatsOptions,
 } from "./src/inspect.ts";
 export {
   type AdminOperation,
   assertSlot,
   type ClaimOptions,
   type ClaimResult,
+  type FailoverEvent,
+  type FailoverRole,
   type ForgetResult,
   type IdempotencyStore,
   type OmittedReason,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
   type StoreErrorOptions,
   type StoreEvent,
   type StoreOperation,
+  type StoreReport,
   type StoreStats,
   type UnitOfWork,
   type WriteOutcome,

@@ -1,7 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The README's FailoverStore snippet as a whole server, on 127.0.0.1:8000:
- * Redis at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down.
+ * Redis at `REDIS_URL` first, PostgreSQL at `DATABASE_URL` while Redis is down,
+ * with `/otel`'s one wiring: a Redis outage is a `fallback` log line and an
+ * `idempotency.failover.fallbacks` count.
  *
  *     deno run --allow-net --allow-env examples/failover.ts
  *
@@ -9,6 +11,7 @@
  */
 import { accountOf, handler } from "./_payments.ts";
 import { idempotency } from "@idempotent/http";
+import { idempotencyTelemetry } from "@idempotent/http/otel";
 import { FailoverStore } from "@idempotent/http/failover";
 import { RedisStore } from "@idempotent/http/redis";
 import { PostgresStore } from "@idempotent/http/postgres";
@@ -30,8 +33,11 @@ const store = new FailoverStore({
   fallback: new PostgresStore({ sql }),
 });
 await store.migrate(); // creates the PostgreSQL table: without it, new keys get 503
-Deno.serve(
-  { hostname: "127.0.0.1", port: 8000 },
-  // Scoped by the account the request acts for, resolved after authentication.
-  idempotency(handler, { store, scope: accountOf }),
-);
+// Metrics (exported under OTEL_DENO=true); the log lines stay on beside them.
+const telemetry = idempotencyTelemetry();
+const guarded = idempotency(handler, {
+  store: telemetry.store(store), // times it, counts its fallbacks
+  scope: accountOf, // the account the request acts for, after authentication
+  onEvent: telemetry.onEvent,
+});
+Deno.serve({ hostname: "127.0.0.1", port: 8000 }, guarded);

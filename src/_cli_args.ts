@@ -6,11 +6,27 @@ import type { KeyLocation } from "./inspect.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import { assertSlot } from "./store.ts";
 
+/** A Redis target: `nodes`, a cluster's seed URLs (`--redis-cluster`). */
+export type RedisTarget = {
+  kind: "redis";
+  url: string;
+  options: { prefix?: string };
+  nodes?: string[];
+};
+/** A PostgreSQL target. */
+export type PostgresTarget = {
+  kind: "postgres";
+  url: string;
+  options: { table?: string };
+};
+
 /** Which store, where, and its options as the app gives them. */
 export type Target =
-  | { kind: "redis"; url: string; options: { prefix?: string } }
-  | { kind: "postgres"; url: string; options: { table?: string } }
-  | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } }; // a path or URL
+  | RedisTarget
+  | PostgresTarget
+  | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } } // a path or URL
+  // A FailoverStore's two (docs/architecture.md, Inspect and forget).
+  | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
 
 /** A checked command line. */
 export interface Parsed {
@@ -22,6 +38,8 @@ export interface Parsed {
   label: string;
   json: boolean;
   limit: number | undefined;
+  /** The `importEncryptionKeys` text `--encryption-keys-env` names. */
+  encryptionKeys?: string;
 }
 
 /** A command line that cannot run: exit code 2, nothing read or changed. */
@@ -29,9 +47,10 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-const FLAGS = ["json", "yes", "help"];
-const VALUES = "redis postgres kv prefix table scope key secret-env slot limit"
-  .split(" ");
+const FLAGS = ["json", "yes", "help", "global"];
+const VALUES =
+  "redis redis-cluster postgres kv prefix table scope key secret-env slot limit encryption-keys-env"
+    .split(" ");
 
 /** Every option's name, for the help's test. */
 export const OPTION_NAMES: readonly string[] = [...FLAGS, ...VALUES];
@@ -88,11 +107,11 @@ export function parseArgs(
   only("limit", command === "stats", "is for stats only");
   let found = { record: null as Parsed["record"], label: "" };
   if (command === "stats") {
-    for (const name of ["scope", "key", "secret-env", "slot"]) {
+    for (const name of ["scope", "global", "key", "secret-env", "slot"]) {
       only(name, false, "is for inspect and forget: stats counts every key");
     }
   } else {
-    found = recordFrom(text, env);
+    found = recordFrom(text, options.has("global"), env);
     if (command === "forget" && !options.has("yes")) {
       throw new UsageError(
         "forget deletes the record: add --yes (inspect it first)",
@@ -105,32 +124,71 @@ export function parseArgs(
       `--limit must be a positive integer: current value is ${limit}`,
     );
   }
+  const keysVariable = text("encryption-keys-env");
+  const encryptionKeys = keysVariable === undefined
+    ? undefined
+    : env(keysVariable);
+  if (keysVariable !== undefined && !encryptionKeys) {
+    throw new UsageError(
+      `--encryption-keys-env ${keysVariable}: the environment variable ${keysVariable} is not set`,
+    );
+  }
   return {
     command,
     target,
     ...found,
     json: options.has("json"),
     limit: limit === undefined ? undefined : Number(limit),
+    ...(encryptionKeys === undefined ? {} : { encryptionKeys }),
   };
 }
 
 function targetOf(text: (name: string) => string | undefined): Target {
-  const given = ["redis", "postgres", "kv"].filter((n) =>
+  const given = ["redis", "redis-cluster", "postgres", "kv"].filter((n) =>
     text(n) !== undefined
   );
+  const redis = given.find((n) => n.startsWith("redis"));
+  if (given.length === 2 && redis && given.includes("postgres")) {
+    // The two stores of a FailoverStore: Redis primary, PostgreSQL fallback.
+    const primary = targetOf((n) =>
+      n === "table" || n === "postgres" ? undefined : text(n)
+    );
+    const fallback = targetOf((n) =>
+      n === "prefix" || n.startsWith("redis") ? undefined : text(n)
+    );
+    return {
+      kind: "failover",
+      primary: primary as RedisTarget,
+      fallback: fallback as PostgresTarget,
+    };
+  }
   if (given.length !== 1) {
     throw new UsageError(
       given.length === 0
-        ? "name the store: --redis URL, --postgres URL or --kv PATH"
-        : `name one store: ${given.map((n) => `--${n}`).join(" and ")} given`,
+        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL or --kv PATH"
+        : `name one store, or --redis with --postgres (a FailoverStore): ${
+          given.map((n) => `--${n}`).join(" and ")
+        } given`,
     );
   }
-  const kind = given[0] as Target["kind"];
-  const url = text(kind)!;
+  const kind = (redis ? "redis" : given[0]) as "redis" | "postgres" | "kv";
+  const url = text(given[0]!)!;
   const prefix = text("prefix");
   const table = text("table");
   if (table !== undefined && kind !== "postgres") {
     throw new UsageError("--table is for --postgres only");
+  }
+  if (redis === "redis-cluster") {
+    const nodes = url.split(",").map((u) => u.trim());
+    if (nodes.some((u) => !/^rediss?:\/\/[^/?#\s]+/.test(u))) {
+      throw new UsageError(
+        `--redis-cluster takes the URLs of cluster nodes, comma-separated (redis://HOST:PORT,...): current value is ${
+          nodes.find((u) => !/^rediss?:\/\//.test(u)) ?? url
+        }`,
+      );
+    }
+    const options = prefix === undefined ? {} : { prefix };
+    return { kind: "redis", url: nodes[0]!, options, nodes };
   }
   if (kind === "postgres") {
     if (prefix !== undefined) {
@@ -162,15 +220,23 @@ function kvPrefix(text: string): Deno.KvKey {
 
 function recordFrom(
   text: (name: string) => string | undefined,
+  global: boolean,
   env: (name: string) => string | undefined,
 ): { record: NonNullable<Parsed["record"]>; label: string } {
   const slot = text("slot");
   const key = text("key");
   const scope = text("scope");
   const variable = text("secret-env");
+  if (global && scope !== undefined) {
+    throw new UsageError(
+      `give --global (the scope: "global" option) or --scope S (the text the scope function returned), not both`,
+    );
+  }
   if (slot !== undefined) {
-    if (key !== undefined || scope !== undefined) {
-      throw new UsageError("give --slot, or --scope with --key");
+    if (key !== undefined || scope !== undefined || global) {
+      throw new UsageError(
+        "give --slot, or --scope with --key (or --global with --key)",
+      );
     }
     if (variable !== undefined) {
       throw new UsageError("--secret-env hashes a --key: a --slot is hashed");
@@ -182,9 +248,9 @@ function recordFrom(
     }
     return { record: { slot }, label: `slot ${slot}` };
   }
-  if (key === undefined || !scope) {
+  if (key === undefined || !(scope || global)) {
     throw new UsageError(
-      "name the record: --scope S --key K (S as your scope function returned it, or global), or --slot SLOT",
+      `name the record: --scope S --key K (S as your scope function returned it), --global --key K (the scope: "global" option), or --slot SLOT`,
     );
   }
   const parsed = parseIdempotencyKey(key);
@@ -193,19 +259,60 @@ function recordFrom(
       `--key is not a key the middleware accepts: ${parsed.reason}`,
     );
   }
-  const secret = variable === undefined ? undefined : env(variable);
+  let secret: string | Uint8Array | undefined;
   try {
-    if (variable !== undefined && !secret) {
+    const value = variable === undefined ? undefined : env(variable);
+    if (variable !== undefined && !value) {
       throw new Error(`the environment variable ${variable} is not set`);
     }
+    secret = value === undefined ? undefined : secretOf(value);
     hasherOf(secret); // the library's checks of the secret, before connecting
   } catch (error) {
     throw new UsageError(
       `--secret-env ${variable}: ${(error as Error).message}`,
     );
   }
+  const where = global ? { global: true as const } : { scope: scope! };
   return {
-    record: secret === undefined ? { scope, key } : { scope, key, secret },
-    label: `key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)}`,
+    record: secret === undefined
+      ? { ...where, key }
+      : { ...where, key, secret },
+    label: `key ${JSON.stringify(key)} ${
+      global
+        ? 'in the global scope (scope: "global")'
+        : `in scope ${JSON.stringify(scope)}`
+    }`,
   };
+}
+
+/**
+ * The secret a `--secret-env` variable holds: `hex:…` and `base64:…` (standard
+ * or URL-safe) are bytes, as an app's `Uint8Array` secret; any other value is
+ * text, hashed as UTF-8 as an app's string secret is.
+ */
+export function secretOf(value: string): string | Uint8Array {
+  const [, encoding, data = ""] = /^(hex|base64):(.*)$/s.exec(value) ?? [];
+  if (encoding === undefined) return value;
+  if (encoding === "hex") {
+    const bad = /[^0-9a-fA-F]/.exec(data)?.index; // not the character: a secret's
+    if (bad !== undefined || data.length % 2 === 1) {
+      throw new Error(
+        `the value after hex: must be hex digits (0-9, a-f), two a byte: ${
+          bad === undefined
+            ? `${data.length} digits, an odd count`
+            : `character ${bad + 1} is not one`
+        }`,
+      );
+    }
+    return Uint8Array.fromHex(data);
+  }
+  try {
+    return Uint8Array.fromBase64(data.replace(/-/g, "+").replace(/_/g, "/"));
+  } catch (error) {
+    throw new Error(
+      `the value after base64: is not standard or URL-safe base64: ${
+        (error as Error).message
+      }`,
+    );
+  }
 }

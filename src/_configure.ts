@@ -123,7 +123,7 @@ export function configure(options: IdempotencyOptions) {
   );
   const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
   const onEvent = optionalFunction("onEvent", options.onEvent);
-  const listener = withLog(onEvent, options.logger, hooks[LOG_CLOCK]);
+  const listener = withLog(onEvent, options.logger, store, hooks[LOG_CLOCK]);
   const render = optionalFunction("renderProblem", options.renderProblem);
   return {
     store,

@@ -13,7 +13,7 @@ import {
   type Unread,
 } from "./_request.ts";
 import { replay, responseBody, storedHeaders } from "./_response.ts";
-import { isSealed } from "./_seal.ts";
+import { unsealedReason } from "./_seal.ts";
 import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
@@ -100,14 +100,14 @@ export class Guard<A extends unknown[]> {
       case "completed": {
         if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
         const { encryption } = config;
-        const record = encryption === undefined
-          ? isSealed(claim.response) ? null : claim.response
-          : await encryption.open(flight.slot, fingerprint, claim.response);
-        if (record !== null) {
-          return this.#replay(flight, record, claim !== first);
+        const opened = encryption === undefined
+          ? unsealedReason(claim.response) ?? { record: claim.response }
+          : await encryption.read(flight.slot, fingerprint, claim.response);
+        if (opened.record !== null) {
+          return this.#replay(flight, opened.record, claim !== first);
         }
         // docs/architecture.md, Unreadable is in flight.
-        return this.#conflict(flight, null, config.lease);
+        return this.#conflict(flight, null, config.lease, opened);
       }
       case "in_flight":
         if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
@@ -201,11 +201,19 @@ export class Guard<A extends unknown[]> {
     flight: Flight<A>,
     fingerprint: string | null,
     retryAfterMs: number,
+    sealed?: { reason: string; keyId?: string },
   ): Response | Promise<Response> {
     const { slot } = flight;
     const unreadable = fingerprint === null;
     this.#report(
-      () => ({ type: "conflict", slot, retryAfterMs, unreadable }),
+      () => ({
+        type: "conflict",
+        slot,
+        retryAfterMs,
+        unreadable,
+        ...(sealed && { reason: sealed.reason }),
+        ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
+      }),
       flight.started,
     );
     const retryAfter = unreadable

@@ -1,13 +1,15 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The middleware's log: the events that mean something is misconfigured or
- * lost, written as one line each to a {@linkcode Logger}, at most one line
- * per kind a minute (docs/architecture.md, Loud by default). @module
+ * lost, and a FailoverStore's fallbacks and recoveries, written as one line
+ * each to a {@linkcode Logger}, at most one line per kind a minute
+ * (docs/architecture.md, Loud by default). @module
  */
 
 import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import type { Logger } from "./options.ts";
+import type { IdempotencyStore, StoreReport } from "./store.ts";
 
 /** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
 export const LOG_CLOCK: unique symbol = Symbol("log clock");
@@ -28,24 +30,28 @@ interface Window {
 type Listener = (event: IdempotencyEvent) => void;
 
 /**
- * The `onEvent` listener and the `logger` option in one listener, or
- * `undefined` when neither is wanted: `logger` is `console` by default
- * without `onEvent`, nothing by default beside one, nothing when `false`.
- * `onEvent` runs first; the log runs even if it throws.
+ * The `onEvent` listener and the `logger` option in one listener: `logger`
+ * is `console` by default, with `onEvent` or without, nothing when `false`.
+ * `onEvent` runs first; the log runs even if it throws. The store's reports
+ * (a FailoverStore's fallbacks) go to the same logger through its
+ * `subscribe()`, one listener per store and logger however many middlewares
+ * share them.
  */
 export function withLog(
   onEvent: Listener | undefined,
   logger: unknown,
+  store: IdempotencyStore,
   clock?: Clock,
 ): Listener | undefined {
-  if (logger === false || (logger === undefined && onEvent !== undefined)) {
-    return onEvent;
-  }
+  if (logger === false) return onEvent;
   const to = (logger ?? globalThis.console) as Partial<Logger> | null;
   if (typeof to?.warn !== "function" || typeof to.error !== "function") {
     throw new TypeError(
       `'logger' must be false or an object with warn() and error(), such as console: current value is ${logger}`,
     );
+  }
+  if (typeof store.subscribe === "function") {
+    store.subscribe(storeLog(store, to as Logger, clock));
   }
   const log = logListener(to as Logger, clock);
   if (onEvent === undefined) return log;
@@ -58,6 +64,26 @@ export function withLog(
   };
 }
 
+/** Each store's log, by logger: the same function, so `subscribe()` adds it once. */
+const storeLogs = new WeakMap<object, WeakMap<Logger, StoreListener>>();
+type StoreListener = (event: StoreReport) => void;
+
+/** The listener that writes a store's reports worth a line to `logger`. */
+function storeLog(store: object, logger: Logger, clock?: Clock) {
+  let logs = storeLogs.get(store);
+  if (logs === undefined) storeLogs.set(store, logs = new WeakMap());
+  let log = logs.get(logger);
+  if (log === undefined) {
+    const write = lineWriter(logger, clock);
+    log = (event) => {
+      const line = storeLineOf(event);
+      if (line !== undefined) write(line);
+    };
+    logs.set(logger, log);
+  }
+  return log;
+}
+
 /**
  * An `onEvent` listener that writes the events worth a line to `logger`:
  * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`
@@ -67,26 +93,43 @@ export function withLog(
  */
 export function logListener(
   logger: Logger,
-  clock: Clock = SYSTEM_CLOCK,
+  clock?: Clock,
 ): (event: IdempotencyEvent) => void {
+  const write = lineWriter(logger, clock);
+  return (event) => {
+    const line = lineOf(event);
+    if (line !== undefined) write(line);
+  };
+}
+
+/**
+ * Writes lines of `kind: text` to `logger`, at its level for the kind, each
+ * kind at most once a minute: the rest counted, as one line at its end.
+ */
+function lineWriter(
+  logger: Logger,
+  clock: Clock = SYSTEM_CLOCK,
+): (text: string) => void {
   const windows = new Map<string, Window>();
   // The minute's held-back count, as one line; the next minute starts.
-  const flush = (kind: string, level: "warn" | "error", window: Window) => {
+  const flush = (kind: string, level: Level, window: Window) => {
     window.cancel = undefined;
     const times = window.count === 1 ? "once more" : `${window.count} times`;
-    logger[level](
+    writeAt(
+      logger,
+      level,
       `${PREFIX} ${kind} happened ${times} in the last minute; the latest: ${window.latest}`,
     );
     window.count = 0;
     window.until = clock.now() + LOG_INTERVAL_MS;
   };
-  const write = (text: string) => {
+  return (text) => {
     const kind = text.slice(0, text.indexOf(":"));
-    const level = WARNINGS.has(kind) ? "warn" : "error";
+    const level = LEVELS.get(kind) ?? "error";
     const now = clock.now();
     const window = windows.get(kind);
     if (window === undefined || (now >= window.until && window.count === 0)) {
-      logger[level](`${PREFIX} ${text}`);
+      writeAt(logger, level, `${PREFIX} ${text}`);
       const until = now + LOG_INTERVAL_MS;
       windows.set(kind, { until, count: 0, latest: text });
       return;
@@ -103,14 +146,27 @@ export function logListener(
       );
     }
   };
-  return (event) => {
-    const line = lineOf(event);
-    if (line !== undefined) write(line);
-  };
 }
 
-/** The kinds whose lines are warnings; the others' are errors. */
-const WARNINGS = new Set(["fail_open", "lease_lost", "unreadable"]);
+type Level = "info" | "warn" | "error";
+
+/** `info` where the logger has it, else `warn`. */
+function writeAt(logger: Logger, level: Level, line: string): void {
+  if (level !== "info") return logger[level](line);
+  if (typeof logger.info === "function") logger.info(line);
+  else logger.warn(line);
+}
+
+/** The kinds whose lines are not errors, and their level. */
+const LEVELS = new Map<string, Level>([
+  ["fail_open", "warn"],
+  ["lease_lost", "warn"],
+  ["unreadable", "warn"],
+  ["fallback", "warn"],
+  ["fallback_unavailable", "warn"],
+  ["write_failed", "warn"],
+  ["recovered", "info"],
+]);
 
 /** The event's line (its kind, a colon, what it means), if it is logged. */
 function lineOf(event: IdempotencyEvent): string | undefined {
@@ -143,7 +199,39 @@ function lineOf(event: IdempotencyEvent): string | undefined {
       }`;
     case "conflict":
       if (!event.unreadable) return undefined;
+      if (event.reason !== undefined) {
+        return `unreadable: a key's completed record could not be opened, so it answers 409: ${event.reason}`;
+      }
       return "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written";
+    default:
+      return undefined;
+  }
+}
+
+/**
+ * A store's report's line, if it is logged: a FailoverStore's `fallback`,
+ * `fallback_unavailable`, `write_failed` and `recovered`. Neither `diverged`
+ * (expected once a primary restarted empty; `recovered` follows) nor an
+ * `undo` (the end of a clean-up after a `store_error` already logged).
+ */
+function storeLineOf(event: StoreReport): string | undefined {
+  switch (event.type) {
+    case "fallback":
+      return `fallback: the FailoverStore's primary store failed a claim, so claims go to the fallback store alone while it fails (requests are still served): ${
+        describe(event.error)
+      }`;
+    case "fallback_unavailable":
+      return `fallback_unavailable: the FailoverStore's fallback store failed a claim, so a key was claimed on the primary alone (a primary that restarts empty may run it again): ${
+        describe(event.error)
+      }`;
+    case "write_failed":
+      return `write_failed: the FailoverStore's ${event.store} store failed a ${event.operation}, so the other store's answer stands and the two differ on that key until it expires: ${
+        describe(event.error)
+      }`;
+    case "recovered":
+      return `recovered: the FailoverStore's primary store answers again, and a key it did not hold was answered from the fallback's record (${
+        event.copied ? "copied into the primary" : "not copied"
+      })`;
     default:
       return undefined;
   }

@@ -2,14 +2,16 @@
 /** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
-import type { StoredResponse } from "./store.ts";
+import { STORE_DROPPED, type StoredResponse } from "./store.ts";
 
-/** The one header of a sealed record: `2;<key id>;<sealed header list>`. */
+/** The one header of a sealed record: `3;<key id>;<sealed header list>`. */
 export const SEALED_HEADER = "idempotent-sealed";
-const VERSION = "2";
+/** The seal written; `2`, whose additional data lacks the omitted reason, still opens. */
+const VERSION = "3";
+const VERSIONS = new Set(["2", VERSION]);
 const NONCE_BYTES = 12;
 /** 1 to 32 visible ASCII characters but `;`, the separator. */
-const KEY_ID = /^[\x21-\x3a\x3c-\x7e]{1,32}$/;
+export const KEY_ID = /^[\x21-\x3a\x3c-\x7e]{1,32}$/;
 
 type Bytes = Uint8Array<ArrayBuffer>;
 const UTF8 = new TextEncoder();
@@ -20,6 +22,66 @@ export type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
 /** Whether a record is sealed (to read one without keys: unreadable). */
 export function isSealed(record: StoredResponse): boolean {
   return record.headers[0]?.[0] === SEALED_HEADER;
+}
+
+/** The key id a sealed header list's JSON (`encodeHeaders`) names, or `null`: for a store's `stats`. */
+export function sealedKeyId(headersJson: string): string | null {
+  if (!headersJson.startsWith(SEALED_JSON)) return null;
+  const headers = decodeHeaders(headersJson);
+  if (headers === null || headers.length !== 1) return null;
+  return sealLabel({ status: 200, headers, body: null })?.keyId ?? null;
+}
+
+const SEALED_JSON = `[[${JSON.stringify(SEALED_HEADER)},`;
+
+/** Counts sealed records by key id, for a store's `stats` (`StoreStats.sealed`). */
+export class SealCount {
+  readonly #ids = new Map<string, number>();
+
+  /** Counts a completed record by its header list's JSON. */
+  add(headersJson: string): void {
+    const id = sealedKeyId(headersJson);
+    if (id !== null) this.addId(id);
+  }
+
+  /** Counts a record sealed under `id`, `n` times. */
+  addId(id: string, n = 1): void {
+    this.#ids.set(id, (this.#ids.get(id) ?? 0) + n);
+  }
+
+  /** `{ sealed }` for the stats: own properties, whatever the ids (`__proto__` too). */
+  get counts(): { sealed: Record<string, number> } {
+    return { sealed: Object.fromEntries(this.#ids) };
+  }
+}
+
+/** A sealed record's version and key id, read from its label (unverified), or `null`. */
+export function sealLabel(
+  record: StoredResponse,
+): { version: string; keyId: string } | null {
+  const pair = record.headers[0];
+  if (pair?.[0] !== SEALED_HEADER) return null;
+  const [version = "", keyId = ""] = pair[1].split(";", 2);
+  return { version, keyId };
+}
+
+/**
+ * What {@linkcode Sealer.read} found: the record opened, or `null` and why
+ * not (`keyId`: the id its label names, when it has one).
+ */
+export type Opened =
+  | { record: StoredResponse; keyId: string }
+  | { record: null; reason: string; keyId?: string };
+
+/** Why a sealed record is not read without the `encryption` option. */
+export function unsealedReason(record: StoredResponse): Opened | null {
+  const label = sealLabel(record);
+  if (label === null) return null;
+  const { keyId } = label;
+  const reason = `sealed under key id ${
+    JSON.stringify(keyId)
+  }, and no 'encryption' option is given`;
+  return { record: null, reason, keyId };
 }
 
 /** The checked `encryption` option: seals under the first key, opens under any. */
@@ -57,6 +119,11 @@ export class Sealer {
     return new Sealer(keys, list[0].id);
   }
 
+  /** Whether a key of this id is listed (it may open a record). */
+  holds(id: string): boolean {
+    return this.keys.has(id);
+  }
+
   /** `record` sealed for `slot` and `fingerprint`, in a shape every store accepts. */
   async seal(
     slot: string,
@@ -65,7 +132,7 @@ export class Sealer {
   ): Promise<StoredResponse> {
     const { id, keys } = this;
     const key = keys.get(id)!;
-    const clear = bound(id, slot, fingerprint, record);
+    const clear = bound(VERSION, id, slot, fingerprint, record);
     const headers = UTF8.encode(encodeHeaders(record.headers));
     const sealed = toBase64Url(await encrypt(key, clear, headers));
     const label = `${VERSION};${id};${sealed}`;
@@ -88,38 +155,80 @@ export class Sealer {
     fingerprint: string,
     record: StoredResponse,
   ): Promise<StoredResponse | null> {
+    return (await this.read(slot, fingerprint, record)).record;
+  }
+
+  /** {@linkcode Sealer.open}, saying why a record does not open. */
+  async read(
+    slot: string,
+    fingerprint: string,
+    record: StoredResponse,
+  ): Promise<Opened> {
     const [pair, more] = record.headers;
-    if (pair?.[0] !== SEALED_HEADER || more !== undefined) return null;
-    const [version, id, ...text] = pair[1].split(";");
-    const key = this.keys.get(id!);
-    const sealed = fromBase64Url(text.join(";")); // null with a ";" more
-    if (version !== VERSION || key === undefined || sealed === null) {
-      return null;
+    if (pair?.[0] !== SEALED_HEADER) return { record: null, reason: CLEAR };
+    const [version = "", id = "", ...text] = pair[1].split(";");
+    const keyId = id;
+    if (more !== undefined) return { record: null, reason: altered(id), keyId };
+    if (!VERSIONS.has(version)) {
+      const reason = `sealed in seal version ${
+        JSON.stringify(version)
+      }, which this version cannot open`;
+      return { record: null, reason, keyId };
     }
-    const clear = bound(id!, slot, fingerprint, record);
+    const key = this.keys.get(id);
+    if (key === undefined) {
+      const reason = `sealed under key id ${
+        JSON.stringify(id)
+      }, not among the keys given`;
+      return { record: null, reason, keyId };
+    }
+    const sealed = fromBase64Url(text.join(";")); // null with a ";" more
+    const clear = sealed && bound(version, id, slot, fingerprint, record);
     try {
-      const headers = await decrypt(key, clear, sealed);
+      const headers = await decrypt(key, clear!, sealed!);
       const body = record.body as Bytes | null;
-      return toStoredResponse(
+      const opened = toStoredResponse(
         record.status,
         decodeHeaders(new TextDecoder().decode(headers)),
         body && await decrypt(key, clear + pair[1], body),
         record.omitted,
       );
+      if (opened !== null) return { record: opened, keyId };
     } catch {
-      return null; // It does not open.
+      // It does not open.
     }
+    return { record: null, reason: altered(id), keyId };
   }
 }
 
-/** The additional data: what the header's ciphertext is bound to (the body's, to it too). */
+function altered(id: string): string {
+  return `does not open under key id ${
+    JSON.stringify(id)
+  }: altered in the store, or moved from another slot or fingerprint`;
+}
+
+const CLEAR = "written in clear (no seal) while the 'encryption' option is on";
+
+/**
+ * The additional data: what the header's ciphertext is bound to (the body's,
+ * to it too). From version 3 it binds the omitted reason the middleware wrote
+ * (`""` with a body); a body the store dropped (`store_dropped`) was written
+ * with its body, so it reads as `""`.
+ */
 function bound(
+  version: string,
   id: string,
   slot: string,
   fingerprint: string,
-  { status }: StoredResponse,
+  { status, omitted }: StoredResponse,
 ): string {
-  return JSON.stringify([VERSION, id, slot, fingerprint, status]);
+  if (version === "2") {
+    return JSON.stringify([version, id, slot, fingerprint, status]);
+  }
+  const decided = omitted === undefined || omitted === STORE_DROPPED
+    ? ""
+    : omitted;
+  return JSON.stringify([version, id, slot, fingerprint, status, decided]);
 }
 
 /** A fresh 12-byte nonce ‖ the AES-GCM ciphertext of `plain`. */
@@ -146,7 +255,9 @@ function gcm(iv: Bytes, data: string): AesGcmParams {
 function checkKey(name: string, key: unknown): SealingKey {
   if (!(key instanceof CryptoKey)) {
     const type = Object.prototype.toString.call(key).slice(8, -1);
-    throw new TypeError(`${name} must be a CryptoKey: current type is ${type}`);
+    throw new TypeError(
+      `${name} must be a CryptoKey (importEncryptionKeys("id:BASE64") makes one from 32 raw bytes): current type is ${type}`,
+    );
   }
   const { name: algorithm, length } = key.algorithm as AesKeyAlgorithm;
   if (key.type !== "secret" || algorithm !== "AES-GCM") {

@@ -1,8 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A command line to look at and repair the records of a Redis, PostgreSQL or
- * Deno KV store: `inspect` one key, `forget` it, or count records by state
- * with `stats` (docs/architecture.md, Inspect and forget).
+ * A command line to look at and repair the records of a Redis (or Redis
+ * Cluster), PostgreSQL or Deno KV store, or of a FailoverStore's two:
+ * `inspect` one key, `forget` it, or count records by state with `stats`
+ * (docs/architecture.md, Inspect and forget).
  *
  * ```sh
  * deno run -A jsr:@idempotent/http/cli inspect --redis redis://127.0.0.1:6379 --scope alice --key 8e03978e
@@ -10,7 +11,7 @@
  *
  * Exit codes: 0 done (found, deleted, counted), 1 no record (`inspect` or
  * `forget` found it absent), 2 usage error (nothing read or changed), 3 the
- * store is unreachable or failed. `--help` says the rest.
+ * store (or one of the two) is unreachable or failed. `--help` says the rest.
  *
  * @example Help, and a usage error
  * ```ts
@@ -28,10 +29,21 @@
  */
 
 import { parseArgs, type Parsed, UsageError } from "./_cli_args.ts";
-import { forgetKey, inspectKey, type KeyInspection } from "./inspect.ts";
-import { KvStore } from "./stores/kv.ts";
-import { PostgresStore } from "./stores/postgres.ts";
-import { RedisStore } from "./stores/redis.ts";
+import { hint, runBoth, statsText } from "./_cli_both.ts";
+import { causes, open, type Opened, where } from "./_cli_stores.ts";
+import {
+  forgetKey,
+  inspectKey,
+  inspectStats,
+  type KeyInspection,
+} from "./inspect.ts";
+import {
+  type EncryptionKeys,
+  generateEncryptionKey,
+  importEncryptionKeys,
+} from "./encryption.ts";
+import { KEY_ID } from "./_seal.ts";
+import { time } from "./_cli_time.ts";
 
 /** Where {@linkcode main} writes and what it reads from its environment. */
 export interface CliIo {
@@ -57,25 +69,53 @@ Commands:
            request with that key runs the handler again. Needs --yes.
   stats    Counts records by state: PostgreSQL counts them all; Redis (a SCAN)
            and KV (a list) read at most --limit and warn if they stopped there.
+  generate-key [--id ID]
+           Prints a new entry for the app's key list, ID:BASE64 of 32 random
+           bytes (ID: today's date), as importEncryptionKeys() reads it.
 
-Store (exactly one; options as the app gives its store):
+Store (one, or the two of a FailoverStore; options as the app gives them):
   --redis URL [--prefix P]     RedisStore through node-redis (prefix default
-                               "idempotency:")
+                               "idempotency:"); a Redis Cluster node is
+                               detected, and keys are routed by slot
+  --redis-cluster URL[,URL...] [--prefix P]
+                               RedisStore on a Redis Cluster (createCluster);
+                               stats SCANs every master
   --postgres URL [--table T]   PostgresStore through postgres.js (T may be
                                schema.table; default "idempotency_keys")
   --kv PATH [--prefix P]       KvStore on a Deno KV file (or URL); P is a JSON
                                array ('["my-app","idempotency"]') or one string
                                (default ["idempotency"]); needs --unstable-kv
+  --redis … --postgres …       Both: a FailoverStore (Redis primary, PostgreSQL
+                               fallback). inspect shows both records and what
+                               a claim finds; forget deletes on both; stats
+                               counts each. A store that fails: exit 3, after
+                               the other's answer
 
 Record (inspect and forget):
-  --scope S --key K   The Idempotency-Key K (as the client sent it) in scope S
-                      (what your scope function returned for the request;
-                      global for scope: "global").
+  --scope S --key K   The Idempotency-Key K (as the client sent it) in scope S,
+                      the text your scope function returned for the request.
+  --global --key K    K under the scope: "global" option (not the same as a
+                      scope function returning "global": that is --scope
+                      global).
   --secret-env NAME   The app's secret, read from the environment variable
                       NAME: needed when the app sets \`secret\`. Never on the
                       command line, where ps, /proc and shell history show it.
+                      Plain text is hashed as UTF-8, as a string secret;
+                      hex:HEX and base64:B64 (or URL-safe) are raw bytes, as a
+                      Uint8Array secret.
   --slot SLOT         The slot itself, as the middleware's events give it
                       (event.slot).
+
+Sealed records (the app's encryption option; inspect and stats):
+  --encryption-keys-env NAME
+                      The app's key list ("k2:BASE64,k1:BASE64", the text
+                      importEncryptionKeys() reads), from the environment
+                      variable NAME, never the command line. inspect opens a
+                      sealed record as the app would (unreadable: names why,
+                      e.g. the key id not among the keys); stats counts the
+                      records the app would not open as unreadable (by the key
+                      id each seal names). Without it a sealed record is
+                      reported sealed and unverified.
 
 Output:
   --json              One JSON line on stdout, for scripts: inspect, the slot
@@ -87,15 +127,15 @@ Output:
 
 Exit codes:
   0  done: inspect found a record, forget deleted one, stats counted
-  1  no record: inspect or forget found the key absent
+  1  no record: inspect or forget found the key absent (on both stores)
   2  usage error: nothing was read or changed
   3  the store is unreachable or failed (a forget that timed out may have
-     deleted)
+     deleted); with two stores, either (the other's answer is printed)
 
 Permissions (instead of -A): --allow-net=HOST:PORT of the server;
 --postgres: --allow-env (postgres.js reads the PG* variables); --secret-env
-NAME: --allow-env=NAME; --kv PATH: --unstable-kv --allow-read=PATH
---allow-write=PATH.
+NAME, --encryption-keys-env NAME: --allow-env=NAME; --kv PATH: --unstable-kv
+--allow-read=PATH --allow-write=PATH.
 `;
 
 const DEFAULT_IO: CliIo = {
@@ -130,7 +170,7 @@ const DEFAULT_IO: CliIo = {
  *
  * const lines: string[] = [];
  * const io = { stdout: (l: string) => lines.push(l), stderr: (l: string) => lines.push(l), env: () => undefined };
- * const args = ["inspect", "--kv", path, "--scope", "global", "--key", "k1", "--json"];
+ * const args = ["inspect", "--kv", path, "--global", "--key", "k1", "--json"];
  * assert.equal(await main(args, io), 0);
  * assert.equal(JSON.parse(lines[0]!).status, 201);
  * await Deno.remove(path);
@@ -140,13 +180,21 @@ export async function main(
   args: string[],
   io: CliIo = DEFAULT_IO,
 ): Promise<number> {
+  if (args[0] === "generate-key" || args[0] === "--generate-key") {
+    return generateKey(args.slice(1), io);
+  }
   let parsed: Parsed | null = null;
   let opened: Opened;
+  let encryption: EncryptionKeys | undefined;
   try {
     parsed = parseArgs(args, io.env);
     if (parsed === null) {
       for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
       return 0;
+    }
+    encryption = await keysOf(parsed.encryptionKeys);
+    if (parsed.target.kind === "failover") {
+      return await runBoth(parsed, io, peekText, encryption);
     }
     opened = await open(parsed.target);
   } catch (error) {
@@ -155,13 +203,13 @@ export async function main(
       io.stderr("Run with --help for usage.");
       return 2;
     }
-    io.stderr(
-      `error: ${where(parsed!.target)} is unreachable: ${causes(error)}`,
-    );
+    const target = parsed!.target as Exclude<Target, { kind: "failover" }>;
+    io.stderr(`error: ${where(target)} is unreachable: ${causes(error)}`);
     return 3;
   }
+  if (opened.note) io.stderr(opened.note);
   try {
-    return await run(parsed, opened.store, io);
+    return await run(parsed, opened, io, encryption);
   } catch (error) {
     io.stderr(`error: ${where(parsed.target)} failed: ${causes(error)}`);
     return 3;
@@ -170,25 +218,29 @@ export async function main(
   }
 }
 
+type Target = Parsed["target"];
+
 async function run(
   { command, record, label, json, limit }: Parsed,
-  store: Opened["store"],
+  { store, stats: count }: Opened,
   io: CliIo,
+  encryption?: EncryptionKeys,
 ): Promise<number> {
   if (command === "stats") {
-    const stats = await store.stats(limit === undefined ? {} : { limit });
+    const stats = await inspectStats({ stats: () => count(limit) }, {
+      ...(encryption && { encryption }),
+    });
+    if (stats.unopened) {
+      io.stderr(
+        `warning: ${stats.unopened} completed records would not open with the keys given (sealed under another key id, or in clear): counted unreadable`,
+      );
+    }
     if (!stats.exact) {
       io.stderr(
         "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
       );
     }
-    const total = stats.inFlight + stats.completed + stats.unreadable;
-    const bound = stats.exact ? "" : "at least ";
-    io.stdout(
-      json
-        ? JSON.stringify(stats)
-        : `${bound}${total} records: ${stats.inFlight} in flight, ${stats.completed} completed, ${stats.unreadable} unreadable`,
-    );
+    io.stdout(json ? JSON.stringify(stats) : statsText(stats));
     return 0;
   }
   if (command === "forget") {
@@ -200,11 +252,13 @@ async function run(
         ? `deleted: ${label}; the next request with it runs the handler`
         : `absent: ${label} has no record (nothing deleted)`,
     );
+    if (!json && forgotten.result === "absent") hint(record, io);
     return forgotten.result === "deleted" ? 0 : 1;
   }
-  const found = await inspectKey(store, record!);
+  const found = await inspectKey(store, { ...record!, encryption });
   if (json) io.stdout(JSON.stringify(found));
   else for (const line of peekText(label, found)) io.stdout(line);
+  if (!json && found.state === "absent") hint(record, io);
   return found.state === "absent" ? 1 : 0;
 }
 
@@ -215,8 +269,24 @@ const STATES = {
   completed: "completed: retries get this answer",
 };
 
+/** What the state row says of a sealed record (the `encryption` option). */
+function sealedState(peek: KeyInspection): string {
+  const id = JSON.stringify(peek.keyId ?? "?");
+  if (peek.state === "unreadable") {
+    return `unreadable: the app would not open it (${peek.reason}), so it answers 409 until it expires`;
+  }
+  return peek.verified
+    ? `completed: retries get this answer (sealed under key id ${id}; it opens with the keys given)`
+    : `completed, sealed and unverified: retries get this answer only if the app holds key id ${id}${
+      peek.reason ? ` (${peek.reason})` : ""
+    } (give --encryption-keys-env to check)`;
+}
+
 function peekText(label: string, peek: KeyInspection): string[] {
-  const rows = [["slot", peek.slot], ["state", STATES[peek.state]]];
+  const state = peek.verified === undefined
+    ? STATES[peek.state]
+    : sealedState(peek);
+  const rows = [["slot", peek.slot], ["state", state]];
   if (peek.state === "unreadable") rows.push(["expires", time(peek.expiresAt)]);
   if (peek.state === "in_flight") {
     rows.push(
@@ -232,7 +302,9 @@ function peekText(label: string, peek: KeyInspection): string[] {
       ["status", String(peek.status)],
       [
         "headers",
-        peek.sealed ? "sealed (the encryption option): names hidden" : headers,
+        peek.sealed && !peek.verified
+          ? "sealed (the encryption option): names hidden"
+          : headers,
       ],
       [
         "body",
@@ -251,105 +323,42 @@ function peekText(label: string, peek: KeyInspection): string[] {
   ];
 }
 
-function time(ms: number | null): string {
-  if (ms === null) return "(not kept by this store)";
-  const s = Math.round((ms - Date.now()) / 1000);
-  const a = Math.abs(s);
-  const span = a < 120
-    ? `${a} s`
-    : a < 7200
-    ? `${Math.round(a / 60)} min`
-    : `${Math.round(a / 3600)} h`;
-  return `${new Date(ms).toISOString()} (${
-    s < 0 ? `${span} ago` : `in ${span}`
-  })`;
-}
-
-/** The store's place, without credentials. */
-function where(target: Parsed["target"]): string {
-  if (target.kind === "kv") return `Deno KV at ${target.url}`;
-  const name = target.kind === "redis" ? "Redis" : "PostgreSQL";
-  const host = URL.parse(target.url)?.host;
-  return host ? `${name} at ${host}` : name;
-}
-
-/** An error's message and those of its causes that it does not include. */
-function causes(error: unknown): string {
-  const parts: string[] = [];
-  for (let e = error; e !== undefined && parts.length < 4;) {
-    const text = e instanceof Error ? e.message || e.name : String(e);
-    if (!parts.some((part) => part.includes(text))) parts.push(text);
-    e = e instanceof AggregateError && e.errors.length > 0
-      ? e.errors[0]
-      : e instanceof Error
-      ? e.cause
-      : undefined;
-  }
-  const all = parts.join(": ");
-  // The store's message says to run store.migrate(); the table may be wrong.
-  return /relation .* does not exist/.test(all)
-    ? `${all} (is --table the app's?)`
-    : all;
-}
-
-interface Opened {
-  store: RedisStore | PostgresStore | KvStore;
-  close(): Promise<unknown>;
-}
-
-/** Generous: a stats scan or count may take a while on a large store. */
-const TIMEOUT_MS = 30_000;
-
-/** Makes a store; its option errors (TypeError, RangeError) are usage errors. */
-function made<S>(make: () => S): S {
+/** The `--encryption-keys-env` text imported; its errors are usage errors. */
+async function keysOf(text?: string): Promise<EncryptionKeys | undefined> {
+  if (text === undefined) return undefined;
   try {
-    return make();
+    return await importEncryptionKeys(text);
   } catch (error) {
-    const option = error instanceof TypeError || error instanceof RangeError;
-    throw option ? new UsageError(error.message) : error;
+    throw new UsageError(`--encryption-keys-env: ${(error as Error).message}`);
   }
 }
 
-async function open(target: Parsed["target"]): Promise<Opened> {
-  if (target.kind === "redis") {
-    const { createClient } = await import("redis");
-    const client = createClient({
-      url: target.url,
-      socket: { connectTimeout: 5000, reconnectStrategy: false },
-    });
-    client.on("error", () => {}); // each failed command rejects with it
-    const options = { client, timeoutMs: TIMEOUT_MS, ...target.options };
-    const store = made(() => new RedisStore(options));
-    await client.connect();
-    return { store, close: () => Promise.resolve(client.destroy()) };
+/** `generate-key [--id ID]`: one new key list entry on stdout. */
+function generateKey(args: string[], io: CliIo): number {
+  const [flag, value, ...more] = args;
+  const id = flag === "--id"
+    ? value
+    : flag?.startsWith("--id=")
+    ? flag.slice(5)
+    : flag === undefined
+    ? new Date().toISOString().slice(0, 10)
+    : undefined;
+  const rest = flag === "--id" ? more : [value, ...more];
+  if (
+    id === undefined || !KEY_ID.test(id) || /[:,]/.test(id) ||
+    rest.some((arg) => arg !== undefined)
+  ) {
+    io.stderr(
+      "error: generate-key takes only --id ID (1 to 32 visible ASCII characters but ';', ':' and ',')",
+    );
+    io.stderr("Run with --help for usage.");
+    return 2;
   }
-  if (target.kind === "postgres") {
-    const { default: postgres } = await import("postgres");
-    const sql = postgres(target.url, {
-      max: 1,
-      connect_timeout: 5,
-      onnotice: () => {},
-    });
-    const close = () => sql.end({ timeout: 1 });
-    const options = { sql, timeoutMs: TIMEOUT_MS, ...target.options };
-    const store = made(() => new PostgresStore(options)); // connects nothing
-    try {
-      await sql`SELECT 1`; // unreachable, not failed, when this throws
-    } catch (error) {
-      await close();
-      throw error;
-    }
-    return { store, close };
-  }
-  if (!/^[a-z]+:\/\//.test(target.url)) {
-    // Opening a missing file would create it.
-    await Deno.stat(target.url).catch((cause) => {
-      throw new Error("no such file", { cause });
-    });
-  }
-  const kv = await Deno.openKv(target.url);
-  const store = new KvStore({ kv, timeoutMs: TIMEOUT_MS, ...target.options });
-  return { store, close: () => Promise.resolve(kv.close()) };
+  io.stdout(generateEncryptionKey(id));
+  io.stderr(
+    "Put it first in the app's key list (the sealing key), keep the old keys after it until their records expire (ttl).",
+  );
+  return 0;
 }
 
 if (import.meta.main) {

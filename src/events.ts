@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The events reported through `onEvent`. Without `onEvent`, the few that
- * mean trouble are logged to `console` instead (the `logger` option). @module
+ * The events reported through `onEvent`. The few that mean trouble are also
+ * logged, to `console` unless the `logger` option says otherwise. @module
  */
 
 import type { OmittedReason, StoreOperation } from "./store.ts";
@@ -67,7 +67,15 @@ export type IdempotencyEvent =
     omitted?: OmittedReason;
     waited?: true;
   }
-  | EventBase & { type: "conflict"; retryAfterMs: number; unreadable: boolean }
+  | EventBase & {
+    type: "conflict";
+    retryAfterMs: number;
+    unreadable: boolean;
+    /** A completed record that did not open: why (`encryption`). */
+    reason?: string;
+    /** The key id its seal names, when it is sealed. */
+    keyId?: string;
+  }
   | EventBase & { type: "mismatch" }
   | EventBase & {
     type: "rejected";

@@ -7,19 +7,31 @@
 
 import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
-import { SEALED_HEADER } from "./_seal.ts";
+import type { IdempotencyOptions } from "./options.ts";
+import { SEALED_HEADER, Sealer, sealLabel } from "./_seal.ts";
 import { knownOptions } from "./_validate.ts";
 import {
   assertSlot,
   type ForgetResult,
   type IdempotencyStore,
   type PeekResult,
+  type StoredResponse,
+  type StoreStats,
 } from "./store.ts";
 
-/** Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for. */
+/**
+ * Which record {@linkcode inspectKey} and {@linkcode forgetKey} look for: the
+ * key in `scope` (the text a `scope` function returned), or with
+ * `global: true` (the `scope: "global"` option); one of the two.
+ */
 export interface KeyLocation {
-  /** The scope as the middleware's `scope` function returned it, or `"global"`. */
-  scope: string;
+  /**
+   * The scope as the middleware's `scope` function returned it, taken as
+   * text: `"global"` is what a function returning `"global"` hashes.
+   */
+  scope?: string;
+  /** `true` for a middleware with the `scope: "global"` option (the shared key space). */
+  global?: true;
   /** The `Idempotency-Key` header's value, as the client sent it. */
   key: string;
   /**
@@ -27,14 +39,43 @@ export interface KeyLocation {
    * @default {undefined}
    */
   secret?: string | Uint8Array;
+  /**
+   * The middleware's `encryption` option (for instance from
+   * `importEncryptionKeys`): {@linkcode inspectKey} opens a sealed record with
+   * it, as the middleware would. {@linkcode forgetKey} needs no key.
+   * @default {undefined} (a sealed record is reported sealed, unverified)
+   */
+  encryption?: IdempotencyOptions["encryption"];
+}
+
+/** A record named by its slot, as the middleware's events give it. */
+export interface SlotLocation {
+  /** The slot itself. */
+  slot: string;
+  /** As in {@linkcode KeyLocation.encryption}. */
+  encryption?: IdempotencyOptions["encryption"];
 }
 
 /**
  * What {@linkcode inspectKey} found: the slot, then the store's
- * {@linkcode PeekResult}; `sealed: true` when a completed record's headers
- * are the seal's (the `encryption` option: its header names are hidden).
+ * {@linkcode PeekResult}. A sealed record (the `encryption` option) has
+ * `sealed: true` and `keyId`, the key id its seal names. Given the keys, a
+ * sealed record that opens is `completed` with `verified: true` and its
+ * header names and body length revealed; one the middleware would not open
+ * is `unreadable`, `verified: false`, with `reason` (a key id not listed, a
+ * record altered or moved, or one in clear while encryption is on). Without
+ * the keys a sealed record stays `completed` with `verified: false`: whether
+ * a retry gets it depends on the app's keys.
  */
-export type KeyInspection = { slot: string; sealed?: true } & PeekResult;
+export type KeyInspection =
+  & {
+    slot: string;
+    sealed?: true;
+    verified?: boolean;
+    keyId?: string;
+    reason?: string;
+  }
+  & PeekResult;
 
 /** What {@linkcode forgetKey} did at the slot. */
 export interface KeyForgotten {
@@ -45,18 +86,30 @@ export interface KeyForgotten {
 }
 
 /** The slot the middleware keeps the key under, or the slot given, checked. */
-function slotFor(location: KeyLocation | { slot: string }): string {
+function slotFor(location: KeyLocation | SlotLocation): string {
   if (location && "slot" in location) {
-    knownOptions("the slot's location", location, ["slot"]);
+    knownOptions("the slot's location", location, ["slot", "encryption"]);
     assertSlot(location.slot);
     return location.slot;
   }
-  const { scope, key, secret } = location ?? {};
+  const { scope, global, key, secret } = location ?? {};
   // A misspelt `secret` would hash without it: "absent", the record kept.
   if (location) knownOptions("the key's location", location, LOCATION);
-  if (typeof scope !== "string" || scope === "") {
+  if (global !== undefined && scope !== undefined) {
     throw new TypeError(
-      `'scope' must be the scope the middleware's scope function returned, or "global": current value is ${
+      `give 'scope' (the text the scope function returned) or 'global: true' (the scope: "global" option), not both`,
+    );
+  }
+  if (global !== undefined && global !== true) {
+    throw new TypeError(
+      `'global' must be true, for the scope: "global" option: current value is ${
+        JSON.stringify(global)
+      }`,
+    );
+  }
+  if (global === undefined && (typeof scope !== "string" || scope === "")) {
+    throw new TypeError(
+      `'scope' must be the text the middleware's scope function returned, or pass global: true for the scope: "global" option: current value is ${
         JSON.stringify(scope)
       }`,
     );
@@ -67,10 +120,11 @@ function slotFor(location: KeyLocation | { slot: string }): string {
       `'key' is not a key the middleware accepts: ${parsed.reason}`,
     );
   }
-  return hasherOf(secret).slot(scope === "global" ? "" : scope, parsed.key);
+  // The option's key space is "" (docs/architecture.md, Scoped hashed slots).
+  return hasherOf(secret).slot(global ? "" : scope!, parsed.key);
 }
 
-const LOCATION = ["scope", "key", "secret"];
+const LOCATION = ["scope", "global", "key", "secret", "encryption"];
 
 /** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
 function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
@@ -83,11 +137,13 @@ function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
 
 /**
  * Reads, without changing anything, the record that the middleware keeps for
- * `key` within `scope`. A scope function that returns `"global"` itself
- * cannot be told from `scope: "global"` here.
+ * `key` within `scope` (or, with `global: true`, under the `scope: "global"`
+ * option). `scope: "global"` here is the text a scope function returned, as
+ * the middleware hashes it: not the option.
  *
  * @param store The middleware's store.
- * @param location The scope, the key and the `secret`; or the `slot` itself.
+ * @param location The scope, the key and the `secret`; or the `slot` itself;
+ * and the `encryption` option to open a sealed record with.
  * @returns The slot and what the store holds there.
  * @throws {TypeError} When the store has no `peek()`, or the location is malformed.
  *
@@ -117,14 +173,57 @@ function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
  */
 export async function inspectKey(
   store: IdempotencyStore,
-  location: KeyLocation | { slot: string },
+  location: KeyLocation | SlotLocation,
 ): Promise<KeyInspection> {
   needs(store, "peek");
   const slot = slotFor(location);
-  const found = await store.peek!(slot);
-  const sealed = found.state === "completed" &&
-    found.headerNames.length === 1 && found.headerNames[0] === SEALED_HEADER;
-  return sealed ? { slot, sealed, ...found } : { slot, ...found };
+  const sealer = Sealer.of(location.encryption); // its TypeError first
+  const found = await store.peek!(slot, { response: true });
+  if (found.state !== "completed") return { slot, ...found };
+  const { response, ...peeked } = found;
+  const sealed = peeked.headerNames.length === 1 &&
+    peeked.headerNames[0] === SEALED_HEADER;
+  const keyId = response && sealLabel(response)?.keyId;
+  const seal = sealed
+    ? { sealed, ...(keyId === undefined ? {} : { keyId }) }
+    : {};
+  if (sealer === undefined) {
+    return sealed
+      ? { slot, ...seal, verified: false, ...peeked }
+      : { slot, ...peeked };
+  }
+  const { expiresAt } = peeked;
+  if (response === undefined) {
+    const reason = "the store's peek() gave no record to open";
+    return { slot, ...seal, verified: false, reason, ...peeked };
+  }
+  const opened = await sealer.read(slot, peeked.fingerprint, response);
+  if (opened.record === null) {
+    const { reason } = opened;
+    return {
+      slot,
+      ...seal,
+      verified: false,
+      reason,
+      state: "unreadable",
+      expiresAt,
+    };
+  }
+  return {
+    slot,
+    ...seal,
+    verified: true,
+    ...peeked,
+    ...revealed(opened.record),
+  };
+}
+
+/** What a record that opened shows of itself. */
+function revealed(record: StoredResponse) {
+  return {
+    headerNames: record.headers.map(([name]) => name),
+    bodyBytes: record.body?.byteLength ?? null,
+  };
 }
 
 /**
@@ -146,15 +245,89 @@ export async function inspectKey(
  * const store = new MemoryStore();
  * const slot = slotOf("", "k1", { secret }); // where the middleware keeps it
  * await store.claim(slot, { fingerprint: "f", leaseMs: 1_000, ttlMs: 60_000 });
- * const forgotten = await forgetKey(store, { scope: "global", key: "k1", secret });
+ * const forgotten = await forgetKey(store, { global: true, key: "k1", secret });
  * assert.deepEqual(forgotten, { slot, result: "deleted" });
  * ```
  */
 export async function forgetKey(
   store: IdempotencyStore,
-  location: KeyLocation | { slot: string },
+  location: KeyLocation | SlotLocation,
 ): Promise<KeyForgotten> {
   needs(store, "forget");
   const slot = slotFor(location);
   return { slot, result: await store.forget!(slot) };
+}
+
+/** What {@linkcode inspectStats} counts, besides the store's. */
+export interface StatsOptions {
+  /** As the store's `stats({ limit })`: records a scan reads at most. */
+  limit?: number;
+  /** The middleware's `encryption` option: records it would not open count as unreadable. */
+  encryption?: IdempotencyOptions["encryption"];
+}
+
+/**
+ * What {@linkcode inspectStats} counted: the store's counts; with the keys,
+ * `completed` only the records sealed under a key id given, and
+ * `unreadable` also the completed records the middleware would not open
+ * (`unopened` of them: sealed under a key id not given, or in clear).
+ * `verified: false` when the store does not count seals by key id.
+ */
+export type RecordStats = StoreStats & { unopened?: number; verified?: false };
+
+/**
+ * Counts a store's records by state (its `stats()`), and with `encryption`
+ * counts as unreadable the completed records the middleware would not open:
+ * those sealed under a key id not listed, and those in clear. It reads each
+ * seal's key id, not the seal: a record altered under a listed key still
+ * counts as completed (`inspectKey` opens one).
+ *
+ * @param store The middleware's store.
+ * @param options The scan's `limit`, and the `encryption` option.
+ * @returns The counts.
+ * @throws {TypeError} When the store has no `stats()`, or `encryption` is malformed.
+ *
+ * @example Records sealed under a key the app no longer lists
+ * ```ts
+ * import { idempotency, importEncryptionKeys, inspectStats, MemoryStore } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const key = (byte: number) => btoa(String.fromCharCode(...new Uint8Array(32).fill(byte)));
+ * const store = new MemoryStore();
+ * const old = await importEncryptionKeys(`k1:${key(1)}`);
+ * const handler = idempotency(() => new Response("paid"), { scope: "global", store, encryption: old });
+ * const post = new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "a" } });
+ * await (await handler(post)).text();
+ * const rotated = await importEncryptionKeys(`k2:${key(2)}`); // k1 dropped
+ * const stats = await inspectStats(store, { encryption: rotated });
+ * assert.equal(stats.completed, 0);
+ * assert.equal(stats.unreadable, 1);
+ * ```
+ */
+export async function inspectStats(
+  store: Pick<IdempotencyStore, "stats">,
+  options: StatsOptions = {},
+): Promise<RecordStats> {
+  if (typeof store?.stats !== "function") {
+    throw new TypeError(
+      "The store has no stats() method: it is optional in IdempotencyStore, and every store of this package has it",
+    );
+  }
+  knownOptions("inspectStats()", options, ["limit", "encryption"]);
+  const sealer = Sealer.of(options.encryption);
+  const { limit } = options;
+  const stats = await store.stats(limit === undefined ? {} : { limit });
+  if (sealer === undefined) return stats;
+  if (stats.sealed === undefined) return { ...stats, verified: false };
+  let opens = 0;
+  for (const [id, n] of Object.entries(stats.sealed)) {
+    if (sealer.holds(id)) opens += n;
+  }
+  const unopened = stats.completed - opens;
+  return {
+    ...stats,
+    completed: opens,
+    unreadable: stats.unreadable + unopened,
+    unopened,
+  };
 }

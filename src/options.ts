@@ -27,10 +27,12 @@ export type FetchHandler<A extends unknown[] = [info?: ServeHandlerInfo]> = (
 
 /** Where the log lines go: `console`, or any object with its `warn` and `error`. */
 export interface Logger {
-  /** Writes a line about something that may run a handler twice. */
+  /** Writes a line about something that may run a handler twice, or that a FailoverStore works around. */
   warn(...data: unknown[]): void;
   /** Writes a line about something that fails requests or loses a record. */
   error(...data: unknown[]): void;
+  /** Optional: writes a line about a recovery (without it, `warn` does). */
+  info?(...data: unknown[]): void;
 }
 
 /** Options of {@linkcode idempotency}. Every field but `scope` is optional. */
@@ -165,7 +167,9 @@ export interface IdempotencyOptions {
    * every key listed opens (README, Security). In clear stay the status, why
    * no body, the key id, the fingerprint, the TTL and lease, and the body's
    * length (about). Nonces are random (96 bits): rotate the key well before
-   * 2^32 seals (two a record).
+   * 2^32 seals (two a record). Every instance needs the same keys: load them
+   * with `importEncryptionKeys(Deno.env.get("IDEMPOTENCY_KEYS")!)` (a key
+   * generated per process makes every record a 409 after a restart).
    * @default {undefined} (records in clear)
    *
    * @example Sealed records, replayed as the handler answered
@@ -190,7 +194,7 @@ export interface IdempotencyOptions {
     keys: readonly {
       /** Its name, stored with each record it seals: 1 to 32 visible ASCII characters but `;`. */
       id: string;
-      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt`. */
+      /** An AES-GCM `CryptoKey` of 256 bits, for `encrypt` and `decrypt` (`importEncryptionKeys` makes one from 32 bytes). */
       key: Parameters<typeof crypto.subtle.encrypt>[1];
     }[];
   };
@@ -247,12 +251,14 @@ export interface IdempotencyOptions {
   /**
    * Where the events that mean something is wrong are written, one line
    * each: `store_error` and a record's write given up with `error`;
-   * `fail_open`, `lease_lost` and an unreadable record with `warn`. The
-   * first of each kind is written at once, with its cause and what to do
-   * (``call `await client.connect()` ``); later ones at most one line a
-   * minute, with their count. `false` writes nothing. When `onEvent` is
-   * given, nothing is written unless `logger` is given too.
-   * @default {console} (without `onEvent`)
+   * `fail_open`, `lease_lost` and an unreadable record with `warn`; and,
+   * through the store's `subscribe()` with no wiring, a FailoverStore's
+   * `fallback`, `fallback_unavailable` and `write_failed` with `warn`, its
+   * `recovered` with `info`. The first of each kind is written at once,
+   * with its cause and what to do (``call `await client.connect()` ``);
+   * later ones at most one line a minute, with their count. `onEvent` does
+   * not change it; `false` writes nothing.
+   * @default {console}
    *
    * @example Lines into the app's logger
    * ```ts

@@ -19,7 +19,9 @@
  *
  * A request's outcome also goes on the active span: `idempotency.outcome`,
  * `idempotency.replayed` and `idempotency.slot_prefix` (the slot's first 8
- * characters).
+ * characters). One wiring covers the middleware, the store and a
+ * FailoverStore's two stores: `store: telemetry.store(store)` and
+ * `onEvent: telemetry.onEvent`.
  *
  * @example Count outcomes with an SDK meter provider
  * ```ts
@@ -39,8 +41,8 @@
  * const telemetry = idempotencyTelemetry({ meterProvider });
  * const handler = idempotency(() => new Response("ok"), {
  *   scope: "global", // one key space: this example has one caller
- *   store: telemetry.store(new MemoryStore(), "memory"),
- *   onEvent: telemetry.onEvent,
+ *   store: telemetry.store(new MemoryStore()), // timed, and its reports counted
+ *   onEvent: telemetry.onEvent, // the log stays on (the `logger` option)
  * });
  * const post = () => new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } });
  * await (await handler(post())).text();
@@ -65,8 +67,13 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { IdempotencyEvent } from "./events.ts";
-import type { IdempotencyStore, StoreEvent, StoreOperation } from "./store.ts";
-import type { FailoverEvent } from "./stores/failover.ts";
+import type {
+  FailoverEvent,
+  IdempotencyStore,
+  StoreEvent,
+  StoreOperation,
+  StoreReport,
+} from "./store.ts";
 
 /** An `@opentelemetry/api` `MeterProvider`, the SDK's or Deno's. */
 export interface MeterProviderLike {
@@ -108,15 +115,19 @@ export interface TelemetryOptions {
 export interface IdempotencyTelemetry {
   /** The middleware's `onEvent`: a listener of its own can call it too. */
   readonly onEvent: (event: IdempotencyEvent) => void;
-  /** A FailoverStore's `onEvent`. */
+  /** A FailoverStore's `onEvent` (the same function as `onStoreEvent`: counted once with `store()`). */
   readonly onFailoverEvent: (event: FailoverEvent) => void;
   /** A Redis, PostgreSQL or KV store's `onEvent`. */
   readonly onStoreEvent: (event: StoreEvent) => void;
   /**
    * `inner`, its type and every other property kept, with `claim`, `complete`,
-   * `release` and `extend` timed into `idempotency.store.duration` as `name`.
+   * `release` and `extend` timed into `idempotency.store.duration` as `name`,
+   * and its reports (a FailoverStore's, and its two stores' undos) counted
+   * through its `subscribe()`.
+   * @param name The `idempotency.store` attribute. @default the class's
+   * name less `Store`, lower case (`failover`, `redis`, `postgres`)
    */
-  store<S extends IdempotencyStore>(inner: S, name: string): S;
+  store<S extends IdempotencyStore>(inner: S, name?: string): S;
 }
 
 /** Seconds, from 100 µs (an in-process store) to 10 s (a store call's deadline). */
@@ -140,13 +151,8 @@ const DURATION_BUCKETS = [
  *
  * const telemetry = idempotencyTelemetry(); // the global meter provider: a no-op unless one is registered
  * const seen: IdempotencyEvent["type"][] = [];
- * const handler = idempotency(() => new Response("ok"), {
- *   scope: "global",
- *   onEvent: (event) => {
- *     telemetry.onEvent(event);
- *     seen.push(event.type);
- *   },
- * });
+ * const onEvent = (event: IdempotencyEvent) => (telemetry.onEvent(event), seen.push(event.type));
+ * const handler = idempotency(() => new Response("ok"), { scope: "global", onEvent });
  * const res = await handler(new Request("http://localhost/pay", { method: "POST", headers: { "idempotency-key": "k1" } }));
  * assert.equal(await res.text(), "ok");
  * assert.deepEqual(seen, ["claimed", "completed"]);
@@ -188,6 +194,14 @@ export function idempotencyTelemetry(
   };
   const write = (metric: Counter, operation: StoreOperation) =>
     metric.add(1, { "idempotency.store.operation": operation });
+  const report = (event: StoreReport): void => {
+    if (event.type === "fallback") fallbacks.add(1);
+    else if (event.type === "recovered") {
+      recoveries.add(1, { "idempotency.failover.copied": event.copied });
+    } else if (event.type === "undo") {
+      undos.add(1, { "idempotency.undo.outcome": event.outcome });
+    }
+  };
 
   return {
     onEvent(event) {
@@ -219,19 +233,20 @@ export function idempotencyTelemetry(
           return leaseLost.add(1);
       }
     },
-    onFailoverEvent(event) {
-      if (event.type === "fallback") fallbacks.add(1);
-      else if (event.type === "recovered") {
-        recoveries.add(1, { "idempotency.failover.copied": event.copied });
-      }
+    onFailoverEvent: report,
+    onStoreEvent: report,
+    store(inner, name = nameOf(inner)) {
+      const store = timed(inner, name, duration);
+      inner.subscribe?.(report);
+      return store;
     },
-    onStoreEvent(event) {
-      if (event.type === "undo") {
-        undos.add(1, { "idempotency.undo.outcome": event.outcome });
-      }
-    },
-    store: (inner, name) => timed(inner, name, duration),
   };
+}
+
+/** `FailoverStore` → `failover`; `store` for a class without a name. */
+function nameOf(store: object): string {
+  const type = store.constructor === Object ? "" : store.constructor?.name;
+  return type?.replace(/Store$/, "").toLowerCase() || "store";
 }
 
 /** `error.type`: the error's name (`StoreError` mostly), else `_OTHER`. */

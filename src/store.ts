@@ -15,13 +15,19 @@ export interface StoredResponse {
 
 /**
  * Why a record holds no body: over `maxResponseBytes`, not ended within a
- * lease of its first byte, its stream errored, or it was cancelled.
+ * lease of its first byte, its stream errored, or it was cancelled (each the
+ * middleware's decision); or `store_dropped`, the store dropped a body it had
+ * been given (MemoryStore under `maxBytes`), which a seal does not cover.
  */
 export type OmittedReason =
   | "too_large"
   | "too_slow"
   | "stream_error"
-  | "cancelled";
+  | "cancelled"
+  | "store_dropped";
+
+/** The {@linkcode OmittedReason} of a body a store dropped on its own. */
+export const STORE_DROPPED = "store_dropped";
 
 /** Every {@linkcode OmittedReason}. */
 export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
@@ -29,6 +35,7 @@ export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
   "too_slow",
   "stream_error",
   "cancelled",
+  STORE_DROPPED,
 ]);
 
 /** What {@linkcode IdempotencyStore.claim} asks for. */
@@ -82,9 +89,10 @@ export interface IdempotencyStore {
   /**
    * Optional (every store here has it): what holds `slot`, read only; it
    * never extends, claims or repairs anything (docs/architecture.md, Inspect
-   * and forget).
+   * and forget). With `response: true`, a completed record comes with the
+   * whole record as a claim would read it (`inspectKey` opens a sealed one).
    */
-  peek?(slot: string): Promise<PeekResult>;
+  peek?(slot: string, options?: PeekOptions): Promise<PeekResult>;
   /**
    * Optional (every store here has it): deletes whatever holds `slot`, in
    * flight or completed, unfenced: an admin's act, never the middleware's.
@@ -95,6 +103,24 @@ export interface IdempotencyStore {
    * a store that scans stops after `limit` keys and says so (`exact: false`).
    */
   stats?(options?: { limit?: number }): Promise<StoreStats>;
+  /**
+   * Optional: adds `listener` for what the store reports of itself, beside
+   * its own `onEvent` option (a function already added, or given as that
+   * option, is not added twice). `idempotency()` adds its log (the `logger`
+   * option) and `/otel`'s store wrapper its counters, so that neither needs
+   * wiring (docs/architecture.md, Loud by default). A FailoverStore adds it
+   * to its two stores too. A listener's throw is ignored.
+   */
+  subscribe?(listener: (event: StoreReport) => void): void;
+}
+
+/** What {@linkcode IdempotencyStore.peek} is asked for. */
+export interface PeekOptions {
+  /**
+   * Whether a completed record comes with `response`, the record itself.
+   * @default {false}
+   */
+  response?: boolean;
 }
 
 /**
@@ -125,6 +151,8 @@ export type PeekResult =
     omitted?: OmittedReason;
     claimedAt: number | null;
     expiresAt: number;
+    /** The record, when asked for (`{ response: true }`). */
+    response?: StoredResponse;
   };
 
 /** A record in flight as `peek` reports it: its lease ends with the record at the latest. */
@@ -155,6 +183,7 @@ export function completedPeek(
   },
   expiresAt: number,
   claimedAt: number | null = null,
+  response?: StoredResponse,
 ): PeekResult {
   const { status, headerNames, bodyBytes, omitted } = record;
   const found: PeekResult = {
@@ -167,6 +196,7 @@ export function completedPeek(
     expiresAt,
   };
   if (bodyBytes === null && omitted !== undefined) found.omitted = omitted;
+  if (response !== undefined) found.response = response;
   return found;
 }
 
@@ -183,6 +213,11 @@ export interface StoreStats {
   unreadable: number;
   /** `false` when a scan stopped at its limit: the counts are a lower bound. */
   exact: boolean;
+  /**
+   * Of the `completed`, those sealed (the `encryption` option), by the key id
+   * their seal names (read, not opened); every store here counts them.
+   */
+  sealed?: Record<string, number>;
 }
 
 /**
@@ -196,6 +231,47 @@ export type StoreEvent = {
   slot: string;
   outcome: WriteOutcome | "dropped";
 };
+
+/** One of the two stores of a `FailoverStore`. */
+export type FailoverRole = "primary" | "fallback";
+
+/**
+ * What a `FailoverStore` reports (none changes an answer): `fallback` (the
+ * primary threw on a claim, served by the fallback alone), `recovered` (the
+ * fallback's completed record answers; `copied` into the primary or not),
+ * `fallback_unavailable` (the primary missed and the fallback threw),
+ * `write_failed` (one store threw; the other's answer stands), `diverged` (a
+ * write was applied by one store and lost by the other).
+ */
+export type FailoverEvent =
+  | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
+  | { type: "recovered"; slot: string; copied: boolean }
+  | {
+    type: "fallback_unavailable";
+    operation: "claim";
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "write_failed";
+    operation: StoreOperation;
+    store: FailoverRole;
+    slot: string;
+    error: unknown;
+  }
+  | {
+    type: "diverged";
+    operation: Exclude<StoreOperation, "claim">;
+    slot: string;
+    primary: WriteOutcome;
+    fallback: WriteOutcome;
+  };
+
+/**
+ * What {@linkcode IdempotencyStore.subscribe} hands its listeners: a store's
+ * {@linkcode StoreEvent}, or a `FailoverStore`'s {@linkcode FailoverEvent}.
+ */
+export type StoreReport = StoreEvent | FailoverEvent;
 
 /** One claimed request's transaction: the handler opens it or not; the middleware ends it once. */
 export interface UnitOfWork {

@@ -173,6 +173,7 @@ async function exercise(
     completed: 1,
     unreadable: 1,
     exact: true,
+    sealed: {},
   });
   const statsText = await expectExit(0, "stats", ...args);
   assert.match(statsText.stdout, /3 records: 1 in flight, 1 completed/);
@@ -285,7 +286,7 @@ integrationTest(
   },
 );
 
-Deno.test('cli --scope global names a key of scope: "global", parsed as the header is', async () => {
+Deno.test('cli --global names a key of scope: "global", parsed as the header is', async () => {
   const path = await Deno.makeTempFile({ suffix: ".db" });
   const kv = await Deno.openKv(path);
   try {
@@ -300,9 +301,9 @@ Deno.test('cli --scope global names a key of scope: "global", parsed as the head
       }),
     );
     await res.body?.cancel();
-    const args = ["inspect", "--kv", path, "--scope", "global"];
+    const args = ["inspect", "--kv", path, "--global"];
     const found = await expectExit(0, ...args, "--key", "k1");
-    assert.match(found.stdout, /key "k1" in scope "global"/);
+    assert.match(found.stdout, /key "k1" in the global scope/);
     // An RFC 8941 string is the key it quotes, as in the header.
     await expectExit(0, ...args, "--key", '"k1"');
     await expectExit(1, ...args, "--key", "k2");

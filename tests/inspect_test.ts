@@ -8,7 +8,7 @@
  */
 import assert from "node:assert/strict";
 import { idempotency } from "../src/idempotency.ts";
-import { forgetKey, inspectKey } from "../src/inspect.ts";
+import { forgetKey, inspectKey, type KeyLocation } from "../src/inspect.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 
@@ -62,9 +62,10 @@ Deno.test("inspectKey() finds what the middleware stored under a scope and a sec
     assert.equal(found.bodyBytes, 5);
     assert.equal(found.sealed, undefined);
   }
-  const elsewhere = [
+  const elsewhere: KeyLocation[] = [
     { scope: "acct-9", key: "k-1" }, // no secret
     { scope: "global", key: "k-1", secret },
+    { global: true, key: "k-1", secret },
     { scope: "acct-1", key: "k-1", secret },
   ];
   for (const other of elsewhere) {
@@ -160,14 +161,53 @@ Deno.test("inspectKey() and forgetKey() refuse a store without the method, a mal
   });
 });
 
-Deno.test('inspectKey() with scope "global" finds a key of a middleware with scope: "global"', async () => {
+Deno.test('inspectKey(): global: true is the scope: "global" option, scope: "global" the text a scope function returned', async () => {
   const store = new MemoryStore();
-  const handler = idempotency(() => new Response("ok"), {
-    store,
-    scope: "global",
+  const post = (scope: "global" | (() => string), key: string) =>
+    idempotency(() => new Response("ok"), { store, scope })(
+      new Request("http://localhost/", {
+        method: "POST",
+        headers: { "idempotency-key": key },
+      }),
+    );
+  await post("global", "opt-1"); // the option: the empty scope
+  await post(() => "global", "text-1"); // a function's answer: the text
+  const state = async (where: KeyLocation) =>
+    (await inspectKey(store, where)).state;
+  assert.equal(await state({ global: true, key: "opt-1" }), "completed");
+  assert.equal(await state({ scope: "global", key: "opt-1" }), "absent");
+  assert.equal(await state({ scope: "global", key: "text-1" }), "completed");
+  assert.equal(await state({ global: true, key: "text-1" }), "absent");
+  // forgetKey() agrees: each deletes its own record only.
+  assert.equal(
+    (await forgetKey(store, { scope: "global", key: "opt-1" })).result,
+    "absent",
+  );
+  assert.equal(
+    (await forgetKey(store, { global: true, key: "opt-1" })).result,
+    "deleted",
+  );
+  assert.equal(
+    (await forgetKey(store, { scope: "global", key: "text-1" })).result,
+    "deleted",
+  );
+});
+
+Deno.test("inspectKey() refuses global with scope, a global that is not true, and neither", async () => {
+  const store = new MemoryStore();
+  const both = { global: true, scope: "acct-1", key: "k" } as KeyLocation;
+  await assert.rejects(inspectKey(store, both), {
+    name: "TypeError",
+    message: /give 'scope' .* or 'global: true' .*, not both/,
   });
-  const headers = { "idempotency-key": "g-1" };
-  await handler(new Request("http://localhost/", { method: "POST", headers }));
-  const found = await inspectKey(store, { scope: "global", key: "g-1" });
-  assert.equal(found.state, "completed");
+  const off = { global: false, key: "k" } as unknown as KeyLocation;
+  await assert.rejects(forgetKey(store, off), {
+    name: "TypeError",
+    message:
+      /'global' must be true, for the scope: "global" option: current value is false/,
+  });
+  await assert.rejects(inspectKey(store, { key: "k" }), {
+    name: "TypeError",
+    message: /'scope' must be the text .* or pass global: true/,
+  });
 });

@@ -6,6 +6,7 @@ import type {
   AdminOperation,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
 } from "../store.ts";
 import type { Operation } from "./_store_call.ts";
@@ -35,21 +36,31 @@ export async function peekBoth(
   primary: IdempotencyStore,
   fallback: IdempotencyStore,
   slot: string,
+  options?: PeekOptions,
 ): Promise<PeekResult> {
   const peekPrimary = adminMethod(primary, "primary", "peek");
   const peekFallback = adminMethod(fallback, "fallback", "peek");
   const [p, f] = await Promise.all([
-    settle(() => peekPrimary(slot)),
-    settle(() => peekFallback(slot)),
+    settle(() => peekPrimary(slot, options)),
+    settle(() => peekFallback(slot, options)),
   ]);
-  if (!p.ok) {
-    if (!f.ok) throw bothFailed("peek", "peek", p.error, f.error);
-    return f.value;
-  }
-  if (!f.ok) return p.value;
-  const primaryStands = p.value.state === "completed" ||
-    (p.value.state !== "absent" && f.value.state !== "completed");
-  return primaryStands ? p.value : f.value;
+  if (!p.ok && !f.ok) throw bothFailed("peek", "peek", p.error, f.error);
+  return claimFinds(p.ok ? p.value : null, f.ok ? f.value : null)!;
+}
+
+/**
+ * What a claim would find, from each store's record (`null`: that store
+ * failed): the primary's when it is completed or the fallback has none, else
+ * the fallback's; one store's when the other failed.
+ */
+export function claimFinds<P extends PeekResult>(
+  primary: P | null,
+  fallback: P | null,
+): P | null {
+  if (primary === null || fallback === null) return primary ?? fallback;
+  const primaryStands = primary.state === "completed" ||
+    (primary.state !== "absent" && fallback.state !== "completed");
+  return primaryStands ? primary : fallback;
 }
 
 /** Forgets the slot in both stores: `deleted` if either held it; throws if either threw. */

@@ -91,13 +91,13 @@ export class KvBodies {
   }
 
   /**
-   * A completed record's header names, reading only the chunks that hold
-   * its header list; `null` when they are torn (for `peek`).
+   * A completed record's header list, reading only the chunks that hold it;
+   * `null` when they are torn (for `peek` and `stats`).
    */
-  async headerNames(
+  async headers(
     slot: string,
     record: InlineRecord | ChunkedRecord,
-  ): Promise<string[] | null> {
+  ): Promise<[string, string][] | null> {
     let headers: [string, string][] | null = null;
     if (!("set" in record)) headers = record.headers;
     else {
@@ -138,7 +138,7 @@ export class KvBodies {
       body,
       record.omitted,
     );
-    return response && response.headers.map(([name]) => name);
+    return response && response.headers;
   }
 
   /** The keys of every chunk under `slot`, whichever token wrote it (for `forget`). */

@@ -12,11 +12,14 @@ import type {
   StoreStats,
   WriteOutcome,
 } from "../store.ts";
-import { RECORD_VERSION, unreadable } from "../_record.ts";
+import { encodeHeaders, RECORD_VERSION, unreadable } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   CHUNK_SLACK_MS,
+  type ChunkedRecord,
   completion,
   type InFlightRecord,
+  type InlineRecord,
   type KvRecord,
   parseRecord,
 } from "./_kv_chunks.ts";
@@ -169,8 +172,8 @@ export class KvSlots {
     throw contended("extend", slot);
   }
 
-  /** See `KvStore.peek`: one read (and a chunked record's header chunks). */
-  async peek(slot: string): Promise<PeekResult> {
+  /** See `KvStore.peek`: one read (and a chunked record's header chunks, or all its chunks with `response`). */
+  async peek(slot: string, withResponse = false): Promise<PeekResult> {
     const [, found] = await this.#read(slot);
     if (found.kind === "unreadable") {
       return { state: "unreadable", expiresAt: null };
@@ -183,7 +186,13 @@ export class KvSlots {
     if (record.state === "in_flight") {
       return inFlightPeek(fingerprint, record.leaseUntil, expiresAt);
     }
-    const headerNames = await this.#bodies.headerNames(slot, record);
+    const response = withResponse
+      ? await this.#bodies.response(slot, record)
+      : undefined;
+    const headers = response === undefined
+      ? await this.#bodies.headers(slot, record)
+      : response?.headers ?? null;
+    const headerNames = headers && headers.map(([name]) => name);
     if (headerNames === null) return { state: "unreadable", expiresAt };
     const bodyBytes = "set" in record
       ? record.bodyLength
@@ -194,6 +203,8 @@ export class KvSlots {
       fingerprint,
       { status, headerNames, bodyBytes, omitted },
       expiresAt,
+      null,
+      response ?? undefined,
     );
   }
 
@@ -220,6 +231,7 @@ export class KvSlots {
     // Counted afresh on each attempt: a locked file may refuse one midway.
     return await unlocked(async () => {
       const n = { inFlight: 0, completed: 0, unreadable: 0, exact: true };
+      const completed: [string, InlineRecord | ChunkedRecord][] = [];
       let listed = 0;
       for await (
         const entry of this.#kv.list({ prefix }, { limit: limit + 1 })
@@ -232,9 +244,21 @@ export class KvSlots {
         if (record === null) n.unreadable++;
         else if (now >= record.deadline) continue;
         else if (record.state === "in_flight") n.inFlight++;
-        else n.completed++;
+        else {
+          n.completed++;
+          completed.push([String(entry.key.at(-1)), record]);
+        }
       }
-      return n;
+      // The seal's key id: inline, or in the header chunks (read after the list).
+      const sealed = new SealCount();
+      for (const [slot, record] of completed) {
+        if (!("set" in record)) sealed.add(encodeHeaders(record.headers));
+        else {
+          const headers = await this.#bodies.headers(slot, record);
+          if (headers !== null) sealed.add(encodeHeaders(headers));
+        }
+      }
+      return { ...n, ...sealed.counts };
     });
   }
 

@@ -27,7 +27,7 @@ const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;
  * {@linkcode Orphans.serviceAnswered}. An orphan is kept until its release
  * answers or for one lease; at most `max` are kept (the oldest dropped
  * first, ready before watched). Each undo's end is told to `onEvent` (the
- * store option): `applied` or `lost` as its release answered, `dropped`
+ * store option) and to each listener of `subscribe()`: `applied` or `lost` as its release answered, `dropped`
  * when it was given up; a listener's throw is ignored.
  */
 export class Orphans {
@@ -38,6 +38,7 @@ export class Orphans {
   #attempt = 0;
   /** The store's `onEvent`, set by its constructor. */
   onEvent: ((event: StoreEvent) => void) | undefined = undefined;
+  #listeners = new Set<(event: StoreEvent) => void>();
 
   constructor(
     readonly release: (slot: string, token: string) => Promise<WriteOutcome>,
@@ -114,12 +115,25 @@ export class Orphans {
     this.#attempt = 0;
   }
 
+  /** The store's `subscribe()`: `listener` is told too, once however often added. */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    if (typeof listener !== "function") {
+      throw new TypeError(
+        `'listener' must be a function: current value is ${listener}`,
+      );
+    }
+    if (listener !== this.onEvent) this.#listeners.add(listener);
+  }
+
   #told(slot: string, outcome: StoreEvent["outcome"]): void {
-    if (this.onEvent === undefined) return;
-    try {
-      this.onEvent({ type: "undo", slot, outcome });
-    } catch {
-      // A listener's throw changes nothing.
+    if (this.onEvent === undefined && this.#listeners.size === 0) return;
+    const event = { type: "undo", slot, outcome } as const;
+    for (const listener of [this.onEvent, ...this.#listeners]) {
+      try {
+        listener?.(event);
+      } catch {
+        // A listener's throw changes nothing.
+      }
     }
   }
 

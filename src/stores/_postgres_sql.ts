@@ -2,6 +2,7 @@
 /** PostgresStore's SQL: the driver's shape, the statements, their results. @module */
 
 import type { TransactionSql } from "postgres";
+import { SEALED_HEADER } from "../_seal.ts";
 import {
   type AdminOperation,
   type ClaimResult,
@@ -130,6 +131,7 @@ WHERE ${fenced}`,
     // unreadable and stays (docs/architecture.md, Inspect and forget).
     peek: `SELECT version, state, fingerprint, token IS NOT NULL AS has_token,
   status, headers::text AS headers, octet_length(body) AS body_bytes, omitted,
+  CASE WHEN $2::int = 1 THEN body END AS body,
   ${epochMs("created_at")} AS claimed_at,
   ${epochMs("LEAST(lease_until, expires_at)")} AS lease_expires_at,
   ${epochMs("expires_at")} AS expires_at
@@ -139,7 +141,15 @@ FROM ${t} WHERE slot = $1 AND ${live}`,
     AND token IS NOT NULL)::int AS in_flight,
   count(*) FILTER (WHERE ${readable} AND state = 'completed'
     AND status IS NOT NULL)::int AS completed,
-  count(*)::int AS total
+  count(*)::int AS total,
+  (SELECT COALESCE(jsonb_object_agg(s.key_id, s.n), '{}'::jsonb)::text
+    FROM (SELECT split_part(headers->0->>1, ';', 2) AS key_id, count(*) AS n
+      FROM ${t} WHERE ${live} AND ${readable} AND state = 'completed'
+        AND status IS NOT NULL
+        AND CASE WHEN jsonb_typeof(headers) = 'array'
+          THEN jsonb_array_length(headers) END = 1
+        AND headers->0->>0 = '${SEALED_HEADER}'
+      GROUP BY 1) AS s) AS sealed
 FROM ${t} WHERE ${live}`,
     sweep: `WITH doomed AS (
   SELECT slot FROM ${t} WHERE expires_at <= ${NOW}
@@ -161,7 +171,10 @@ const msOf = (value: unknown): number | null =>
     : null;
 
 /** Reads the row of the `peek` statement, as `decodeClaim` would judge it. */
-export function decodePeek(row: PostgresRow | undefined): PeekResult {
+export function decodePeek(
+  row: PostgresRow | undefined,
+  withResponse = false,
+): PeekResult {
   if (row === undefined) return { state: "absent" };
   const expiresAt = msOf(row.expires_at);
   const fingerprint = row.fingerprint;
@@ -184,6 +197,14 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     ? toStoredResponse(row.status, headers, body, row.omitted)
     : null;
   if (response === null) return { state: "unreadable", expiresAt };
+  const full = withResponse
+    ? toStoredResponse(
+      response.status,
+      response.headers,
+      byteView(row.body),
+      row.omitted,
+    )
+    : undefined;
   return completedPeek(
     fingerprint,
     {
@@ -194,6 +215,7 @@ export function decodePeek(row: PostgresRow | undefined): PeekResult {
     },
     expiresAt,
     claimedAt,
+    full ?? undefined,
   );
 }
 

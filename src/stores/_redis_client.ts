@@ -8,6 +8,8 @@
 
 import { Buffer } from "node:buffer";
 import { byteView } from "../_record.ts";
+import { StoreError } from "../store.ts";
+import type { Operation, StoreErrors } from "./_store_call.ts";
 
 /**
  * The one-method client interface, for clients other than node-redis and
@@ -201,25 +203,42 @@ export function mayHaveRun(error: unknown): boolean {
 }
 
 /**
- * What to do about a client that is not connected, read from its own state
- * (node-redis `isOpen`, ioredis `status`) when a command failed, or
- * `undefined`: a client may connect after the store is made, so nothing is
- * refused at construction, and nothing is read while commands succeed.
+ * What to do about the client, read from its own state (node-redis `isOpen`
+ * and `isReady`, ioredis `status`) when a command failed (`timedOut`: missed
+ * its deadline), or `undefined`: a client may connect after the store is
+ * made, so nothing is refused at construction, and nothing is read while
+ * commands succeed.
  */
-export function connectionHint(
-  client: RedisClientLike,
-): () => string | undefined {
+export type Hint = (timedOut?: boolean) => string | undefined;
+
+/** The {@linkcode Hint} of `client`. */
+export function connectionHint(client: RedisClientLike): Hint {
   const c = client as unknown as Record<string, unknown>;
   const initial = c.status; // ioredis: "wait" with `lazyConnect`
-  let ready = false; // once ready, "connecting" is a reconnect, not a lazy start
-  if (initial === "wait" && typeof c.once === "function") {
+  let ready = initial === "ready"; // then "connecting" is a reconnect, not a lazy start
+  if (
+    !ready && typeof c.once === "function" && typeof c.callBuffer === "function"
+  ) {
     c.once.call(client, "ready", () => ready = true);
   }
-  return () => {
+  return (timedOut = false) => {
     if (c.isOpen === false) return NOT_OPEN;
+    if (c.isOpen === true) {
+      if (c.isReady === false) {
+        return unreachable(
+          "connecting or reconnecting",
+          "node-redis `isReady` false",
+        );
+      }
+      return timedOut && c.isReady === true
+        ? slow("node-redis `isReady` true")
+        : undefined;
+    }
     if (typeof c.callBuffer !== "function") return undefined;
     const status = c.status;
+    const shown = `ioredis \`status\` "${status}"`;
     if (status === "end") return ENDED;
+    if (status === "ready") return timedOut ? slow(shown) : undefined;
     if (
       status === "wait" ||
       (initial === "wait" && !ready &&
@@ -227,7 +246,11 @@ export function connectionHint(
     ) {
       return LAZY;
     }
-    return undefined;
+    const again = ready || status === "reconnecting";
+    const away = again || status === "connecting" || status === "connect";
+    return away
+      ? unreachable(again ? "reconnecting" : "connecting", shown)
+      : undefined;
   };
 }
 
@@ -237,6 +260,59 @@ const LAZY =
   "the Redis client is not connected (ioredis `lazyConnect`): call `await client.connect()` before serving";
 const ENDED =
   "the Redis client was closed (`quit()` or `disconnect()`): close it only after the server stops";
+
+/** A client that cannot reach Redis, in its own words. */
+function unreachable(doing: string, state: string): string {
+  return `the Redis client is ${doing} (${state}): Redis is unreachable; check that it runs and the client's URL`;
+}
+
+/** A client connected to a Redis that did not answer in time. */
+function slow(state: string): string {
+  return `the Redis client is connected (${state}) but Redis did not answer: it is overloaded, blocked by a slow command or paused; check \`redis-cli --latency\` and SLOWLOG, or raise 'timeoutMs'`;
+}
+
+/** How RedisStore words a command that failed or missed `timeoutMs`. */
+export function callErrors(hint: Hint, timeoutMs: number): StoreErrors {
+  return {
+    failed: (operation, cause) => failure(operation, cause, "", hint()),
+    timedOut: (operation) =>
+      new StoreError(
+        `Redis ${operation} did not answer within ${timeoutMs} ms${
+          colon(hint(true))
+        }`,
+        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+      ),
+  };
+}
+
+/** How RedisStore words a `WAIT` that failed or missed its deadline. */
+export function waitErrors(
+  hint: Hint,
+  replicas: number,
+  waitMs: number,
+): StoreErrors {
+  const wait = `WAIT ${replicas}: `;
+  const late = `WAIT did not answer within ${waitMs} ms and more`;
+  return {
+    failed: (operation, cause) => failure(operation, cause, wait, hint()),
+    timedOut: (operation) =>
+      failure(operation, new Error(late), wait, hint(true)),
+  };
+}
+
+/** A failed call's error: `what` failed with `cause`, then what to do. */
+function failure(
+  op: Operation,
+  cause: unknown,
+  what: string,
+  hint: string | undefined,
+): StoreError {
+  const reason = (cause as { message?: unknown } | null)?.message ?? cause;
+  const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
+  return new StoreError(message, { operation: op, cause });
+}
+
+const colon = (hint: string | undefined) => hint ? `: ${hint}` : "";
 
 /** Sends `WAIT` for the write on `key`, on the connection that wrote it. */
 export type Wait = (key: string) => Promise<unknown>;

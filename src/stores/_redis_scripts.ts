@@ -16,6 +16,7 @@ import {
   type StoreOperation,
 } from "../store.ts";
 import { unreadable } from "../_record.ts";
+import { type SealCount, SEALED_HEADER } from "../_seal.ts";
 import { bytes, text } from "./_redis_client.ts";
 import {
   COMPLETED,
@@ -96,12 +97,29 @@ if not v then return {${PEEK_REPLY.ABSENT}, '', left, t[1], t[2]} end
 return {${PEEK_REPLY.STRING}, v, left, t[1], t[2]}
 `;
 
-/** Counts KEYS by their head: `{in flight, completed, unreadable}`; a key gone is not counted. */
-const STATS = `local n = {0, 0, 0}
+/**
+ * Counts KEYS by their head: `{in flight, completed, unreadable, sealed}`, a
+ * key gone not counted; `sealed` lists the key id (JSON-escaped) of each
+ * completed record whose header list is a seal's, read past the fingerprint.
+ */
+const STATS = `local n = {0, 0, 0, {}}
 for _, key in ipairs(KEYS) do
   local head = redis.pcall('GETRANGE', key, 0, 5)
   if head == '${IN_FLIGHT}' then n[1] = n[1] + 1
-  elseif head == '${COMPLETED}' then n[2] = n[2] + 1
+  elseif head == '${COMPLETED}' then
+    n[2] = n[2] + 1
+    local f = redis.call('GETRANGE', key, 9, 30)
+    local c = string.find(f, ':', 1, true)
+    local fl = c and tonumber(string.sub(f, 1, c - 1))
+    if fl then
+      local at = 9 + c + fl
+      local h = redis.call('GETRANGE', key, at, at + 160)
+      local d = string.find(h, ':', 1, true)
+      local id = d and string.match(h, '^%[%["${
+  SEALED_HEADER.replace(/-/g, "%-")
+}","[^;"]*;([^;]*);', d + 1)
+      if id then n[4][#n[4] + 1] = id end
+    end
   elseif type(head) == 'table' or head ~= '' or redis.call('EXISTS', key) == 1 then n[3] = n[3] + 1 end
 end
 return n
@@ -137,7 +155,7 @@ return ${STATE_REPLY.HELD}`),
 } satisfies Record<StoreOperation | AdminOperation | "state", unknown>;
 
 /** The peek script's reply as a result, times on the server's clock. */
-export function peekReply(reply: unknown): PeekResult {
+export function peekReply(reply: unknown, withResponse = false): PeekResult {
   const [kind, value, pttl, seconds, micros] = Array.isArray(reply)
     ? reply
     : [];
@@ -158,17 +176,31 @@ export function peekReply(reply: unknown): PeekResult {
   const done = decodeCompleted(record);
   if (done === null) return { state: "unreadable", expiresAt };
   const { status, headers, body, omitted } = done.response;
-  return completedPeek(done.fingerprint, {
-    status,
-    headerNames: headers.map(([name]) => name),
-    bodyBytes: body?.byteLength ?? null,
-    omitted,
-  }, expiresAt);
+  return completedPeek(
+    done.fingerprint,
+    {
+      status,
+      headerNames: headers.map(([name]) => name),
+      bodyBytes: body?.byteLength ?? null,
+      omitted,
+    },
+    expiresAt,
+    null,
+    withResponse ? done.response : undefined,
+  );
 }
 
-/** The stats script's reply: its three counts. */
-export function statsReply(reply: unknown): [number, number, number] {
-  const [a, b, c] = Array.isArray(reply) ? reply : [];
+/** The stats script's reply: its three counts; the sealed records' key ids go to `sealed`. */
+export function statsReply(
+  reply: unknown,
+  sealed?: SealCount,
+): [number, number, number] {
+  const [a, b, c, d] = Array.isArray(reply) ? reply : [];
+  for (const raw of Array.isArray(d) ? d : []) {
+    try {
+      sealed?.addId(JSON.parse(`"${text(raw)}"`)); // as the header JSON escaped it
+    } catch { /* not an id the middleware wrote */ }
+  }
   return [Number(a) || 0, Number(b) || 0, Number(c) || 0];
 }
 

@@ -7,12 +7,16 @@ import {
   claimOptions,
   type ClaimResult,
   durationMs,
+  type FailoverEvent,
+  type FailoverRole,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
   type StoreOperation,
+  type StoreReport,
   type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
@@ -30,41 +34,6 @@ import {
   settle,
 } from "./_failover_admin.ts";
 export * from "./_contract.ts";
-
-/** One of the two stores of a {@linkcode FailoverStore}. */
-export type FailoverRole = "primary" | "fallback";
-
-/**
- * What a {@linkcode FailoverStore} reports to `onEvent` (none changes an
- * answer): `fallback` (the primary threw on a claim, served by the fallback
- * alone), `recovered` (the fallback's completed record answers; `copied` into
- * the primary or not), `fallback_unavailable` (the primary missed and the
- * fallback threw), `write_failed` (one store threw; the other's answer
- * stands), `diverged` (a write was applied by one store and lost by the other).
- */
-export type FailoverEvent =
-  | { type: "fallback"; operation: "claim"; slot: string; error: unknown }
-  | { type: "recovered"; slot: string; copied: boolean }
-  | {
-    type: "fallback_unavailable";
-    operation: "claim";
-    slot: string;
-    error: unknown;
-  }
-  | {
-    type: "write_failed";
-    operation: StoreOperation;
-    store: FailoverRole;
-    slot: string;
-    error: unknown;
-  }
-  | {
-    type: "diverged";
-    operation: Exclude<StoreOperation, "claim">;
-    slot: string;
-    primary: WriteOutcome;
-    fallback: WriteOutcome;
-  };
 
 /** Options of the {@linkcode FailoverStore} constructor. */
 export interface FailoverStoreOptions {
@@ -177,7 +146,8 @@ export class FailoverStore implements IdempotencyStore {
   #primary: IdempotencyStore;
   #fallback: IdempotencyStore;
   #strict: boolean;
-  #onEvent: ((event: FailoverEvent) => void) | undefined;
+  /** Its `onEvent`, then the listeners of {@linkcode FailoverStore.subscribe}. */
+  #listeners = new Set<(event: FailoverEvent) => void>();
   #fallbackAnswered = false; // once true, `strict: false` is lenient
 
   /** Makes a store on two stores; throws a TypeError on a bad or unknown option. */
@@ -198,7 +168,8 @@ export class FailoverStore implements IdempotencyStore {
     this.#primary = options.primary;
     this.#fallback = options.fallback;
     this.#strict = optionalBoolean("strict", options.strict ?? undefined);
-    this.#onEvent = optionalFunction("onEvent", options.onEvent);
+    const onEvent = optionalFunction("onEvent", options.onEvent);
+    if (onEvent !== undefined) this.#listeners.add(onEvent);
   }
 
   /**
@@ -307,9 +278,9 @@ export class FailoverStore implements IdempotencyStore {
    * the fallback has none, else the fallback's; one store's when the other
    * throws (docs/architecture.md, Inspect and forget).
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return await peekBoth(this.#primary, this.#fallback, slot);
+    return await peekBoth(this.#primary, this.#fallback, slot, options);
   }
 
   /** Forgets the slot in both stores: `deleted` if either held it; a {@linkcode StoreError} if either threw. */
@@ -321,6 +292,22 @@ export class FailoverStore implements IdempotencyStore {
   /** The fallback's counts: it holds every record written while it answered. */
   async stats(options?: { limit?: number }): Promise<StoreStats> {
     return await adminMethod(this.#fallback, "fallback", "stats")(options);
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.subscribe}: `listener` gets this store's
+   * {@linkcode FailoverEvent}s and is added to both stores' `subscribe()`,
+   * where they have one (their `StoreEvent`s).
+   */
+  subscribe(listener: (event: StoreReport) => void): void {
+    if (typeof listener !== "function") {
+      throw new TypeError(
+        `'listener' must be a function: current value is ${listener}`,
+      );
+    }
+    this.#listeners.add(listener);
+    this.#primary.subscribe?.(listener);
+    this.#fallback.subscribe?.(listener);
   }
 
   /** The fallback decides whether a primary `in_flight` stands. */
@@ -425,9 +412,11 @@ export class FailoverStore implements IdempotencyStore {
   }
 
   #emit(event: FailoverEvent): void {
-    try {
-      this.#onEvent?.(event);
-    } catch { /* a listener's throw changes no answer */ }
+    for (const listener of this.#listeners) {
+      try {
+        listener(event);
+      } catch { /* a listener's throw changes no answer */ }
+    }
   }
 }
 

@@ -12,6 +12,7 @@ import type {
   ClaimResult,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreEvent,
@@ -191,9 +192,13 @@ export class KvStore implements IdempotencyStore {
    * body's header chunks too), on the store's clock; Deno KV keeps no claim
    * time (`claimedAt: null`) nor an unreadable value's expiry (`null`).
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return await this.#calls.run("peek", () => this.#slots.peek(slot));
+    const response = options?.response === true;
+    return await this.#calls.run(
+      "peek",
+      () => this.#slots.peek(slot, response),
+    );
   }
 
   /** {@linkcode IdempotencyStore.forget}: the record and its body chunks, in one commit when they fit. */
@@ -209,6 +214,11 @@ export class KvStore implements IdempotencyStore {
   async stats(options?: { limit?: number }): Promise<StoreStats> {
     const limit = positiveInteger("limit", options?.limit ?? 10_000);
     return await this.#calls.run("stats", () => this.#slots.stats(limit));
+  }
+
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
   }
 
   /**

@@ -8,6 +8,7 @@ import {
   completedPeek,
   durationMs,
   inFlightPeek,
+  STORE_DROPPED,
   StoreError,
 } from "../store.ts";
 import type {
@@ -16,12 +17,14 @@ import type {
   ForgetResult,
   IdempotencyStore,
   OmittedReason,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreStats,
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   optionalFunction,
@@ -60,7 +63,7 @@ class Claim {
 class Done {
   at = -1;
   body: Uint8Array<ArrayBuffer> | null = null;
-  omitted: OmittedReason = "too_large";
+  omitted: OmittedReason = STORE_DROPPED; // a body given that did not fit
   constructor(
     readonly slot: string,
     readonly fingerprint: string,
@@ -77,7 +80,7 @@ class Done {
  * maxEntries ×` {@linkcode MemoryStore.RECORD_OVERHEAD_BYTES} (see Bounded
  * memory in docs/architecture.md): a record counts its body, its header list
  * as JSON, and its key characters past 64 (twice past U+00FF). Under byte
- * pressure the records nearest expiry lose their bodies (`too_large`), then
+ * pressure the records nearest expiry lose their bodies (`store_dropped`), then
  * go; past `maxEntries`, an expired lease, else the record nearest expiry. A
  * live claim never goes: when all are, a claim fails ({@linkcode StoreError}).
  * A replay's body is the store's own copy: do not change it.
@@ -232,7 +235,7 @@ export class MemoryStore implements IdempotencyStore {
   }
 
   /** What holds the slot, read only; `claimedAt` is not kept (`null`). */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
     const entry = this.#entries.get(slot);
     if (entry === undefined || entry.deadline <= this.#clock()) {
@@ -243,12 +246,18 @@ export class MemoryStore implements IdempotencyStore {
       return inFlightPeek(fingerprint, entry.leaseUntil, expiresAt);
     }
     const pairs = JSON.parse(entry.headers) as [string, string][];
-    return completedPeek(fingerprint, {
-      status: entry.status,
-      headerNames: pairs.map(([name]) => name),
-      bodyBytes: entry.body?.byteLength ?? null,
-      omitted: entry.omitted,
-    }, expiresAt);
+    return completedPeek(
+      fingerprint,
+      {
+        status: entry.status,
+        headerNames: pairs.map(([name]) => name),
+        bodyBytes: entry.body?.byteLength ?? null,
+        omitted: entry.omitted,
+      },
+      expiresAt,
+      null,
+      options?.response ? responseOf(entry) : undefined,
+    );
   }
 
   /** Deletes what holds the slot, unfenced: `absent` when nothing live did. */
@@ -265,12 +274,22 @@ export class MemoryStore implements IdempotencyStore {
     const now = this.#clock();
     let inFlight = 0;
     let completed = 0;
+    const sealed = new SealCount();
     for (const entry of this.#entries.values()) {
       if (entry.deadline <= now) continue;
       if (entry instanceof Claim) inFlight++;
-      else completed++;
+      else {
+        completed++;
+        sealed.add(entry.headers);
+      }
     }
-    return { inFlight, completed, unreadable: 0, exact: true };
+    return {
+      inFlight,
+      completed,
+      unreadable: 0,
+      exact: true,
+      ...sealed.counts,
+    };
   }
 
   #owned(slot: string, token: string, now: number): Claim | undefined {
@@ -325,7 +344,7 @@ export class MemoryStore implements IdempotencyStore {
     done.bytes -= done.body!.byteLength;
     this.#bytes -= done.body!.byteLength;
     done.body = null;
-    done.omitted = "too_large";
+    done.omitted = STORE_DROPPED; // not the middleware's reason: a seal does not cover it
   }
 }
 
@@ -340,14 +359,22 @@ function keyBytes(key: string): number {
 
 /** A record as a claim hands it out, its header list frozen. */
 function completed(done: Done): ClaimResult {
+  return {
+    state: "completed",
+    fingerprint: done.fingerprint,
+    response: responseOf(done),
+  };
+}
+
+/** The record's response, its header list frozen. */
+function responseOf(done: Done): StoredResponse {
   const pairs = JSON.parse(done.headers) as [string, string][];
   const frozen = Object.freeze(pairs.map((pair) => Object.freeze(pair)));
-  const { status, body, omitted, fingerprint } = done;
+  const { status, body, omitted } = done;
   const headers = frozen as [string, string][];
-  const response: StoredResponse = body === null
+  return body === null
     ? { status, headers, body, omitted }
     : { status, headers, body };
-  return { state: "completed", fingerprint, response };
 }
 
 /** A binary min-heap by `orderBy`; an entry knows its place (`at`), so leaves in O(log n). */

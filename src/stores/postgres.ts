@@ -13,13 +13,16 @@ import type {
   ClaimResult,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
   StoredResponse,
+  StoreEvent,
   StoreStats,
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import { Orphans } from "./_orphans.ts";
 import {
   completeParams,
@@ -303,9 +306,11 @@ export class PostgresStore implements IdempotencyStore {
    * the body), times on the database's clock; `claimedAt` is the row's
    * `created_at`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return decodePeek((await this.#run("peek", [slot]))[0]);
+    const response = options?.response === true;
+    const rows = await this.#run("peek", [slot, response ? 1 : 0]);
+    return decodePeek(rows[0], response);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
@@ -327,7 +332,17 @@ export class PostgresStore implements IdempotencyStore {
       row.total,
     ].map((n) => Number(n) || 0) as [number, number, number];
     const unreadable = total - inFlight - completed;
-    return { inFlight, completed, unreadable, exact: true };
+    const sealed = new SealCount();
+    const ids: unknown = JSON.parse(String(row.sealed ?? "{}"));
+    for (const [id, n] of Object.entries(ids as object)) {
+      sealed.addId(id, Number(n) || 0);
+    }
+    return { inFlight, completed, unreadable, exact: true, ...sealed.counts };
+  }
+
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
   }
 
   get #prepare(): boolean {

@@ -14,6 +14,7 @@ import {
   durationMs,
   type ForgetResult,
   type IdempotencyStore,
+  type PeekOptions,
   type PeekResult,
   type StoredResponse,
   StoreError,
@@ -32,6 +33,7 @@ export type {
 
 import { Buffer } from "node:buffer";
 import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import {
   knownOptions,
   needsOption,
@@ -41,6 +43,7 @@ import {
 } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import {
+  callErrors,
   commander,
   connectionHint,
   mayHaveRun,
@@ -50,6 +53,7 @@ import {
   text,
   type Wait,
   waiter,
+  waitErrors,
 } from "./_redis_client.ts";
 import {
   claimReply,
@@ -228,24 +232,15 @@ export class RedisStore implements IdempotencyStore {
     );
     this.#wait = waiter(client, this.#send, this.#replicas, this.#waitMs);
     const hint = connectionHint(client);
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause, "", hint()),
-      timedOut: (operation) =>
-        new StoreError(
-          `Redis ${operation} did not answer within ${timeoutMs} ms${
-            colon(hint())
-          }`,
-          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-        ),
-    });
+    const errors = callErrors(hint, timeoutMs);
+    this.#calls = new StoreCalls(timeoutMs, this.#orphans, errors);
     // WAIT blocks up to waitTimeoutMs, then gets timeoutMs like any call.
-    const wait = `WAIT ${this.#replicas}: `;
-    const late = `WAIT did not answer within ${this.#waitMs} ms and more`;
-    this.#waits = new StoreCalls(this.#waitMs + timeoutMs, this.#orphans, {
-      failed: (operation, cause) => failure(operation, cause, wait, hint()),
-      timedOut: (operation) =>
-        failure(operation, new Error(late), wait, hint()),
-    });
+    const waits = waitErrors(hint, this.#replicas, this.#waitMs);
+    this.#waits = new StoreCalls(
+      this.#waitMs + timeoutMs,
+      this.#orphans,
+      waits,
+    );
   }
 
   /** Reserves `slot` if it is free, or reports what holds it. */
@@ -377,9 +372,10 @@ export class RedisStore implements IdempotencyStore {
    * and the server's `TIME`, and writes nothing (on a cluster too: one key).
    * Redis keeps no claim time: `claimedAt` is `null`.
    */
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return peekReply(await this.#eval("peek", slot, []));
+    const reply = await this.#eval("peek", slot, []);
+    return peekReply(reply, options?.response === true);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DEL`s the slot's key (its only key), waking its waiters. */
@@ -429,6 +425,7 @@ export class RedisStore implements IdempotencyStore {
       }
     } while (cursor !== "0" && exact);
     const counts = [0, 0, 0];
+    const sealed = new SealCount();
     const all = [...keys.values()];
     for (let i = 0; i < all.length; i += 500) {
       const batch = all.slice(i, i + 500);
@@ -436,10 +433,15 @@ export class RedisStore implements IdempotencyStore {
         "stats",
         (call) => this.#script(call, "stats", batch, []),
       );
-      statsReply(reply).forEach((n, j) => counts[j]! += n);
+      statsReply(reply, sealed).forEach((n, j) => counts[j]! += n);
     }
     const [inFlight = 0, completed = 0, unreadable = 0] = counts;
-    return { inFlight, completed, unreadable, exact };
+    return { inFlight, completed, unreadable, exact, ...sealed.counts };
+  }
+
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
   }
 
   /** Throws unless `waitReplicas` replicas acknowledged the slot's write. */
@@ -480,17 +482,3 @@ export class RedisStore implements IdempotencyStore {
 }
 
 type Argv = (string | Uint8Array)[];
-
-/** A failed call's error: `what` failed with `cause`, then what to do. */
-function failure(
-  op: Operation,
-  cause: unknown,
-  what: string,
-  hint: string | undefined,
-): StoreError {
-  const reason = (cause as { message?: unknown } | null)?.message ?? cause;
-  const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
-  return new StoreError(message, { operation: op, cause });
-}
-
-const colon = (hint: string | undefined) => hint ? `: ${hint}` : "";

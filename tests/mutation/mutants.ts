@@ -702,8 +702,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-slot-unbound",
     file: "src/_seal.ts",
-    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
-    replacement: "JSON.stringify([VERSION, id, fingerprint, status])",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, fingerprint, status, decided])",
     tests: [T.sealing],
     what:
       "a sealed record copied to another slot opens there: one caller's response replays to another's key",
@@ -711,8 +711,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-fingerprint-unbound",
     file: "src/_seal.ts",
-    text: "JSON.stringify([VERSION, id, slot, fingerprint, status])",
-    replacement: "JSON.stringify([VERSION, id, slot, status])",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, slot, status, decided])",
     tests: [T.sealing],
     what:
       "a sealed record whose stored fingerprint is changed replays to another body instead of 409",
@@ -720,11 +720,101 @@ export const MUTANTS: Mutant[] = [
   {
     id: "seal-read-without-keys",
     file: GUARD,
-    text: "? isSealed(claim.response) ? null : claim.response",
-    replacement: "? claim.response",
+    text: "? unsealedReason(claim.response) ?? { record: claim.response }",
+    replacement: "? { record: claim.response }",
     tests: [T.sealing],
     what:
       "a sealed record read with encryption off replays its ciphertext as the body",
+  },
+  {
+    id: "seal-omitted-unbound",
+    file: "src/_seal.ts",
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, slot, fingerprint, status])",
+    tests: ["tests/seal_binding_test.ts"],
+    what:
+      "a bodiless sealed record's omitted reason rewritten in the store (too_large to stream_error) replays with the forged reason",
+  },
+  {
+    id: "seal-store-dropped-bound",
+    file: "src/_seal.ts",
+    text: "omitted === undefined || omitted === STORE_DROPPED",
+    replacement: "omitted === undefined",
+    tests: ["tests/seal_binding_test.ts", T.sealing],
+    what:
+      "a sealed record whose body the store dropped (store_dropped) no longer opens: 409 instead of a bodiless replay",
+  },
+  {
+    id: "seal-v2-unopened",
+    file: "src/_seal.ts",
+    text: 'if (version === "2") {',
+    replacement: 'if (version === "0") {',
+    tests: ["tests/seal_binding_test.ts"],
+    what:
+      "records sealed by version 2 no longer open after an upgrade: every one answers 409 until it expires",
+  },
+  {
+    id: "seal-unknown-key-reason",
+    file: "src/_seal.ts",
+    text: "}, not among the keys given`;",
+    replacement: "}, altered`;",
+    tests: ["tests/seal_binding_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "the unreadable line and inspect no longer say that the record's key id is not among the keys",
+  },
+  {
+    id: "memory-drop-reason",
+    file: MEMORY,
+    text: "done.omitted = STORE_DROPPED;",
+    replacement: 'done.omitted = "too_large";',
+    tests: [T.memory, T.sealing],
+    what:
+      "a body MemoryStore drops reads as the middleware's too_large: under a seal it no longer opens",
+  },
+  {
+    id: "inspect-stats-unopened",
+    file: "src/inspect.ts",
+    text: "if (sealer.holds(id)) opens += n;",
+    replacement: "opens += n;",
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "stats with the keys counts records sealed under a dropped key as completed, while the app answers 409",
+  },
+  {
+    id: "redis-stats-seal-misread",
+    file: REDIS_SCRIPTS,
+    text: `;([^;]*);', d + 1)`,
+    replacement: `;([^;"]*);', d + 1)`,
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "RedisStore.stats() misses a key id the header JSON escapes: with the keys, its records count as ones the app would not open",
+  },
+  {
+    id: "postgres-stats-seal-inverted",
+    file: POSTGRES_SQL,
+    text: "AND headers->0->>0 = '${SEALED_HEADER}'",
+    replacement: "AND headers->0->>0 <> '${SEALED_HEADER}'",
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    what:
+      "PostgresStore.stats() counts records in clear as sealed: with the keys, they count as completed though the app answers 409",
+  },
+  {
+    id: "postgres-peek-no-body",
+    file: POSTGRES_SQL,
+    text: "CASE WHEN $2::int = 1 THEN body END AS body",
+    replacement: "NULL::bytea AS body",
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "PostgresStore.peek({ response: true }) gives no body: inspect cannot open a sealed record it holds",
+  },
+  {
+    id: "import-keys-length",
+    file: "src/encryption.ts",
+    text: "if (bytes.byteLength !== KEY_BYTES) {",
+    replacement: "if (bytes.byteLength < KEY_BYTES) {",
+    tests: ["tests/encryption_keys_test.ts"],
+    what:
+      "a 33-byte key is accepted (and fails at importKey with a message naming no entry)",
   },
   {
     id: "seal-completion-in-clear",
@@ -2429,8 +2519,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-waited-unmarked",
     file: GUARD,
-    text: "this.#replay(flight, record, claim !== first)",
-    replacement: "this.#replay(flight, record, false)",
+    text: "this.#replay(flight, opened.record, claim !== first)",
+    replacement: "this.#replay(flight, opened.record, false)",
     tests: ["tests/otel_test.ts"],
     what: "a replay after a wait does not say it waited",
   },
@@ -2507,6 +2597,25 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/otel_test.ts"],
     what:
       "the wrapper's other methods run on the proxy: a store's private fields throw",
+  },
+
+  {
+    id: "otel-store-unsubscribed",
+    file: "src/otel.ts",
+    text: "inner.subscribe?.(report);",
+    replacement: "",
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "the one wiring counts no fallback: a FailoverStore needs its own onEvent again",
+  },
+  {
+    id: "otel-store-name-class",
+    file: "src/otel.ts",
+    text: '.replace(/Store$/, "").toLowerCase() || "store";',
+    replacement: '.toLowerCase() || "store";',
+    tests: ["tests/otel_failover_test.ts"],
+    what:
+      "a store's default name is failoverstore, not the documented failover",
   },
 
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
@@ -2667,9 +2776,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-secret-ignored",
     file: "src/_cli_args.ts",
-    text:
-      "record: secret === undefined ? { scope, key } : { scope, key, secret },",
-    replacement: "record: { scope, key },",
+    text: ": { ...where, key, secret },",
+    replacement: ": { ...where, key },",
     tests: ["tests/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
@@ -2691,7 +2799,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-password-shown",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "URL.parse(target.url)?.host",
     replacement: "target.url",
     tests: ["tests/cli_test.ts"],
@@ -2699,7 +2807,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-kv-file-created",
-    file: "src/cli.ts",
+    file: "src/_cli_stores.ts",
     text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
     tests: ["tests/cli_test.ts"],
@@ -2714,11 +2822,78 @@ export const MUTANTS: Mutant[] = [
     what: "--redis and --kv together silently pick one",
   },
   {
+    id: "cli-global-with-scope",
+    file: "src/_cli_args.ts",
+    text: "if (global && scope !== undefined) {",
+    replacement: "if (global && scope === undefined && !global) {",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--global with --scope silently looks up one of the two",
+  },
+  {
+    id: "cli-hex-secret-as-text",
+    file: "src/_cli_args.ts",
+    text: "return Uint8Array.fromHex(data);",
+    replacement: "return value;",
+    tests: ["tests/cli_scope_test.ts"],
+    what:
+      "--secret-env hex:… is hashed as its text, not as the bytes it spells",
+  },
+  {
+    id: "cli-just-now-in-0-s",
+    file: "src/_cli_time.ts",
+    text: "const relative = a === 0",
+    replacement: "const relative = diff === 0",
+    tests: ["tests/cli_scope_test.ts"],
+    what: "a claim just made reads 'in 0 s' or '0 s ago'",
+  },
+  {
+    id: "cli-global-hint-missing",
+    file: "src/_cli_both.ts",
+    text: 'record.scope === "global"',
+    replacement: 'record.scope === "global-"',
+    tests: ["tests/cli_scope_test.ts"],
+    what: "--scope global finds nothing without saying --global exists",
+  },
+  {
+    id: "cli-failover-one-failed-exit-0",
+    file: "src/_cli_both.ts",
+    text: "return failed.some((f) => f !== null) ? 3 : code.exit;",
+    replacement: "return code.exit;",
+    tests: ["tests/cli_failover_test.ts"],
+    what:
+      "with one store of two unreachable, the CLI exits as if both answered",
+  },
+  {
+    id: "cli-failover-forget-primary-only",
+    file: "src/_cli_both.ts",
+    text: "? await ask((o) => forgetKey(o.store, record!))",
+    replacement:
+      '? await ask((o) => o === opened[1]!.value ? Promise.resolve({ slot: "", result: "absent" as const }) : forgetKey(o.store, record!))',
+    tests: ["tests/cli_failover_test.ts"],
+    what: "forget on two stores leaves the fallback's copy (the key stays 409)",
+  },
+  {
+    id: "cli-cluster-undetected",
+    file: "src/_cli_stores.ts",
+    text: "if (!/cluster_enabled:1/.test(String(info))) {",
+    replacement: "if (String(info) !== null) {",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "--redis on a cluster node answers MOVED for other masters' keys",
+  },
+  {
+    id: "cli-cluster-limit-off-by-one",
+    file: "src/_cli_stores.ts",
+    text: "if (keys.size >= limit && !keys.has(key)) exact = false;",
+    replacement: "if (keys.size > limit && !keys.has(key)) exact = false;",
+    tests: ["tests/cli_cluster_test.ts"],
+    what: "stats on a cluster reads limit + 1 keys",
+  },
+  {
     id: "cli-sealed-unsaid",
     file: "src/cli.ts",
-    text: "peek.sealed ?",
-    replacement: "peek.sealed && false ?",
-    tests: ["tests/cli_test.ts"],
+    text: "peek.sealed && !peek.verified",
+    replacement: "peek.sealed && false",
+    tests: ["tests/cli_test.ts", "tests/cli_sealed_test.ts"],
     what:
       "a sealed record's headers read as one header named idempotent-sealed",
   },
@@ -2809,8 +2984,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "failover-peek-fallback-completed",
     file: "src/stores/_failover_admin.ts",
-    text: '(p.value.state !== "absent" && f.value.state !== "completed")',
-    replacement: '(p.value.state !== "absent")',
+    text: '(primary.state !== "absent" && fallback.state !== "completed")',
+    replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
     what:
       "FailoverStore.peek() hides the fallback's completed record behind a primary orphan",
@@ -2827,8 +3002,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-global-scope",
     file: "src/inspect.ts",
-    text: 'scope === "global" ? "" : scope',
-    replacement: "scope",
+    text: 'global ? "" : scope!',
+    replacement: 'scope ?? "global"',
     tests: ["tests/inspect_test.ts"],
     what:
       'inspectKey() looks for scope "global" where the middleware does not keep it',
@@ -2844,8 +3019,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "inspect-sealed",
     file: "src/inspect.ts",
-    text: "found.headerNames[0] === SEALED_HEADER",
-    replacement: "found.headerNames[0] !== SEALED_HEADER",
+    text: "peeked.headerNames[0] === SEALED_HEADER;",
+    replacement: "peeked.headerNames[0] !== SEALED_HEADER;",
     tests: ["tests/inspect_test.ts"],
     what: "inspectKey() calls a record in clear sealed, and a sealed one not",
   },
@@ -2891,12 +3066,13 @@ export const MUTANTS: Mutant[] = [
     what: "misconfiguration is silent again: no console line by default",
   },
   {
-    id: "log-beside-onevent",
+    id: "log-silent-beside-onevent",
     file: "src/_log.ts",
-    text: "(logger === undefined && onEvent !== undefined)",
-    replacement: "false",
-    tests: ["tests/logging_test.ts"],
-    what: "an app with its own onEvent gets console lines it did not ask for",
+    text: "if (logger === false) return onEvent;",
+    replacement:
+      "if (logger === false || (logger === undefined && onEvent)) return onEvent;",
+    tests: ["tests/logging_test.ts", "tests/logging_store_test.ts"],
+    what: "adding onEvent (metrics) turns the default log off again",
   },
   {
     id: "options-unknown-accepted",
@@ -2992,6 +3168,73 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/misconfiguration_test.ts"],
     what:
       "an ioredis lazyConnect client reconnecting is told to call connect()",
+  },
+  {
+    id: "redis-hint-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: "if (c.isReady === false) {",
+    replacement: 'if (c.isReady === "never") {',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a node-redis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-ioredis-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text:
+      'const away = again || status === "connecting" || status === "connect";',
+    replacement: "const away = false;",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "an ioredis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-timeout-not-slow",
+    file: "src/stores/_redis_client.ts",
+    text: "colon(hint(true))",
+    replacement: "colon(hint())",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a timeout on a connected client says nothing of a slow or paused Redis",
+  },
+  {
+    id: "log-failover-fallback-silent",
+    file: "src/_log.ts",
+    text: "const line = storeLineOf(event);",
+    replacement:
+      'const line = event.type === "fallback" ? undefined : storeLineOf(event);',
+    tests: ["tests/logging_store_test.ts"],
+    what: "a Redis outage under FailoverStore is silent again",
+  },
+  {
+    id: "log-store-unsubscribed",
+    file: "src/_log.ts",
+    text: "store.subscribe(storeLog(store, to as Logger, clock));",
+    replacement: "void storeLog;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "the middleware's log never hears the store's reports",
+  },
+  {
+    id: "log-store-per-middleware",
+    file: "src/_log.ts",
+    text: "let log = logs.get(logger);",
+    replacement: "let log: StoreListener | undefined;",
+    tests: ["tests/logging_store_test.ts"],
+    what: "every middleware on one store writes each fallback again",
+  },
+  {
+    id: "failover-subscribe-not-inner",
+    file: "src/stores/failover.ts",
+    text: "this.#primary.subscribe?.(listener);",
+    replacement: "",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a FailoverStore's subscriber never hears its primary's undos",
+  },
+  {
+    id: "orphans-subscribe-twice",
+    file: "src/stores/_orphans.ts",
+    text: "if (listener !== this.onEvent) this.#listeners.add(listener);",
+    replacement: "this.#listeners.add(listener);",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a store's onEvent subscribed again is told each undo twice",
   },
   {
     id: "inspect-location-unchecked",

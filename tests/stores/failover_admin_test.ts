@@ -122,6 +122,7 @@ Deno.test("FailoverStore.stats() counts the fallback; a store without the method
     completed: 1,
     unreadable: 0,
     exact: true,
+    sealed: {},
   });
   const bare = new FailoverStore({
     primary: p,

@@ -89,7 +89,7 @@ Deno.test("MemoryStore keeps its bytes under maxBytes by dropping the oldest bod
       kept++;
     } else {
       assert.equal(kept, 0, `s${i} lost its body after a newer one kept it`);
-      assert.equal(replay.response.omitted, "too_large");
+      assert.equal(replay.response.omitted, "store_dropped");
     }
   }
   assert.ok(kept >= 2 && kept < 20, `${kept} bodies kept`);
@@ -102,7 +102,7 @@ Deno.test("MemoryStore keeps a record larger than maxBytes with its body omitted
   assert.equal(replay.state, "completed");
   if (replay.state === "completed") {
     assert.equal(replay.response.body, null);
-    assert.equal(replay.response.omitted, "too_large");
+    assert.equal(replay.response.omitted, "store_dropped");
   }
 });
 

@@ -1,0 +1,116 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * What a RedisStore's missed deadline says, on a redis-server of the test's
+ * own: a client reconnecting to a stopped server names that state and to
+ * check the server and URL; a client connected to a paused server names
+ * that and the latency; node-redis and ioredis each in their own words
+ * (`isReady`, `status`). Sanitizers off: both clients keep sockets and
+ * timers a while after they close.
+ *
+ * @module
+ */
+
+import assert from "node:assert/strict";
+import { createClient } from "redis";
+import { Redis } from "ioredis";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { StoreError } from "../../src/store.ts";
+import {
+  integrationTest,
+  redisServerIgnore,
+  startRedisServer,
+} from "../_support/services.ts";
+import { waitFor } from "../_support/time.ts";
+
+const options = { fingerprint: "f", leaseMs: 1_000, ttlMs: 1_000 };
+
+/** The message of the StoreError a claim on `store` throws. */
+async function claimError(store: RedisStore): Promise<string> {
+  const error = await store.claim("s", options).then(
+    () => assert.fail("a claim on a server that cannot answer succeeded"),
+    (error: unknown) => error,
+  );
+  assert.ok(error instanceof StoreError, String(error));
+  return error.message;
+}
+
+const REACH =
+  /: Redis is unreachable; check that it runs and the client's URL$/;
+const SLOW =
+  /but Redis did not answer: it is overloaded, blocked by a slow command or paused; check `redis-cli --latency` and SLOWLOG, or raise 'timeoutMs'$/;
+
+integrationTest(
+  "node-redis: a timeout while the client reconnects names isReady false and the fix; on a paused server, isReady true and the latency",
+  await redisServerIgnore(),
+  async () => {
+    await using server = await startRedisServer();
+    // The offline queue on (the default): commands wait for the reconnect.
+    const client = createClient({
+      url: server.url,
+      socket: { reconnectStrategy: () => 50, connectTimeout: 500 },
+    });
+    client.on("error", () => {});
+    await client.connect();
+    try {
+      const store = new RedisStore({ client, timeoutMs: 300 });
+      assert.equal((await store.claim("warm", options)).state, "acquired");
+      server.pause();
+      try {
+        const paused = await claimError(store);
+        assert.match(
+          paused,
+          /^Redis claim did not answer within 300 ms: the Redis client is connected \(node-redis `isReady` true\) /,
+        );
+        assert.match(paused, SLOW);
+      } finally {
+        server.resume();
+      }
+      await server.kill();
+      await waitFor("the client to notice", () => !client.isReady);
+      const reconnecting = await claimError(store);
+      assert.match(
+        reconnecting,
+        /^Redis claim did not answer within 300 ms: the Redis client is connecting or reconnecting \(node-redis `isReady` false\)/,
+      );
+      assert.match(reconnecting, REACH);
+    } finally {
+      client.destroy();
+    }
+  },
+);
+
+integrationTest(
+  "ioredis: a timeout while the client reconnects names its status and the fix; on a paused server, status ready and the latency",
+  await redisServerIgnore(),
+  async () => {
+    await using server = await startRedisServer();
+    const client = new Redis(server.url, { retryStrategy: () => 50 });
+    client.on("error", () => {});
+    try {
+      await waitFor("ioredis to be ready", () => client.status === "ready");
+      const store = new RedisStore({ client, timeoutMs: 300 });
+      assert.equal((await store.claim("warm", options)).state, "acquired");
+      server.pause();
+      try {
+        const paused = await claimError(store);
+        assert.match(
+          paused,
+          /^Redis claim did not answer within 300 ms: the Redis client is connected \(ioredis `status` "ready"\) /,
+        );
+        assert.match(paused, SLOW);
+      } finally {
+        server.resume();
+      }
+      await server.kill();
+      await waitFor("ioredis to notice", () => client.status !== "ready");
+      const reconnecting = await claimError(store);
+      assert.match(
+        reconnecting,
+        /^Redis claim did not answer within 300 ms: the Redis client is reconnecting \(ioredis `status` "(reconnecting|connecting|connect)"\)/,
+      );
+      assert.match(reconnecting, REACH);
+    } finally {
+      client.disconnect();
+    }
+  },
+);
