@@ -2,6 +2,7 @@
 /** SqliteStore's SQL: the table, its statements, and rows as the shared decoders read them. @module */
 
 import { RECORD_VERSION } from "../_record.ts";
+import { SEALED_HEADER } from "../_seal.ts";
 import type { PostgresRow } from "./_postgres_sql.ts";
 
 /** The table name when none is given. */
@@ -76,6 +77,27 @@ export function freeRow(): string {
     AND typeof(r.expires_at) IN ('integer', 'real') AND r.expires_at > ${NOW}))`;
 }
 
+/**
+ * The key id of each live completed row sealed under `encryption` (one
+ * header, `idempotent-sealed: <version>;<key id>;…`), as PostgreSQL's
+ * `split_part(value, ';', 2)` reads it; JSON that is not valid is skipped,
+ * never an error (CASE evaluates only the branch it takes).
+ */
+function sealedKeyIds(t: string, live: string, readable: string): string {
+  const value = `CASE WHEN json_valid(headers) THEN CASE
+    WHEN json_type(headers) = 'array' AND json_array_length(headers) = 1
+      AND json_extract(headers, '$[0][0]') = '${SEALED_HEADER}'
+    THEN json_extract(headers, '$[0][1]') END END`;
+  return `SELECT CASE WHEN instr(v, ';') = 0 THEN ''
+    WHEN instr(substr(v, instr(v, ';') + 1), ';') = 0
+      THEN substr(v, instr(v, ';') + 1)
+    ELSE substr(v, instr(v, ';') + 1, instr(substr(v, instr(v, ';') + 1), ';') - 1)
+    END AS key_id
+  FROM (SELECT ${value} AS v FROM ${t}
+    WHERE ${live} AND ${readable} AND state = 'completed' AND status IS NOT NULL)
+  WHERE typeof(v) = 'text'`;
+}
+
 /** Each operation's statement, by name. */
 export type SqliteStatements = Record<
   | "read"
@@ -130,7 +152,7 @@ WHERE ${fenced}`,
     // unreadable and stays (docs/architecture.md, Inspect and forget).
     peek: `SELECT version, state, fingerprint, token IS NOT NULL AS has_token,
   status, headers, CASE WHEN typeof(body) = 'blob' THEN length(body) END AS body_bytes,
-  omitted, created_at AS claimed_at,
+  omitted, CASE WHEN ?2 = 1 THEN body END AS body, created_at AS claimed_at,
   CASE WHEN typeof(lease_until) = 'integer' AND typeof(expires_at) = 'integer'
     THEN min(lease_until, expires_at) END AS lease_expires_at,
   CASE WHEN typeof(expires_at) = 'integer' THEN expires_at END AS expires_at
@@ -139,7 +161,10 @@ FROM ${t} WHERE slot = ?1 AND ${live}`,
     stats: `SELECT
   count(*) FILTER (WHERE ${readable} AND state = 'in_flight' AND token IS NOT NULL) AS in_flight,
   count(*) FILTER (WHERE ${readable} AND state = 'completed' AND status IS NOT NULL) AS completed,
-  count(*) AS total
+  count(*) AS total,
+  (SELECT json_group_object(key_id, n) FROM (
+    SELECT key_id, count(*) AS n FROM (${sealedKeyIds(t, live, readable)})
+    GROUP BY key_id)) AS sealed
 FROM ${t} WHERE ${live}`,
     sweep: `DELETE FROM ${t} WHERE rowid IN
   (SELECT rowid FROM ${t} WHERE expires_at <= ${NOW} LIMIT ?1)`,

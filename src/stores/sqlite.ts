@@ -13,6 +13,7 @@ import type {
   ClaimResult,
   ForgetResult,
   IdempotencyStore,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreStats,
@@ -20,6 +21,7 @@ import type {
   WriteOutcome,
 } from "../store.ts";
 import { assertStoredResponse, encodeHeaders } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
 import { decodeClaim, decodePeek } from "./_postgres_sql.ts";
 import { Orphans } from "./_orphans.ts";
 import { type Operation, StoreCalls } from "./_store_call.ts";
@@ -320,13 +322,14 @@ export class SqliteStore implements IdempotencyStore {
     return unit;
   }
 
-  /** {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length, not the body). */
+  /** {@linkcode IdempotencyStore.peek}: one `SELECT` (the body's length; the body too with `response: true`). */
   // deno-lint-ignore require-await -- async, so that a throw rejects
-  async peek(slot: string): Promise<PeekResult> {
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
     assertSlot(slot);
-    return decodePeek(
-      asRow(this.#now("peek", () => this.#get("peek", [slot]))),
-    );
+    const response = options?.response === true;
+    const params = [slot, response ? 1 : 0];
+    const row = this.#now("peek", () => this.#get("peek", params));
+    return decodePeek(asRow(row), response);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
@@ -347,7 +350,12 @@ export class SqliteStore implements IdempotencyStore {
     ]
       .map((n) => Number(n) || 0) as [number, number, number];
     const unreadable = total - inFlight - completed;
-    return { inFlight, completed, unreadable, exact: true };
+    const sealed = new SealCount();
+    const ids: unknown = JSON.parse(String(row.sealed ?? "{}"));
+    for (const [id, n] of Object.entries(ids as object)) {
+      sealed.addId(id, Number(n) || 0);
+    }
+    return { inFlight, completed, unreadable, exact: true, ...sealed.counts };
   }
 
   /**
