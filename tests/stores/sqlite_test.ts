@@ -150,6 +150,7 @@ Deno.test("SqliteStore reads rows it did not write (text times, bytes for a stat
     completed: 1,
     unreadable: kinds.length - 1,
     exact: true,
+    sealed: {},
   });
   await sleep(5);
   for (const kind of kinds) {
