@@ -187,30 +187,66 @@ export function asRow(
   return row;
 }
 
+const READ_COLUMNS = [
+  "version",
+  "state",
+  "fingerprint",
+  "token",
+  "takeovers",
+  "status",
+  "headers",
+  "body",
+  "omitted",
+  "lease_until",
+  "expires_at",
+  "now",
+];
+
 /**
- * The `read` row judged on its `now` as the `take` statement's `free` is in
- * SQL (a NULL or a value of another type never free), with the columns the
- * shared `decodeClaim` reads: `has_deadline`, `retry_after_ms`.
+ * The `read` row (an array, its columns in the statement's order: no names
+ * to build) judged on its `now` as the `take` statement's `free` is in SQL
+ * (a NULL or a value of another type never free), as the shared
+ * `decodeClaim` reads a row: `has_deadline`, `retry_after_ms` with it.
  */
 export function judged(
-  row: Record<string, unknown> | undefined,
+  row: unknown[] | Record<string, unknown> | undefined,
 ): (PostgresRow & { free: boolean }) | undefined {
   if (row === undefined) return undefined;
-  const { now, expires_at: expires, lease_until: lease } = row as {
-    now: number;
-    expires_at: unknown;
-    lease_until: unknown;
-  };
+  // Node before 22.16 has no setReturnArrays(): its rows come named.
+  const values = Array.isArray(row) ? row : READ_COLUMNS.map((c) => row[c]);
+  const [
+    version,
+    state,
+    fingerprint,
+    token,
+    takeovers,
+    status,
+    headers,
+    body,
+    omitted,
+    lease,
+    expires,
+  ] = values as [...unknown[]];
+  const now = values[11] as number;
   const ms = (value: unknown): value is number => typeof value === "number";
   const expired = ms(expires) && expires <= now;
-  const leaseOver = row.version === RECORD_VERSION &&
-    row.state === "in_flight" && row.token !== null &&
-    row.fingerprint !== null && ms(expires) && expires > now &&
+  const leaseOver = version === RECORD_VERSION && state === "in_flight" &&
+    token !== null && fingerprint !== null && ms(expires) && expires > now &&
     ms(lease) && lease <= now;
-  row.free = expired || leaseOver;
-  row.has_deadline = expires !== null;
-  row.retry_after_ms = Number.isInteger(lease)
-    ? Math.min(2147483647, Math.max(1, (lease as number) - now))
-    : null;
-  return row as PostgresRow & { free: boolean };
+  return {
+    version,
+    state,
+    fingerprint,
+    token,
+    takeovers,
+    status,
+    headers,
+    body,
+    omitted,
+    "has_deadline": expires !== null,
+    "retry_after_ms": Number.isInteger(lease)
+      ? Math.min(2147483647, Math.max(1, (lease as number) - now))
+      : null,
+    free: expired || leaseOver,
+  };
 }

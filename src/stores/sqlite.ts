@@ -204,7 +204,9 @@ export class SqliteStore implements IdempotencyStore {
     const token = crypto.randomUUID();
     const params = [slot, fingerprint, token, leaseMs, ttlMs];
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const row = judged(this.#now("claim", () => this.#get("read", [slot])));
+      const row = judged(
+        this.#now("claim", () => this.#get("read", [slot])),
+      );
       if (row !== undefined && !row.free) {
         return decodeClaim(row, token);
       }
@@ -381,6 +383,9 @@ export class SqliteStore implements IdempotencyStore {
     let statement = this.#prepared.get(name);
     if (statement === undefined) {
       statement = this.#db.prepare(this.#text[name]);
+      // Arrays are cheaper to build than named rows (judged() reads both).
+      const arrays = statement as { setReturnArrays?: (on: boolean) => void };
+      if (name === "read") arrays.setReturnArrays?.(true);
       this.#prepared.set(name, statement);
     }
     return statement;

@@ -133,8 +133,15 @@ Deno.test("SqliteStore's read and upsert agree at the exact ends: a lease or TTL
   ) {
     const row = { ...base, "lease_until": lease, "expires_at": expires };
     assert.equal(inSql(row), free, `SQL: lease ${lease}, TTL ${expires}`);
-    const read = judged({ ...row, now: 1000 });
+    const read = judged([
+      ...[1, "in_flight", "f", "t", 0, null, null, null, null],
+      ...[lease, expires, 1000],
+    ]);
     assert.equal(read?.free, free, `read: lease ${lease}, TTL ${expires}`);
+    // Named, as Node before 22.16 returns rows (no setReturnArrays()).
+    const none = { status: null, headers: null, body: null, omitted: null };
+    const named = judged({ ...row, ...none, takeovers: 0, now: 1000 });
+    assert.deepEqual(named, read);
   }
   db.close();
 });
