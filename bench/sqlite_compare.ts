@@ -6,8 +6,9 @@
  * against one indexed `SELECT` of the record. Each in WAL mode with
  * `synchronous=NORMAL` and `FULL`. The floors are also what `DatabaseSync`
  * blocks the event loop for: the statement's whole time is synchronous.
- * With `--growth`, the same at 10k, 100k and 1M rows, and a sweep of 1,000
- * expired rows among them.
+ * Each figure is the median of 3 rounds, each case beside its floor. With
+ * `--growth`, the same at 10k, 100k and 1M rows, and a sweep of the expired
+ * half of them, 1,000 rows a batch.
  *
  * ```sh
  * deno run --allow-read --allow-write --allow-env bench/sqlite_compare.ts [iterations] [--growth]
@@ -21,7 +22,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { SqliteStore } from "../src/stores/sqlite.ts";
 import { claimOptions, record } from "./_app.ts";
-import { type Case, ratio, timedCase } from "./_measure.ts";
+import { type Case, median, ratio, timedCase } from "./_measure.ts";
 
 const iterations = Number(Deno.args.find((a) => /^\d+$/.test(a)) ?? 2000);
 const growth = Deno.args.includes("--growth");
@@ -31,7 +32,11 @@ const dir = await Deno.makeTempDir({ prefix: "idem-sqlite-bench-" });
 interface Subject {
   db: DatabaseSync;
   store: SqliteStore;
-  floor: { insert(i: number): void; update(i: number): void; select(): void };
+  floor: {
+    insert(slot: string): void;
+    update(slot: string): void;
+    select(): void;
+  };
 }
 
 function open(synchronous: "NORMAL" | "FULL", name: string): Subject {
@@ -65,8 +70,8 @@ function floors(db: DatabaseSync): Subject["floor"] {
   insert.run("replayed", claimOptions.fingerprint, "t");
   update.run(headers, record.body, "replayed");
   return {
-    insert: (i) => insert.run(`f${i}`, claimOptions.fingerprint, "t"),
-    update: (i) => update.run(headers, record.body, `f${i}`),
+    insert: (slot) => insert.run(slot, claimOptions.fingerprint, "t"),
+    update: (slot) => update.run(headers, record.body, slot),
     select: () => select.get("replayed"),
   };
 }
@@ -85,8 +90,8 @@ async function cases(s: Subject, label: string): Promise<Case[]> {
   // Each floor right before its case: drift falls on both alike.
   out.push(
     await timedCase("floor: INSERT + UPDATE", (i) => {
-      floor.insert(i + warmup + 1);
-      floor.update(i + warmup + 1);
+      floor.insert(`${run}:${i}`);
+      floor.update(`${run}:${i}`);
       return Promise.resolve();
     }, options),
   );
@@ -117,6 +122,19 @@ async function cases(s: Subject, label: string): Promise<Case[]> {
     }, options),
   );
   return out;
+}
+
+const ROUNDS = 3;
+
+/** The cases `ROUNDS` times over; each figure the median of its rounds. */
+async function rounds(s: Subject, label: string): Promise<Case[]> {
+  const all: Case[][] = [];
+  for (let r = 0; r < ROUNDS; r++) all.push(await cases(s, `${label}:${r}`));
+  return all[0]!.map((first, i) => ({
+    ...first,
+    p50: median(all.map((round) => round[i]!.p50)),
+    p99: median(all.map((round) => round[i]!.p99)),
+  }));
 }
 
 function table(label: string, results: Case[]): void {
@@ -156,7 +174,7 @@ function fill(db: DatabaseSync, table: string, n: number): void {
 try {
   for (const synchronous of ["NORMAL", "FULL"] as const) {
     const s = open(synchronous, synchronous);
-    table(`WAL, synchronous=${synchronous}`, await cases(s, synchronous));
+    table(`WAL, synchronous=${synchronous}`, await rounds(s, synchronous));
     s.store.close();
     s.db.close();
   }
@@ -165,8 +183,7 @@ try {
     await s.store.migrate();
     for (const n of [10_000, 100_000, 1_000_000]) {
       fill(s.db, s.store.table, n);
-      table(`${n} rows, WAL, synchronous=NORMAL`, await cases(s, `g${n}`));
-      s.db.exec(`DELETE FROM floor WHERE slot <> 'replayed'`);
+      table(`${n} rows, WAL, synchronous=NORMAL`, await rounds(s, `g${n}`));
       const t0 = performance.now();
       const swept = await s.store.sweep({ batchSize: 1000 });
       const ms = performance.now() - t0;
@@ -182,7 +199,7 @@ try {
   }
   // deno-lint-ignore no-console
   console.log(
-    `\n${iterations} iterations after ${warmup} warm-up, one connection, ${navigator.hardwareConcurrency} cores, SQLite ${
+    `\n${ROUNDS} rounds of ${iterations} iterations after ${warmup} warm-up, one connection, ${navigator.hardwareConcurrency} cores, SQLite ${
       new DatabaseSync(":memory:").prepare("SELECT sqlite_version() AS v").get()
         ?.v
     }`,
