@@ -47,7 +47,13 @@ export interface IdempotentFetchOptions {
    * @default {60000} */
   timeout?: number;
   /** The 5xx statuses retried besides 503 (409, 429 and 503 always are).
-   * @default {[500, 502, 504]} */
+   * Not 500 by default: a 500 may come after the handler's side effect, and
+   * the middleware released the key (it records only cacheable answers, 2xx
+   * by default), so a retry would run it again. 502 and 504 are retried:
+   * they usually come from a gateway that got no answer (a handler that
+   * answers them itself after a side effect has the same risk). Add 500 only
+   * for servers whose handlers answer 500 before any side effect.
+   * @default {[502, 504]} */
   retryStatuses?: readonly number[];
   /** The largest stream body kept to send again; a larger one is refused.
    * @default {1048576} */
@@ -122,7 +128,8 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     const value = JSON.stringify(methods);
     throw new TypeError(must("methods", "a list of method names", value));
   }
-  const retryStatuses = options.retryStatuses ?? [500, 502, 504];
+  // Not 500: see IdempotentFetchOptions.retryStatuses.
+  const retryStatuses = options.retryStatuses ?? [502, 504];
   const is5xx = (s: number) => Number.isInteger(s) && s >= 500 && s <= 599;
   if (!Array.isArray(retryStatuses) || !retryStatuses.every(is5xx)) {
     const value = JSON.stringify(retryStatuses);

@@ -2,6 +2,7 @@
 /** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
 import { bodyInit } from "./_bytes.ts";
+import { markClaimed } from "./_claimed.ts";
 import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
@@ -14,7 +15,7 @@ import {
 } from "./_request.ts";
 import { replay, responseBody, storedHeaders } from "./_response.ts";
 import { unsealedReason } from "./_seal.ts";
-import { SettleEstimate, wholeSeconds } from "./_settle_estimate.ts";
+import { SettleEstimate } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { Config } from "./_configure.ts";
@@ -107,13 +108,14 @@ export class Guard<A extends unknown[]> {
           return this.#replay(flight, opened.record, claim !== first);
         }
         // docs/architecture.md, Unreadable is in flight.
-        return this.#conflict(flight, null, config.lease, opened);
+        return await this.#unreadable(flight, config.lease, opened);
       }
       case "in_flight":
-        if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {
-          return this.#mismatch(flight);
+        if (claim.fingerprint === null) {
+          return await this.#unreadable(flight, claim.retryAfterMs);
         }
-        return this.#conflict(flight, claim.fingerprint, claim.retryAfterMs);
+        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        return this.#conflict(flight, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
     }
@@ -199,32 +201,53 @@ export class Guard<A extends unknown[]> {
 
   #conflict(
     flight: Flight<A>,
-    fingerprint: string | null,
     retryAfterMs: number,
-    sealed?: { reason: string; keyId?: string },
   ): Response | Promise<Response> {
     const { slot } = flight;
-    const unreadable = fingerprint === null;
     this.#report(
-      () => ({
-        type: "conflict",
-        slot,
-        retryAfterMs,
-        unreadable,
-        ...(sealed && { reason: sealed.reason }),
-        ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
-      }),
+      () => ({ type: "conflict", slot, retryAfterMs, unreadable: false }),
       flight.started,
     );
-    const retryAfter = unreadable
-      ? wholeSeconds(retryAfterMs)
-      : this.#settleTime.retryAfterSeconds(
-        retryAfterMs,
-        // The time since the holder's claim or last renewal.
-        Math.max(0, this.#config.lease - retryAfterMs),
-      );
+    const retryAfter = this.#settleTime.retryAfterSeconds(
+      retryAfterMs,
+      // The time since the holder's claim or last renewal.
+      Math.max(0, this.#config.lease - retryAfterMs),
+    );
     const render = this.#config.renderProblem;
     return reject(flight.request, "inFlight", { retryAfter }, render);
+  }
+
+  /**
+   * The key's record cannot be read: 500, the handler never run, and the
+   * event says when the value expires (`null`: never, until forgotten) when
+   * someone listens (docs/architecture.md, Unreadable is in flight).
+   */
+  async #unreadable(
+    flight: Flight<A>,
+    retryAfterMs: number,
+    sealed?: { reason: string; keyId?: string },
+  ): Promise<Response> {
+    const { slot } = flight;
+    const { store, onEvent, renderProblem } = this.#config;
+    let expiresAt: number | null | undefined;
+    if (onEvent !== undefined && store.peek !== undefined) {
+      try {
+        const found = await store.peek(slot!);
+        if (found.state !== "absent") expiresAt = found.expiresAt;
+      } catch {
+        // The event goes without it; the answer is the same.
+      }
+    }
+    this.#report(() => ({
+      type: "conflict",
+      slot,
+      retryAfterMs,
+      unreadable: true,
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+      ...(sealed && { reason: sealed.reason }),
+      ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
+    }), flight.started);
+    return await reject(flight.request, "unreadable", {}, renderProblem);
   }
 
   #mismatch(flight: Flight<A>): Response | Promise<Response> {
@@ -275,6 +298,7 @@ export class Guard<A extends unknown[]> {
     const running = performance.now();
     try {
       const request = rebuild(flight.request, body);
+      markClaimed(request);
       const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
       const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;

@@ -199,10 +199,10 @@ function lineOf(event: IdempotencyEvent): string | undefined {
       }`;
     case "conflict":
       if (!event.unreadable) return undefined;
-      if (event.reason !== undefined) {
-        return `unreadable: a key's completed record could not be opened, so it answers 409: ${event.reason}`;
-      }
-      return "unreadable: a key's record could not be read, so it answers 409: another program writes under the store's prefix, the record was sealed with a key no longer in 'encryption.keys', or its body is still being written";
+      return `unreadable: a key's record could not be read, so it answers 500 and never runs the handler: ${
+        event.reason ??
+          "another program writes under the store's prefix, or the record was sealed with a key no longer in 'encryption.keys'"
+      }; ${staysUntil(event.slot, event.expiresAt)}`;
     default:
       return undefined;
   }
@@ -235,6 +235,19 @@ function storeLineOf(event: StoreReport): string | undefined {
     default:
       return undefined;
   }
+}
+
+/** How long an unreadable value stays, and the command that forgets it. */
+function staysUntil(slot: string | null, expiresAt?: number | null): string {
+  const forget =
+    `idem forget STORE --slot ${slot} --yes (STORE: --redis URL, --postgres URL or --kv PATH, with the store's --prefix or --table)`;
+  if (expiresAt === null) {
+    return `the store reports no expiry for it (Redis: no TTL), so it may stay for ever: ${forget}`;
+  }
+  const at = expiresAt === undefined
+    ? ""
+    : ` at ${new Date(expiresAt).toISOString()}`;
+  return `it stays until it expires${at}, or until forgotten: ${forget}`;
 }
 
 /** An error as `Name: message`, then each cause whose message it lacks. */

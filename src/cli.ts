@@ -64,7 +64,7 @@ Usage:
 Commands:
   inspect  What holds one key: absent, in flight (its lease), completed (its
            status, header names, body size) or unreadable (a value no store
-           of ours wrote: it answers 409 until it expires). Read only.
+           of ours wrote: 500 until it expires or is forgotten). Read only.
   forget   Deletes one key's record, in flight or completed, unfenced: the next
            request with that key runs the handler again. Needs --yes.
   stats    Counts records by state: PostgreSQL counts them all; Redis (a SCAN)
@@ -264,7 +264,7 @@ async function run(
 
 const STATES = {
   absent: "absent: no record (never claimed, expired or forgotten)",
-  unreadable: "unreadable: answers 409 until it expires",
+  unreadable: "unreadable: answers 500 until it expires or is forgotten",
   "in_flight": "in flight: the handler runs, or ran and its write is due",
   completed: "completed: retries get this answer",
 };
@@ -273,7 +273,7 @@ const STATES = {
 function sealedState(peek: KeyInspection): string {
   const id = JSON.stringify(peek.keyId ?? "?");
   if (peek.state === "unreadable") {
-    return `unreadable: the app would not open it (${peek.reason}), so it answers 409 until it expires`;
+    return `unreadable: the app would not open it (${peek.reason}), so it answers 500 until it expires or is forgotten`;
   }
   return peek.verified
     ? `completed: retries get this answer (sealed under key id ${id}; it opens with the keys given)`

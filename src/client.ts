@@ -3,8 +3,10 @@
  * A `fetch` that is safe to retry: every attempt of an operation carries one
  * `Idempotency-Key` (the caller's, else a random UUID v4 for a `POST` or
  * `PATCH`), so a server guarded by `idempotency()` runs it once and replays.
- * Retried: a network error, 409, 429, 503 and `retryStatuses`, after
- * `Retry-After` or a backoff with full jitter; not 422 nor other 4xx. Methods
+ * Retried: a network error, 409, 429, 503 and `retryStatuses` (502, 504),
+ * after `Retry-After` or a backoff with full jitter; not 422 nor other 4xx,
+ * nor 500 (it may follow a side effect, and the middleware released the key:
+ * a handler that did something answers 2xx, or widens `cacheable`). Methods
  * RFC 9110 calls idempotent are retried without a key; others without one are
  * sent once. Stream and `FormData` bodies are buffered once, so that every
  * attempt sends the same bytes. Web APIs only: it runs on every runtime.

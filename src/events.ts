@@ -22,7 +22,10 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *
  * - `claimed`: the handler runs (`recovered`: an expired lease taken over).
  * - `replayed`: a completed response answered again (`waited`: after a wait).
- * - `conflict`: 409, the key in flight (`unreadable`: its value could not be read).
+ * - `conflict`: 409, the key in flight; or, `unreadable`, 500: its value
+ *   could not be read (`expiresAt`, when the store's `peek` told: when it
+ *   goes, epoch ms; `null`: the store reports no expiry, as Redis for a
+ *   value without a TTL, which stays until an operator forgets it).
  * - `mismatch`: 422, the key used for a different request.
  * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
@@ -75,6 +78,8 @@ export type IdempotencyEvent =
     reason?: string;
     /** The key id its seal names, when it is sealed. */
     keyId?: string;
+    /** When an unreadable value expires (epoch ms); `null`: the store reports no expiry. */
+    expiresAt?: number | null;
   }
   | EventBase & { type: "mismatch" }
   | EventBase & {

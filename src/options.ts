@@ -204,9 +204,9 @@ export interface IdempotencyOptions {
    */
   replayHeader?: string;
   /**
-   * Renders each problem (400, 409, 413, 422, 503) as the application's own
-   * error response, for an API that has an error format (README, Status
-   * codes). It gets the problem's fields, `retryAfter` (seconds) when any,
+   * Renders each problem (400, 409, 413, 422, 500, 503) as the
+   * application's own error response, for an API that has an error format
+   * (README, Status codes). It gets the problem's fields, `retryAfter` (seconds) when any,
    * the request, and `init`, the answer's status and headers to spread into
    * its `Response`. The answer keeps the status unless the renderer returns
    * another 4xx or 5xx, and gets the problem's `Cache-Control` and

@@ -84,8 +84,9 @@ export interface MeterProviderLike {
 /**
  * What became of one guarded request: `executed` (the handler ran under a
  * claim), `replayed`, `waited` (replayed after waiting for the holder),
- * `conflict` (409), `mismatch` (422), `rejected` (400, 413), `unavailable`
- * (503) or `fail_open` (the handler ran unguarded).
+ * `conflict` (409; 500 for an unreadable record), `mismatch` (422),
+ * `rejected` (400, 413), `unavailable` (503) or `fail_open` (the handler ran
+ * unguarded).
  */
 export type RequestOutcome =
   | "executed"

@@ -17,6 +17,12 @@ export interface ProblemTypes {
   readonly reused: string;
   /** 503: the idempotency store cannot be reached. */
   readonly unavailable: string;
+  /**
+   * 500: the key's stored record cannot be read (damaged, foreign, or sealed
+   * under a key not listed): the handler did not run, and a retry with this
+   * key cannot succeed until an operator forgets the record.
+   */
+  readonly unreadable: string;
 }
 
 /**
@@ -40,6 +46,7 @@ export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
     incomplete: "https://jsr.io/@idempotent/http#problem-request-incomplete",
     reused: "https://jsr.io/@idempotent/http#problem-key-reused",
     unavailable: "https://jsr.io/@idempotent/http#problem-store-unavailable",
+    unreadable: "https://jsr.io/@idempotent/http#problem-record-unreadable",
   },
 );
 
@@ -66,6 +73,7 @@ export interface ProblemDetails {
   incomplete: Record<never, never>;
   reused: Record<never, never>;
   unavailable: Record<never, never>;
+  unreadable: Record<never, never>;
 }
 
 interface Entry<D> {
@@ -120,6 +128,13 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
       "The request was not processed: its idempotency key could not be checked. Retry it with the same key.",
     retryAfter: () => 1, // seconds
   },
+  // docs/architecture.md, Unreadable is in flight: no Retry-After, none helps.
+  unreadable: {
+    status: 500,
+    title: "Idempotency record unreadable",
+    detail: () =>
+      "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator forgets the record (idem forget).",
+  },
 };
 
 /**
@@ -127,7 +142,7 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
  * `Retry-After`, the request answered, and the answer's status and headers.
  */
 export interface ProblemToRender extends Readonly<Problem> {
-  /** Seconds to wait before a retry (`Retry-After`), on a 409 and a 503. */
+  /** Seconds to wait before a retry (`Retry-After`), on a 409 and a 503 only. */
   readonly retryAfter?: number;
   /** The request answered. */
   readonly request: Request;

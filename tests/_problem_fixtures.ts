@@ -30,6 +30,7 @@ const STRIPE: Record<string, { type: string; code: string }> = {
     code: "idempotency_key_in_use",
   },
   [PROBLEM_TYPES.unavailable]: { type: "api_error", code: "store_unavailable" },
+  [PROBLEM_TYPES.unreadable]: { type: "api_error", code: "record_unreadable" },
 };
 
 /** `{"error":{type, code, message, doc_url}}`, with the problem's status and headers. */

@@ -70,7 +70,7 @@ async function exercise(store: IdempotencyStore, args: string[]) {
   const gone = await cli(0, ...a, ...dropped);
   assert.match(
     gone.stdout,
-    /state +unreadable: the app would not open it \(sealed under key id "k1", not among the keys given\), so it answers 409/,
+    /state +unreadable: the app would not open it \(sealed under key id "k1", not among the keys given\), so it answers 500 until it expires or is forgotten/,
   );
   assert.doesNotMatch(gone.stdout, /retries get this answer/);
   const goneJson = JSON.parse(

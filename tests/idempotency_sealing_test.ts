@@ -4,8 +4,8 @@
  * of the store shows (no 8-byte window of the body or of any header value),
  * byte-identical replays, and the records that must not open (moved to
  * another slot, one bit flipped, sealed under a key no longer listed,
- * written in clear, read without keys): 409 with an `unreadable` conflict,
- * the handler never run again.
+ * written in clear, read without keys): 500 (the `unreadable` problem, no
+ * `Retry-After`) with an `unreadable` conflict, the handler never run again.
  *
  * @module
  */
@@ -150,7 +150,8 @@ async function assertUnreadable(
 ): Promise<void> {
   events.length = 0;
   const answer = await handler(post(key));
-  assert.equal(answer.status, 409, key);
+  assert.equal(answer.status, 500, key);
+  assert.equal(answer.headers.get("retry-after"), null, key);
   await answer.body?.cancel();
   assert.deepEqual(events, ["conflict:true"], key);
 }
@@ -248,7 +249,7 @@ function sealingOn(
         );
 
         await t.step(
-          "a record moved to another slot or with one bit flipped answers 409",
+          "a record moved to another slot or with one bit flipped answers 500 unreadable",
           async () => {
             await plant(store, key("a"), key("moved"));
             await assertUnreadable(first.handler, key("moved"), events);
@@ -259,7 +260,7 @@ function sealingOn(
         );
 
         await t.step(
-          "a key no longer listed answers 409; listed second, it opens",
+          "a key no longer listed answers 500 unreadable; listed second, it opens",
           async () => {
             const rotated = sealed([NEW], store, events);
             await assertUnreadable(rotated.handler, key("a"), events);
@@ -278,7 +279,7 @@ function sealingOn(
         );
 
         await t.step(
-          "a record in clear under keys, or sealed without them, answers 409",
+          "a record in clear under keys, or sealed without them, answers 500 unreadable",
           async () => {
             await assertUnreadable(first.handler, key("clear"), events);
             const plain = instance(store, events);
@@ -618,7 +619,7 @@ async function forged(
   return store;
 }
 
-Deno.test("a sealed record whose stored fingerprint is changed, or whose body is another record's of its slot, answers 409 unreadable, not a replay", async () => {
+Deno.test("a sealed record whose stored fingerprint is changed, or whose body is another record's of its slot, answers 500 unreadable, not a replay", async () => {
   const completed = async (store: IdempotencyStore, key: string) => {
     const options = { fingerprint: "any", leaseMs: 10_000, ttlMs: 600_000 };
     const found = await store.claim(slotOf("", key), options);
@@ -661,7 +662,7 @@ Deno.test("a sealed record whose stored fingerprint is changed, or whose body is
   );
   events.length = 0;
   const answer = await mixed.handler(post("paid", '{"amount":100}'));
-  assert.equal(answer.status, 409);
+  assert.equal(answer.status, 500);
   await answer.body?.cancel();
   assert.deepEqual(events, ["conflict:true"]);
   assert.equal(moved.runs() + mixed.runs(), 0);

@@ -10,7 +10,7 @@
 
 import assert from "node:assert/strict";
 import fc from "fast-check";
-import { idempotency, MemoryStore } from "../mod.ts";
+import { idempotency, MemoryStore, slotOf } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import { LOG_CLOCK, LOG_INTERVAL_MS, logListener } from "../src/_log.ts";
 import { post } from "./_support/http.ts";
@@ -182,13 +182,21 @@ Deno.test("idempotency() logs a fail_open with warn, and an unreadable record wi
     encryption: keys(second),
     logger: other,
   });
-  assert.equal((await reader(post("k2"))).status, 409);
+  assert.equal((await reader(post("k2"))).status, 500);
   assert.equal(other.lines.length, 1);
   assert.equal(other.lines[0]!.level, "warn");
+  const line = other.lines[0]!.line;
   assert.match(
-    other.lines[0]!.line,
-    /unreadable: .*: does not open under key id "k": altered in the store, or moved/,
+    line,
+    /unreadable: .* answers 500 .*: does not open under key id "k": altered in the store, or moved/,
   );
+  // A record of ours expires: the line says when, and how to forget it now.
+  const slot = slotOf("", "k2");
+  assert.match(
+    line,
+    /stays until it expires at \d{4}-\d\d-\d\dT[^,]+Z, or until forgotten/,
+  );
+  assert.ok(line.includes(`idem forget STORE --slot ${slot} --yes`), line);
 });
 
 Deno.test("logListener() writes lease_lost and given-up writes, and nothing for the events of a working store", () => {
@@ -303,4 +311,48 @@ Deno.test("a log line held back for its minute does not keep the process alive",
   assert.equal(code, 0, errors);
   assert.equal(new TextDecoder().decode(stdout).trim(), "served");
   assert.equal(errors.match(/store_error/g)?.length, 1, errors);
+});
+
+Deno.test("logListener(): an unreadable value without an expiry says it may stay for ever, with the command that forgets its slot; one with an expiry or none known says so", () => {
+  const logger = recorder();
+  const log = logListener(logger, new FakeClock());
+  const conflict = (slot: string, expiresAt?: number | null) =>
+    log({
+      type: "conflict",
+      slot,
+      elapsedMs: 1,
+      retryAfterMs: 30_000,
+      unreadable: true,
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+    });
+  conflict("a1", null);
+  assert.equal(logger.lines.length, 1);
+  assert.equal(logger.lines[0]!.level, "warn");
+  assert.match(
+    logger.lines[0]!.line,
+    /^\[@idempotent\/http\] unreadable: .*answers 500 and never runs the handler: .*; the store reports no expiry for it \(Redis: no TTL\), so it may stay for ever: idem forget STORE --slot a1 --yes \(STORE: --redis URL, --postgres URL or --kv PATH, with the store's --prefix or --table\)$/,
+  );
+  for (
+    const [expiresAt, text] of [
+      [Date.UTC(2030, 0, 2, 3, 4, 5), "expires at 2030-01-02T03:04:05.000Z,"],
+      [undefined, "expires, or until"],
+    ] as const
+  ) {
+    const fresh = recorder();
+    logListener(fresh, new FakeClock())({
+      type: "conflict",
+      slot: "b2",
+      elapsedMs: 1,
+      retryAfterMs: 1,
+      unreadable: true,
+      ...(expiresAt === undefined ? {} : { expiresAt }),
+    });
+    assert.ok(fresh.lines[0]!.line.includes(`it stays until it ${text}`));
+    assert.ok(
+      fresh.lines[0]!.line.includes("idem forget STORE --slot b2 --yes"),
+    );
+  }
+  // Once a minute: a second slot within it is counted, not written.
+  conflict("c3", null);
+  assert.equal(logger.lines.length, 1);
 });

@@ -17,6 +17,7 @@ import {
   idempotency,
   type IdempotencyEvent,
   type IdempotencyOptions,
+  MemoryStore,
   PROBLEM_TYPES,
 } from "../mod.ts";
 import { serveLocal } from "./_support/http.ts";
@@ -153,4 +154,42 @@ Deno.test("Stripe SDK: a duplicate of a running charge raises a 409 with Retry-A
     assert.equal(state.runs, 1);
     assert.equal(sent, 2, "no retry by the SDK");
   });
+});
+
+Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed) raises a 500 api_error, its retry never runs the charge", async () => {
+  const store = new MemoryStore();
+  const aes = { name: "AES-GCM", length: 256 };
+  const key = async (id: string) => ({
+    id,
+    key: await crypto.subtle.generateKey(aes, false, ["encrypt", "decrypt"]),
+  });
+  const before = stripeLike({ store, encryption: { keys: [await key("k1")] } });
+  await using _before = before.server;
+  assert.equal((await charge(before.stripe, 100, "k1")).id, "ch_1");
+  // Redeployed with another key: the record cannot be opened.
+  let unreadable = 0;
+  const after = stripeLike(
+    {
+      store,
+      encryption: { keys: [await key("k2")] },
+      renderProblem: asStripe,
+      onEvent: (e) =>
+        void (e.type === "conflict" && e.unreadable && unreadable++),
+      logger: false,
+    },
+    1, // the SDK retries any 5xx: the retry is answered the same, nothing runs
+  );
+  await using _after = after.server;
+  await assert.rejects(
+    charge(after.stripe, 100, "k1"),
+    (error: unknown) => {
+      assert.ok(error instanceof Stripe.errors.StripeAPIError);
+      assert.equal(error.statusCode, 500);
+      assert.equal(error.code, "record_unreadable");
+      assert.equal(error.headers?.["retry-after"], undefined);
+      return true;
+    },
+  );
+  assert.equal(unreadable, 2, "the SDK's attempt and its retry");
+  assert.equal(before.state.runs + after.state.runs, 1);
 });

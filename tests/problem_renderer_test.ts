@@ -125,13 +125,6 @@ const CASES: Record<keyof ProblemTypes, Case[]> = {
       request: () => post("held"),
     },
     {
-      name: "record unreadable",
-      status: 409,
-      retryAfter: "3",
-      options: () => ({ store: new UnreadableStore() }),
-      request: () => post("u"),
-    },
-    {
       name: "transaction lost its claim",
       status: 409,
       retryAfter: "1",
@@ -139,6 +132,13 @@ const CASES: Record<keyof ProblemTypes, Case[]> = {
       request: () => post("lost"),
     },
   ],
+  unreadable: [{
+    name: "record unreadable",
+    status: 500,
+    retryAfter: null,
+    options: () => ({ store: new UnreadableStore() }),
+    request: () => post("u"),
+  }],
   unavailable: [
     {
       name: "store unreachable",

@@ -39,6 +39,7 @@ Deno.test("PROBLEM_TYPES keeps its published URIs", () => {
     incomplete: `${base}problem-request-incomplete`,
     reused: `${base}problem-key-reused`,
     unavailable: `${base}problem-store-unavailable`,
+    unreadable: `${base}problem-record-unreadable`,
   });
 });
 

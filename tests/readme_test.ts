@@ -1,6 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Every fenced code block in README.md is a test: it runs here, against the
+ * Every fenced code block in README.md, docs/examples.md and
+ * docs/operations.md is a test: it runs here, against the
  * Redis and PostgreSQL the other integration tests use, or it is a fragment
  * of an example that runs here. A block that is neither fails this test with
  * its line number, so a new snippet cannot rot unnoticed.
@@ -50,7 +51,7 @@
  *   its last line the start of one. FILE itself must be run by a `serve` or
  *   `exits` block of the README.
  *
- * Every `deno task NAME` that README.md or CONTRIBUTING.md names, in a block
+ * Every `deno task NAME` that those documents or CONTRIBUTING.md name, in a block
  * or in the text, must be a task of deno.json, and a `docker compose` there
  * needs docker-compose.yml.
  *
@@ -78,9 +79,8 @@ import { freePort } from "./_support/http.ts";
 
 const ROOT = new URL("../", import.meta.url);
 const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
-const README = new URL("README.md", ROOT);
-/** The documents whose blocks run here: the README and what it links for operators. */
-const DOCUMENTS = ["README.md", "docs/operations.md"];
+/** The documents whose blocks run here: the README and the pages it links. */
+const DOCUMENTS = ["README.md", "docs/examples.md", "docs/operations.md"];
 const CONTRIBUTING = new URL("CONTRIBUTING.md", ROOT);
 const MARKER = /^<!--\s*readme-test:\s*(.*?)\s*-->$/;
 const FENCE = /^(\s*)(`{3,}|~{3,})\s*([^\s`]*)?.*$/;
@@ -680,7 +680,7 @@ const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE || await redisServerIgnore();
 
 Deno.test({
   name: testName(
-    "README.md and docs/operations.md: every code block runs or is a tested fragment",
+    "README.md and the docs it links: every code block runs or is a tested fragment",
     IGNORE,
   ),
   ignore: IGNORE !== false,
@@ -750,11 +750,11 @@ Deno.test({
   },
 });
 
-Deno.test("README.md and CONTRIBUTING.md name only tasks deno.json has", async () => {
+Deno.test("README.md, the docs it links and CONTRIBUTING.md name only tasks deno.json has", async () => {
   const config = JSON.parse(
     await Deno.readTextFile(new URL("deno.json", ROOT)),
   ) as { tasks: Record<string, string> };
-  for (const doc of [README, CONTRIBUTING]) {
+  for (const doc of [...DOCUMENTS.map((d) => new URL(d, ROOT)), CONTRIBUTING]) {
     const text = await Deno.readTextFile(doc);
     const named = [...text.matchAll(/deno task ([\w:-]+)/g)].map((m) => m[1]!);
     const missing = named.filter((name) => !(name in config.tasks));

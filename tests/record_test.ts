@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * A completed record whose headers are valid JSON but not valid HTTP reads
- * as unreadable (409, handler not run) in every store, never as an exception
+ * as unreadable (500 `unreadable`, handler not run) in every store, never as an exception
  * on every retry (issue 9, defect 5). The bad records are written straight
  * into real Redis, PostgreSQL and Deno KV, over a record the store wrote.
  *
@@ -82,7 +82,7 @@ function tampered(kind: string): [string, string][] {
 
 /**
  * Runs one key through the middleware, damages its record with `tamper`,
- * and checks that the retry is a 409 problem and the handler ran once.
+ * and checks that the retry is the 500 `unreadable` problem and the handler ran once.
  */
 async function throughMiddleware(
   store: IdempotencyStore,
@@ -105,8 +105,9 @@ async function throughMiddleware(
       assert.equal(await retry.text(), "done");
       continue;
     }
-    assert.equal(retry.status, 409, kind);
-    assert.equal((await retry.json()).type, PROBLEM_TYPES.inFlight);
+    assert.equal(retry.status, 500, kind);
+    assert.equal(retry.headers.get("retry-after"), null, kind);
+    assert.equal((await retry.json()).type, PROBLEM_TYPES.unreadable);
   }
   assert.equal(state.runs, 1, kind);
 }
@@ -295,7 +296,7 @@ async function tamperKv(
   await kv.set(key, { ...entry.value, headers });
 }
 
-Deno.test("KvStore: a record with headers that are not HTTP is in flight, and the middleware answers 409", async () => {
+Deno.test("KvStore: a record with headers that are not HTTP is in flight, and the middleware answers 500 unreadable", async () => {
   const kv = await Deno.openKv(":memory:");
   try {
     const prefix = [uniquePrefix("kv_bad_headers")];
@@ -367,7 +368,7 @@ Deno.test("KvStore: a chunked record whose header bytes are damaged is in flight
   }
 });
 
-Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot write is a 409, not a crash", async () => {
+Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot write is a 500 unreadable, not a crash", async () => {
   const kv = await Deno.openKv(":memory:");
   const prefix = [uniquePrefix("kv_serve")];
   const { state, handler } = counted();
@@ -391,8 +392,8 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
       tampered("a control character in a value"),
     );
     const retry = await send();
-    assert.equal(retry.status, 409);
-    assert.equal((await retry.json()).type, PROBLEM_TYPES.inFlight);
+    assert.equal(retry.status, 500);
+    assert.equal((await retry.json()).type, PROBLEM_TYPES.unreadable);
     assert.equal(state.runs, 1);
     assert.deepEqual(server.escaped, []);
   } finally {
@@ -405,7 +406,7 @@ Deno.test("KvStore under Deno.serve: a replay of a header Deno.serve cannot writ
 
 Deno.test({
   name: testName(
-    "RedisStore: a record with headers that are not HTTP is in flight, and the middleware answers 409",
+    "RedisStore: a record with headers that are not HTTP is in flight, and the middleware answers 500 unreadable",
     REDIS_IGNORE,
   ),
   ignore: REDIS_IGNORE !== false,
@@ -462,7 +463,7 @@ async function tamperPg(
 }
 
 pgTest(
-  "PostgresStore: a record with headers that are not HTTP is in flight, and the middleware answers 409",
+  "PostgresStore: a record with headers that are not HTTP is in flight, and the middleware answers 500 unreadable",
   async (sql, table) => {
     const store = new PostgresStore({ sql, table });
     await store.migrate();

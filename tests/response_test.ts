@@ -14,7 +14,7 @@ import {
   HEADERS_OMITTED_HEADER,
   idempotency,
 } from "../mod.ts";
-import type { ClaimResult } from "../src/store.ts";
+import type { ClaimOptions, ClaimResult } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { post } from "./_support/http.ts";
@@ -56,36 +56,37 @@ Deno.test("idempotency() replays an omitted body without its Content-Encoding or
   assert.equal((await bytesOf(replay)).byteLength, 0);
 });
 
-Deno.test("idempotency() rounds Retry-After up to whole seconds", async () => {
-  // An unreadable value's hint is the store's, not the settle estimate.
-  const store = new UnreadableStore();
+Deno.test("idempotency() rounds Retry-After up to whole seconds; an unreadable record has none, whatever the store's hint", async () => {
+  const store = new HintStore();
   const guarded = idempotency(() => new Response("done", { status: 201 }), {
     scope: "global",
     store,
   });
-  store.retryAfterMs = 1_500;
-  const early = await guarded(post("slow"));
-  assert.equal(early.status, 409);
-  await early.body?.cancel();
-  assert.equal(early.headers.get("retry-after"), "2", "1.5 s rounds up");
-
-  store.retryAfterMs = 1_000;
-  const late = await guarded(post("slow"));
-  assert.equal(late.status, 409);
-  await late.body?.cancel();
-  assert.equal(late.headers.get("retry-after"), "1", "1 s is 1 s");
+  for (const [ms, seconds] of [[1, "1"], [999, "1"], [1_000, "1"]] as const) {
+    store.retryAfterMs = ms;
+    const held = await guarded(post("slow"));
+    assert.equal(held.status, 409, `${ms} ms`);
+    await held.body?.cancel();
+    assert.equal(held.headers.get("retry-after"), seconds, `${ms} ms`);
+  }
+  store.unreadable = true;
+  for (const ms of [1, 1_500, 30_000]) {
+    store.retryAfterMs = ms;
+    const unreadable = await guarded(post("slow"));
+    assert.equal(unreadable.status, 500, `${ms} ms`);
+    await unreadable.body?.cancel();
+    assert.equal(unreadable.headers.get("retry-after"), null, `${ms} ms`);
+  }
 });
 
-/** Answers every claim with an unreadable value in flight for `retryAfterMs`. */
-class UnreadableStore extends MemoryStore {
+/** Answers every claim in flight for `retryAfterMs`: the request's own fingerprint, or unreadable. */
+class HintStore extends MemoryStore {
   retryAfterMs = 0;
-  override claim(): Promise<ClaimResult> {
+  unreadable = false;
+  override claim(_slot: string, options: ClaimOptions): Promise<ClaimResult> {
     const { retryAfterMs } = this;
-    return Promise.resolve({
-      state: "in_flight",
-      fingerprint: null,
-      retryAfterMs,
-    });
+    const fingerprint = this.unreadable ? null : options.fingerprint;
+    return Promise.resolve({ state: "in_flight", fingerprint, retryAfterMs });
   }
 }
 

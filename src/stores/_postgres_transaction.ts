@@ -34,6 +34,31 @@ export function assertPool(sql: PostgresSql): void {
   }
 }
 
+/**
+ * Runs `run` in a transaction of its own, for a request no store claimed:
+ * committed when it returns, rolled back when it throws
+ * (docs/architecture.md, Transactional handlers).
+ */
+export async function inPlainTransaction(
+  setup: TransactionSetup,
+  run: (tx: TransactionSql) => Response | Promise<Response>,
+): Promise<Response> {
+  const { sql, begin, statementTimeoutMs } = setup;
+  if (typeof sql.begin !== "function") {
+    throw new TypeError(
+      "'sql' must be a postgres.js instance: it has no begin()",
+    );
+  }
+  let response: Response | undefined;
+  await sql.begin(begin, async (tx) => {
+    if (statementTimeoutMs > 0) {
+      await tx.unsafe(`SET LOCAL statement_timeout = ${statementTimeoutMs}`);
+    }
+    response = await run(tx);
+  });
+  return response!;
+}
+
 /** Thrown inside a transaction to roll it back, or because the claim was lost. */
 const ROLLBACK = Symbol("rollback");
 const LOST = Symbol("lost");

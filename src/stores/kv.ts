@@ -28,7 +28,9 @@ import {
 } from "../_validate.ts";
 import { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
-import { type KvMutations, KvUnit } from "./_kv_unit.ts";
+import { applyMutations, KvMutations, KvUnit } from "./_kv_unit.ts";
+import { unlocked } from "./_kv_bodies.ts";
+import { isClaimed } from "../_claimed.ts";
 import { StoreCalls } from "./_store_call.ts";
 
 export * from "./_contract.ts";
@@ -70,6 +72,13 @@ export interface KvStoreOptions {
    */
   onEvent?: (event: StoreEvent) => void;
 }
+
+/** A handler given its request's KvMutations: {@linkcode KvStore.transactional}. */
+export type AtomicHandler<A extends unknown[]> = (
+  request: Request,
+  atomic: KvMutations,
+  ...args: A
+) => Response | Promise<Response>;
 
 /**
  * An {@linkcode IdempotencyStore} on Deno KV: a local file
@@ -114,6 +123,7 @@ export class KvStore implements IdempotencyStore {
   #orphans = new Orphans((slot, token) => this.release(slot, token));
   #calls: StoreCalls;
   #units = new WeakMap<Request, KvUnit>();
+  #kv: Deno.Kv;
 
   /**
    * Makes a store on a database the caller opened.
@@ -125,6 +135,7 @@ export class KvStore implements IdempotencyStore {
   constructor(options: KvStoreOptions) {
     const { kv, prefix, clock, timeoutMs, onEvent } = kvSettings(options);
     this.#slots = new KvSlots(kv, prefix, clock);
+    this.#kv = kv;
     this.#orphans.onEvent = onEvent;
     this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
       failed: (operation, error) =>
@@ -264,6 +275,68 @@ export class KvStore implements IdempotencyStore {
       );
     }
     return unit.mutations();
+  }
+
+  /**
+   * Wraps a handler so that it receives the request's
+   * {@linkcode KvStore.atomic} as its second argument. A request no store
+   * claimed (without a key, of a method not guarded, run by `failOpen`) gets
+   * mutations of its own, the same `KvMutations`: committed in one
+   * `kv.atomic()` when the handler returns, whatever its status, dropped
+   * when it throws; a check that fails there throws (nothing committed). So
+   * the same handler serves keyed and keyless requests.
+   *
+   * @throws {TypeError} When `handler` is not a function; on a request
+   * another store's middleware claimed, as {@linkcode KvStore.atomic}.
+   *
+   * @example The same handler, with a key and without
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import { KvStore } from "@idempotent/http/kv";
+   * import assert from "node:assert/strict";
+   *
+   * using kv = await Deno.openKv(":memory:");
+   * const store = new KvStore({ kv });
+   * const handler = idempotency(store.transactional((req, atomic) => {
+   *   const id = req.headers.get("x-order")!;
+   *   atomic.set(["orders", id], "book");
+   *   return new Response("ordered", { status: 201 });
+   * }), { store, scope: "global" }); // one caller in this example
+   * const order = (id: string, key?: string) =>
+   *   new Request("http://localhost/orders", {
+   *     method: "POST",
+   *     headers: { "x-order": id, ...(key ? { "idempotency-key": key } : {}) },
+   *   });
+   * assert.equal((await handler(order("1", "k-1"))).status, 201);
+   * assert.equal((await handler(order("2"))).status, 201); // no key
+   * assert.equal((await kv.get(["orders", "2"])).value, "book");
+   * ```
+   */
+  transactional<A extends unknown[]>(
+    handler: AtomicHandler<A>,
+  ): (request: Request, ...args: A) => Promise<Response> {
+    if (typeof handler !== "function") {
+      throw new TypeError(
+        `'handler' must be a function: current value is ${handler}`,
+      );
+    }
+    return async (request, ...args) => {
+      if (this.#units.has(request) || isClaimed(request)) {
+        return await handler(request, this.atomic(request), ...args);
+      }
+      // No key, a method not guarded, failOpen: a commit of its own.
+      const mutations = new KvMutations();
+      const response = await handler(request, mutations, ...args);
+      const op = applyMutations(mutations, this.#kv.atomic());
+      const { ok } = await unlocked(() => op.commit());
+      if (!ok) {
+        await response.body?.cancel();
+        throw new Error(
+          "KvStore.transactional(): a check of the handler's failed, so nothing was committed (a request no store claimed)",
+        );
+      }
+      return response;
+    };
   }
 
   /**

@@ -35,6 +35,7 @@ import {
   statements,
 } from "./_postgres_sql.ts";
 import { migrate } from "./_postgres_migration.ts";
+import { isClaimed } from "../_claimed.ts";
 import {
   postgresSettings,
   type PostgresStoreOptions,
@@ -42,6 +43,7 @@ import {
 } from "./_postgres_options.ts";
 import {
   assertPool,
+  inPlainTransaction,
   PostgresUnit,
   type TransactionalHandler,
   type TransactionSetup,
@@ -263,8 +265,14 @@ export class PostgresStore implements IdempotencyStore {
 
   /**
    * Wraps a handler so that it receives the request's transaction
-   * ({@linkcode PostgresStore.transaction}) as its second argument.
+   * ({@linkcode PostgresStore.transaction}) as its second argument. A
+   * request no store claimed (without a key, of a method not guarded, run
+   * by `failOpen`) gets a plain transaction of its own, the same `tx`:
+   * committed when the handler returns, whatever its status, rolled back
+   * when it throws. So the same handler serves keyed and keyless requests.
    *
+   * @throws {TypeError} On a request another store's middleware claimed
+   * (such as a FailoverStore's): its rows could not commit with its record.
    * @throws {RangeError} When the pool (`max`) holds fewer than two
    * connections, as {@linkcode PostgresStore.transaction} would on the first
    * request.
@@ -287,8 +295,14 @@ export class PostgresStore implements IdempotencyStore {
       );
     }
     assertPool(this.#sql);
-    return async (request, ...args) =>
-      await handler(request, await this.transaction(request), ...args);
+    return async (request, ...args) => {
+      if (!this.#units.has(request) && !isClaimed(request)) {
+        // No key, a method not guarded, failOpen: a transaction of its own.
+        const run = (tx: TransactionSql) => handler(request, tx, ...args);
+        return await inPlainTransaction(this.#setup, run);
+      }
+      return await handler(request, await this.transaction(request), ...args);
+    };
   }
 
   /**

@@ -94,6 +94,10 @@ const T = {
   credentials: "tests/idempotency_credentials_test.ts",
   unstored: "tests/idempotency_unstored_headers_test.ts",
   sealing: "tests/idempotency_sealing_test.ts",
+  logging: "tests/logging_test.ts",
+  unreadable: "tests/idempotency_unreadable_test.ts",
+  keyless: "tests/stores/transactional_keyless_test.ts",
+  clientDefaults: "tests/client_defaults_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -452,11 +456,12 @@ export const MUTANTS: Mutant[] = [
   {
     id: "rule6-unreadable-is-mismatch",
     file: GUARD,
-    text:
-      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {",
-    replacement: "if (claim.fingerprint !== fingerprint) {",
+    text: `if (claim.fingerprint === null) {
+          return await this.#unreadable(flight, claim.retryAfterMs);
+        }`,
+    replacement: "if (false) {",
     tests: [T.e2e],
-    what: "rule 6: an unreadable value answers 422 instead of 409",
+    what: "rule 6: an unreadable value answers 422 instead of 500 unreadable",
   },
   {
     id: "rule7-slot-ignores-scope",
@@ -970,11 +975,40 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-conflict-never-unreadable",
     file: GUARD,
-    text: "const unreadable = fingerprint === null;",
-    replacement: "const unreadable = false;",
+    text: "      unreadable: true,\n      ...(expiresAt",
+    replacement: "      unreadable: false,\n      ...(expiresAt",
     tests: [T.protocol],
     what:
-      "a 409 on a value the store cannot read is reported as a live claim's",
+      "a 500 on a value the store cannot read is reported as a live claim's 409",
+  },
+  {
+    id: "guard-unreadable-as-in-flight",
+    file: GUARD,
+    text:
+      `return await reject(flight.request, "unreadable", {}, renderProblem);`,
+    replacement:
+      `return await reject(flight.request, "inFlight", { retryAfter: 30 }, renderProblem);`,
+    tests: [T.protocol],
+    what:
+      "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
+  },
+  {
+    id: "guard-unreadable-expiry-dropped",
+    file: GUARD,
+    text: 'if (found.state !== "absent") expiresAt = found.expiresAt;',
+    replacement: "",
+    tests: [T.unreadable],
+    what:
+      "an unreadable value's event lacks its expiry: a value without a TTL is not logged as staying for ever",
+  },
+  {
+    id: "log-unreadable-forever-as-expiring",
+    file: "src/_log.ts",
+    text: "(Redis: no TTL), so it may stay for ever:",
+    replacement: "(Redis: no TTL), so it stays until it expires:",
+    tests: [T.logging],
+    what:
+      "a value without a TTL is logged as if it expired: 'until they expire'",
   },
   {
     id: "guard-unreachable-as-in-flight",
@@ -1002,15 +1036,6 @@ export const MUTANTS: Mutant[] = [
     what: "the replayed event of an omitted body does not say so",
   },
   {
-    id: "guard-unreadable-hint-estimated",
-    file: GUARD,
-    text: "const retryAfter = unreadable\n      ? wholeSeconds(retryAfterMs)",
-    replacement: "const retryAfter = false\n      ? wholeSeconds(retryAfterMs)",
-    tests: [T.protocol],
-    what:
-      "an unreadable value's Retry-After is the settle estimate, not the store's hint",
-  },
-  {
     id: "guard-claimed-never-recovered",
     file: GUARD,
     text: `({ type: "claimed", slot, recovered })`,
@@ -1022,8 +1047,8 @@ export const MUTANTS: Mutant[] = [
     id: "guard-completed-mismatch-replayed",
     file: GUARD,
     text:
-      "if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);",
-    replacement: "",
+      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        const { encryption } = config;",
+    replacement: "        const { encryption } = config;",
     tests: [T.protocol],
     what: "a key reused with another body after completion replays, not 422",
   },
@@ -1031,8 +1056,8 @@ export const MUTANTS: Mutant[] = [
     id: "guard-in-flight-mismatch-as-conflict",
     file: GUARD,
     text:
-      "if (claim.fingerprint !== null && claim.fingerprint !== fingerprint) {\n          return this.#mismatch(flight);",
-    replacement: "if (false) {\n          return this.#mismatch(flight);",
+      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        return this.#conflict(",
+    replacement: "        return this.#conflict(",
     tests: [T.protocol],
     what: "a key reused with another body while in flight answers 409, not 422",
   },
@@ -3303,6 +3328,88 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (false) {",
     tests: ["tests/whole_body_test.ts"],
     what: "a body held in memory goes through a stream and a capture",
+  },
+  // --- issue 29, item 9: transactional handlers on requests no store claimed
+  {
+    id: "postgres-transactional-keyless-refused",
+    file: "src/stores/postgres.ts",
+    text: "if (!this.#units.has(request) && !isClaimed(request)) {",
+    replacement: "if (false) {",
+    tests: [T.keyless],
+    what:
+      "a transactional handler answers a keyless request with 'No transaction for this request'",
+  },
+  {
+    id: "guard-claimed-unmarked",
+    file: GUARD,
+    text: "      markClaimed(request);\n",
+    replacement: "",
+    tests: [T.keyless],
+    what:
+      "a request a FailoverStore claimed gets a plain transaction that commits apart from its record",
+  },
+  {
+    id: "postgres-keyless-commits-on-throw",
+    file: "src/stores/_postgres_transaction.ts",
+    text: "    response = await run(tx);\n",
+    replacement:
+      "    response = await Promise.resolve(run(tx)).catch(() => new Response(null, { status: 500 }));\n",
+    tests: [T.keyless],
+    what: "a keyless handler that throws keeps its rows",
+  },
+  {
+    id: "kv-transactional-keyless-uncommitted",
+    file: "src/stores/kv.ts",
+    text: "const { ok } = await unlocked(() => op.commit());",
+    replacement: "const ok = true;",
+    tests: [T.keyless],
+    what: "a keyless KV handler's writes are never committed",
+  },
+  {
+    id: "kv-transactional-keyless-check-ignored",
+    file: "src/stores/kv.ts",
+    text: "      if (!ok) {\n        await response.body?.cancel();",
+    replacement: "      if (false) {\n        await response.body?.cancel();",
+    tests: [T.keyless],
+    what: "a keyless KV commit whose check failed answers as if committed",
+  },
+  // --- issue 29, item 10: /client's default retryStatuses
+  {
+    id: "client-default-retries-500",
+    file: "src/_client_options.ts",
+    text: "options.retryStatuses ?? [502, 504]",
+    replacement: "options.retryStatuses ?? [500, 502, 504]",
+    tests: [T.clientDefaults],
+    what:
+      "the default client retries 500: a handler that charged then answered 500 charges twice",
+  },
+  {
+    id: "client-default-drops-504",
+    file: "src/_client_options.ts",
+    text: "options.retryStatuses ?? [502, 504]",
+    replacement: "options.retryStatuses ?? [502]",
+    tests: [T.clientDefaults],
+    what: "a gateway timeout (504) is no longer retried by default",
+  },
+  {
+    id: "problem-unreadable-409",
+    file: "src/problem.ts",
+    text: '    status: 500,\n    title: "Idempotency record unreadable",',
+    replacement:
+      '    status: 409,\n    title: "Idempotency record unreadable",',
+    tests: [T.protocol],
+    what:
+      "an unreadable record answers 409, which /client and Stripe's SDK retry on their own",
+  },
+  {
+    id: "problem-unreadable-retry-after",
+    file: "src/problem.ts",
+    text: '    title: "Idempotency record unreadable",\n',
+    replacement:
+      '    title: "Idempotency record unreadable",\n    retryAfter: () => 30,\n',
+    tests: [T.unreadable],
+    what:
+      "an unreadable record's answer carries a Retry-After that invites a day of retries",
   },
 
   // --- SqliteStore -------------------------------------------------------------
