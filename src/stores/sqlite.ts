@@ -22,6 +22,7 @@ import type {
 } from "../store.ts";
 import { assertStoredResponse, encodeHeaders } from "../_record.ts";
 import { SealCount } from "../_seal.ts";
+import { isClaimed } from "../_claimed.ts";
 import { decodeClaim, decodePeek } from "./_postgres_sql.ts";
 import { Orphans } from "./_orphans.ts";
 import { type Operation, StoreCalls } from "./_store_call.ts";
@@ -283,11 +284,14 @@ export class SqliteStore implements IdempotencyStore {
   /**
    * Wraps a handler so that it receives, as its second argument, the
    * connection of the request's transaction ({@linkcode SqliteStore.transaction}).
-   * A request no store claimed (without a key, or a method not guarded) gets
-   * a plain transaction of its own: committed when the handler returns,
-   * rolled back when it throws.
+   * A request no store claimed (without a key, a method not guarded, or run
+   * by `failOpen`) gets a plain transaction of its own: committed when the
+   * handler returns, whatever its status, rolled back when it throws
+   * (docs/architecture.md, Transactional handlers).
    *
-   * @throws {TypeError} When `handler` is not a function.
+   * @throws {TypeError} When `handler` is not a function; from the wrapped
+   * handler, on a request another store's middleware claimed (a
+   * FailoverStore's): its rows could not commit with its record.
    *
    * @example An order and its record in one transaction
    * ```ts ignore
@@ -306,11 +310,11 @@ export class SqliteStore implements IdempotencyStore {
       );
     }
     return async (request, ...args) => {
-      const unit = this.#units.get(request);
-      if (unit === undefined) {
+      if (!this.#units.has(request) && !isClaimed(request)) {
+        // No key, a method not guarded, failOpen: a transaction of its own.
         return await plain(this.#setup, handler, request, args);
       }
-      return await handler(request, await unit.open(), ...args);
+      return await handler(request, await this.transaction(request), ...args);
     };
   }
 

@@ -65,6 +65,7 @@ const T = {
     "tests/stores/postgres_table_test.ts",
   ],
   sqlite: [
+    "tests/stores/transactional_keyless_test.ts",
     "tests/stores/sqlite_test.ts",
     "tests/stores/sqlite_rows_test.ts",
     "tests/stores/sqlite_transaction_test.ts",
@@ -3456,5 +3457,14 @@ export const MUTANTS: Mutant[] = [
     tests: [...T.sqlite],
     what:
       "a write runs on the lock this process's open transaction holds, stopping the event loop",
+  },
+  {
+    id: "sqlite-transactional-claimed-plain",
+    file: "src/stores/sqlite.ts",
+    text: "if (!this.#units.has(request) && !isClaimed(request)) {",
+    replacement: "if (!this.#units.has(request)) {",
+    tests: [...T.sqlite],
+    what:
+      "a request a FailoverStore claimed gets a plain SQLite transaction that commits apart from its record",
   },
 ];
