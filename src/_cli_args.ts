@@ -25,6 +25,7 @@ export type Target =
   | RedisTarget
   | PostgresTarget
   | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } } // a path or URL
+  | { kind: "sqlite"; url: string; options: { table?: string } } // a path
   // A FailoverStore's two (docs/architecture.md, Inspect and forget).
   | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
 
@@ -49,7 +50,7 @@ export class UsageError extends Error {
 
 const FLAGS = ["json", "yes", "help", "global"];
 const VALUES =
-  "redis redis-cluster postgres kv prefix table scope key secret-env slot limit encryption-keys-env"
+  "redis redis-cluster postgres kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
     .split(" ");
 
 /** Every option's name, for the help's test. */
@@ -144,9 +145,9 @@ export function parseArgs(
 }
 
 function targetOf(text: (name: string) => string | undefined): Target {
-  const given = ["redis", "redis-cluster", "postgres", "kv"].filter((n) =>
-    text(n) !== undefined
-  );
+  const given = ["redis", "redis-cluster", "postgres", "kv", "sqlite"].filter((
+    n,
+  ) => text(n) !== undefined);
   const redis = given.find((n) => n.startsWith("redis"));
   if (given.length === 2 && redis && given.includes("postgres")) {
     // The two stores of a FailoverStore: Redis primary, PostgreSQL fallback.
@@ -165,18 +166,22 @@ function targetOf(text: (name: string) => string | undefined): Target {
   if (given.length !== 1) {
     throw new UsageError(
       given.length === 0
-        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL or --kv PATH"
+        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --kv PATH or --sqlite PATH"
         : `name one store, or --redis with --postgres (a FailoverStore): ${
           given.map((n) => `--${n}`).join(" and ")
         } given`,
     );
   }
-  const kind = (redis ? "redis" : given[0]) as "redis" | "postgres" | "kv";
+  const kind = (redis ? "redis" : given[0]) as
+    | "redis"
+    | "postgres"
+    | "kv"
+    | "sqlite";
   const url = text(given[0]!)!;
   const prefix = text("prefix");
   const table = text("table");
-  if (table !== undefined && kind !== "postgres") {
-    throw new UsageError("--table is for --postgres only");
+  if (table !== undefined && kind !== "postgres" && kind !== "sqlite") {
+    throw new UsageError("--table is for --postgres and --sqlite only");
   }
   if (redis === "redis-cluster") {
     const nodes = url.split(",").map((u) => u.trim());
@@ -190,10 +195,12 @@ function targetOf(text: (name: string) => string | undefined): Target {
     const options = prefix === undefined ? {} : { prefix };
     return { kind: "redis", url: nodes[0]!, options, nodes };
   }
-  if (kind === "postgres") {
+  if (kind === "postgres" || kind === "sqlite") {
     if (prefix !== undefined) {
       throw new UsageError(
-        "--prefix is for --redis and --kv: PostgreSQL takes --table",
+        `--prefix is for --redis and --kv: ${
+          kind === "postgres" ? "PostgreSQL" : "SQLite"
+        } takes --table`,
       );
     }
     return { kind, url, options: table === undefined ? {} : { table } };

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The stores of `@idempotent/http/cli`, opened from a checked target: Redis
- * (a Redis Cluster routed by slot, named or detected), PostgreSQL or Deno KV
+ * (a Redis Cluster routed by slot, named or detected), PostgreSQL, SQLite or Deno KV
  * (docs/architecture.md, Inspect and forget). Drivers are imported only for
  * the store named.
  * @module
@@ -13,10 +13,11 @@ import type { PeekResult, StoreStats } from "./store.ts";
 import { KvStore } from "./stores/kv.ts";
 import { PostgresStore } from "./stores/postgres.ts";
 import { RedisStore } from "./stores/redis.ts";
+import type { SqliteStore } from "./stores/sqlite.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {
-  store: RedisStore | PostgresStore | KvStore;
+  store: RedisStore | PostgresStore | KvStore | SqliteStore;
   /** The store's `stats`, or on a Redis Cluster a count over every master. */
   stats(limit: number | undefined): Promise<StoreStats>;
   close(): Promise<unknown>;
@@ -33,6 +34,7 @@ const TIMEOUT_MS = 30_000;
 /** The store's place, without credentials. */
 export function where(target: OneTarget): string {
   if (target.kind === "kv") return `Deno KV at ${target.url}`;
+  if (target.kind === "sqlite") return `SQLite at ${target.url}`;
   const name = target.kind === "postgres"
     ? "PostgreSQL"
     : target.nodes
@@ -56,7 +58,7 @@ export function causes(error: unknown): string {
   }
   const all = parts.join(": ");
   // The store's message says to run store.migrate(); the table may be wrong.
-  return /relation .* does not exist/.test(all)
+  return /relation .* does not exist|no such table/.test(all)
     ? `${all} (is --table the app's?)`
     : all;
 }
@@ -75,6 +77,9 @@ function made<S>(make: () => S): S {
 export async function open(target: OneTarget): Promise<Opened> {
   if (target.kind === "redis") return await openRedis(target);
   if (target.kind === "postgres") return await openPostgres(target);
+  if (target.kind === "sqlite") {
+    return await openSqlite(target.url, target.options);
+  }
   if (!/^[a-z]+:\/\//.test(target.url)) {
     // Opening a missing file would create it.
     await Deno.stat(target.url).catch((cause) => {
@@ -87,6 +92,26 @@ export async function open(target: OneTarget): Promise<Opened> {
     store,
     stats: (limit) => store.stats(limit === undefined ? {} : { limit }),
     close: () => Promise.resolve(kv.close()),
+  };
+}
+
+/** The file must exist (opening a missing one would create it); node:sqlite is loaded only here. */
+async function openSqlite(
+  path: string,
+  options: { table?: string },
+): Promise<Opened> {
+  const { SqliteStore, sqliteMigration } = await import("./stores/sqlite.ts");
+  made(() => sqliteMigration(options.table)); // a bad name: exit 2, first
+  await Deno.stat(path).catch((cause) => {
+    throw new Error("no such file", { cause });
+  });
+  const store = made(() =>
+    new SqliteStore({ database: path, timeoutMs: TIMEOUT_MS, ...options })
+  );
+  return {
+    store,
+    stats: () => store.stats(),
+    close: () => Promise.resolve(store.close()),
   };
 }
 
