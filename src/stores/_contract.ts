@@ -10,6 +10,7 @@ export type {
   ForgetResult,
   IdempotencyStore,
   OmittedReason,
+  PeekOptions,
   PeekResult,
   StoredResponse,
   StoreEvent,

@@ -3,7 +3,7 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { StoreError } from "../store.ts";
-import { knownOptions, nonNegativeInteger } from "../_validate.ts";
+import { knownOptions, nonNegativeMs, positiveMs } from "../_validate.ts";
 import type { Operation } from "./_store_call.ts";
 import { DEFAULT_TABLE, quoteTable, sqliteMigration } from "./_sqlite_sql.ts";
 
@@ -53,34 +53,25 @@ export interface SqliteSweepOptions {
 
 const OPTIONS = ["database", "table", "busyTimeoutMs", "timeoutMs"];
 
-/** The checked options: the connection, whether the store opened it, its file. */
-export interface SqliteSettings {
+/** The checked options: the connection, whether the store opened it, its file (`""`: in memory). */
+export type SqliteSettings = Required<Omit<SqliteStoreOptions, "database">> & {
   db: DatabaseSync;
   owned: boolean;
-  /** The main database's file, `""` when in memory. */
   file: string;
-  name: string;
-  table: string;
-  busyTimeoutMs: number;
-  timeoutMs: number;
-}
+};
 
 /** Checks a SqliteStore's options, fills in the defaults, opens a path. */
 export function sqliteSettings(options: SqliteStoreOptions): SqliteSettings {
   knownOptions("SqliteStore", options ?? {}, OPTIONS);
   const { database, busyTimeoutMs = 1000, timeoutMs = 2000 } = options;
-  nonNegativeInteger("busyTimeoutMs", busyTimeoutMs, "milliseconds");
-  if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-    throw new RangeError(
-      `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
-    );
-  }
-  const name = options.table ?? DEFAULT_TABLE;
-  const table = quoteTable(name);
+  nonNegativeMs("busyTimeoutMs", busyTimeoutMs);
+  positiveMs("timeoutMs", timeoutMs);
+  const table = options.table ?? DEFAULT_TABLE;
+  quoteTable(table);
   let db: DatabaseSync;
   const path = typeof database === "string" && database !== "" &&
     database !== ":memory:";
-  if (path) db = openFile(database, busyTimeoutMs);
+  if (path) db = openFile(database as string, busyTimeoutMs);
   else if (database instanceof DatabaseSync) db = database;
   else {
     throw new TypeError(
@@ -91,11 +82,11 @@ export function sqliteSettings(options: SqliteStoreOptions): SqliteSettings {
   }
   const file = db.prepare("PRAGMA database_list").all()
     .find((row) => row.name === "main")?.file;
+  const owned = path;
   return {
     db,
-    owned: path,
-    file: typeof file === "string" ? file : "",
-    name,
+    owned,
+    file: String(file ?? ""),
     table,
     busyTimeoutMs,
     timeoutMs,
@@ -104,13 +95,15 @@ export function sqliteSettings(options: SqliteStoreOptions): SqliteSettings {
 
 /** Opens a connection of the store's own, waiting `busyTimeoutMs` for locks. */
 export function openFile(path: string, busyTimeoutMs: number): DatabaseSync {
+  if (path === "") {
+    throw new TypeError(
+      "SqliteStore.transactional() needs a database file: this database is in memory",
+    );
+  }
   return new DatabaseSync(path, { timeout: busyTimeoutMs });
 }
 
-/**
- * What {@linkcode SqliteStore.migrate} does on `db`: WAL mode, a
- * busy_timeout when it has none, the table and index when absent.
- */
+/** {@linkcode SqliteStore.migrate} on `db`: WAL, a busy_timeout if none, the table if absent. */
 export function migrateOn(
   db: DatabaseSync,
   name: string,
@@ -134,8 +127,7 @@ export function migrateOn(
   if (found === 2) return;
   db.exec("BEGIN IMMEDIATE");
   try {
-    db.exec(sqliteMigration(name));
-    db.exec("COMMIT");
+    db.exec(`${sqliteMigration(name)}COMMIT;`);
   } finally {
     if (db.isTransaction) db.exec("ROLLBACK");
   }
@@ -149,12 +141,8 @@ export function failure(
 ): StoreError {
   const reason = cause instanceof Error ? cause.message : String(cause);
   const missing = /no such table/.test(reason)
-    ? `: run \`store.migrate()\` (or sqliteMigration()'s SQL) on ${
-      JSON.stringify(table)
-    } before serving`
+    ? `: run \`store.migrate()\` on ${JSON.stringify(table)} before serving`
     : "";
-  return new StoreError(
-    `SQLite ${operation} failed: ${reason}${missing}`,
-    { operation, cause },
-  );
+  const message = `SQLite ${operation} failed: ${reason}${missing}`;
+  return new StoreError(message, { operation, cause });
 }

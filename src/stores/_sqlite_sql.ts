@@ -13,10 +13,7 @@ const NOW = "CAST(round(unixepoch('subsec') * 1000) AS INTEGER)";
 
 /** `name` quoted as an SQLite identifier, once checked. */
 export function quoteTable(name: unknown): string {
-  if (
-    typeof name !== "string" || name.length === 0 || name.length > 48 ||
-    name.includes("\0")
-  ) {
+  if (typeof name !== "string" || !/^[^\0]{1,48}$/.test(name)) {
     throw new TypeError(
       `'table' must be a non-empty string of at most 48 characters without NUL: current value is ${
         typeof name === "string" ? JSON.stringify(name) : String(name)
@@ -88,14 +85,12 @@ function sealedKeyIds(t: string, live: string, readable: string): string {
     WHEN json_type(headers) = 'array' AND json_array_length(headers) = 1
       AND json_extract(headers, '$[0][0]') = '${SEALED_HEADER}'
     THEN json_extract(headers, '$[0][1]') END END`;
-  return `SELECT CASE WHEN instr(v, ';') = 0 THEN ''
-    WHEN instr(substr(v, instr(v, ';') + 1), ';') = 0
-      THEN substr(v, instr(v, ';') + 1)
-    ELSE substr(v, instr(v, ';') + 1, instr(substr(v, instr(v, ';') + 1), ';') - 1)
-    END AS key_id
+  // Between the first ';' and the next (or the end).
+  const rest = "substr(v, instr(v, ';') + 1)";
+  return `SELECT substr(${rest}, 1, instr(${rest} || ';', ';') - 1) AS key_id
   FROM (SELECT ${value} AS v FROM ${t}
     WHERE ${live} AND ${readable} AND state = 'completed' AND status IS NOT NULL)
-  WHERE typeof(v) = 'text'`;
+  WHERE typeof(v) = 'text' AND instr(v, ';') > 0`;
 }
 
 /** Each operation's statement, by name. */
@@ -171,42 +166,13 @@ FROM ${t} WHERE ${live}`,
   };
 }
 
-const TRUTHS = ["has_deadline", "has_token"];
+const READ_COLUMNS =
+  "version state fingerprint token takeovers status headers body omitted lease_until expires_at now"
+    .split(" ");
 
 /**
- * A row as the shared decoders (PostgreSQL's, `_postgres_sql.ts`) read it:
- * SQLite's 0/1 truth values as booleans, a BLOB as it is.
- */
-export function asRow(
-  row: Record<string, unknown> | undefined,
-): PostgresRow | undefined {
-  if (row === undefined) return undefined;
-  for (const name of TRUTHS) {
-    if (name in row) row[name] = row[name] === 1;
-  }
-  return row;
-}
-
-const READ_COLUMNS = [
-  "version",
-  "state",
-  "fingerprint",
-  "token",
-  "takeovers",
-  "status",
-  "headers",
-  "body",
-  "omitted",
-  "lease_until",
-  "expires_at",
-  "now",
-];
-
-/**
- * The `read` row (an array, its columns in the statement's order: no names
- * to build) judged on its `now` as the `take` statement's `free` is in SQL
- * (a NULL or a value of another type never free), as the shared
- * `decodeClaim` reads a row: `has_deadline`, `retry_after_ms` with it.
+ * The `read` row (an array: no names to build) judged on its `now` as `take`'s
+ * SQL judges `free`, in the shape the shared `decodeClaim` reads.
  */
 export function judged(
   row: unknown[] | Record<string, unknown> | undefined,
@@ -214,20 +180,8 @@ export function judged(
   if (row === undefined) return undefined;
   // Node before 22.16 has no setReturnArrays(): its rows come named.
   const values = Array.isArray(row) ? row : READ_COLUMNS.map((c) => row[c]);
-  const [
-    version,
-    state,
-    fingerprint,
-    token,
-    takeovers,
-    status,
-    headers,
-    body,
-    omitted,
-    lease,
-    expires,
-  ] = values as [...unknown[]];
-  const now = values[11] as number;
+  const [version, state, fingerprint, token] = values;
+  const lease = values[9], expires = values[10], now = values[11] as number;
   const ms = (value: unknown): value is number => typeof value === "number";
   const expired = ms(expires) && expires <= now;
   const leaseOver = version === RECORD_VERSION && state === "in_flight" &&
@@ -238,11 +192,11 @@ export function judged(
     state,
     fingerprint,
     token,
-    takeovers,
-    status,
-    headers,
-    body,
-    omitted,
+    takeovers: values[4],
+    status: values[5],
+    headers: values[6],
+    body: values[7],
+    omitted: values[8],
     "has_deadline": expires !== null,
     "retry_after_ms": Number.isInteger(lease)
       ? Math.min(2147483647, Math.max(1, (lease as number) - now))

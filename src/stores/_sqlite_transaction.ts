@@ -3,7 +3,8 @@
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { StoredResponse, UnitOfWork } from "../store.ts";
-import { assertStoredResponse, encodeHeaders } from "../_record.ts";
+import { assertStoredResponse } from "../_record.ts";
+import { completeParams } from "./_postgres_sql.ts";
 
 /** A handler that runs its SQL on the connection holding the request's transaction. */
 export type TransactionalHandler<A extends unknown[]> = (
@@ -30,11 +31,10 @@ export class WriteTurn {
 
   /** Resolves once the turn is this caller's. */
   async take(): Promise<void> {
-    if (!this.#held) {
-      this.#held = true;
-      return;
+    if (this.#held) {
+      await new Promise<void>((resolve) => this.#queue.push(resolve));
     }
-    await new Promise<void>((resolve) => this.#queue.push(resolve));
+    this.#held = true;
   }
 
   /** Hands the turn to the next waiter, or frees it. */
@@ -94,30 +94,24 @@ export async function plain<A extends unknown[]>(
   args: A,
 ): Promise<Response> {
   const db = await begin(setup);
-  let response: Response;
+  let response: Response | undefined;
   try {
-    response = await handler(request, db, ...args);
-  } catch (error) {
-    end(setup, db, false);
-    throw error;
+    return response = await handler(request, db, ...args);
+  } finally {
+    end(setup, db, response !== undefined); // a throw: rolled back
   }
-  end(setup, db, true);
-  return response;
 }
 
 /** One claimed request's transaction: opened by the handler, ended by the middleware. */
 export class SqliteUnit implements UnitOfWork {
-  #setup: TransactionSetup;
-  #slot: string;
-  #token: string;
   #db: Promise<DatabaseSync> | undefined;
   #ended = false;
 
-  constructor(setup: TransactionSetup, slot: string, token: string) {
-    this.#setup = setup;
-    this.#slot = slot;
-    this.#token = token;
-  }
+  constructor(
+    private readonly setup: TransactionSetup,
+    private readonly slot: string,
+    private readonly token: string,
+  ) {}
 
   get opened(): boolean {
     return this.#db !== undefined;
@@ -125,12 +119,8 @@ export class SqliteUnit implements UnitOfWork {
 
   /** Opens the transaction, or returns the one already open. */
   open(): Promise<DatabaseSync> {
-    if (this.#ended) {
-      return Promise.reject(
-        new TypeError("This request's transaction has ended"),
-      );
-    }
-    return this.#db ??= begin(this.#setup);
+    if (this.#ended) return Promise.reject(new TypeError("It has ended"));
+    return this.#db ??= begin(this.setup);
   }
 
   /** Writes the record in the transaction, fenced by the token, and commits. */
@@ -140,20 +130,11 @@ export class SqliteUnit implements UnitOfWork {
     if (db === undefined) throw new Error("The transaction was never opened");
     let applied = false;
     try {
-      const { changes } = this.#setup.complete(db).run(
-        this.#slot,
-        this.#token,
-        record.status,
-        encodeHeaders(record.headers),
-        record.body,
-        record.body === null ? record.omitted! : null,
-      );
-      applied = Number(changes) === 1;
-    } catch (error) {
-      end(this.#setup, db, false);
-      throw error;
+      const params = completeParams(this.slot, this.token, record);
+      applied = Number(this.setup.complete(db).run(...params).changes) === 1;
+    } finally {
+      end(this.setup, db, applied); // a throw above: applied is false
     }
-    end(this.#setup, db, applied);
     return applied ? "committed" : "lost";
   }
 
@@ -162,7 +143,7 @@ export class SqliteUnit implements UnitOfWork {
     const db = await this.#take().catch(() => undefined);
     if (db === undefined) return;
     try {
-      end(this.#setup, db, false);
+      end(this.setup, db, false);
     } catch { /* the connection is gone: its transaction with it */ }
   }
 

@@ -20,15 +20,15 @@ import type {
   UnitOfWork,
   WriteOutcome,
 } from "../store.ts";
-import { assertStoredResponse, encodeHeaders } from "../_record.ts";
-import { SealCount } from "../_seal.ts";
+import { assertStoredResponse } from "../_record.ts";
 import { isClaimed } from "../_claimed.ts";
-import { decodeClaim, decodePeek } from "./_postgres_sql.ts";
+import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
+import { statsOf, sweepInBatches } from "./_sql_store.ts";
 import { Orphans } from "./_orphans.ts";
 import { type Operation, StoreCalls } from "./_store_call.ts";
 import {
-  asRow,
   judged,
+  quoteTable,
   type SqliteStatements,
   sqliteStatements,
 } from "./_sqlite_sql.ts";
@@ -61,25 +61,21 @@ const CLAIM_ATTEMPTS = 4;
 type Statement = keyof SqliteStatements;
 
 /**
- * An {@linkcode IdempotencyStore} in an SQLite table, one row per slot, on
- * `node:sqlite`'s `DatabaseSync`: every operation one statement on the
- * database's clock (`unixepoch('subsec')`), in WAL mode so that readers never
- * wait. A claim reads first: a replay or a conflict is that one `SELECT`,
- * taking no write lock; a new key or a takeover adds one
- * insert-or-take-over-when-free upsert with `RETURNING`, which SQLite's one
- * writer judges alone. Processes sharing the file share the store.
+ * An {@linkcode IdempotencyStore} in an SQLite table on `node:sqlite`'s
+ * `DatabaseSync`, in WAL mode: each operation one statement on the database's
+ * clock. A claim reads first: a replay or a conflict is one `SELECT` that
+ * takes no write lock; a free slot then gets one insert-or-take-over upsert
+ * with `RETURNING`. Processes sharing the file share the store.
  *
- * `DatabaseSync` blocks the event loop for each statement: measured
- * (bench/README.md, "SqliteStore"), about 6 µs a replay, 36 µs a new key
- * under `synchronous=NORMAL` and 0.3 ms under `FULL`, 1.5 – 3.5 ms a sweep
- * batch of 1,000 rows; and for up to `busyTimeoutMs` while another process
- * holds the write lock. A {@linkcode SqliteStore.transactional}
- * handler holds that lock for its whole length: other processes' writes
- * (claims of new keys, completions, renewals) stop their event loops for up
- * to `busyTimeoutMs` and then fail with 503, and this process's writes wait
- * (without blocking) for up to `timeoutMs`. Keep such handlers to a few
- * milliseconds, well under the lease, and write to the database only through
- * the connection they are given while they run.
+ * `DatabaseSync` blocks the event loop for each statement (bench/README.md,
+ * "SqliteStore": about 6 µs a replay; 36 µs a new key under
+ * `synchronous=NORMAL`, 0.3 ms under `FULL`; 1.5 – 3.5 ms a sweep batch), and
+ * up to `busyTimeoutMs` while another process holds the write lock. A
+ * {@linkcode SqliteStore.transactional} handler holds it for its whole length:
+ * other processes' writes (new keys, completions, renewals) stop their event
+ * loops up to `busyTimeoutMs`, then fail (503); this process's wait, without
+ * blocking, up to `timeoutMs`. Keep such handlers to milliseconds, well under
+ * the lease, writing only through the connection they are given.
  *
  * @example Guard a handler with records in an SQLite file
  * ```ts ignore
@@ -88,7 +84,7 @@ type Statement = keyof SqliteStatements;
  * import { accountOf } from "./auth.ts"; // request => the stable account id
  *
  * const store = new SqliteStore({ database: "app.db" });
- * store.migrate();
+ * await store.migrate();
  * setInterval(() => store.sweep(), 60_000);
  * const handler = () => Response.json({ id: 1 }, { status: 201 });
  * Deno.serve(idempotency(handler, { store, scope: accountOf }));
@@ -111,9 +107,8 @@ export class SqliteStore implements IdempotencyStore {
   #units = new WeakMap<Request, SqliteUnit>();
 
   /**
-   * Makes a store on a database; opens the file when given a path. Run
-   * {@linkcode SqliteStore.migrate} (or {@linkcode sqliteMigration}'s SQL)
-   * once before use.
+   * Makes a store on a database, opening a path. Run
+   * {@linkcode SqliteStore.migrate} (or {@linkcode sqliteMigration}) first.
    *
    * @throws {TypeError} When `database` is neither a `DatabaseSync` nor a
    * path of a file, `table` is invalid, or an option is unknown.
@@ -121,10 +116,10 @@ export class SqliteStore implements IdempotencyStore {
    */
   constructor(options: SqliteStoreOptions) {
     const settings = sqliteSettings(options);
-    const { timeoutMs, name } = settings;
+    const { timeoutMs, table: name } = settings;
     ({ db: this.#db, owned: this.#owned, file: this.#file } = settings);
     this.#name = name;
-    this.#table = settings.table;
+    this.#table = quoteTable(name);
     this.#busyTimeoutMs = settings.busyTimeoutMs;
     this.#text = sqliteStatements(this.#table);
     const failed = (operation: Operation, cause: unknown) =>
@@ -144,7 +139,7 @@ export class SqliteStore implements IdempotencyStore {
     this.#setup = {
       turn: this.#turn,
       connection: () =>
-        this.#txDb ??= openFile(this.#fileOrThrow(), this.#busyTimeoutMs),
+        this.#txDb ??= openFile(this.#file, this.#busyTimeoutMs),
       complete: (db) => this.#txComplete ??= db.prepare(this.#text.complete),
     };
   }
@@ -155,10 +150,9 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   /**
-   * Creates the table and its index ({@linkcode sqliteMigration}) if absent,
-   * in one `BEGIN IMMEDIATE` transaction; puts the file in WAL mode; gives
-   * the connection a `busy_timeout` when it has none. Safe to run from
-   * several processes at once.
+   * Puts the file in WAL mode, gives the connection a `busy_timeout` if it
+   * has none, and creates what {@linkcode sqliteMigration} does if absent, in
+   * one `BEGIN IMMEDIATE`: safe from several processes at once.
    *
    * @throws {Error} When the file cannot be put in WAL mode (an in-memory
    * database), or the database refuses (read-only).
@@ -173,30 +167,18 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   /**
-   * Deletes expired rows, `batchSize` per statement until a batch deletes
-   * fewer, and returns how many. Expired rows never block, so sweeping only
-   * reclaims space. Each batch is one write: it waits for this process's
-   * transaction, and holds the write lock for its length.
+   * Deletes expired rows, `batchSize` a statement until a batch deletes
+   * fewer, and returns how many (expired rows never block: this reclaims
+   * space). Each batch holds the write lock and the event loop.
    *
    * @throws {RangeError} When `batchSize` is not a positive integer.
    * @throws {StoreError} When a batch fails.
    */
   async sweep(options: SqliteSweepOptions = {}): Promise<number> {
-    const batchSize = options.batchSize ?? 1000;
-    if (!Number.isInteger(batchSize) || batchSize < 1) {
-      throw new RangeError(
-        `'batchSize' must be a positive integer: current value is ${batchSize}`,
-      );
-    }
-    let total = 0;
-    while (true) {
-      const count = await this.#write(
-        "forget",
-        () => this.#run("sweep", [batchSize]),
-      );
-      total += count;
-      if (count < batchSize) return total;
-    }
+    return await sweepInBatches(
+      options,
+      (size) => this.#write("forget", () => this.#run("sweep", [size])),
+    );
   }
 
   /** {@linkcode IdempotencyStore.claim}: one `SELECT`, and one upsert when the slot is free. */
@@ -226,14 +208,10 @@ export class SqliteStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    return await this.#fenced("complete", [
-      slot,
-      String(token),
-      response.status,
-      encodeHeaders(response.headers),
-      response.body,
-      response.body === null ? response.omitted! : null,
-    ]);
+    return await this.#fenced(
+      "complete",
+      completeParams(slot, token, response),
+    );
   }
 
   /** {@linkcode IdempotencyStore.release} in one fenced `DELETE`. */
@@ -254,17 +232,13 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   /**
-   * The connection holding the request's `BEGIN IMMEDIATE` transaction,
-   * opened on first call (later calls get the same one): what the handler
-   * writes on it commits with the record or not at all. It is a connection
-   * of the store's own, to the same file, so that nothing else of the
-   * process joins the transaction. Pass the request the guarded handler
-   * received; a throw, an uncacheable response or a lost claim (409) rolls
-   * back.
+   * The connection (the store's own, to the same file, so that nothing else
+   * joins) holding the request's `BEGIN IMMEDIATE` transaction, opened on
+   * first call: what is written on it commits with the record or not at all
+   * (a throw, an uncacheable response or a lost claim rolls back).
    *
-   * @throws {TypeError} When the request is not one this store's middleware
-   * claimed (unguarded, without a key, a replay, or guarded through another
-   * store).
+   * @throws {TypeError} When this store's middleware did not claim the
+   * request (no key, unguarded, a replay, or another store's).
    *
    * @example Write an order in the request's transaction
    * ```ts ignore
@@ -283,16 +257,13 @@ export class SqliteStore implements IdempotencyStore {
   }
 
   /**
-   * Wraps a handler so that it receives, as its second argument, the
-   * connection of the request's transaction ({@linkcode SqliteStore.transaction}).
-   * A request no store claimed (without a key, a method not guarded, or run
-   * by `failOpen`) gets a plain transaction of its own: committed when the
-   * handler returns, whatever its status, rolled back when it throws
-   * (docs/architecture.md, Transactional handlers).
+   * Wraps a handler so that its second argument is the request's
+   * {@linkcode SqliteStore.transaction}. A request no store claimed (no key, a
+   * method not guarded, `failOpen`) gets a plain one: committed when the
+   * handler returns, whatever its status, rolled back when it throws.
    *
-   * @throws {TypeError} When `handler` is not a function; from the wrapped
-   * handler, on a request another store's middleware claimed (a
-   * FailoverStore's): its rows could not commit with its record.
+   * @throws {TypeError} When `handler` is not a function; from the wrapper, on
+   * a request another store claimed (a FailoverStore's).
    *
    * @example An order and its record in one transaction
    * ```ts ignore
@@ -336,7 +307,8 @@ export class SqliteStore implements IdempotencyStore {
     const response = options?.response === true;
     const params = [slot, response ? 1 : 0];
     const row = this.#now("peek", () => this.#get("peek", params));
-    return decodePeek(asRow(row), response);
+    if (row !== undefined) row.has_token = row.has_token === 1; // a boolean
+    return decodePeek(row, response);
   }
 
   /** {@linkcode IdempotencyStore.forget}: `DELETE`s the slot's row. */
@@ -349,39 +321,13 @@ export class SqliteStore implements IdempotencyStore {
   /** {@linkcode IdempotencyStore.stats}: one exact count of the live rows, a scan of the table. */
   // deno-lint-ignore require-await -- async, so that a throw rejects
   async stats(_options?: { limit?: number }): Promise<StoreStats> {
-    const row = this.#now("stats", () => this.#get("stats", [])) ?? {};
-    const [inFlight, completed, total] = [
-      row.in_flight,
-      row.completed,
-      row.total,
-    ]
-      .map((n) => Number(n) || 0) as [number, number, number];
-    const unreadable = total - inFlight - completed;
-    const sealed = new SealCount();
-    const ids: unknown = JSON.parse(String(row.sealed ?? "{}"));
-    for (const [id, n] of Object.entries(ids as object)) {
-      sealed.addId(id, Number(n) || 0);
-    }
-    return { inFlight, completed, unreadable, exact: true, ...sealed.counts };
+    return statsOf(this.#now("stats", () => this.#get("stats", [])) ?? {});
   }
 
-  /**
-   * Closes the connections the store opened: the transactions' one, and
-   * the database when it was given a path. An application's own
-   * `DatabaseSync` stays open.
-   */
+  /** Closes the connections the store opened (an app's `DatabaseSync` stays open). */
   close(): void {
     if (this.#txDb?.isOpen) this.#txDb.close();
     if (this.#owned && this.#db.isOpen) this.#db.close();
-  }
-
-  #fileOrThrow(): string {
-    if (this.#file === "") {
-      throw new TypeError(
-        "SqliteStore.transactional() needs a database file: this database is in memory",
-      );
-    }
-    return this.#file;
   }
 
   #statement(name: Statement): StatementSync {
@@ -396,13 +342,8 @@ export class SqliteStore implements IdempotencyStore {
     return statement;
   }
 
-  #get(
-    name: Statement,
-    params: Parameter[],
-  ): Record<string, unknown> | undefined {
-    return this.#statement(name).get(...params) as
-      | Record<string, unknown>
-      | undefined;
+  #get(name: Statement, params: Parameter[]): Row | undefined {
+    return this.#statement(name).get(...params) as Row | undefined;
   }
 
   #run(name: Statement, params: Parameter[]): number {
@@ -418,11 +359,7 @@ export class SqliteStore implements IdempotencyStore {
     }
   }
 
-  /**
-   * A write: now when no transaction of this process holds the write lock,
-   * else in its turn, given up after `timeoutMs` (docs/architecture.md,
-   * "SqliteStore").
-   */
+  /** A write: now, or in its turn after this process's transaction, within `timeoutMs`. */
   #write<T>(operation: Operation, work: () => T): T | Promise<T> {
     if (this.#turn.free) return this.#now(operation, work);
     return this.#calls.run(operation, async (call) => {
@@ -449,3 +386,4 @@ export class SqliteStore implements IdempotencyStore {
 }
 
 type Parameter = string | number | Uint8Array | null;
+type Row = Record<string, unknown>;
