@@ -3443,8 +3443,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "sqlite-commit-lost-commits",
     file: SQLITE_TX,
-    text: "end(this.#setup, db, applied);",
-    replacement: "end(this.#setup, db, true);",
+    text: "end(this.setup, db, applied);",
+    replacement: "end(this.setup, db, true);",
     tests: [...T.sqlite],
     what:
       "a transaction whose claim was lost commits the handler's rows anyway",
