@@ -3,7 +3,7 @@
  * Another process holding an SQLite file's write lock: opens PATH, prints
  * `ready`; on a line from stdin runs `BEGIN EXCLUSIVE` (waiting up to 10 s
  * for the lock) and prints `locked`; on the next line rolls back, prints
- * `released` and exits.
+ * `released <ms the lock was held>` and exits.
  *
  *     deno run --allow-read --allow-write tests/_support/sqlite_locker.ts PATH
  *
@@ -17,10 +17,12 @@ const stdin = Deno.stdin.readable.getReader();
 console.log("ready");
 await stdin.read();
 db.exec("BEGIN EXCLUSIVE");
+const since = performance.now();
 // deno-lint-ignore no-console
 console.log("locked");
 await stdin.read();
 db.exec("ROLLBACK");
+const held = Math.round(performance.now() - since);
 db.close();
 // deno-lint-ignore no-console
-console.log("released");
+console.log(`released ${held}`);
