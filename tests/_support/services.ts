@@ -397,6 +397,10 @@ export interface PrivatePostgres {
   readonly port: number;
   /** `postgres://postgres@127.0.0.1:<port>/postgres`. */
   readonly url: string;
+  /** Stops it at once (SIGQUIT), keeping its data: the server is down. */
+  halt(): Promise<void>;
+  /** Starts it again on the same port and data (halted first if it runs). */
+  restart(): Promise<void>;
   /** Stops it at once (SIGQUIT) and removes its data directory. Idempotent. */
   stop(): Promise<void>;
 }
@@ -440,7 +444,7 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
       })
       : new Deno.Command(program, { args, stdout: "null", stderr });
   let child: Deno.ChildProcess | undefined;
-  const stop = async () => {
+  const halt = async () => {
     const c = child;
     child = undefined;
     if (c !== undefined) {
@@ -449,6 +453,9 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
       } catch { /* already gone */ }
       await c.status;
     }
+  };
+  const stop = async () => {
+    await halt();
     await Deno.remove(dir, { recursive: true }).catch(() => {});
   };
   try {
@@ -472,28 +479,36 @@ export async function startPostgresServer(): Promise<PrivatePostgres> {
       );
     }
     const port = freePort();
-    child = run(`${bin}/postgres`, [
-      "-D",
-      `${dir}/data`,
-      "-p",
-      String(port),
-      "-k",
-      dir,
-      "-c",
-      "listen_addresses=127.0.0.1",
-      "-c",
-      "fsync=off",
-    ], "null").spawn();
     const ready = async () =>
       (await new Deno.Command(`${bin}/pg_isready`, {
         args: ["-h", "127.0.0.1", "-p", String(port), "-U", "postgres"],
         stdout: "null",
         stderr: "null",
       }).output()).success;
-    await waitFor(`postgres on ${port}`, ready, 15_000);
+    const start = async () => {
+      child = run(`${bin}/postgres`, [
+        "-D",
+        `${dir}/data`,
+        "-p",
+        String(port),
+        "-k",
+        dir,
+        "-c",
+        "listen_addresses=127.0.0.1",
+        "-c",
+        "fsync=off",
+      ], "null").spawn();
+      await waitFor(`postgres on ${port}`, ready, 15_000);
+    };
+    await start();
     return {
       port,
       url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      halt,
+      async restart() {
+        await halt();
+        await start();
+      },
       stop,
     };
   } catch (error) {
