@@ -172,7 +172,7 @@ const READ_COLUMNS =
 
 /**
  * The `read` row (an array: no names to build) judged on its `now` as `take`'s
- * SQL judges `free`, in the shape the shared `decodeClaim` reads.
+ * SQL judges `free`, in the shape the shared `decodeClaim` reads (no token).
  */
 export function judged(
   row: unknown[] | Record<string, unknown> | undefined,
@@ -191,7 +191,8 @@ export function judged(
     version,
     state,
     fingerprint,
-    token,
+    // Left out: a claim's token is compared with the upsert's row only.
+    token: undefined,
     takeovers: values[4],
     status: values[5],
     headers: values[6],

@@ -185,15 +185,14 @@ export class SqliteStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
-    const token = crypto.randomUUID();
-    const params = [slot, fingerprint, token, leaseMs, ttlMs];
+    let token = ""; // made only for a write: judged() leaves out the row's
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const row = judged(
         this.#now("claim", () => this.#get("read", [slot])),
       );
-      if (row !== undefined && !row.free) {
-        return decodeClaim(row, token);
-      }
+      if (row !== undefined && !row.free) return decodeClaim(row, token);
+      token ||= crypto.randomUUID();
+      const params = [slot, fingerprint, token, leaseMs, ttlMs];
       const taken = await this.#write("claim", () => this.#get("take", params));
       if (taken !== undefined) return decodeClaim(taken, token);
     }
