@@ -6,6 +6,7 @@ import { StoreError } from "../store.ts";
 import { knownOptions, nonNegativeMs, positiveMs } from "../_validate.ts";
 import type { Operation } from "./_store_call.ts";
 import { DEFAULT_TABLE, quoteTable, sqliteMigration } from "./_sqlite_sql.ts";
+import { rollback } from "./_sqlite_transaction.ts";
 
 /** Options of the {@linkcode SqliteStore} constructor. */
 export interface SqliteStoreOptions {
@@ -100,7 +101,9 @@ export function openFile(path: string, busyTimeoutMs: number): DatabaseSync {
       "SqliteStore.transactional() needs a database file: this database is in memory",
     );
   }
-  return new DatabaseSync(path, { timeout: busyTimeoutMs });
+  const db = new DatabaseSync(path); // its `timeout` option is Node 22.16+
+  db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`);
+  return db;
 }
 
 /** {@linkcode SqliteStore.migrate} on `db`: WAL, a busy_timeout if none, the table if absent. */
@@ -128,8 +131,9 @@ export function migrateOn(
   db.exec("BEGIN IMMEDIATE");
   try {
     db.exec(`${sqliteMigration(name)}COMMIT;`);
-  } finally {
-    if (db.isTransaction) db.exec("ROLLBACK");
+  } catch (error) {
+    rollback(db);
+    throw error;
   }
 }
 

@@ -94,18 +94,9 @@ function sealedKeyIds(t: string, live: string, readable: string): string {
 }
 
 /** Each operation's statement, by name. */
-export type SqliteStatements = Record<
-  | "read"
-  | "take"
-  | "complete"
-  | "release"
-  | "extend"
-  | "peek"
-  | "forget"
-  | "stats"
-  | "sweep",
-  string
->;
+export type SqliteStatements = Record<Core | Admin, string>;
+type Core = "read" | "take" | "complete" | "release" | "extend";
+type Admin = "peek" | "forget" | "stats" | "sweep";
 
 /** The statements of the quoted table `t`; `?1`… are the parameters. */
 export function sqliteStatements(t: string): SqliteStatements {

@@ -72,14 +72,20 @@ export function end(
   commit: boolean,
 ): void {
   try {
-    if (commit) db.exec("COMMIT");
+    db.exec(commit ? "COMMIT" : "ROLLBACK");
+  } catch (error) {
+    rollback(db);
+    throw error;
   } finally {
-    try {
-      if (db.isTransaction) db.exec("ROLLBACK");
-    } finally {
-      setup.turn.give();
-    }
+    setup.turn.give();
   }
+}
+
+/** ROLLBACK if a transaction is open (`isTransaction` is Node 22.16+). */
+export function rollback(db: DatabaseSync): void {
+  try {
+    db.exec("ROLLBACK");
+  } catch { /* none was open */ }
 }
 
 /**

@@ -325,8 +325,11 @@ export class SqliteStore implements IdempotencyStore {
 
   /** Closes the connections the store opened (an app's `DatabaseSync` stays open). */
   close(): void {
-    if (this.#txDb?.isOpen) this.#txDb.close();
-    if (this.#owned && this.#db.isOpen) this.#db.close();
+    for (const db of [this.#txDb, this.#owned ? this.#db : undefined]) {
+      try {
+        db?.close();
+      } catch { /* closed already */ }
+    }
   }
 
   #statement(name: Statement): StatementSync {
@@ -372,17 +375,12 @@ export class SqliteStore implements IdempotencyStore {
     });
   }
 
-  async #fenced(
-    operation: "complete" | "release" | "extend",
-    params: Parameter[],
-  ): Promise<WriteOutcome> {
-    const changes = await this.#write(
-      operation,
-      () => this.#run(operation, params),
-    );
+  async #fenced(op: Fenced, params: Parameter[]): Promise<WriteOutcome> {
+    const changes = await this.#write(op, () => this.#run(op, params));
     return changes === 1 ? "applied" : "lost";
   }
 }
 
 type Parameter = string | number | Uint8Array | null;
+type Fenced = "complete" | "release" | "extend";
 type Row = Record<string, unknown>;
