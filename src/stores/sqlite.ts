@@ -258,8 +258,8 @@ export class SqliteStore implements IdempotencyStore {
   /**
    * Wraps a handler so that its second argument is the request's
    * {@linkcode SqliteStore.transaction}. A request no store claimed (no key, a
-   * method not guarded, `failOpen`) gets a plain one: committed when the
-   * handler returns, whatever its status, rolled back when it throws.
+   * GET, `failOpen`) gets a plain one, the write lock held too: committed
+   * when the handler returns, whatever its status, rolled back on a throw.
    *
    * @throws {TypeError} When `handler` is not a function; from the wrapper, on
    * a request another store claimed (a FailoverStore's).
