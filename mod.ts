@@ -13,8 +13,10 @@
  *
  * Errors are RFC 9457 problem responses. Stores: {@linkcode MemoryStore}
  * here; `KvStore`, `RedisStore`, `PostgresStore` and `FailoverStore` on
- * their own subpaths, so that importing this module loads no driver. See
- * {@linkcode idempotency} for an example.
+ * their own subpaths, so that importing this module loads no driver. The
+ * store contract (for a store's author) is `@idempotent/http/store`; the
+ * operator's types (`KeyInspection`, `RecordStats`, …) are
+ * `@idempotent/http/inspect`. See {@linkcode idempotency} for an example.
  *
  * @module
  */
@@ -44,37 +46,6 @@ export {
 } from "./src/key.ts";
 export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
 export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
-export {
-  forgetKey,
-  inspectKey,
-  inspectStats,
-  type KeyForgotten,
-  type KeyInspection,
-  type KeyLocation,
-  type RecordStats,
-  type SlotLocation,
-  type StatsOptions,
-} from "./src/inspect.ts";
-export {
-  type AdminOperation,
-  assertSlot,
-  type ClaimOptions,
-  type ClaimResult,
-  type FailoverEvent,
-  type FailoverRole,
-  type ForgetResult,
-  type IdempotencyStore,
-  type OmittedReason,
-  type PeekOptions,
-  type PeekResult,
-  type StoredResponse,
-  StoreError,
-  type StoreErrorOptions,
-  type StoreEvent,
-  type StoreOperation,
-  type StoreReport,
-  type StoreStats,
-  type UnitOfWork,
-  type WriteOutcome,
-} from "./src/store.ts";
+export { forgetKey, inspectKey, inspectStats } from "./src/inspect.ts";
+export { type IdempotencyStore, StoreError } from "./src/store.ts";
 export { MemoryStore, type MemoryStoreOptions } from "./src/stores/memory.ts";

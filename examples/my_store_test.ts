@@ -7,14 +7,14 @@
  *
  * @module
  */
-import {
-  type ClaimOptions,
-  type ClaimResult,
-  type IdempotencyStore,
-  MemoryStore,
-  type StoredResponse,
-  type WriteOutcome,
-} from "@idempotent/http";
+import { MemoryStore } from "@idempotent/http";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  WriteOutcome,
+} from "@idempotent/http/store";
 
 /** Your store: here, a MemoryStore behind the four methods of the contract. */
 class MyStore implements IdempotencyStore {

@@ -13,7 +13,9 @@ import { RedisStore } from "@idempotent/http/redis";
 import { createClient } from "redis"; // node-redis 5
 
 const url = Deno.env.get("REDIS_URL") ?? "redis://127.0.0.1:6379";
-const client = await createClient({ url }).connect();
+const client = createClient({ url });
+client.on("error", () => {}); // without a listener it never reconnects
+await client.connect();
 const store = new RedisStore({ client, prefix: "myapp:idem:" });
 Deno.serve(
   { hostname: "127.0.0.1", port: 8000 },

@@ -36,6 +36,10 @@ interface Flight<A extends unknown[]> {
   beat?: Beat;
 }
 
+/** The guard behind each handler `idempotency()` and middleware `idempotent()` returned, for `drainCompletions`. */
+export const GUARDS: WeakMap<object, { drain(): Promise<void> }> =
+  new WeakMap();
+
 /** One middleware instance's guard. */
 export class Guard<A extends unknown[]> {
   #handler: FetchHandler<A>;

@@ -5,7 +5,7 @@
  */
 
 import { TOKEN } from "./_validate.ts";
-import { OMITTED_REASONS } from "./store.ts";
+import { OMITTED_REASONS } from "./stores/_shared.ts";
 import type { ClaimResult, OmittedReason, StoredResponse } from "./store.ts";
 
 /** The record format version every store writes; an unknown one is unreadable. */

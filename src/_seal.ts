@@ -2,7 +2,8 @@
 /** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
-import { STORE_DROPPED, type StoredResponse } from "./store.ts";
+import type { StoredResponse } from "./store.ts";
+import { STORE_DROPPED } from "./stores/_shared.ts";
 
 /** The one header of a sealed record: `3;<key id>;<sealed header list>`. */
 export const SEALED_HEADER = "idempotent-sealed";

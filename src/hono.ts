@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode idempotent}: the Idempotency-Key middleware for Hono. @module */
 
-import { Guard } from "./_guard.ts";
+import { Guard, GUARDS } from "./_guard.ts";
 import { configure, guardedKey } from "./_configure.ts";
 import type { IdempotencyOptions } from "./options.ts";
 import { isProblem } from "./problem.ts";
@@ -87,8 +87,7 @@ export function idempotent(
 ): IdempotentMiddleware {
   const config = configure(options);
   const guard = new Guard(runDownstream, config);
-
-  return async function idempotent(
+  const middleware = async function idempotent(
     c: HonoContextLike,
     next: HonoNext,
   ): Promise<void> {
@@ -114,6 +113,8 @@ export function idempotent(
     c.res = undefined;
     c.res = response;
   };
+  GUARDS.set(middleware, guard);
+  return middleware;
 }
 
 /** The guarded "handler": the routes after the middleware. */

@@ -2,7 +2,7 @@
 /** {@linkcode idempotency}: the middleware. @module */
 
 import { configure, guardedKey } from "./_configure.ts";
-import { Guard } from "./_guard.ts";
+import { Guard, GUARDS } from "./_guard.ts";
 import type {
   FetchHandler,
   IdempotencyOptions,
@@ -77,12 +77,9 @@ export function idempotency<
   return idempotent;
 }
 
-/** The guard behind each handler `idempotency()` returned. */
-const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
-
 /**
- * Waits until every record write the handler (from {@linkcode idempotency})
- * retries in the background has ended, later ones too: call it at shutdown,
+ * Waits until every record write the handler (from {@linkcode idempotency},
+ * or a middleware from `/hono`'s `idempotent()`) retries in the background has ended, later ones too: call it at shutdown,
  * once the server stopped taking requests.
  *
  * @example Flush before exit
@@ -95,13 +92,13 @@ const GUARDS = new WeakMap<object, { drain(): Promise<void> }>();
  * ```
  */
 export function drainCompletions(
-  handler: (request: Request, ...args: never[]) => unknown,
+  handler: (...args: never[]) => unknown,
 ): Promise<void> {
   const guard = typeof handler === "function" ? GUARDS.get(handler) : undefined;
   if (guard === undefined) {
     return Promise.reject(
       new TypeError(
-        `'handler' must be a handler returned by idempotency(): current value is ${handler}`,
+        `'handler' must be a handler returned by idempotency() or a middleware returned by idempotent() (/hono): current value is ${handler}`,
       ),
     );
   }

@@ -84,19 +84,13 @@ export interface MeterProviderLike {
 /**
  * What became of one guarded request: `executed` (the handler ran under a
  * claim), `replayed`, `waited` (replayed after waiting for the holder),
- * `conflict` (409; 500 for an unreadable record), `mismatch` (422),
- * `rejected` (400, 413), `unavailable` (503) or `fail_open` (the handler ran
- * unguarded).
+ * `conflict` (409), `unreadable` (500: the key's record cannot be read),
+ * `mismatch` (422), `rejected` (400, 413), `unavailable` (503) or `fail_open`
+ * (the handler ran unguarded).
  */
-export type RequestOutcome =
-  | "executed"
-  | "replayed"
-  | "waited"
-  | "conflict"
-  | "mismatch"
-  | "rejected"
-  | "unavailable"
-  | "fail_open";
+// deno-fmt-ignore
+export type RequestOutcome = "executed" | "replayed" | "waited" | "conflict" | "unreadable"
+  | "mismatch" | "rejected" | "unavailable" | "fail_open";
 
 /** Options of {@linkcode idempotencyTelemetry}. */
 export interface TelemetryOptions {
@@ -212,6 +206,10 @@ export function idempotencyTelemetry(
         case "replayed":
           return outcome(event.waited ? "waited" : "replayed", event.slot);
         case "conflict":
+          return outcome(
+            event.unreadable ? "unreadable" : "conflict",
+            event.slot,
+          );
         case "mismatch":
         case "rejected":
         case "unavailable":

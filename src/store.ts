@@ -1,5 +1,28 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The middleware's contract with a store (docs/architecture.md, Store contract). @module */
+/**
+ * The middleware's contract with a store (docs/architecture.md, Store
+ * contract), for a store's author: {@linkcode IdempotencyStore}, its results,
+ * {@linkcode StoreError} and {@linkcode assertSlot}; `@idempotent/http/testing`
+ * checks a store against it.
+ *
+ * @example A store that delegates to another
+ * ```ts
+ * import { MemoryStore } from "@idempotent/http";
+ * import type { ClaimOptions, IdempotencyStore } from "@idempotent/http/store";
+ *
+ * const inner = new MemoryStore();
+ * const store: IdempotencyStore = {
+ *   claim: (slot: string, options: ClaimOptions) => inner.claim(slot, options),
+ *   complete: (slot, token, response) => inner.complete(slot, token, response),
+ *   release: (slot, token) => inner.release(slot, token),
+ *   extend: (slot, token, leaseMs) => inner.extend(slot, token, leaseMs),
+ * };
+ * const claim = await store.claim("s", { fingerprint: "f", leaseMs: 1000, ttlMs: 60_000 });
+ * if (claim.state !== "acquired") throw new Error(claim.state);
+ * ```
+ *
+ * @module
+ */
 
 /** A response as a store keeps it, to be replayed to every retry. */
 export interface StoredResponse {
@@ -25,18 +48,6 @@ export type OmittedReason =
   | "stream_error"
   | "cancelled"
   | "store_dropped";
-
-/** The {@linkcode OmittedReason} of a body a store dropped on its own. */
-export const STORE_DROPPED = "store_dropped";
-
-/** Every {@linkcode OmittedReason}. */
-export const OMITTED_REASONS: readonly OmittedReason[] = Object.freeze([
-  "too_large",
-  "too_slow",
-  "stream_error",
-  "cancelled",
-  STORE_DROPPED,
-]);
 
 /** What {@linkcode IdempotencyStore.claim} asks for. */
 export interface ClaimOptions {
@@ -154,51 +165,6 @@ export type PeekResult =
     /** The record, when asked for (`{ response: true }`). */
     response?: StoredResponse;
   };
-
-/** A record in flight as `peek` reports it: its lease ends with the record at the latest. */
-export function inFlightPeek(
-  fingerprint: string,
-  leaseUntil: number,
-  expiresAt: number,
-  claimedAt: number | null = null,
-): PeekResult {
-  const leaseExpiresAt = Math.min(leaseUntil, expiresAt);
-  return {
-    state: "in_flight",
-    fingerprint,
-    claimedAt,
-    leaseExpiresAt,
-    expiresAt,
-  };
-}
-
-/** A completed record as `peek` reports it: `omitted` kept only without a body. */
-export function completedPeek(
-  fingerprint: string,
-  record: {
-    status: number;
-    headerNames: string[];
-    bodyBytes: number | null;
-    omitted?: OmittedReason | undefined;
-  },
-  expiresAt: number,
-  claimedAt: number | null = null,
-  response?: StoredResponse,
-): PeekResult {
-  const { status, headerNames, bodyBytes, omitted } = record;
-  const found: PeekResult = {
-    state: "completed",
-    fingerprint,
-    status,
-    headerNames,
-    bodyBytes,
-    claimedAt,
-    expiresAt,
-  };
-  if (bodyBytes === null && omitted !== undefined) found.omitted = omitted;
-  if (response !== undefined) found.response = response;
-  return found;
-}
 
 /** What {@linkcode IdempotencyStore.forget} did: `deleted` a value, or found it `absent`. */
 export type ForgetResult = "deleted" | "absent";
@@ -336,32 +302,4 @@ export function assertSlot(slot: string): void {
       `'slot' must be at most ${MAX_SLOT_BYTES} bytes: current length is ${slot.length} characters`,
     );
   }
-}
-
-/** A lease or TTL in whole milliseconds, rounded up (for Redis), else a `RangeError`. */
-export function durationMs(name: string, value: unknown): number {
-  const ms = typeof value === "number" ? Math.ceil(value) : NaN;
-  if (!(ms > 0 && ms <= Number.MAX_SAFE_INTEGER)) {
-    throw new RangeError(
-      `'${name}' must be a positive number of milliseconds, at most 2^53 - 1: current value is ${
-        typeof value === "string" ? JSON.stringify(value) : value
-      }`,
-    );
-  }
-  return ms;
-}
-
-/** A claim's options checked: `options` itself when its durations are whole, else a rounded copy. */
-export function claimOptions(options: ClaimOptions): ClaimOptions {
-  const fingerprint = options?.fingerprint;
-  if (typeof fingerprint !== "string") {
-    throw new TypeError(
-      `'fingerprint' must be a string: current value is ${fingerprint}`,
-    );
-  }
-  const leaseMs = durationMs("leaseMs", options.leaseMs);
-  const ttlMs = durationMs("ttlMs", options.ttlMs);
-  return leaseMs === options.leaseMs && ttlMs === options.ttlMs
-    ? options
-    : { fingerprint, leaseMs, ttlMs };
 }

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { idempotency, importEncryptionKeys, MemoryStore } from "../mod.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../src/cli/cli.ts", import.meta.url).pathname;
 
 function b64(bytes: Uint8Array): string {
   return btoa(String.fromCharCode(...bytes));

@@ -15,9 +15,8 @@ import {
   type IdempotencyOptions,
   MemoryStore,
   slotOf,
-  type StoredResponse,
 } from "../mod.ts";
-import type { IdempotencyStore } from "../src/store.ts";
+import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { deleteRedisKeys } from "./_support/redis.ts";

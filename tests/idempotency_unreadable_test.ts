@@ -34,7 +34,7 @@ import {
   REDIS_URL,
 } from "./_support/services.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../src/cli/cli.ts", import.meta.url).pathname;
 
 /** A guarded handler on `store` that counts its runs, with its events and log lines. */
 function guarded(store: IdempotencyStore, extra: object = {}) {

@@ -6,13 +6,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import {
-  type ClaimOptions,
-  idempotency,
-  MemoryStore,
-  slotOf,
-  type StoredResponse,
-} from "../mod.ts";
+import { idempotency, MemoryStore, slotOf } from "../mod.ts";
+import type { ClaimOptions, StoredResponse } from "../src/store.ts";
 import { fetchPost, post, serveLocal } from "./_support/http.ts";
 import { pattern } from "./_support/bytes.ts";
 

@@ -21,7 +21,7 @@ import {
   MemoryStore,
   parseIdempotencyKey,
 } from "../mod.ts";
-import { createIdempotentFetch } from "../src/client.ts";
+import { createIdempotentFetch } from "../src/client/client.ts";
 import { idempotent } from "../src/hono.ts";
 import { StoreError, type StoreEvent } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";

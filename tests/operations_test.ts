@@ -30,7 +30,7 @@
  * - `# once: TEXT`: the change TEXT happens (the situation must know TEXT:
  *   a server comes back, the app is redeployed) and is waited for.
  * - `NAME="value"`: sets `$NAME` (`$OTHER` expanded in the value).
- * - `idem …`: `@idempotent/http/cli` (this checkout's src/cli.ts, as the
+ * - `idem …`: `@idempotent/http/cli` (this checkout's `./cli` entry, as the
  *   alias of the command-line section runs it), `$NAME` expanded (unquoted,
  *   into words), with the situation's app environment (its encryption keys)
  *   beside the test's. It must exit 0, or N when `# exit N` follows it; the
@@ -137,7 +137,7 @@ export const SITUATIONS: Record<string, Setup> = {
     const { receiver, env } = telemetry();
     await using _ = receiver;
     const base = { ...env, RUNBOOK_STORE: "redis", REDIS_URL: redis.url };
-    let app = await startApp(base);
+    const app = await startApp(base);
     try {
       const key = crypto.randomUUID();
       assert.equal((await app.pay(key)).status, 201);
@@ -148,10 +148,9 @@ export const SITUATIONS: Record<string, Setup> = {
         receiver,
         request: (a) => a.pay(key),
         once: {
-          "Redis is back": () => redis.restart(), // it answers PING
-          async "the app is restarted"() {
-            await app.stop();
-            app = await startApp(base);
+          async "Redis is back"() {
+            await redis.restart(); // it answers PING
+            await serving(app); // the client reconnected by itself
           },
         },
       });

@@ -58,6 +58,11 @@ Deno.test("idempotencyTelemetry() counts each request once by its outcome and se
   const down = new FaultyStore(new MemoryStore());
   down.failing.add("claim");
   const unavailable = idempotency(ok, { ...base, store: down });
+  // A store whose claim finds a value it cannot read (fingerprint null).
+  const damaged = new MemoryStore();
+  damaged.claim = () =>
+    Promise.resolve({ state: "in_flight", fingerprint: null, retryAfterMs: 1 });
+  const unreadable = idempotency(ok, { ...base, store: damaged });
   const open = idempotencyTelemetry({ meterProvider });
   const failOpen = idempotency(ok, {
     scope: "global",
@@ -102,6 +107,7 @@ Deno.test("idempotencyTelemetry() counts each request once by its outcome and se
   assert.equal(await send("replayed", waiting, held409("w")), 200, "no wait");
 
   assert.equal(await send("unavailable", unavailable, post("u")), 503);
+  assert.equal(await send("unreadable", unreadable, post("r")), 500);
   assert.equal(await send("fail_open", failOpen, post("o")), 200);
 
   const counted = await metrics.collect();
@@ -110,7 +116,7 @@ Deno.test("idempotencyTelemetry() counts each request once by its outcome and se
   for (const [outcome] of sent) {
     expected.set(outcome, (expected.get(outcome) ?? 0) + 1);
   }
-  assert.equal(expected.size, 8, "every outcome was sent");
+  assert.equal(expected.size, 9, "every outcome was sent");
   const got = new Map<string, number>();
   for (const point of counted.get("idempotency.requests")!.points) {
     got.set(

@@ -40,7 +40,7 @@
  *   `alias idem="deno run -A --unstable-kv jsr:@idempotent/http/cli"` must
  *   be written so (the package's `./cli`); `NAME="value"` sets a variable;
  *   every other command starts with `idem` and runs this checkout's
- *   `src/cli.ts`, `$NAME` expanded (`$REDIS_URL` and `$DATABASE_URL` are the
+ *   `src/cli/cli.ts`, `$NAME` expanded (`$REDIS_URL` and `$DATABASE_URL` are the
  *   test's services; unquoted, it splits into words). It must exit 0 or 1
  *   (found or absent, never a usage error or an unreachable store); `# `
  *   lines are matched as for `client`. Every inline code span of the text

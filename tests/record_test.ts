@@ -25,7 +25,7 @@ import {
   toStoredResponse,
   unreadable,
 } from "../src/_record.ts";
-import { OMITTED_REASONS } from "../src/store.ts";
+import { OMITTED_REASONS } from "../src/stores/_shared.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";

@@ -18,12 +18,8 @@ import { createClient, RESP_TYPES } from "redis";
 import { idempotency, importEncryptionKeys, slotOf } from "../mod.ts";
 import type { IdempotencyEvent } from "../src/events.ts";
 import fc from "fast-check";
-import {
-  type IdempotencyStore,
-  OMITTED_REASONS,
-  STORE_DROPPED,
-  type StoredResponse,
-} from "../src/store.ts";
+import type { IdempotencyStore, StoredResponse } from "../src/store.ts";
+import { OMITTED_REASONS, STORE_DROPPED } from "../src/stores/_shared.ts";
 import { Sealer } from "../src/_seal.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";

@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import { createClient } from "redis";
 import { RedisStore } from "../src/stores/redis.ts";
-import { checkStoreConformance } from "../src/testing.ts";
+import { checkStoreConformance } from "../src/testing/testing.ts";
 import {
   integrationTest,
   REDIS_IGNORE,

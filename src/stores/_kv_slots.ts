@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** KvStore's operations: read-decide-commit loops checked on the versionstamp. @module */
 
-import { completedPeek, inFlightPeek, StoreError } from "../store.ts";
+import { StoreError } from "../store.ts";
+import { completedPeek, inFlightPeek } from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,

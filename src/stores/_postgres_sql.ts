@@ -3,15 +3,14 @@
 
 import type { TransactionSql } from "postgres";
 import { SEALED_HEADER } from "../_seal.ts";
-import {
-  type AdminOperation,
-  type ClaimResult,
-  completedPeek,
-  inFlightPeek,
-  type PeekResult,
-  type StoredResponse,
-  type StoreOperation,
+import type {
+  AdminOperation,
+  ClaimResult,
+  PeekResult,
+  StoredResponse,
+  StoreOperation,
 } from "../store.ts";
+import { completedPeek, inFlightPeek } from "./_shared.ts";
 import {
   byteView,
   decodeHeaders,

@@ -225,7 +225,10 @@ export function connectionHint(client: RedisClientLike): Hint {
     if (c.isOpen === false) return NOT_OPEN;
     if (c.isOpen === true) {
       if (c.isReady === false) {
-        return unreachable(
+        // node-redis ends its reconnect loop on an `error` nobody listens to.
+        const deaf = typeof c.listenerCount === "function" &&
+          c.listenerCount.call(client, "error") === 0;
+        return deaf ? DEAF : unreachable(
           "connecting or reconnecting",
           "node-redis `isReady` false",
         );
@@ -258,6 +261,8 @@ const NOT_OPEN =
   "the Redis client is not connected (never connected, or closed): call `await client.connect()` before serving, and close it only after the server stops";
 const LAZY =
   "the Redis client is not connected (ioredis `lazyConnect`): call `await client.connect()` before serving";
+const DEAF =
+  "the Redis client is not ready and has no 'error' listener (node-redis `isReady` false), so it will not reconnect by itself even once Redis is back: add `client.on(\"error\", …)` before `connect()`, and check that Redis runs and the client's URL";
 const ENDED =
   "the Redis client was closed (`quit()` or `disconnect()`): close it only after the server stops";
 

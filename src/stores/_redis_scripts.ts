@@ -7,14 +7,13 @@
  */
 
 import { createHash } from "node:crypto";
-import {
-  type AdminOperation,
-  type ClaimResult,
-  completedPeek,
-  inFlightPeek,
-  type PeekResult,
-  type StoreOperation,
+import type {
+  AdminOperation,
+  ClaimResult,
+  PeekResult,
+  StoreOperation,
 } from "../store.ts";
+import { completedPeek, inFlightPeek } from "./_shared.ts";
 import { unreadable } from "../_record.ts";
 import { type SealCount, SEALED_HEADER } from "../_seal.ts";
 import { bytes, text } from "./_redis_client.ts";

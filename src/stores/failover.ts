@@ -4,9 +4,7 @@
 import {
   assertSlot,
   type ClaimOptions,
-  claimOptions,
   type ClaimResult,
-  durationMs,
   type FailoverEvent,
   type FailoverRole,
   type ForgetResult,
@@ -20,6 +18,7 @@ import {
   type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
 import {
   knownOptions,
   optionalBoolean,
@@ -33,7 +32,8 @@ import {
   peekBoth,
   settle,
 } from "./_failover_admin.ts";
-export * from "./_contract.ts";
+
+export type { FailoverEvent, FailoverRole } from "../store.ts";
 
 /** Options of the {@linkcode FailoverStore} constructor. */
 export interface FailoverStoreOptions {

@@ -6,7 +6,8 @@
  * @module
  */
 
-import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import { assertSlot, StoreError } from "../store.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -33,8 +34,6 @@ import { unlocked } from "./_kv_bodies.ts";
 import { isClaimed } from "../_claimed.ts";
 import { StoreCalls } from "./_store_call.ts";
 
-export * from "./_contract.ts";
-export type { UnitOfWork } from "../store.ts";
 export { KvMutations } from "./_kv_unit.ts";
 
 /** Options of the {@linkcode KvStore} constructor. */

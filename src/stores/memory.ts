@@ -2,15 +2,14 @@
 // deno-lint-ignore-file require-await -- `async` makes a throw a rejection
 /** {@linkcode MemoryStore}: the store contract for one process. @module */
 
+import { assertSlot, StoreError } from "../store.ts";
 import {
-  assertSlot,
   claimOptions,
   completedPeek,
   durationMs,
   inFlightPeek,
   STORE_DROPPED,
-  StoreError,
-} from "../store.ts";
+} from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,

@@ -7,7 +7,8 @@
  */
 
 import type { TransactionSql } from "postgres";
-import { assertSlot, claimOptions, durationMs, StoreError } from "../store.ts";
+import { assertSlot, StoreError } from "../store.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -50,8 +51,6 @@ import {
 } from "./_postgres_transaction.ts";
 import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
 
-export * from "./_contract.ts";
-export type { UnitOfWork } from "../store.ts";
 export type {
   PostgresQuery,
   PostgresRow,

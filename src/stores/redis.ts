@@ -9,9 +9,7 @@
 import {
   assertSlot,
   type ClaimOptions,
-  claimOptions,
   type ClaimResult,
-  durationMs,
   type ForgetResult,
   type IdempotencyStore,
   type PeekOptions,
@@ -23,7 +21,7 @@ import {
   type StoreStats,
   type WriteOutcome,
 } from "../store.ts";
-export * from "./_contract.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
 export type {
   IoRedisClientLike,
   NodeRedisClientLike,

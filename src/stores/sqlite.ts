@@ -7,7 +7,13 @@
  */
 
 import type { DatabaseSync, StatementSync } from "node:sqlite";
-import { assertSlot, claimOptions, durationMs } from "../store.ts";
+import { assertSlot } from "../store.ts";
+import {
+  claimOptions,
+  durationMs,
+  statsOf,
+  sweepInBatches,
+} from "./_shared.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -23,7 +29,6 @@ import type {
 import { assertStoredResponse } from "../_record.ts";
 import { isClaimed } from "../_claimed.ts";
 import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
-import { statsOf, sweepInBatches } from "./_sql_store.ts";
 import { Orphans } from "./_orphans.ts";
 import { type Operation, StoreCalls } from "./_store_call.ts";
 import {
@@ -48,8 +53,6 @@ import {
   WriteTurn,
 } from "./_sqlite_transaction.ts";
 
-export * from "./_contract.ts";
-export type { UnitOfWork } from "../store.ts";
 export { DEFAULT_TABLE, sqliteMigration } from "./_sqlite_sql.ts";
 export type { TransactionalHandler } from "./_sqlite_transaction.ts";
 export type {
@@ -289,10 +292,7 @@ export class SqliteStore implements IdempotencyStore {
     };
   }
 
-  /**
-   * {@linkcode IdempotencyStore.unitOfWork}: remembers the claimed request
-   * for {@linkcode SqliteStore.transaction}.
-   */
+  /** {@linkcode IdempotencyStore.unitOfWork}: the request's, for {@linkcode SqliteStore.transaction}. */
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
     const unit = new SqliteUnit(this.#setup, slot, token);
     this.#units.set(request, unit);

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 
-const CLI = new URL("../../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../src/cli/cli.ts", import.meta.url).pathname;
 const decoder = new TextDecoder();
 
 /** What one run of the CLI did. */

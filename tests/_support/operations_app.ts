@@ -40,7 +40,9 @@ const telemetry = idempotencyTelemetry();
 
 async function storeOf(): Promise<IdempotencyOptions["store"]> {
   if (kind === "redis") {
-    const client = await createClient({ url: redisUrl }).connect();
+    const client = createClient({ url: redisUrl });
+    client.on("error", () => {}); // without a listener it never reconnects
+    await client.connect();
     return new RedisStore({ client, prefix: "myapp:idem:" });
   }
   if (kind === "postgres") {

@@ -14,7 +14,13 @@ import { waitFor } from "./time.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 const APP = new URL("tests/_support/operations_app.ts", ROOT);
-const CLI = new URL("src/cli.ts", ROOT);
+/** The package's `./cli` entry, where deno.json's exports put it. */
+const CLI = new URL(
+  (JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT))) as {
+    exports: Record<string, string>;
+  }).exports["./cli"]!,
+  ROOT,
+);
 const decoder = new TextDecoder();
 
 /** The app of tests/_support/operations_app.ts, running: see {@linkcode startApp}. */
@@ -285,7 +291,7 @@ export interface CliRun {
 }
 
 /**
- * Runs the CLI (this checkout's src/cli.ts, as the `idem` alias does) with
+ * Runs the CLI (this checkout's `./cli` entry, as the `idem` alias does) with
  * `args`.
  *
  * @param args The words after `idem`.

@@ -84,10 +84,10 @@ const T = {
   recordHeaders: "tests/record_test.ts",
   waitReplicas: "tests/stores/redis_wait_replicas_test.ts",
   client: [
-    "tests/client_test.ts",
-    "tests/client_bodies_test.ts",
-    "tests/client_options_test.ts",
-    "tests/client_retry_test.ts",
+    "tests/client/client_test.ts",
+    "tests/client/client_bodies_test.ts",
+    "tests/client/client_options_test.ts",
+    "tests/client/client_retry_test.ts",
   ],
   time: "tests/stores/store_call_test.ts",
   settle: "tests/heartbeat_settle_test.ts",
@@ -98,7 +98,7 @@ const T = {
   logging: "tests/logging_test.ts",
   unreadable: "tests/idempotency_unreadable_test.ts",
   keyless: "tests/stores/transactional_keyless_test.ts",
-  clientDefaults: "tests/client_defaults_test.ts",
+  clientDefaults: "tests/client/client_defaults_test.ts",
 };
 
 /** Every mutant, in the order they run. */
@@ -637,7 +637,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-new-key-per-attempt",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "const request = new Request(op.input, op.init);",
     replacement:
       "if (op.attempts > 0 && op.key !== null) {\n        op.headers.set(op.config.header, op.config.generateKey());\n      }\n      const request = new Request(op.input, op.init);",
@@ -764,7 +764,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_seal.ts",
     text: "}, not among the keys given`;",
     replacement: "}, altered`;",
-    tests: ["tests/seal_binding_test.ts", "tests/cli_sealed_test.ts"],
+    tests: ["tests/seal_binding_test.ts", "tests/cli/cli_sealed_test.ts"],
     what:
       "the unreadable line and inspect no longer say that the record's key id is not among the keys",
   },
@@ -782,7 +782,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/inspect.ts",
     text: "if (sealer.holds(id)) opens += n;",
     replacement: "opens += n;",
-    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli/cli_sealed_test.ts"],
     what:
       "stats with the keys counts records sealed under a dropped key as completed, while the app answers 409",
   },
@@ -800,7 +800,7 @@ export const MUTANTS: Mutant[] = [
     file: POSTGRES_SQL,
     text: "AND headers->0->>0 = '${SEALED_HEADER}'",
     replacement: "AND headers->0->>0 <> '${SEALED_HEADER}'",
-    tests: ["tests/inspect_sealed_test.ts", "tests/cli_sealed_test.ts"],
+    tests: ["tests/inspect_sealed_test.ts", "tests/cli/cli_sealed_test.ts"],
     what:
       "PostgresStore.stats() counts records in clear as sealed: with the keys, they count as completed though the app answers 409",
   },
@@ -1519,10 +1519,10 @@ export const MUTANTS: Mutant[] = [
     what: "a failed transaction whose release applied answers 409, not 503",
   },
 
-  // --- issue 25: the client (client.ts, _client_operation.ts, _client_options.ts)
+  // --- issue 25: the client (src/client/: client.ts, _operation.ts, _options.ts)
   {
     id: "client-pre-aborted-sent",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text:
       "    if (op.signal.aborted) throw op.stopped();\n    if (op.unbuffered)",
     replacement: "    if (op.unbuffered)",
@@ -1531,7 +1531,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-after-at-max-refused",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement: "retryAfter !== null && retryAfter >= config.maxRetryAfter",
     tests: [...T.client],
@@ -1539,7 +1539,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-after-second-over-honoured",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "retryAfter !== null && retryAfter > config.maxRetryAfter",
     replacement:
       "retryAfter !== null && retryAfter > config.maxRetryAfter + 1000",
@@ -1548,7 +1548,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-network-backoff-to-deadline",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
@@ -1558,7 +1558,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-network-deadline-unchecked",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text:
       "const delay = jittered(config, attempt);\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement: "const delay = jittered(config, attempt);\n  if (false) {",
@@ -1567,7 +1567,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-status-backoff-to-deadline",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text:
       "jittered(config, attempts));\n  if (config.clock() + delay >= op.deadlineAt) {",
     replacement:
@@ -1577,7 +1577,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-network-one-attempt-more",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "if (attempt >= config.maxAttempts) {",
     replacement: "if (attempt > config.maxAttempts) {",
     tests: [...T.client],
@@ -1585,7 +1585,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-attempts-as-deadline",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: 'throw stop("attempts", `Gave up after ${attempt} attempts',
     replacement: 'throw stop("deadline", `Gave up after ${attempt} attempts',
     tests: [...T.client],
@@ -1593,7 +1593,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-after-as-deadline",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: 'return stop(\n      "retry_after",',
     replacement: 'return stop(\n      "deadline",',
     tests: [...T.client],
@@ -1601,7 +1601,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-unkeyed-error-as-attempts",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: 'throw stop(\n      "not_retryable",',
     replacement: 'throw stop(\n      "attempts",',
     tests: [...T.client],
@@ -1609,7 +1609,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-caller-timeout-as-deadline",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: "return reason === this.#timeout",
     replacement:
       'return reason instanceof DOMException && reason.name === "TimeoutError"',
@@ -1619,7 +1619,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-body-at-limit-refused",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: "if ((size += value.byteLength) > limit) {",
     replacement: "if ((size += value.byteLength) >= limit) {",
     tests: [...T.client],
@@ -1627,7 +1627,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-attempts-6",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.maxAttempts ?? 5",
     replacement: "options.maxAttempts ?? 6",
     tests: [...T.client],
@@ -1635,7 +1635,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-base-delay-1000",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.baseDelay ?? 500",
     replacement: "options.baseDelay ?? 1000",
     tests: [...T.client],
@@ -1643,7 +1643,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-max-delay-20000",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.maxDelay ?? 10_000",
     replacement: "options.maxDelay ?? 20_000",
     tests: [...T.client],
@@ -1651,7 +1651,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-max-retry-after-61",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.maxRetryAfter ?? 60_000",
     replacement: "options.maxRetryAfter ?? 61_000",
     tests: [...T.client],
@@ -1659,7 +1659,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-timeout-61",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.timeout ?? 60_000",
     replacement: "options.timeout ?? 61_000",
     tests: [...T.client],
@@ -1667,7 +1667,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-body-1mib-refused",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.maxBodyBytes ?? 1_048_576",
     replacement: "options.maxBodyBytes ?? 1_048_575",
     tests: [...T.client],
@@ -1675,7 +1675,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-after-date-short",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "Math.max(0, date - now)",
     replacement: "Math.max(0, date - now - 1000)",
     tests: [...T.client],
@@ -1684,7 +1684,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-abort-in-attempt-retried",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "  if (op.signal.aborted) throw op.stopped();\n  if (!retried) {",
     replacement: "  if (!retried) {",
     tests: [...T.client],
@@ -1692,7 +1692,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-after-over-backoff",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text: "Math.max(retryAfter ?? 0, jittered(config, attempts))",
     replacement: "retryAfter ?? jittered(config, attempts)",
     tests: [...T.client],
@@ -1700,7 +1700,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-single-attempt-buffered",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: "config.maxAttempts > 1 && (form || stream)",
     replacement: "(form || stream)",
     tests: [...T.client],
@@ -1709,7 +1709,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-key-whitespace-accepted",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: "if (parsed === null || !parsed.ok || parsed.key !== key) {",
     replacement: "if (parsed === null || !parsed.ok) {",
     tests: [...T.client],
@@ -1718,7 +1718,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-timeout-zero-taken",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: 'positiveMs("timeout"',
     replacement: 'nonNegativeMs("timeout"',
     tests: [...T.client],
@@ -1726,7 +1726,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-base-delay-zero-refused",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: 'nonNegativeMs("baseDelay"',
     replacement: 'positiveMs("baseDelay"',
     tests: [...T.client],
@@ -1734,7 +1734,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-status-599-refused",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s >= 500 && s < 599",
     tests: [...T.client],
@@ -1742,7 +1742,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retry-status-500-refused",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "s >= 500 && s <= 599",
     replacement: "s > 500 && s <= 599",
     tests: [...T.client],
@@ -1750,7 +1750,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-method-case-kept",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: 'request?.method ?? "GET").toUpperCase();',
     replacement: 'request?.method ?? "GET");',
     tests: [...T.client],
@@ -1758,7 +1758,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-methods-option-case-kept",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "methods: new Set(methods.map((m) => m.toUpperCase())),",
     replacement: "methods: new Set(methods),",
     tests: [...T.client],
@@ -1766,7 +1766,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-sleep-error-swallowed",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: "if (!signal.aborted) throw error;",
     replacement: "",
     tests: [...T.client],
@@ -1775,7 +1775,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-caller-listener-kept",
-    file: "src/_client_operation.ts",
+    file: "src/client/_operation.ts",
     text: 'this.#caller?.removeEventListener("abort", this.#onAbort);',
     replacement: "",
     tests: [...T.client],
@@ -1784,7 +1784,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-retried-body-kept",
-    file: "src/client.ts",
+    file: "src/client/client.ts",
     text:
       "await response.body?.cancel().catch(() => {}); // frees the connection",
     replacement: "",
@@ -2643,6 +2643,15 @@ export const MUTANTS: Mutant[] = [
     what:
       "a store's default name is failoverstore, not the documented failover",
   },
+  {
+    id: "otel-unreadable-as-conflict",
+    file: "src/otel.ts",
+    text: 'event.unreadable ? "unreadable" : "conflict",',
+    replacement: '"conflict",',
+    tests: ["tests/otel_test.ts"],
+    what:
+      "an unreadable record's 500 is counted as a 409 conflict: the runbook's metric cannot tell them apart",
+  },
 
   // --- src/problem.ts (renderProblem), src/_settle_estimate.ts's first estimate ---
   {
@@ -2777,149 +2786,149 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "cli-forget-unconfirmed",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: 'if (command === "forget" && !options.has("yes")) {',
     replacement: 'if (command === "forget" && options.has("nothing")) {',
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "forget deletes without --yes",
   },
   {
     id: "cli-inspect-absent-exit",
-    file: "src/cli.ts",
+    file: "src/cli/cli.ts",
     text: 'return found.state === "absent" ? 1 : 0;',
     replacement: "return 0;",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "inspect of an absent key exits 0, as if found",
   },
   {
     id: "cli-forget-absent-exit",
-    file: "src/cli.ts",
+    file: "src/cli/cli.ts",
     text: 'return forgotten.result === "deleted" ? 0 : 1;',
     replacement: "return 0;",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "forget of nothing exits 0, as if it deleted",
   },
   {
     id: "cli-secret-ignored",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: ": { ...where, key, secret },",
     replacement: ": { ...where, key },",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "--secret-env is read but the slot is hashed without it",
   },
   {
     id: "cli-key-unparsed",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: "if (!parsed.ok) {",
     replacement: "if (!parsed.ok && key.length < 0) {",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "a malformed --key connects and fails there (exit 3), not exit 2",
   },
   {
     id: "cli-bound-unsaid",
-    file: "src/cli.ts",
+    file: "src/cli/cli.ts",
     text: "if (!stats.exact) {",
     replacement: "if (stats.exact && !stats.exact) {",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "stats stopped at its limit without the warning",
   },
   {
     id: "cli-password-shown",
-    file: "src/_cli_stores.ts",
+    file: "src/cli/_stores.ts",
     text: "URL.parse(target.url)?.host",
     replacement: "target.url",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "an error message shows the URL's password",
   },
   {
     id: "cli-kv-file-created",
-    file: "src/_cli_stores.ts",
+    file: "src/cli/_stores.ts",
     text: "if (!/^[a-z]+:\\/\\//.test(target.url)) {",
     replacement: 'if (target.path === "") {',
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "a mistyped --kv path creates an empty database and counts 0",
   },
   {
     id: "cli-two-stores",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: "if (given.length !== 1) {",
     replacement: "if (given.length === 0) {",
-    tests: ["tests/cli_test.ts"],
+    tests: ["tests/cli/cli_test.ts"],
     what: "--redis and --kv together silently pick one",
   },
   {
     id: "cli-global-with-scope",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: "if (global && scope !== undefined) {",
     replacement: "if (global && scope === undefined && !global) {",
-    tests: ["tests/cli_scope_test.ts"],
+    tests: ["tests/cli/cli_scope_test.ts"],
     what: "--global with --scope silently looks up one of the two",
   },
   {
     id: "cli-hex-secret-as-text",
-    file: "src/_cli_args.ts",
+    file: "src/cli/_args.ts",
     text: "return Uint8Array.fromHex(data);",
     replacement: "return value;",
-    tests: ["tests/cli_scope_test.ts"],
+    tests: ["tests/cli/cli_scope_test.ts"],
     what:
       "--secret-env hex:… is hashed as its text, not as the bytes it spells",
   },
   {
     id: "cli-just-now-in-0-s",
-    file: "src/_cli_time.ts",
+    file: "src/cli/_time.ts",
     text: "const relative = a === 0",
     replacement: "const relative = diff === 0",
-    tests: ["tests/cli_scope_test.ts"],
+    tests: ["tests/cli/cli_scope_test.ts"],
     what: "a claim just made reads 'in 0 s' or '0 s ago'",
   },
   {
     id: "cli-global-hint-missing",
-    file: "src/_cli_both.ts",
+    file: "src/cli/_both.ts",
     text: 'record.scope === "global"',
     replacement: 'record.scope === "global-"',
-    tests: ["tests/cli_scope_test.ts"],
+    tests: ["tests/cli/cli_scope_test.ts"],
     what: "--scope global finds nothing without saying --global exists",
   },
   {
     id: "cli-failover-one-failed-exit-0",
-    file: "src/_cli_both.ts",
+    file: "src/cli/_both.ts",
     text: "return failed.some((f) => f !== null) ? 3 : code.exit;",
     replacement: "return code.exit;",
-    tests: ["tests/cli_failover_test.ts"],
+    tests: ["tests/cli/cli_failover_test.ts"],
     what:
       "with one store of two unreachable, the CLI exits as if both answered",
   },
   {
     id: "cli-failover-forget-primary-only",
-    file: "src/_cli_both.ts",
+    file: "src/cli/_both.ts",
     text: "? await ask((o) => forgetKey(o.store, record!))",
     replacement:
       '? await ask((o) => o === opened[1]!.value ? Promise.resolve({ slot: "", result: "absent" as const }) : forgetKey(o.store, record!))',
-    tests: ["tests/cli_failover_test.ts"],
+    tests: ["tests/cli/cli_failover_test.ts"],
     what: "forget on two stores leaves the fallback's copy (the key stays 409)",
   },
   {
     id: "cli-cluster-undetected",
-    file: "src/_cli_stores.ts",
+    file: "src/cli/_stores.ts",
     text: "if (!/cluster_enabled:1/.test(String(info))) {",
     replacement: "if (String(info) !== null) {",
-    tests: ["tests/cli_cluster_test.ts"],
+    tests: ["tests/cli/cli_cluster_test.ts"],
     what: "--redis on a cluster node answers MOVED for other masters' keys",
   },
   {
     id: "cli-cluster-limit-off-by-one",
-    file: "src/_cli_stores.ts",
+    file: "src/cli/_stores.ts",
     text: "if (keys.size >= limit && !keys.has(key)) exact = false;",
     replacement: "if (keys.size > limit && !keys.has(key)) exact = false;",
-    tests: ["tests/cli_cluster_test.ts"],
+    tests: ["tests/cli/cli_cluster_test.ts"],
     what: "stats on a cluster reads limit + 1 keys",
   },
   {
     id: "cli-sealed-unsaid",
-    file: "src/cli.ts",
+    file: "src/cli/cli.ts",
     text: "peek.sealed && !peek.verified",
     replacement: "peek.sealed && false",
-    tests: ["tests/cli_test.ts", "tests/cli_sealed_test.ts"],
+    tests: ["tests/cli/cli_test.ts", "tests/cli/cli_sealed_test.ts"],
     what:
       "a sealed record's headers read as one header named idempotent-sealed",
   },
@@ -3052,10 +3061,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "conformance-skip-silent",
-    file: "src/testing.ts",
+    file: "src/testing/testing.ts",
     text: "if (shown !== undefined) {",
     replacement: "if (shown === null) {",
-    tests: ["tests/testing_test.ts"],
+    tests: ["tests/testing/testing_test.ts"],
     what: "a store without peek, forget or stats passes their cases in silence",
   },
   {
@@ -3202,6 +3211,15 @@ export const MUTANTS: Mutant[] = [
     replacement: 'if (c.isReady === "never") {',
     tests: ["tests/stores/redis_timeout_wording_test.ts"],
     what: "a node-redis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-deaf-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: 'c.listenerCount.call(client, "error") === 0;',
+    replacement: 'c.listenerCount.call(client, "error") < 0;',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a node-redis client with no 'error' listener, which never reconnects, is told to check that Redis runs",
   },
   {
     id: "redis-hint-ioredis-reconnecting-unsaid",
@@ -3377,7 +3395,7 @@ export const MUTANTS: Mutant[] = [
   // --- issue 29, item 10: /client's default retryStatuses
   {
     id: "client-default-retries-500",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.retryStatuses ?? [502, 504]",
     replacement: "options.retryStatuses ?? [500, 502, 504]",
     tests: [T.clientDefaults],
@@ -3386,7 +3404,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "client-default-drops-504",
-    file: "src/_client_options.ts",
+    file: "src/client/_options.ts",
     text: "options.retryStatuses ?? [502, 504]",
     replacement: "options.retryStatuses ?? [502]",
     tests: [T.clientDefaults],
@@ -3411,6 +3429,15 @@ export const MUTANTS: Mutant[] = [
     tests: [T.unreadable],
     what:
       "an unreadable record's answer carries a Retry-After that invites a day of retries",
+  },
+  // --- issue 30: drainCompletions takes /hono's middleware
+  {
+    id: "hono-drain-unregistered",
+    file: "src/hono.ts",
+    text: "  GUARDS.set(middleware, guard);\n",
+    replacement: "",
+    tests: ["tests/hono_drain_test.ts"],
+    what: "drainCompletions() refuses /hono's middleware",
   },
 
   // --- SqliteStore -------------------------------------------------------------

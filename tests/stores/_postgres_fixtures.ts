@@ -10,7 +10,7 @@
 import postgres from "postgres";
 import { PostgresStore } from "../../src/stores/postgres.ts";
 import type { ClaimOptions, StoredResponse } from "../../src/store.ts";
-import type { PoisonKind } from "../../src/testing.ts";
+import type { PoisonKind } from "../../src/testing/testing.ts";
 import {
   DATABASE_URL,
   integrationTest,

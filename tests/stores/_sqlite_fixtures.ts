@@ -10,7 +10,7 @@
 import { DatabaseSync } from "node:sqlite";
 import { SqliteStore } from "../../src/stores/sqlite.ts";
 import type { ClaimOptions, StoredResponse } from "../../src/store.ts";
-import type { PoisonKind } from "../../src/testing.ts";
+import type { PoisonKind } from "../../src/testing/testing.ts";
 
 /** A temporary directory holding `db.sqlite`, removed (with its WAL) on dispose. */
 export async function tempDatabase(): Promise<

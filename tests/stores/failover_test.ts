@@ -18,7 +18,10 @@ import { MemoryStore } from "../../src/stores/memory.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
 import { FailoverStore } from "../../src/stores/failover.ts";
 import { type IdempotencyStore, StoreError } from "../../src/store.ts";
-import { type PoisonKind, storeConformance } from "../../src/testing.ts";
+import {
+  type PoisonKind,
+  storeConformance,
+} from "../../src/testing/testing.ts";
 import { REDIS_URL, uniquePrefix } from "../_support/services.ts";
 import { deleteRedisKeys, plantRedisPoison } from "../_support/redis.ts";
 import { FakeClock, sleep } from "../_support/time.ts";

@@ -14,8 +14,11 @@ import assert from "node:assert/strict";
 import { KvStore } from "../../src/stores/kv.ts";
 import { StoreError } from "../../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../../src/store.ts";
-import { storeConformance } from "../../src/testing.ts";
-import type { ConformanceHarness, PoisonKind } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
+import type {
+  ConformanceHarness,
+  PoisonKind,
+} from "../../src/testing/testing.ts";
 import { uniquePrefix } from "../_support/services.ts";
 import { pattern } from "../_support/bytes.ts";
 

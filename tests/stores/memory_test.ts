@@ -4,7 +4,7 @@ import fc from "fast-check";
 import { MemoryStore } from "../../src/stores/memory.ts";
 import { StoreError } from "../../src/store.ts";
 import type { ClaimResult, StoredResponse } from "../../src/store.ts";
-import { storeConformance } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
 import { FakeClock } from "../_support/time.ts";
 
 storeConformance({

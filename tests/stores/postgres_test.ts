@@ -15,8 +15,8 @@
 import assert from "node:assert/strict";
 import postgres from "postgres";
 import { PostgresStore } from "../../src/stores/postgres.ts";
-import { storeConformance } from "../../src/testing.ts";
-import type { PoisonKind } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
+import type { PoisonKind } from "../../src/testing/testing.ts";
 import { DATABASE_URL, uniquePrefix } from "../_support/services.ts";
 import { sleep } from "../_support/time.ts";
 import {

@@ -25,7 +25,10 @@ import { Buffer } from "node:buffer";
 import { createCluster } from "redis";
 import { Cluster } from "ioredis";
 import { type RedisClientLike, RedisStore } from "../../src/stores/redis.ts";
-import { type PoisonKind, storeConformance } from "../../src/testing.ts";
+import {
+  type PoisonKind,
+  storeConformance,
+} from "../../src/testing/testing.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
 import {
   CLUSTER_IGNORE,

@@ -20,7 +20,8 @@ import {
   TOKEN_ID_LENGTH,
 } from "../../src/stores/_redis_record.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
-import { OMITTED_REASONS, type StoredResponse } from "../../src/store.ts";
+import type { StoredResponse } from "../../src/store.ts";
+import { OMITTED_REASONS } from "../../src/stores/_shared.ts";
 import { waitFor } from "../_support/services.ts";
 import { redisTest } from "../_support/redis.ts";
 

@@ -24,7 +24,7 @@ import {
   RedisStore,
 } from "../../src/stores/redis.ts";
 import type { StoredResponse } from "../../src/store.ts";
-import { storeConformance } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
 import { REDIS_URL, testName, uniquePrefix } from "../_support/services.ts";
 import { deleteRedisKeys, REDIS_POISONS } from "../_support/redis.ts";
 import { Admin, clients, ignore, ioRedis, opts } from "./_redis_fixtures.ts";

@@ -80,6 +80,48 @@ integrationTest(
 );
 
 integrationTest(
+  "node-redis without an 'error' listener: a failure once Redis is gone says it will not reconnect and to add one; with a listener, it does not",
+  await redisServerIgnore(),
+  async () => {
+    await using server = await startRedisServer();
+    const deaf = createClient({ url: server.url, disableOfflineQueue: true });
+    const heard = createClient({ url: server.url, disableOfflineQueue: true });
+    heard.on("error", () => {});
+    await deaf.connect();
+    await heard.connect();
+    // node-redis emits the connection's error with no listener: it throws
+    // out of the socket's handler; keep it from failing the test process.
+    const swallow = (e: PromiseRejectionEvent | ErrorEvent) =>
+      e.preventDefault();
+    globalThis.addEventListener("error", swallow);
+    globalThis.addEventListener("unhandledrejection", swallow);
+    try {
+      const deafStore = new RedisStore({ client: deaf, timeoutMs: 300 });
+      const heardStore = new RedisStore({ client: heard, timeoutMs: 300 });
+      await server.kill();
+      await waitFor(
+        "the clients to notice",
+        () => !deaf.isReady && !heard.isReady,
+      );
+      const told = await claimError(deafStore);
+      assert.match(
+        told,
+        /has no 'error' listener .* will not reconnect by itself/,
+      );
+      assert.match(told, /add `client\.on\("error", …\)` before `connect\(\)`/);
+      const other = await claimError(heardStore);
+      assert.doesNotMatch(other, /'error' listener/);
+      assert.match(other, REACH);
+    } finally {
+      globalThis.removeEventListener("error", swallow);
+      globalThis.removeEventListener("unhandledrejection", swallow);
+      deaf.destroy();
+      heard.destroy();
+    }
+  },
+);
+
+integrationTest(
   "ioredis: a timeout while the client reconnects names its status and the fix; on a paused server, status ready and the latency",
   await redisServerIgnore(),
   async () => {

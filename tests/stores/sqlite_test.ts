@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { SqliteStore } from "../../src/stores/sqlite.ts";
-import { storeConformance } from "../../src/testing.ts";
+import { storeConformance } from "../../src/testing/testing.ts";
 import { sleep } from "../_support/time.ts";
 import {
   ok,

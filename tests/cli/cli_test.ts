@@ -12,14 +12,14 @@
 import assert from "node:assert/strict";
 import { DatabaseSync } from "node:sqlite";
 import { createClient } from "redis";
-import { idempotency, slotOf } from "../mod.ts";
-import type { IdempotencyStore } from "../src/store.ts";
-import { OPTION_NAMES } from "../src/_cli_args.ts";
-import { KvStore } from "../src/stores/kv.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
-import { RedisStore } from "../src/stores/redis.ts";
-import { SqliteStore } from "../src/stores/sqlite.ts";
-import { deleteRedisKeys } from "./_support/redis.ts";
+import { idempotency, slotOf } from "../../mod.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
+import { OPTION_NAMES } from "../../src/cli/_args.ts";
+import { KvStore } from "../../src/stores/kv.ts";
+import { PostgresStore } from "../../src/stores/postgres.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { SqliteStore } from "../../src/stores/sqlite.ts";
+import { deleteRedisKeys } from "../_support/redis.ts";
 import {
   DATABASE_URL,
   freePort,
@@ -29,9 +29,9 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   uniquePrefix,
-} from "./_support/services.ts";
+} from "../_support/services.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../src/cli/cli.ts", import.meta.url).pathname;
 const SECRET = "cli-test-secret-0123456789abcdef0123456789";
 const decoder = new TextDecoder();
 
@@ -310,6 +310,8 @@ Deno.test("cli inspects, counts and forgets a SqliteStore's records; a missing f
         await Promise.resolve();
       },
     });
+    const badName = await expectExit(2, "stats", ...args.with(3, ""));
+    assert.match(badName.stderr, /'table' must be a non-empty string/);
     const noTable = await expectExit(3, "stats", "--sqlite", path);
     assert.match(
       noTable.stderr,
@@ -438,7 +440,7 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
       "p:",
       "--slot",
       "s",
-    ], /PostgreSQL takes --table/],
+    ], /PostgreSQL and SQLite take --table/],
     [[
       "inspect",
       "--postgres",
@@ -450,11 +452,7 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
     ], /'table' must be/],
     [
       ["inspect", "--sqlite", "a", "--prefix", "p:", "--slot", "s"],
-      /SQLite takes --table/,
-    ],
-    [
-      ["inspect", "--sqlite", "a", "--table", "", "--slot", "s"],
-      /'table' must be a non-empty string/,
+      /PostgreSQL and SQLite take --table/,
     ],
     [
       ["inspect", "--kv", "a", "--table", "t", "--slot", "s"],

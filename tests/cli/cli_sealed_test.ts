@@ -14,10 +14,10 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import type { IdempotencyStore } from "../src/store.ts";
-import { KvStore } from "../src/stores/kv.ts";
-import { PostgresStore } from "../src/stores/postgres.ts";
-import { RedisStore } from "../src/stores/redis.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
+import { KvStore } from "../../src/stores/kv.ts";
+import { PostgresStore } from "../../src/stores/postgres.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
 import {
   DATABASE_URL,
   integrationTest,
@@ -26,11 +26,11 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   uniquePrefix,
-} from "./_support/services.ts";
-import { deleteRedisKeys } from "./_support/redis.ts";
-import { KEY_LISTS, plantSealed } from "./_support/sealed.ts";
+} from "../_support/services.ts";
+import { deleteRedisKeys } from "../_support/redis.ts";
+import { KEY_LISTS, plantSealed } from "../_support/sealed.ts";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
+const CLI = new URL("../../src/cli/cli.ts", import.meta.url).pathname;
 const decoder = new TextDecoder();
 const BAD = `k2:${btoa("x".repeat(31))}`;
 

@@ -19,19 +19,18 @@ import {
   type ConformanceOptions,
   HAS,
   SHOWN_NEEDS,
-} from "./_conformance.ts";
-import { CLAIM_CASES } from "./_conformance_claims.ts";
-import { EDGE_CASES } from "./_conformance_edges.ts";
-import { ADMIN_CASES } from "./_conformance_admin.ts";
+} from "./_context.ts";
+import { CLAIM_CASES } from "./_claims.ts";
+import { EDGE_CASES } from "./_edges.ts";
+import { ADMIN_CASES } from "./_admin.ts";
 
-export * from "./stores/_contract.ts";
 export type {
   ConformanceCheck,
   ConformanceHarness,
   ConformanceOptions,
   ConformanceStep,
   PoisonKind,
-} from "./_conformance.ts";
+} from "./_context.ts";
 
 const CASES = [...CLAIM_CASES, ...EDGE_CASES, ...ADMIN_CASES];
 

@@ -6,18 +6,18 @@
  * @module
  */
 
-import { type Parsed, UsageError } from "./_cli_args.ts";
-import { causes, open, type Opened, where } from "./_cli_stores.ts";
+import { type Parsed, UsageError } from "./_args.ts";
+import { causes, open, type Opened, where } from "./_stores.ts";
 import {
   forgetKey,
   inspectKey,
   inspectStats,
   type KeyForgotten,
   type KeyInspection,
-} from "./inspect.ts";
-import type { StoreStats } from "./store.ts";
-import type { EncryptionKeys } from "./encryption.ts";
-import { claimFinds, settle, type Settled } from "./stores/_failover_admin.ts";
+} from "../inspect.ts";
+import type { StoreStats } from "../store.ts";
+import type { EncryptionKeys } from "../encryption.ts";
+import { claimFinds, settle, type Settled } from "../stores/_failover_admin.ts";
 
 /** Where the CLI writes. */
 interface Out {

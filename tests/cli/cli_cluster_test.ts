@@ -13,17 +13,17 @@
 
 import assert from "node:assert/strict";
 import { createCluster } from "redis";
-import { idempotency, slotOf } from "../mod.ts";
-import { RedisStore } from "../src/stores/redis.ts";
-import { expectExit } from "./_support/cli.ts";
-import { CLUSTER_IGNORE, startCluster } from "./_support/cluster.ts";
+import { idempotency, slotOf } from "../../mod.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { expectExit } from "../_support/cli.ts";
+import { CLUSTER_IGNORE, startCluster } from "../_support/cluster.ts";
 import {
   DATABASE_URL,
   freePort,
   POSTGRES_IGNORE,
   postgresStore,
   testName,
-} from "./_support/services.ts";
+} from "../_support/services.ts";
 
 /** Redis Cluster's key slot (CRC16/XMODEM of the key, mod 16384; no hash tags here). */
 function keySlot(key: string): number {

@@ -28,22 +28,22 @@
  * @module
  */
 
-import { parseArgs, type Parsed, UsageError } from "./_cli_args.ts";
-import { hint, runBoth, statsText } from "./_cli_both.ts";
-import { causes, open, type Opened, where } from "./_cli_stores.ts";
+import { parseArgs, type Parsed, UsageError } from "./_args.ts";
+import { hint, runBoth, statsText } from "./_both.ts";
+import { causes, open, type Opened, where } from "./_stores.ts";
 import {
   forgetKey,
   inspectKey,
   inspectStats,
   type KeyInspection,
-} from "./inspect.ts";
+} from "../inspect.ts";
 import {
   type EncryptionKeys,
   generateEncryptionKey,
   importEncryptionKeys,
-} from "./encryption.ts";
-import { KEY_ID } from "./_seal.ts";
-import { time } from "./_cli_time.ts";
+} from "../encryption.ts";
+import { KEY_ID } from "../_seal.ts";
+import { time } from "./_time.ts";
 
 /** Where {@linkcode main} writes and what it reads from its environment. */
 export interface CliIo {

@@ -1,10 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The command line of `@idempotent/http/cli`, parsed and checked. @module */
 
-import { hasherOf } from "./fingerprint.ts";
-import type { KeyLocation } from "./inspect.ts";
-import { parseIdempotencyKey } from "./key.ts";
-import { assertSlot } from "./store.ts";
+import { hasherOf } from "../fingerprint.ts";
+import type { KeyLocation } from "../inspect.ts";
+import { parseIdempotencyKey } from "../key.ts";
+import { assertSlot } from "../store.ts";
 
 /** A Redis target: `nodes`, a cluster's seed URLs (`--redis-cluster`). */
 export type RedisTarget = {
@@ -28,6 +28,8 @@ export type Target =
   | { kind: "sqlite"; url: string; options: { table?: string } } // a path
   // A FailoverStore's two (docs/architecture.md, Inspect and forget).
   | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
+
+type Kind = Target["kind"];
 
 /** A checked command line. */
 export interface Parsed {
@@ -172,11 +174,7 @@ function targetOf(text: (name: string) => string | undefined): Target {
         } given`,
     );
   }
-  const kind = (redis ? "redis" : given[0]) as
-    | "redis"
-    | "postgres"
-    | "kv"
-    | "sqlite";
+  const kind = (redis ? "redis" : given[0]) as Exclude<Kind, "failover">;
   const url = text(given[0]!)!;
   const prefix = text("prefix");
   const table = text("table");
@@ -198,9 +196,7 @@ function targetOf(text: (name: string) => string | undefined): Target {
   if (kind === "postgres" || kind === "sqlite") {
     if (prefix !== undefined) {
       throw new UsageError(
-        `--prefix is for --redis and --kv: ${
-          kind === "postgres" ? "PostgreSQL" : "SQLite"
-        } takes --table`,
+        "--prefix is for --redis and --kv: PostgreSQL and SQLite take --table",
       );
     }
     return { kind, url, options: table === undefined ? {} : { table } };

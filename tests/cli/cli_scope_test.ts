@@ -14,12 +14,12 @@
 
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { idempotency } from "../mod.ts";
+import { idempotency } from "../../mod.ts";
 import fc from "fast-check";
-import { secretOf } from "../src/_cli_args.ts";
-import { time } from "../src/_cli_time.ts";
-import { KvStore } from "../src/stores/kv.ts";
-import { expectExit } from "./_support/cli.ts";
+import { secretOf } from "../../src/cli/_args.ts";
+import { time } from "../../src/cli/_time.ts";
+import { KvStore } from "../../src/stores/kv.ts";
+import { expectExit } from "../_support/cli.ts";
 
 /** A KV file with one record of each scope spelling, and the args naming it. */
 async function kvWith(

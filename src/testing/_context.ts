@@ -2,7 +2,7 @@
 /** The conformance suite's types and the context its cases share. @module */
 
 import assert from "node:assert/strict";
-import { within } from "./_async.ts";
+import { within } from "../_async.ts";
 import type {
   ClaimOptions,
   ClaimResult,
@@ -11,7 +11,7 @@ import type {
   PeekResult,
   StoredResponse,
   StoreStats,
-} from "./store.ts";
+} from "../store.ts";
 
 /** A kind of value that no store wrote: what `poison` plants at a slot. */
 export type PoisonKind = "garbage" | "truncated" | "future_version";

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The client's options, and their check ({@linkcode configure}). @module */
 
-import { delay } from "./_async.ts";
+import { delay } from "../_async.ts";
 import {
   headerName,
   knownOptions,
@@ -11,7 +11,7 @@ import {
   optionalFunction,
   positiveInteger,
   positiveMs,
-} from "./_validate.ts";
+} from "../_validate.ts";
 
 /**
  * How `createIdempotentFetch()` retries; numbers in ms (but two counts). An

@@ -9,8 +9,8 @@ import {
   type ConformanceCase,
   pattern,
   plain,
-} from "./_conformance.ts";
-import type { StoredResponse } from "./store.ts";
+} from "./_context.ts";
+import type { StoredResponse } from "../store.ts";
 
 /** The cases on claims and writes, in the order they run. */
 export const CLAIM_CASES: readonly ConformanceCase[] = [

@@ -11,7 +11,7 @@ import {
   type ConformanceCase,
   plain,
   resolves,
-} from "./_conformance.ts";
+} from "./_context.ts";
 
 /** The cases at the edges, in the order they run. */
 export const EDGE_CASES: readonly ConformanceCase[] = [

@@ -17,16 +17,16 @@ import {
   createIdempotentFetch,
   IdempotentFetchError,
   type RetryInfo,
-} from "../src/client.ts";
-import { RedisStore } from "../src/stores/redis.ts";
-import { deferred } from "./_support/time.ts";
+} from "../../src/client/client.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { deferred } from "../_support/time.ts";
 import {
   REDIS_IGNORE,
   startRedisServer,
   testName,
   uniquePrefix,
   waitFor,
-} from "./_support/services.ts";
+} from "../_support/services.ts";
 import { droppingFront, recordingSleep, serve } from "./_client_fixtures.ts";
 
 const json = (body: unknown) => JSON.stringify(body);

@@ -12,7 +12,7 @@
  */
 
 import assert from "node:assert/strict";
-import { createIdempotentFetch } from "../src/client.ts";
+import { createIdempotentFetch } from "../../src/client/client.ts";
 import { fakeClient, serve } from "./_client_fixtures.ts";
 
 const noWait = () => Promise.resolve();

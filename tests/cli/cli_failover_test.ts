@@ -14,11 +14,11 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import { idempotency } from "../mod.ts";
-import { FailoverStore } from "../src/stores/failover.ts";
-import { RedisStore } from "../src/stores/redis.ts";
-import { expectExit } from "./_support/cli.ts";
-import { deleteRedisKeys } from "./_support/redis.ts";
+import { idempotency } from "../../mod.ts";
+import { FailoverStore } from "../../src/stores/failover.ts";
+import { RedisStore } from "../../src/stores/redis.ts";
+import { expectExit } from "../_support/cli.ts";
+import { deleteRedisKeys } from "../_support/redis.ts";
 import {
   DATABASE_URL,
   freePort,
@@ -28,7 +28,7 @@ import {
   REDIS_IGNORE,
   REDIS_URL,
   uniquePrefix,
-} from "./_support/services.ts";
+} from "../_support/services.ts";
 
 const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE;
 

@@ -2,13 +2,8 @@
 /** The cases on `peek`, `forget` and `stats` (docs/architecture.md, Inspect and forget). @module */
 
 import assert from "node:assert/strict";
-import {
-  acquired,
-  type ConformanceCase,
-  pattern,
-  plain,
-} from "./_conformance.ts";
-import type { PeekResult, StoredResponse, StoreStats } from "./store.ts";
+import { acquired, type ConformanceCase, pattern, plain } from "./_context.ts";
+import type { PeekResult, StoredResponse, StoreStats } from "../store.ts";
 
 /** A completed peek's result; fails on any other. */
 function completedPeek(

@@ -7,13 +7,13 @@
  * @module
  */
 
-import type { Parsed, PostgresTarget, RedisTarget } from "./_cli_args.ts";
-import { UsageError } from "./_cli_args.ts";
-import type { PeekResult, StoreStats } from "./store.ts";
-import { KvStore } from "./stores/kv.ts";
-import { PostgresStore } from "./stores/postgres.ts";
-import { RedisStore } from "./stores/redis.ts";
-import type { SqliteStore } from "./stores/sqlite.ts";
+import type { Parsed, PostgresTarget, RedisTarget } from "./_args.ts";
+import { UsageError } from "./_args.ts";
+import type { PeekResult, StoreStats } from "../store.ts";
+import { KvStore } from "../stores/kv.ts";
+import { PostgresStore } from "../stores/postgres.ts";
+import { RedisStore } from "../stores/redis.ts";
+import type { SqliteStore } from "../stores/sqlite.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {
@@ -77,14 +77,20 @@ function made<S>(make: () => S): S {
 export async function open(target: OneTarget): Promise<Opened> {
   if (target.kind === "redis") return await openRedis(target);
   if (target.kind === "postgres") return await openPostgres(target);
-  if (target.kind === "sqlite") {
-    return await openSqlite(target.url, target.options);
-  }
   if (!/^[a-z]+:\/\//.test(target.url)) {
     // Opening a missing file would create it.
     await Deno.stat(target.url).catch((cause) => {
       throw new Error("no such file", { cause });
     });
+  }
+  if (target.kind === "sqlite") {
+    const { SqliteStore } = await import("../stores/sqlite.ts"); // node:sqlite
+    const { url: database, options } = target;
+    const store = made(() =>
+      new SqliteStore({ database, timeoutMs: TIMEOUT_MS, ...options })
+    );
+    const close = () => Promise.resolve(store.close());
+    return { store, stats: () => store.stats(), close };
   }
   const kv = await Deno.openKv(target.url);
   const store = new KvStore({ kv, timeoutMs: TIMEOUT_MS, ...target.options });
@@ -92,26 +98,6 @@ export async function open(target: OneTarget): Promise<Opened> {
     store,
     stats: (limit) => store.stats(limit === undefined ? {} : { limit }),
     close: () => Promise.resolve(kv.close()),
-  };
-}
-
-/** The file must exist (opening a missing one would create it); node:sqlite is loaded only here. */
-async function openSqlite(
-  path: string,
-  options: { table?: string },
-): Promise<Opened> {
-  const { SqliteStore, sqliteMigration } = await import("./stores/sqlite.ts");
-  made(() => sqliteMigration(options.table)); // a bad name: exit 2, first
-  await Deno.stat(path).catch((cause) => {
-    throw new Error("no such file", { cause });
-  });
-  const store = made(() =>
-    new SqliteStore({ database: path, timeoutMs: TIMEOUT_MS, ...options })
-  );
-  return {
-    store,
-    stats: () => store.stats(),
-    close: () => Promise.resolve(store.close()),
   };
 }
 

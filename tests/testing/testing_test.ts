@@ -1,6 +1,6 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * The conformance suite itself (`src/testing.ts`): its cases have unique
+ * The conformance suite itself (`src/testing/testing.ts`): its cases have unique
  * names and run in their table's order, `only` runs the named cases alone,
  * a case is skipped when the harness lacks what it needs, and a name that
  * is no case's is refused before the store is set up.
@@ -8,17 +8,17 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { MemoryStore } from "../src/stores/memory.ts";
+import { MemoryStore } from "../../src/stores/memory.ts";
 import {
   checkStoreConformance,
   type ConformanceCheck,
   storeConformance,
-} from "../src/testing.ts";
-import { HAS } from "../src/_conformance.ts";
-import { CLAIM_CASES } from "../src/_conformance_claims.ts";
-import { EDGE_CASES } from "../src/_conformance_edges.ts";
-import { ADMIN_CASES } from "../src/_conformance_admin.ts";
-import type { IdempotencyStore } from "../src/store.ts";
+} from "../../src/testing/testing.ts";
+import { HAS } from "../../src/testing/_context.ts";
+import { CLAIM_CASES } from "../../src/testing/_claims.ts";
+import { EDGE_CASES } from "../../src/testing/_edges.ts";
+import { ADMIN_CASES } from "../../src/testing/_admin.ts";
+import type { IdempotencyStore } from "../../src/store.ts";
 
 const CASES = [...CLAIM_CASES, ...EDGE_CASES, ...ADMIN_CASES];
 const TTL_EDGE = "a record whose TTL ends exactly now is absent (rule 5)";

@@ -14,26 +14,26 @@
  * @module
  */
 
-import { backoff } from "./_async.ts";
+import { backoff } from "../_async.ts";
 import {
   type ClientConfig,
   configure,
   type IdempotentFetchOptions,
   type RetryInfo,
-} from "./_client_options.ts";
+} from "./_options.ts";
 import {
   type IdempotentRequestInit,
   Operation,
   resendable,
   type StopReason,
-} from "./_client_operation.ts";
+} from "./_operation.ts";
 
 export {
   IdempotentFetchError,
   type IdempotentRequestInit,
   type StopReason,
-} from "./_client_operation.ts";
-export type { IdempotentFetchOptions, RetryInfo } from "./_client_options.ts";
+} from "./_operation.ts";
+export type { IdempotentFetchOptions, RetryInfo } from "./_options.ts";
 
 /** A configured retrying `fetch`: it resolves whenever a response came (error
  * statuses too) and rejects with an `IdempotentFetchError` when none did. */

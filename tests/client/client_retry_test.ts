@@ -12,7 +12,7 @@ import {
   IdempotentFetchError,
   type IdempotentFetchOptions,
   type RetryInfo,
-} from "../src/client.ts";
+} from "../../src/client/client.ts";
 import { fakeClient } from "./_client_fixtures.ts";
 
 const networkError = () => {

@@ -1,10 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** One client operation ({@linkcode Operation}) and how it ends. @module */
 
-import type { Timer } from "./_async.ts";
-import { concatBytes } from "./_bytes.ts";
-import type { ClientConfig } from "./_client_options.ts";
-import { MAX_KEY_LENGTH, parseIdempotencyKey } from "./key.ts";
+import type { Timer } from "../_async.ts";
+import { concatBytes } from "../_bytes.ts";
+import type { ClientConfig } from "./_options.ts";
+import { MAX_KEY_LENGTH, parseIdempotencyKey } from "../key.ts";
 
 /** `fetch`'s `RequestInit`, plus a key of the caller's own. */
 export interface IdempotentRequestInit extends RequestInit {

@@ -7,8 +7,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createIdempotentFetch, IdempotentFetchError } from "../src/client.ts";
-import { frames, pattern, sameBytes } from "./_support/bytes.ts";
+import {
+  createIdempotentFetch,
+  IdempotentFetchError,
+} from "../../src/client/client.ts";
+import { frames, pattern, sameBytes } from "../_support/bytes.ts";
 import { droppingFront, fakeClient, serve } from "./_client_fixtures.ts";
 
 Deno.test("createIdempotentFetch() buffers a stream body once and sends it again byte for byte", async () => {

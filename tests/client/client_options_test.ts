@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import {
   createIdempotentFetch,
   type IdempotentFetchOptions,
-} from "../src/client.ts";
+} from "../../src/client/client.ts";
 import { fakeClient, recordingSleep } from "./_client_fixtures.ts";
 
 Deno.test("createIdempotentFetch() honours a Retry-After date, and hands back a wait over maxRetryAfter", async () => {

@@ -7,13 +7,13 @@
  * @module
  */
 
-import { idempotency, type IdempotencyOptions } from "../mod.ts";
+import { idempotency, type IdempotencyOptions } from "../../mod.ts";
 import {
   createIdempotentFetch,
   type IdempotentFetch,
   type IdempotentFetchOptions,
   type IdempotentFetchResult,
-} from "../src/client.ts";
+} from "../../src/client/client.ts";
 
 /** `handler` behind the middleware, served on loopback (port 0). */
 export function serve(
