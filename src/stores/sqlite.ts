@@ -71,8 +71,8 @@ type Statement = keyof SqliteStatements;
  * with `RETURNING`. Processes sharing the file share the store.
  *
  * `DatabaseSync` blocks the event loop for each statement (bench/README.md,
- * "SqliteStore": about 6 µs a replay; 36 µs a new key under
- * `synchronous=NORMAL`, 0.3 ms under `FULL`; 1.5 – 3.5 ms a sweep batch), and
+ * "SqliteStore": about 6 µs a replay; 40 µs a new key under
+ * `synchronous=NORMAL`, 0.3 ms under `FULL`; 1.3 – 2.3 ms a sweep batch), and
  * up to `busyTimeoutMs` while another process holds the write lock. A
  * {@linkcode SqliteStore.transactional} handler holds it for its whole length:
  * other processes' writes (new keys, completions, renewals) stop their event
