@@ -53,8 +53,12 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   "stores/memory": 416,
   /** `src/client/`. Target 630. */
   client: 639,
-  /** `src/cli/`: the dedupe of issue 30 (one parser, checks once in inspect) is to bring it to its target 480. */
-  cli: 1_165, // 1,148, and 17 for --sqlite PATH (issue 32)
+  /**
+   * `src/cli/`: the dedupe of issue 30 (one parser, checks once in inspect) is
+   * to bring it to its target 480. 1,156 on main before issue 32; `--mysql`
+   * (its target, its store's opening, the help) added 39, `--sqlite` 20.
+   */
+  cli: 1_215,
   testing: 1_100,
   /** Target 300. */
   otel: 301,
@@ -122,6 +126,12 @@ export const CROSS_ROOM: readonly Allowed[] = [
     file: "src/_claimed.ts",
     why:
       "a store's transactional wrapper asks which requests a guard claimed (docs/architecture.md, Transactional handlers)",
+  },
+  {
+    from: "stores/mysql",
+    file: "src/stores/_postgres_sql.ts",
+    why:
+      "MysqlStore reads its rows with PostgresStore's decodeClaim, decodePeek and completeParams (issue 32); moving them to src/stores/_shared.ts ends it",
   },
   {
     from: "stores/sqlite",

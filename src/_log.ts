@@ -10,6 +10,7 @@ import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import type { Logger } from "./options.ts";
 import type { IdempotencyStore, StoreReport } from "./store.ts";
+import { missingKey } from "./_seal.ts";
 
 /** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
 export const LOG_CLOCK: unique symbol = Symbol("log clock");
@@ -202,7 +203,13 @@ function lineOf(event: IdempotencyEvent): string | undefined {
       return `unreadable: a key's record could not be read, so it answers 500 and never runs the handler: ${
         event.reason ??
           "another program writes under the store's prefix, or the record was sealed with a key no longer in 'encryption.keys'"
-      }; ${staysUntil(event.slot, event.expiresAt)}`;
+      }; ${
+        event.keyId !== undefined && event.reason === missingKey(event.keyId)
+          ? `list key id ${
+            JSON.stringify(event.keyId)
+          } in 'encryption.keys' again (after the sealing key) and it replays: forgetting it would run its handler again; `
+          : ""
+      }${staysUntil(event.slot, event.expiresAt)}`;
     default:
       return undefined;
   }

@@ -178,10 +178,7 @@ export class Sealer {
     }
     const key = this.keys.get(id);
     if (key === undefined) {
-      const reason = `sealed under key id ${
-        JSON.stringify(id)
-      }, not among the keys given`;
-      return { record: null, reason, keyId };
+      return { record: null, reason: missingKey(id), keyId };
     }
     const sealed = fromBase64Url(text.join(";")); // null with a ";" more
     const clear = sealed && bound(version, id, slot, fingerprint, record);
@@ -200,6 +197,11 @@ export class Sealer {
     }
     return { record: null, reason: altered(id), keyId };
   }
+}
+
+/** Why a record sealed under a key id not listed does not open. */
+export function missingKey(id: string): string {
+  return `sealed under key id ${JSON.stringify(id)}, not among the keys given`;
 }
 
 function altered(id: string): string {

@@ -133,7 +133,7 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
     status: 500,
     title: "Idempotency record unreadable",
     detail: () =>
-      "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator forgets the record (idem forget).",
+      "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator restores the key it was sealed under, or forgets the record.",
   },
 };
 

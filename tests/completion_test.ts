@@ -5,11 +5,13 @@
  * inline and then in the background, so that a retry of the request replays
  * instead of running the handler again. Time in the store is an injected
  * clock; the tests wait for events and store calls, never for a duration.
+ * The same on a real RedisStore and PostgresStore is in
+ * `completion_stores_test.ts`; the faulty store both use in
+ * `_completion_fixtures.ts`.
  *
  * @module
  */
 import assert from "node:assert/strict";
-import { createClient } from "redis";
 import {
   drainCompletions,
   idempotency,
@@ -17,79 +19,11 @@ import {
   type IdempotencyOptions,
   slotOf,
 } from "../mod.ts";
-import type { IdempotencyStore, StoreOperation } from "../src/store.ts";
-import { StoreError } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
-import { RedisStore } from "../src/stores/redis.ts";
 import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
 import { deferred } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
-import { StoreWrapper } from "./_support/stores.ts";
-import { deleteRedisKeys } from "./_support/redis.ts";
-import {
-  POSTGRES_IGNORE,
-  postgresStore,
-  REDIS_IGNORE,
-  REDIS_URL,
-  testName,
-  uniquePrefix,
-} from "./_support/services.ts";
-
-/** What a fault does to one store call: throw before it, throw after it, or let it through. */
-type Fault = "throw" | "after" | "pass";
-
-/** Resolves waiters whenever something they watch may have changed. */
-class Watch {
-  #waiters: { check: () => boolean; resolve: () => void }[] = [];
-  notify(): void {
-    this.#waiters = this.#waiters.filter((w) => {
-      if (!w.check()) return true;
-      w.resolve();
-      return false;
-    });
-  }
-  until(check: () => boolean): Promise<void> {
-    if (check()) return Promise.resolve();
-    const { promise, resolve } = deferred();
-    this.#waiters.push({ check, resolve });
-    return promise;
-  }
-}
-
-/**
- * A real store behind chosen faults: `faults[op]` decides each call (it may
- * wait first, e.g. on a gate). Logs every call, in order.
- */
-class FlakyStore extends StoreWrapper {
-  readonly log: { op: StoreOperation; slot: string }[] = [];
-  readonly faults: Partial<
-    Record<StoreOperation, (slot: string, n: number) => Fault | Promise<Fault>>
-  > = {};
-  readonly watch = new Watch();
-
-  count(op: StoreOperation, slot: string): number {
-    return this.log.filter((c) => c.op === op && c.slot === slot).length;
-  }
-
-  protected override async around<T>(
-    op: StoreOperation,
-    slot: string,
-    run: () => Promise<T>,
-  ): Promise<T> {
-    this.log.push({ op, slot });
-    this.watch.notify();
-    const fault = await (this.faults[op]?.(slot, this.count(op, slot)) ??
-      "pass");
-    if (fault === "throw") {
-      throw new StoreError(`injected ${op} failure`, { operation: op });
-    }
-    const result = await run();
-    if (fault === "after") {
-      throw new StoreError(`injected ${op} timeout`, { operation: op });
-    }
-    return result;
-  }
-}
+import { type Fault, FlakyStore, Watch } from "./_completion_fixtures.ts";
 
 /** A MemoryStore on a clock the test moves, behind a FlakyStore. */
 function setup(options: Partial<IdempotencyOptions> = {}) {
@@ -402,95 +336,6 @@ Deno.test("idempotency() checks the completion options eagerly", async () => {
 });
 
 /** On a real store: a completion that fails once is retried, and a retry at once replays (not 409, not a second run). */
-async function failsOnceOn(store: IdempotencyStore, fail: () => void) {
-  let runs = 0;
-  const events: IdempotencyEvent[] = [];
-  const body = pattern(2000, 42);
-  const guarded = idempotency(() => {
-    runs++;
-    fail();
-    return new Response(body, { status: 201 });
-  }, { scope: "global", store, onEvent: (event) => events.push(event) });
-  const key = crypto.randomUUID();
-  const first = await guarded(post(key));
-  assert.equal(first.status, 201);
-  assert.ok(sameBytes(await bytesOf(first), body));
-  assert.ok(
-    events.some((e) => e.type === "store_error" && e.operation === "complete"),
-    "the fault was injected",
-  );
-  const done = events.find((e) => e.type === "completed");
-  assert.equal(done?.type === "completed" && done.outcome, "applied");
-  const retry = await guarded(post(key));
-  assert.equal(retry.status, 201);
-  assert.equal(retry.headers.get("idempotent-replayed"), "true");
-  assert.ok(sameBytes(await bytesOf(retry), body));
-  assert.equal(runs, 1);
-}
-
-Deno.test({
-  name: testName(
-    "idempotency() on a RedisStore retries a completion whose command failed once",
-    REDIS_IGNORE,
-  ),
-  ignore: REDIS_IGNORE !== false,
-  async fn() {
-    const client = await createClient({ url: REDIS_URL }).connect();
-    const prefix = `${uniquePrefix("complete")}:`;
-    try {
-      // The fault is in the transport: the next command after the handler
-      // (the completion's EVALSHA) fails as a dropped connection would.
-      let failNext = false;
-      const flaky = new Proxy(client, {
-        get(target, prop) {
-          if (prop === "sendCommand") {
-            return (...args: unknown[]) => {
-              if (failNext) {
-                failNext = false;
-                return Promise.reject(new Error("Socket closed unexpectedly"));
-              }
-              return (target.sendCommand as (...a: unknown[]) => unknown)
-                .apply(target, args);
-            };
-          }
-          const value = Reflect.get(target, prop, target);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
-      });
-      const store = new RedisStore({ client: flaky, prefix });
-      await failsOnceOn(store, () => failNext = true);
-      // And with the store wrapped: the write throws before reaching Redis.
-      const wrapped = new FlakyStore(new RedisStore({ client, prefix }));
-      let armed = false;
-      wrapped.faults.complete = () => armed ? (armed = false, "throw") : "pass";
-      await failsOnceOn(wrapped, () => armed = true);
-    } finally {
-      await deleteRedisKeys(prefix);
-      await client.quit();
-    }
-  },
-});
-
-Deno.test({
-  name: testName(
-    "idempotency() on a PostgresStore retries a completion that failed once",
-    POSTGRES_IGNORE,
-  ),
-  ignore: POSTGRES_IGNORE !== false,
-  async fn() {
-    const { store: inner, drop } = await postgresStore("complete", { max: 2 });
-    try {
-      const store = new FlakyStore(inner);
-      let armed = false;
-      store.faults.complete = () => armed ? (armed = false, "throw") : "pass";
-      await failsOnceOn(store, () => armed = true);
-    } finally {
-      await drop();
-    }
-  },
-});
-
-/** Runs `fn` with `Math.random()` pinned just under 1: each backoff wait is its ceiling. */
 async function atCeiling(fn: () => Promise<void>): Promise<void> {
   const random = Math.random;
   Math.random = () => 1 - 1e-9;

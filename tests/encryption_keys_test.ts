@@ -172,6 +172,9 @@ Deno.test("cli generate-key prints an entry that importEncryptionKeys() reads an
   const bad = await run("generate-key", "--id", "a:b");
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /generate-key takes only --id ID/);
+  const help = await run("generate-key", "--help");
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /generate-key \[--id ID\]/);
 
   const encryption = await importEncryptionKeys(
     `${a.stdout.trim()},${b.stdout.trim()}`,

@@ -22,10 +22,10 @@ import {
   PROBLEM_TYPES,
   slotOf,
 } from "../mod.ts";
-import type { ClaimOptions, ClaimResult } from "../src/store.ts";
 import { KvStore } from "../src/stores/kv.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { post } from "./_support/http.ts";
+import { UnreadableStore } from "./_support/stores.ts";
 import { redisTest } from "./_support/redis.ts";
 import {
   integrationTest,
@@ -74,7 +74,10 @@ async function assertUnreadable(
     assert.equal(problem.type, PROBLEM_TYPES.unreadable);
     assert.equal(problem.status, 500);
     assert.match(problem.detail, /cannot be read/);
-    assert.match(problem.detail, /an operator forgets the record/);
+    assert.match(
+      problem.detail,
+      /an operator restores the key it was sealed under, or forgets the record/,
+    );
     assert.doesNotMatch(problem.detail, /being processed/);
   }
   assert.equal(seen.runs, runs, "the handler never runs");
@@ -115,8 +118,19 @@ Deno.test("MemoryStore: a record sealed under a key no longer listed answers 500
   const rotated = guarded(store, {
     encryption: { keys: [{ id: "k2", key: await key() }] },
   });
+  rotated.seen.lines.length = 0;
   await assertUnreadable(rotated, "sealed", "number");
   assert.equal(first.seen.runs, 1);
+  // Its fix is the key, listed again: forgetting it would charge again.
+  const fresh = guarded(store, {
+    encryption: { keys: [{ id: "k2", key: await key() }] },
+  });
+  await (await fresh.handler(post("sealed"))).body?.cancel();
+  const [told] = fresh.seen.lines.filter((l) => l.includes("unreadable:"));
+  assert.match(
+    told!,
+    /not among the keys given; list key id "k1" in 'encryption\.keys' again \(after the sealing key\) and it replays: forgetting it would run its handler again; /,
+  );
 
   // A key in flight is not unreadable: 409, Retry-After, no log line.
   let release!: () => void;
@@ -203,19 +217,8 @@ Deno.test("KvStore: a foreign value in a KV file answers 500 unreadable; the sto
   }
 });
 
-/** Every claim finds the slot in flight for `retryAfterMs`: unreadable, or the request's own. */
-class HintStore extends MemoryStore {
-  retryAfterMs = 1;
-  unreadable = true;
-  override claim(_slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    const fingerprint = this.unreadable ? null : options.fingerprint;
-    const { retryAfterMs } = this;
-    return Promise.resolve({ state: "in_flight", fingerprint, retryAfterMs });
-  }
-}
-
 Deno.test("property: whatever the store's hint, an unreadable claim is 500 without Retry-After and a readable one in flight is 409 with one", async () => {
-  const store = new HintStore();
+  const store = new UnreadableStore({ held: true, retryAfterMs: 1 });
   const { handler, seen } = guarded(store, { logger: false });
   await fc.assert(
     fc.asyncProperty(

@@ -22,23 +22,13 @@ import {
   type ProblemTypes,
 } from "../mod.ts";
 import { idempotent } from "../src/hono.ts";
-import type { ClaimResult, UnitOfWork } from "../src/store.ts";
+import type { UnitOfWork } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
 import { post } from "./_support/http.ts";
 import { deferred } from "./_support/time.ts";
+import { UnreadableStore } from "./_support/stores.ts";
 import { stripeShaped } from "./_problem_fixtures.ts";
-
-/** Claims find an unreadable value in flight for `retryAfterMs`. */
-class UnreadableStore extends MemoryStore {
-  override claim(): Promise<ClaimResult> {
-    return Promise.resolve({
-      state: "in_flight",
-      fingerprint: null,
-      retryAfterMs: 2_500,
-    });
-  }
-}
 
 /** The handler's transaction does not commit: its claim was lost, or the commit threw. */
 class UncommittedStore extends MemoryStore {

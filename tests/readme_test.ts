@@ -20,7 +20,7 @@
  * - `<!-- readme-test: serve [PATH] -->`: a shell block of commands, each
  *   of which starts a server on port 8000 (a `deno run` of a `file` block or
  *   of an example; `VAR=value` before it is passed as environment, with
- *   `DATABASE_URL` and `REDIS_URL` set to the test's services). Each runs in
+ *   `DATABASE_URL`, `REDIS_URL` and `MYSQL_URL` set to the test's services). Each runs in
  *   the scratch project (where `examples/` is this checkout's), with
  *   `DENO_SERVE_ADDRESS` moving its `Deno.serve` to a free port, and stays
  *   up until the next server starts. Unless a `client` block talks to it,
@@ -79,6 +79,7 @@ import {
   testName,
 } from "./_support/services.ts";
 import { freePort } from "./_support/http.ts";
+import { MYSQL_IGNORE, MYSQL_URL, mysqlPool } from "./_support/mariadb.ts";
 import {
   type Block,
   expandWords,
@@ -163,6 +164,7 @@ function environmentOf(words: string[]): {
   // The test's services, wherever the README's defaults point.
   if ("DATABASE_URL" in env) env.DATABASE_URL = DATABASE_URL;
   if ("REDIS_URL" in env) env.REDIS_URL = REDIS_URL;
+  if ("MYSQL_URL" in env) env.MYSQL_URL = MYSQL_URL;
   return { env, argv: words.slice(i) };
 }
 
@@ -309,6 +311,7 @@ class Runner {
         NO_COLOR: "1",
         DATABASE_URL,
         REDIS_URL,
+        MYSQL_URL,
         ...env,
         DENO_SERVE_ADDRESS: `tcp:127.0.0.1:${port}`,
       },
@@ -544,6 +547,20 @@ class Runner {
     } finally {
       await sql.end();
     }
+    const pool = mysqlPool();
+    try {
+      const [found] = await pool.query(
+        "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'example_idempotency_keys'",
+      );
+      if ((found as unknown[]).length > 0) {
+        await pool.query(
+          "DELETE FROM example_idempotency_keys WHERE slot IN (?)",
+          [slots],
+        );
+      }
+    } finally {
+      await pool.end();
+    }
   }
 }
 
@@ -557,7 +574,8 @@ const KINDS: Record<string, (runner: Runner, block: Block) => Promise<void>> = {
   runbook: () => Promise.resolve(), // covered by tests/operations_test.ts
 };
 
-const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE || await redisServerIgnore();
+const IGNORE = REDIS_IGNORE || POSTGRES_IGNORE || MYSQL_IGNORE ||
+  await redisServerIgnore();
 
 Deno.test({
   name: testName(

@@ -14,10 +14,9 @@ import {
   HEADERS_OMITTED_HEADER,
   idempotency,
 } from "../mod.ts";
-import type { ClaimOptions, ClaimResult } from "../src/store.ts";
-import { MemoryStore } from "../src/stores/memory.ts";
 import { bytesOf, frames, pattern, sameBytes } from "./_support/bytes.ts";
 import { post } from "./_support/http.ts";
+import { UnreadableStore } from "./_support/stores.ts";
 
 Deno.test("idempotency() replays an omitted body without its Content-Encoding or Content-Length", async () => {
   const body = pattern(100, 16);
@@ -57,7 +56,11 @@ Deno.test("idempotency() replays an omitted body without its Content-Encoding or
 });
 
 Deno.test("idempotency() rounds Retry-After up to whole seconds; an unreadable record has none, whatever the store's hint", async () => {
-  const store = new HintStore();
+  const store = new UnreadableStore({
+    unreadable: false,
+    held: true,
+    retryAfterMs: 0,
+  });
   const guarded = idempotency(() => new Response("done", { status: 201 }), {
     scope: "global",
     store,
@@ -78,17 +81,6 @@ Deno.test("idempotency() rounds Retry-After up to whole seconds; an unreadable r
     assert.equal(unreadable.headers.get("retry-after"), null, `${ms} ms`);
   }
 });
-
-/** Answers every claim in flight for `retryAfterMs`: the request's own fingerprint, or unreadable. */
-class HintStore extends MemoryStore {
-  retryAfterMs = 0;
-  unreadable = false;
-  override claim(_slot: string, options: ClaimOptions): Promise<ClaimResult> {
-    const { retryAfterMs } = this;
-    const fingerprint = this.unreadable ? null : options.fingerprint;
-    return Promise.resolve({ state: "in_flight", fingerprint, retryAfterMs });
-  }
-}
 
 Deno.test("idempotency() records a 2xx when cacheable() throws, and a retry replays it", async () => {
   let runs = 0;

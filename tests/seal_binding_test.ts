@@ -195,7 +195,7 @@ integrationTest(
       assert.equal(fresh.lines.length, 1);
       assert.ok(
         fresh.lines[0]!.startsWith(
-          `[@idempotent/http] unreadable: a key's record could not be read, so it answers 500 and never runs the handler: sealed under key id "k9", not among the keys given; it stays until it expires at `,
+          `[@idempotent/http] unreadable: a key's record could not be read, so it answers 500 and never runs the handler: sealed under key id "k9", not among the keys given; list key id "k9" in 'encryption.keys' again (after the sealing key) and it replays: forgetting it would run its handler again; it stays until it expires at `,
         ),
         fresh.lines[0],
       );

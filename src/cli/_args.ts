@@ -20,16 +20,24 @@ export type PostgresTarget = {
   options: { table?: string };
 };
 
+/** A MySQL/MariaDB target. */
+export type MysqlTarget = {
+  kind: "mysql";
+  url: string;
+  options: { table?: string };
+};
+
+type OneKind = "redis" | "postgres" | "mysql" | "kv" | "sqlite";
+
 /** Which store, where, and its options as the app gives them. */
 export type Target =
   | RedisTarget
   | PostgresTarget
+  | MysqlTarget
   | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } } // a path or URL
   | { kind: "sqlite"; url: string; options: { table?: string } } // a path
   // A FailoverStore's two (docs/architecture.md, Inspect and forget).
   | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
-
-type Kind = Target["kind"];
 
 /** A checked command line. */
 export interface Parsed {
@@ -52,7 +60,7 @@ export class UsageError extends Error {
 
 const FLAGS = ["json", "yes", "help", "global"];
 const VALUES =
-  "redis redis-cluster postgres kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
+  "redis redis-cluster postgres mysql kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
     .split(" ");
 
 /** Every option's name, for the help's test. */
@@ -147,9 +155,10 @@ export function parseArgs(
 }
 
 function targetOf(text: (name: string) => string | undefined): Target {
-  const given = ["redis", "redis-cluster", "postgres", "kv", "sqlite"].filter((
-    n,
-  ) => text(n) !== undefined);
+  const given = ["redis", "redis-cluster", "postgres", "mysql", "kv", "sqlite"]
+    .filter((
+      n,
+    ) => text(n) !== undefined);
   const redis = given.find((n) => n.startsWith("redis"));
   if (given.length === 2 && redis && given.includes("postgres")) {
     // The two stores of a FailoverStore: Redis primary, PostgreSQL fallback.
@@ -168,18 +177,20 @@ function targetOf(text: (name: string) => string | undefined): Target {
   if (given.length !== 1) {
     throw new UsageError(
       given.length === 0
-        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --kv PATH or --sqlite PATH"
+        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --mysql URL, --kv PATH or --sqlite PATH"
         : `name one store, or --redis with --postgres (a FailoverStore): ${
           given.map((n) => `--${n}`).join(" and ")
         } given`,
     );
   }
-  const kind = (redis ? "redis" : given[0]) as Exclude<Kind, "failover">;
+  const kind = (redis ? "redis" : given[0]) as OneKind;
   const url = text(given[0]!)!;
   const prefix = text("prefix");
   const table = text("table");
-  if (table !== undefined && kind !== "postgres" && kind !== "sqlite") {
-    throw new UsageError("--table is for --postgres and --sqlite only");
+  if (table !== undefined && !["postgres", "mysql", "sqlite"].includes(kind)) {
+    throw new UsageError(
+      "--table is for --postgres, --mysql and --sqlite only",
+    );
   }
   if (redis === "redis-cluster") {
     const nodes = url.split(",").map((u) => u.trim());
@@ -193,10 +204,12 @@ function targetOf(text: (name: string) => string | undefined): Target {
     const options = prefix === undefined ? {} : { prefix };
     return { kind: "redis", url: nodes[0]!, options, nodes };
   }
-  if (kind === "postgres" || kind === "sqlite") {
+  if (kind === "postgres" || kind === "mysql" || kind === "sqlite") {
     if (prefix !== undefined) {
       throw new UsageError(
-        "--prefix is for --redis and --kv: PostgreSQL and SQLite take --table",
+        `--prefix is for --redis and --kv: ${
+          { postgres: "PostgreSQL", mysql: "MySQL", sqlite: "SQLite" }[kind]
+        } takes --table`,
       );
     }
     return { kind, url, options: table === undefined ? {} : { table } };

@@ -1,23 +1,29 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The stores of `@idempotent/http/cli`, opened from a checked target: Redis
- * (a Redis Cluster routed by slot, named or detected), PostgreSQL, SQLite or Deno KV
+ * (a Redis Cluster routed by slot, named or detected), PostgreSQL, MySQL, SQLite or Deno KV
  * (docs/architecture.md, Inspect and forget). Drivers are imported only for
  * the store named.
  * @module
  */
 
-import type { Parsed, PostgresTarget, RedisTarget } from "./_args.ts";
+import type {
+  MysqlTarget,
+  Parsed,
+  PostgresTarget,
+  RedisTarget,
+} from "./_args.ts";
 import { UsageError } from "./_args.ts";
 import type { PeekResult, StoreStats } from "../store.ts";
 import { KvStore } from "../stores/kv.ts";
+import { MysqlStore } from "../stores/mysql.ts";
 import { PostgresStore } from "../stores/postgres.ts";
 import { RedisStore } from "../stores/redis.ts";
 import type { SqliteStore } from "../stores/sqlite.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {
-  store: RedisStore | PostgresStore | KvStore | SqliteStore;
+  store: RedisStore | PostgresStore | MysqlStore | KvStore | SqliteStore;
   /** The store's `stats`, or on a Redis Cluster a count over every master. */
   stats(limit: number | undefined): Promise<StoreStats>;
   close(): Promise<unknown>;
@@ -37,6 +43,8 @@ export function where(target: OneTarget): string {
   if (target.kind === "sqlite") return `SQLite at ${target.url}`;
   const name = target.kind === "postgres"
     ? "PostgreSQL"
+    : target.kind === "mysql"
+    ? "MySQL"
     : target.nodes
     ? "Redis Cluster"
     : "Redis";
@@ -58,7 +66,9 @@ export function causes(error: unknown): string {
   }
   const all = parts.join(": ");
   // The store's message says to run store.migrate(); the table may be wrong.
-  return /relation .* does not exist|no such table/.test(all)
+  return /relation .* does not exist|Table .* doesn't exist|no such table/.test(
+      all,
+    )
     ? `${all} (is --table the app's?)`
     : all;
 }
@@ -77,6 +87,7 @@ function made<S>(make: () => S): S {
 export async function open(target: OneTarget): Promise<Opened> {
   if (target.kind === "redis") return await openRedis(target);
   if (target.kind === "postgres") return await openPostgres(target);
+  if (target.kind === "mysql") return await openMysql(target);
   if (!/^[a-z]+:\/\//.test(target.url)) {
     // Opening a missing file would create it.
     await Deno.stat(target.url).catch((cause) => {
@@ -113,6 +124,25 @@ async function openPostgres(target: PostgresTarget): Promise<Opened> {
   const store = made(() => new PostgresStore(options)); // connects nothing
   try {
     await sql`SELECT 1`; // unreachable, not failed, when this throws
+  } catch (error) {
+    await close();
+    throw error;
+  }
+  return { store, stats: () => store.stats(), close };
+}
+
+async function openMysql(target: MysqlTarget): Promise<Opened> {
+  const { default: mysql } = await import("mysql2/promise");
+  const pool = mysql.createPool({
+    uri: target.url,
+    connectionLimit: 1,
+    connectTimeout: 5000,
+  });
+  const close = () => pool.end();
+  const options = { pool, timeoutMs: TIMEOUT_MS, ...target.options };
+  const store = made(() => new MysqlStore(options)); // connects nothing
+  try {
+    await pool.query("SELECT 1"); // unreachable, not failed, when this throws
   } catch (error) {
     await close();
     throw error;

@@ -67,7 +67,7 @@ Commands:
            of ours wrote: 500 until it expires or is forgotten). Read only.
   forget   Deletes one key's record, in flight or completed, unfenced: the next
            request with that key runs the handler again. Needs --yes.
-  stats    Counts records by state: PostgreSQL counts them all; Redis (a SCAN)
+  stats    Counts records by state: SQL stores count them all; Redis (a SCAN)
            and KV (a list) read at most --limit and warn if they stopped there.
   generate-key [--id ID]
            Prints a new entry for the app's key list, ID:BASE64 of 32 random
@@ -82,6 +82,9 @@ Store (one, or the two of a FailoverStore; options as the app gives them):
                                stats SCANs every master
   --postgres URL [--table T]   PostgresStore through postgres.js (T may be
                                schema.table; default "idempotency_keys")
+  --mysql URL [--table T]      MysqlStore through mysql2, MySQL 8 or MariaDB
+                               (mysql://USER:PASS@HOST:PORT/DB; T may be
+                               db.table; default "idempotency_keys")
   --kv PATH [--prefix P]       KvStore on a Deno KV file (or URL); P is a JSON
                                array ('["my-app","idempotency"]') or one string
                                (default ["idempotency"]); needs --unstable-kv
@@ -339,6 +342,10 @@ async function keysOf(text?: string): Promise<EncryptionKeys | undefined> {
 /** `generate-key [--id ID]`: one new key list entry on stdout. */
 function generateKey(args: string[], io: CliIo): number {
   const [flag, value, ...more] = args;
+  if (flag === "--help" || flag === "-h") {
+    for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
+    return 0;
+  }
   const id = flag === "--id"
     ? value
     : flag?.startsWith("--id=")

@@ -12,6 +12,7 @@ import type {
 import type { IdempotencyEvent } from "../../src/events.ts";
 import assert from "node:assert/strict";
 import { idempotency } from "../../mod.ts";
+import { MemoryStore } from "../../src/stores/memory.ts";
 import { post } from "./http.ts";
 import { deferred, waitFor } from "./time.ts";
 
@@ -166,4 +167,40 @@ export async function untilRunsAgain(
     await response.body?.cancel();
     return response.status === 201;
   });
+}
+
+/**
+ * A MemoryStore whose claims find what the middleware cannot read: while
+ * `unreadable`, every claim finds a value in flight with no fingerprint
+ * (unreadable) for `retryAfterMs`. Otherwise, with `held`, every claim finds
+ * the request's own claim in flight for `retryAfterMs`; without, claims are
+ * the MemoryStore's own. The fields may be changed between requests.
+ */
+export class UnreadableStore extends MemoryStore {
+  /** Whether claims find an unreadable value. */
+  unreadable: boolean;
+  /** Whether a readable claim finds the request's own claim in flight. */
+  held: boolean;
+  /** The in-flight answer's hint. */
+  retryAfterMs: number;
+
+  /**
+   * @param options The fields' first values: unreadable, not held, 2,500 ms.
+   */
+  constructor(
+    options: { unreadable?: boolean; held?: boolean; retryAfterMs?: number } =
+      {},
+  ) {
+    super();
+    this.unreadable = options.unreadable ?? true;
+    this.held = options.held ?? false;
+    this.retryAfterMs = options.retryAfterMs ?? 2_500;
+  }
+
+  override claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    if (!this.unreadable && !this.held) return super.claim(slot, options);
+    const fingerprint = this.unreadable ? null : options.fingerprint;
+    const { retryAfterMs } = this;
+    return Promise.resolve({ state: "in_flight", fingerprint, retryAfterMs });
+  }
 }

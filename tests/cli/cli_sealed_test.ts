@@ -16,6 +16,7 @@ import assert from "node:assert/strict";
 import { createClient } from "redis";
 import type { IdempotencyStore } from "../../src/store.ts";
 import { KvStore } from "../../src/stores/kv.ts";
+import { MysqlStore } from "../../src/stores/mysql.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
 import {
@@ -29,6 +30,8 @@ import {
 } from "../_support/services.ts";
 import { deleteRedisKeys } from "../_support/redis.ts";
 import { KEY_LISTS, plantSealed } from "../_support/sealed.ts";
+import { MYSQL_IGNORE, MYSQL_URL, mysqlPool } from "../_support/mariadb.ts";
+import { dropStore } from "../stores/_mysql_fixtures.ts";
 
 const CLI = new URL("../../src/cli/cli.ts", import.meta.url).pathname;
 const decoder = new TextDecoder();
@@ -202,6 +205,23 @@ integrationTest(
     const store = new PostgresStore({ sql: db.sql, table });
     await store.migrate();
     await exercise(store, ["--postgres", DATABASE_URL, "--table", table]);
+  },
+);
+
+integrationTest(
+  "cli on sealed MysqlStore records under a rotated key list",
+  MYSQL_IGNORE,
+  async () => {
+    const pool = mysqlPool();
+    const table = uniquePrefix("clisealed");
+    try {
+      const store = new MysqlStore({ pool, table });
+      await store.migrate();
+      await exercise(store, ["--mysql", MYSQL_URL, "--table", table]);
+    } finally {
+      await dropStore(pool, table);
+      await pool.end();
+    }
   },
 );
 

@@ -440,7 +440,7 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
       "p:",
       "--slot",
       "s",
-    ], /PostgreSQL and SQLite take --table/],
+    ], /PostgreSQL takes --table/],
     [[
       "inspect",
       "--postgres",
@@ -452,11 +452,11 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
     ], /'table' must be/],
     [
       ["inspect", "--sqlite", "a", "--prefix", "p:", "--slot", "s"],
-      /PostgreSQL and SQLite take --table/,
+      /SQLite takes --table/,
     ],
     [
       ["inspect", "--kv", "a", "--table", "t", "--slot", "s"],
-      /--table is for --postgres and --sqlite only/,
+      /--table is for --postgres, --mysql and --sqlite only/,
     ],
     [
       ["inspect", "--sqlite", "a", "--kv", "b", "--slot", "s"],

@@ -33,6 +33,7 @@ const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 const REDIS_RECORD = "src/stores/_redis_record.ts";
 const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
+const MYSQL_SQL = "src/stores/_mysql_sql.ts";
 const SQLITE_SQL = "src/stores/_sqlite_sql.ts";
 const SQLITE_TX = "src/stores/_sqlite_transaction.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
@@ -45,19 +46,26 @@ const REQUEST = "src/_request.ts";
 
 const T = {
   guardCapture: "tests/idempotency_capture_test.ts",
-  protocol: "tests/idempotency_protocol_test.ts",
+  protocol: [
+    "tests/idempotency_protocol_test.ts",
+    "tests/idempotency_answers_test.ts",
+    "tests/idempotency_body_limit_test.ts",
+  ],
   guardLease: "tests/heartbeat_middleware_test.ts",
   property: "tests/idempotency_property_test.ts",
   edges: "tests/response_test.ts",
   lease: "tests/heartbeat_test.ts",
-  memory: "tests/stores/memory_test.ts",
-  kv: "tests/stores/kv_test.ts",
+  memory: ["tests/stores/memory_test.ts", "tests/stores/memory_model_test.ts"],
+  kv: ["tests/stores/kv_test.ts", "tests/stores/kv_limits_test.ts"],
   redis: [
     "tests/stores/redis_test.ts",
     "tests/stores/redis_failures_test.ts",
     "tests/stores/redis_lease_test.ts",
     "tests/stores/redis_undo_test.ts",
   ],
+  mysql: "tests/stores/mysql_test.ts",
+  mysqlTable: "tests/stores/mysql_table_test.ts",
+  mysqlTransaction: "tests/stores/mysql_transaction_test.ts",
   postgres: [
     "tests/stores/postgres_test.ts",
     "tests/stores/postgres_faults_test.ts",
@@ -78,7 +86,7 @@ const T = {
   capture: "tests/capture_test.ts",
   key: "tests/key_test.ts",
   e2e: "tests/stores/e2e_test.ts",
-  completion: "tests/completion_test.ts",
+  completion: ["tests/completion_test.ts", "tests/completion_stores_test.ts"],
   memoryBound: "tests/stores/memory_bound_test.ts",
   hostile: "tests/idempotency_hostile_input_test.ts",
   recordHeaders: "tests/record_test.ts",
@@ -94,7 +102,10 @@ const T = {
   options: "tests/idempotency_options_test.ts",
   credentials: "tests/idempotency_credentials_test.ts",
   unstored: "tests/idempotency_unstored_headers_test.ts",
-  sealing: "tests/idempotency_sealing_test.ts",
+  sealing: [
+    "tests/idempotency_sealing_test.ts",
+    "tests/idempotency_sealing_edges_test.ts",
+  ],
   logging: "tests/logging_test.ts",
   unreadable: "tests/idempotency_unreadable_test.ts",
   keyless: "tests/stores/transactional_keyless_test.ts",
@@ -103,13 +114,107 @@ const T = {
 
 /** Every mutant, in the order they run. */
 export const MUTANTS: Mutant[] = [
+  // --- issue 32, MysqlStore: the claim procedure, strictness, its transactions ---
+  {
+    id: "mysql-claim-takes-any-row",
+    file: MYSQL_SQL,
+    text: 'token = IF(${free("v_now")}, p_token, token),',
+    replacement: "token = p_token,",
+    tests: [T.mysql],
+    what: "a claim takes over a live or completed slot",
+  },
+  {
+    id: "mysql-fresh-insert-recovered",
+    file: "src/stores/mysql.ts",
+    text: "if (won) return { token, takeovers: 0 };",
+    replacement: "if (won) return { token, takeovers: 1 };",
+    tests: [T.mysql],
+    what: "a fresh claim by INSERT reads as recovered",
+  },
+  {
+    id: "mysql-read-never-frees",
+    file: "src/stores/mysql.ts",
+    text: "if (seen !== undefined && !truth(seen.free)) return seen;",
+    replacement: "if (seen !== undefined) return seen;",
+    tests: [T.mysql],
+    what: "a claim never takes over an expired record or lease",
+  },
+  {
+    id: "mysql-peek-without-response",
+    file: MYSQL_SQL,
+    text: "CASE WHEN ? = 1 THEN body END AS body,",
+    replacement: "CASE WHEN ? = 2 THEN body END AS body,",
+    tests: ["tests/cli_sealed_test.ts"],
+    what:
+      "peek({ response: true }) gives no body: a sealed record cannot be opened",
+  },
+  {
+    id: "mysql-slot-collated",
+    file: MYSQL_SQL,
+    text: "slot VARBINARY(256) NOT NULL PRIMARY KEY,",
+    replacement:
+      "slot VARCHAR(256) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL PRIMARY KEY,",
+    tests: ["tests/stores/mysql_property_test.ts"],
+    what: "slots that differ in case or trailing spaces share one record",
+  },
+  {
+    id: "mysql-takeovers-not-counted",
+    file: MYSQL_SQL,
+    text: '"IF(expires_at <= v_now, 0, takeovers + 1)"',
+    replacement: '"0"',
+    tests: [T.mysql],
+    what: "a lease taken over reads as a fresh claim (recovered: false)",
+  },
+  {
+    id: "mysql-replay-locks",
+    file: MYSQL_SQL,
+    text: 'read: read(t, "?"),',
+    replacement: 'read: `${read(t, "?")} FOR UPDATE`,',
+    tests: [T.mysqlTable],
+    what: "the claim's read locks: a replay waits for a row lock",
+  },
+  {
+    id: "mysql-migrate-not-strict",
+    file: "src/stores/mysql.ts",
+    text: "await conn.query(`SET SESSION sql_mode = '${STRICT_MODE}'`);",
+    replacement: "await conn.query(\"SET SESSION sql_mode = ''\");",
+    tests: [T.mysqlTable],
+    what: "the claim procedure runs under a lax sql_mode and truncates",
+  },
+  {
+    id: "mysql-transactional-other-store",
+    file: "src/stores/mysql.ts",
+    text: "if (isClaimed(request)) throw new TypeError(CLAIMED_ELSEWHERE);",
+    replacement: "",
+    tests: [T.mysqlTransaction],
+    what:
+      "a request another store claimed commits its rows apart from its record",
+  },
+  {
+    id: "mysql-lost-unit-commits",
+    file: "src/stores/_mysql_transaction.ts",
+    text: "if (written !== 1) {",
+    replacement: "if (written > 1) {",
+    tests: [T.mysqlTransaction],
+    what: "a transaction whose claim was lost commits the handler's rows",
+  },
+  {
+    id: "mysql-plain-transaction-commits-a-throw",
+    file: "src/stores/_mysql_transaction.ts",
+    text:
+      'await end(conn, "ROLLBACK").catch(() => {});\n    throw error;\n  }\n  await end',
+    replacement:
+      'await end(conn, "COMMIT").catch(() => {});\n    throw error;\n  }\n  await end',
+    tests: [T.mysqlTransaction],
+    what: "a keyless request's handler that throws commits its rows",
+  },
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
     file: KV_SLOTS,
     text: "if (live !== null && now < live.leaseUntil) {",
     replacement: "if (live !== null && now <= live.leaseUntil) {",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a KV claim is still owned at the exact end of its lease",
   },
   {
@@ -201,7 +306,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_settle_estimate.ts",
     text: "Math.ceil(ms / 1000)",
     replacement: "Math.floor(ms / 1000)",
-    tests: [T.edges, T.protocol],
+    tests: [T.edges, ...T.protocol],
     what: "Retry-After is a second short",
   },
 
@@ -211,7 +316,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "entry.token !== token ||\n      entry.deadline <= now",
     replacement: "entry.deadline <= now",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "MemoryStore applies a write from any token",
   },
   {
@@ -219,7 +324,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "entry.token !== token ||\n      entry.deadline <= now",
     replacement: "entry.token !== token",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "MemoryStore lets the owner of an expired record still write to it",
   },
   {
@@ -227,7 +332,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: `record.state !== "in_flight" || record.token !== token ||`,
     replacement: `record.state !== "in_flight" ||`,
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "KvStore applies a write from any token",
   },
   {
@@ -361,7 +466,7 @@ export const MUTANTS: Mutant[] = [
       await this.#completions.release(flight.beat!, "not_cacheable");
       return response;
       const record = { status, headers, body: EMPTY };`,
-    tests: [T.guardCapture, T.protocol],
+    tests: [T.guardCapture, ...T.protocol],
     what: "a 2xx without a body is released: a retry runs the handler again",
   },
   {
@@ -369,7 +474,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "counts as cacheable.\n      return true;",
     replacement: "counts as cacheable.\n      return false;",
-    tests: [T.guardCapture, T.protocol, T.edges],
+    tests: [T.guardCapture, ...T.protocol, T.edges],
     what: "a cacheable() that throws releases the key after a 2xx",
   },
 
@@ -407,7 +512,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;",
     replacement: "",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a damaged chunk count makes a reader fetch chunks it never wrote",
   },
 
@@ -427,7 +532,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "return new Response(bodyInit(body, typed), {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
     replacement: "return response;",
-    tests: [T.guardCapture, T.protocol],
+    tests: [T.guardCapture, ...T.protocol],
     what: "rule 2: the client gets the handler's already-read response",
   },
   {
@@ -435,7 +540,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: ".check(entry)\n        .set(key, fresh,",
     replacement: ".set(key, fresh,",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "rule 3: a KV claim commits without checking what it read",
   },
   {
@@ -451,7 +556,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "if (entry !== undefined && entry.deadline <= now) {",
     replacement: "if (entry !== undefined && entry.deadline < now) {",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "rule 5: a record still blocks at the exact end of its TTL",
   },
   {
@@ -469,7 +574,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: `typeof scope === "string" ? scope : await scope,`,
     replacement: `"",`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "rule 7: two tenants that send the same key share a response",
   },
   {
@@ -486,7 +591,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "unguarded.has(method) ||\n    (!methods.has(method) && !methods.has(method.toUpperCase()))",
     replacement: "false",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "rule 8: a GET with a key is read, hashed and claimed",
   },
   {
@@ -494,7 +599,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "if (total > max) {",
     replacement: "if (total > max * 2) {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "rule 9: a streamed request body may be buffered to twice the bound",
   },
   {
@@ -503,7 +608,7 @@ export const MUTANTS: Mutant[] = [
     text: "const parsed = parseIdempotencyKey(value);",
     replacement: String
       .raw`const parsed = parseIdempotencyKey(value.replace(/[^\x21-\x7e]/g, ""));`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "rule 10: a malformed key is cleaned up and claimed, not a 400",
   },
 
@@ -513,7 +618,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "new Retry(failed + config.completionTimeout, Infinity)",
     replacement: "new Retry(failed + config.completionTimeout, 1)",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a completion that failed once is not retried: a retry runs again",
   },
   {
@@ -710,7 +815,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_seal.ts",
     text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
     replacement: "JSON.stringify([version, id, fingerprint, status, decided])",
-    tests: [T.sealing],
+    tests: [...T.sealing],
     what:
       "a sealed record copied to another slot opens there: one caller's response replays to another's key",
   },
@@ -719,7 +824,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_seal.ts",
     text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
     replacement: "JSON.stringify([version, id, slot, status, decided])",
-    tests: [T.sealing],
+    tests: [...T.sealing],
     what:
       "a sealed record whose stored fingerprint is changed replays to another body instead of 409",
   },
@@ -728,7 +833,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "? unsealedReason(claim.response) ?? { record: claim.response }",
     replacement: "? { record: claim.response }",
-    tests: [T.sealing],
+    tests: [...T.sealing],
     what:
       "a sealed record read with encryption off replays its ciphertext as the body",
   },
@@ -746,7 +851,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_seal.ts",
     text: "omitted === undefined || omitted === STORE_DROPPED",
     replacement: "omitted === undefined",
-    tests: ["tests/seal_binding_test.ts", T.sealing],
+    tests: ["tests/seal_binding_test.ts", ...T.sealing],
     what:
       "a sealed record whose body the store dropped (store_dropped) no longer opens: 409 instead of a bodiless replay",
   },
@@ -773,7 +878,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "done.omitted = STORE_DROPPED;",
     replacement: 'done.omitted = "too_large";',
-    tests: [T.memory, T.sealing],
+    tests: [...T.memory, ...T.sealing],
     what:
       "a body MemoryStore drops reads as the middleware's too_large: under a seal it no longer opens",
   },
@@ -827,7 +932,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "this.#config.encryption?.seal(slot, fingerprint, record) ?? record",
     replacement: "record",
-    tests: [T.sealing],
+    tests: [...T.sealing],
     what: "under encryption, a completion writes the record in clear",
   },
   {
@@ -835,7 +940,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "if (!sealed) await unit.rollback();",
     replacement: "",
-    tests: [T.sealing],
+    tests: [...T.sealing],
     what:
       "a record that does not seal leaves the handler's transaction open, its connection and locks held",
   },
@@ -961,7 +1066,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: `? "too_large"\n      : kind as "missing" | "malformed";`,
     replacement: `? "malformed"\n      : kind as "missing" | "malformed";`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a 413 is reported as a malformed key",
   },
   {
@@ -970,7 +1075,7 @@ export const MUTANTS: Mutant[] = [
     text: `type: "rejected", slot: null, status: 400, reason, error`,
     replacement:
       `type: "rejected", slot: null, status: 413 as 400, reason, error`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a request body that broke off is reported as a 413",
   },
   {
@@ -978,7 +1083,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "      unreadable: true,\n      ...(expiresAt",
     replacement: "      unreadable: false,\n      ...(expiresAt",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "a 500 on a value the store cannot read is reported as a live claim's 409",
   },
@@ -989,7 +1094,7 @@ export const MUTANTS: Mutant[] = [
       `return await reject(flight.request, "unreadable", {}, renderProblem);`,
     replacement:
       `return await reject(flight.request, "inFlight", { retryAfter: 30 }, renderProblem);`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
   },
@@ -1017,7 +1122,7 @@ export const MUTANTS: Mutant[] = [
     text: `return await reject(request, "unavailable", {}, renderProblem);`,
     replacement:
       `return await reject(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "an unreachable store answers 409 instead of 503",
   },
   {
@@ -1025,7 +1130,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "status: response.status,\n",
     replacement: "status: 200,\n",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "the replayed event names 200 whatever status it replays",
   },
   {
@@ -1033,7 +1138,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: "...(response.omitted ? { omitted: response.omitted } : {}),",
     replacement: "",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "the replayed event of an omitted body does not say so",
   },
   {
@@ -1041,7 +1146,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: `({ type: "claimed", slot, recovered })`,
     replacement: `({ type: "claimed", slot, recovered: false })`,
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a claim that took over a lapsed lease is reported a fresh one",
   },
   {
@@ -1050,7 +1155,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        const { encryption } = config;",
     replacement: "        const { encryption } = config;",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a key reused with another body after completion replays, not 422",
   },
   {
@@ -1059,7 +1164,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        return this.#conflict(",
     replacement: "        return this.#conflict(",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a key reused with another body while in flight answers 409, not 422",
   },
   // src/events.ts: an event's time is since its request began.
@@ -1068,7 +1173,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/events.ts",
     text: "const elapsedMs = performance.now() - started;",
     replacement: "const elapsedMs = performance.now();",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "elapsedMs counts from the process's start, not the request's",
   },
   {
@@ -1076,7 +1181,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/events.ts",
     text: "if (listener === undefined) return () => {};",
     replacement: "if (listener === undefined) return (make) => void make();",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "every event is built even when no one listens",
   },
   {
@@ -1086,7 +1191,7 @@ export const MUTANTS: Mutant[] = [
       "} catch {\n      // A listener's throw must not change the answer.\n    }",
     replacement:
       "} finally {\n      // A listener's throw must not change the answer.\n    }",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a listener that throws turns the answer into a 500",
   },
   // src/_record.ts: the status range, the header value's bytes, the hint.
@@ -1196,7 +1301,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "const RELEASE_ATTEMPTS = 4;",
     replacement: "const RELEASE_ATTEMPTS = 3;",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a failing release is tried 3 times, not 4",
   },
   {
@@ -1204,7 +1309,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "const RELEASE_ATTEMPTS = 4;",
     replacement: "const RELEASE_ATTEMPTS = 5;",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a failing release is tried 5 times, not 4",
   },
   {
@@ -1212,7 +1317,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "retry.attempts >= retry.maxAttempts",
     replacement: "retry.attempts > retry.maxAttempts",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a write is tried once more than its attempts allow",
   },
   {
@@ -1220,7 +1325,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: 'retry.maxAttempts) return "unknown";',
     replacement: 'retry.maxAttempts) return "lost";',
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a write given up is reported fenced out (lost), not unknown",
   },
   {
@@ -1228,7 +1333,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: 'within(write(), ms) ?? "unknown"',
     replacement: 'within(write(), ms) ?? "lost"',
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "an attempt unanswered at completionTimeout is reported lost",
   },
   {
@@ -1236,7 +1341,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "const FIRST_BACKOFF_MS = 20;",
     replacement: "const FIRST_BACKOFF_MS = 40;",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "the first retry waits twice as long",
   },
   {
@@ -1244,7 +1349,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "const MAX_BACKOFF_MS = 2_000;",
     replacement: "const MAX_BACKOFF_MS = 1_999;",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "the backoff ceiling is a millisecond under 2 s",
   },
   {
@@ -1252,7 +1357,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "const MAX_BACKOFF_MS = 2_000;",
     replacement: "const MAX_BACKOFF_MS = 2_001;",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "the backoff ceiling is a millisecond over 2 s",
   },
   {
@@ -1260,7 +1365,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "this.#config.lease / 4",
     replacement: "this.#config.lease / 2",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "retries wait up to half a lease, not a quarter",
   },
   {
@@ -1268,7 +1373,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4))",
     replacement: "Math.max(1, this.#config.lease / 4)",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a long lease makes retries wait longer than 2 s",
   },
   {
@@ -1277,7 +1382,7 @@ export const MUTANTS: Mutant[] = [
     text: "if (this.#pending.size >= this.#config.maxPendingCompletions) {",
     replacement:
       "if (this.#pending.size > this.#config.maxPendingCompletions) {",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a failed release is retried past maxPendingCompletions",
   },
   {
@@ -1285,7 +1390,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "while (!done && this.#pending.size >= this.#config",
     replacement: "while (!done && this.#pending.size > this.#config",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a completion moves to the background past maxPendingCompletions",
   },
   {
@@ -1294,7 +1399,7 @@ export const MUTANTS: Mutant[] = [
     text: "while (this.#pending.size > 0) await Promise.all(this.#pending);",
     replacement:
       "if (this.#pending.size > 0) await Promise.all(this.#pending);",
-    tests: [T.completion],
+    tests: [...T.completion],
     what:
       "drainCompletions() ends before a write that moved to the background during it",
   },
@@ -1303,7 +1408,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_completion.ts",
     text: "    background,\n  }), started);",
     replacement: "    background: false,\n  }), started);",
-    tests: [T.completion],
+    tests: [...T.completion],
     what: "a completion finished in the background is reported inline",
   },
 
@@ -1834,7 +1939,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "if (length > max) {",
     replacement: "if (length >= max) {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a Content-Length of exactly maxRequestBytes is a 413",
   },
   {
@@ -1842,7 +1947,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "if (total > max) {",
     replacement: "if (total >= max) {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a streamed body of exactly maxRequestBytes is a 413",
   },
   {
@@ -1850,7 +1955,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "if (declared !== null && /^\\d+$/.test(declared)) {",
     replacement: "if (false) {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a Content-Length over the bound is claimed and read, not a 413",
   },
   {
@@ -1858,7 +1963,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: " && /^\\d+$/.test(declared)) {",
     replacement: ") {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a Content-Length of 1e3 is taken for a length: a 413 for 50 bytes",
   },
   {
@@ -1866,7 +1971,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "if (request.bodyUsed) {",
     replacement: "if (false) {",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "a body read before idempotency() fails with an error that says nothing of where to read it",
   },
@@ -1876,7 +1981,7 @@ export const MUTANTS: Mutant[] = [
     text:
       "await request.body?.cancel().catch(() => {});\n      return TOO_LARGE;",
     replacement: "return TOO_LARGE;",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "a body declared over the bound is left uncancelled: the connection's rest waits",
   },
@@ -1885,7 +1990,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "await reader.cancel().catch(() => {});\n        return TOO_LARGE;",
     replacement: "return TOO_LARGE;",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "a streamed body over the bound is left uncancelled: the connection's rest waits",
   },
@@ -1894,7 +1999,7 @@ export const MUTANTS: Mutant[] = [
     file: REQUEST,
     text: "body: body.byteLength === 0 ? null : bodyInit(body, typed),",
     replacement: "body: bodyInit(body, typed),",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "an empty request body reaches the handler as a stream of nothing",
   },
 
@@ -2002,7 +2107,7 @@ export const MUTANTS: Mutant[] = [
     file: OPTIONS,
     text: "  maxRequestBytes: 1_048_576,\n",
     replacement: "  maxRequestBytes: 1_048_575,\n",
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what: "a request body of the documented 1 MiB is a 413",
   },
   {
@@ -2090,7 +2195,7 @@ export const MUTANTS: Mutant[] = [
     text: "const fits = body !== null && done.bytes + size <= this.#maxBytes;",
     replacement:
       "const fits = body !== null && done.bytes + size < this.#maxBytes;",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "a body that fills maxBytes exactly is stored without its body",
   },
   {
@@ -2098,7 +2203,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "while (this.#bytes + size > this.#maxBytes) {",
     replacement: "while (this.#bytes + size >= this.#maxBytes) {",
-    tests: [T.memory],
+    tests: [...T.memory],
     what:
       "an older body is dropped when the store would be exactly at maxBytes",
   },
@@ -2107,7 +2212,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "if (this.#entries.size < this.#maxEntries) return;",
     replacement: "if (this.#entries.size <= this.#maxEntries) return;",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "the store holds maxEntries + 1 records",
   },
   {
@@ -2115,7 +2220,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "if (this.#entries.size < this.#maxEntries) return;",
     replacement: "if (this.#entries.size < this.#maxEntries - 1) return;",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "the store evicts a record to hold its maxEntries-th",
   },
   {
@@ -2123,7 +2228,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "const size = body?.byteLength ?? 0;",
     replacement: "const size = body?.buffer.byteLength ?? 0;",
-    tests: [T.memory],
+    tests: [...T.memory],
     what:
       "a body that views a larger buffer counts the whole buffer against maxBytes",
   },
@@ -2132,7 +2237,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "maxBytes ?? 67_108_864",
     replacement: "maxBytes ?? 67_108_863",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "the default maxBytes is a byte short of 64 MiB",
   },
   {
@@ -2140,7 +2245,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "maxEntries ?? 100_000",
     replacement: "maxEntries ?? 100_001",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "the default maxEntries is 100,001",
   },
   {
@@ -2148,7 +2253,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "const WIDE = /[\\u0100-\\uffff]/;",
     replacement: "const WIDE = /[\\u0080-\\uffff]/;",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "a key with a Latin-1 character counts twice its characters past 64",
   },
   {
@@ -2156,7 +2261,7 @@ export const MUTANTS: Mutant[] = [
     file: MEMORY,
     text: "2 * key.length - KEY_CHARS",
     replacement: "key.length - KEY_CHARS",
-    tests: [T.memory],
+    tests: [...T.memory],
     what: "a key of two-byte characters counts one byte a character",
   },
   // --- issue 25, src/stores/failover.ts: a fallback trusted once it answered ---
@@ -2248,7 +2353,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "if (inlineSize(owned, response) <= INLINE_BUDGET) {",
     replacement: "if (inlineSize(owned, response) < INLINE_BUDGET) {",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a record exactly at the inline budget is chunked",
   },
   {
@@ -2256,7 +2361,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "const CHUNK_BYTES = 65_536;",
     replacement: "const CHUNK_BYTES = 65_535;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "chunks hold a byte less than 64 KiB",
   },
   {
@@ -2264,7 +2369,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "const MAX_ATTEMPTS = 16;",
     replacement: "const MAX_ATTEMPTS = 15;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a contended operation gives up after 15 attempts",
   },
   {
@@ -2272,7 +2377,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "const MAX_ATTEMPTS = 16;",
     replacement: "const MAX_ATTEMPTS = 17;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a contended operation tries 17 times",
   },
   {
@@ -2280,7 +2385,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_kv_bodies.ts",
     text: "const LOCKED_ATTEMPTS = 10;",
     replacement: "const LOCKED_ATTEMPTS = 9;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a locked database is tried 9 times",
   },
   {
@@ -2288,7 +2393,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_kv_bodies.ts",
     text: "const LOCKED_ATTEMPTS = 10;",
     replacement: "const LOCKED_ATTEMPTS = 11;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a locked database is tried 11 times",
   },
   {
@@ -2296,7 +2401,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "now >= record.deadline\n  ) return null;",
     replacement: "now > record.deadline\n  ) return null;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "an owner still writes at the exact end of its record's TTL",
   },
   {
@@ -2304,7 +2409,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "const until = Math.min(live.leaseUntil, live.deadline);",
     replacement: "const until = live.leaseUntil;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what:
       "an in-flight answer's Retry-After runs to a lease that outlives the TTL",
   },
@@ -2313,7 +2418,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "const live = previous !== null && now < previous.deadline",
     replacement: "const live = previous !== null && now <= previous.deadline",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a record blocks a claim at the exact end of its TTL",
   },
   {
@@ -2329,7 +2434,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "export const CHUNK_SLACK_MS = 60_000;",
     replacement: "export const CHUNK_SLACK_MS = 59_999;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "chunks expire a millisecond less than a minute after their record",
   },
   {
@@ -2337,7 +2442,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "export const GET_MANY = 10;",
     replacement: "export const GET_MANY = 9;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "chunks are read 9 keys a call",
   },
   {
@@ -2345,7 +2450,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_CHUNKS,
     text: "export const READ_WINDOW = 8 * GET_MANY;",
     replacement: "export const READ_WINDOW = 9 * GET_MANY;",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "a reader has 9 getMany calls out at once, 90 chunks",
   },
   {
@@ -2353,7 +2458,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "now >= record.leaseUntil || now >= record.deadline)",
     replacement: "now > record.leaseUntil || now >= record.deadline)",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "waitForChange() waits on a lease that ends exactly now",
   },
   {
@@ -2361,7 +2466,7 @@ export const MUTANTS: Mutant[] = [
     file: KV_SLOTS,
     text: "now >= record.leaseUntil || now >= record.deadline)",
     replacement: "now >= record.leaseUntil || now > record.deadline)",
-    tests: [T.kv],
+    tests: [...T.kv],
     what: "waitForChange() waits on a claim whose TTL ends exactly now",
   },
   // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
@@ -2773,7 +2878,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/_settle_estimate.ts",
     text: "? FIRST_SETTLE_MS",
     replacement: "? leaseLeftMs + elapsedMs",
-    tests: ["tests/settle_estimate_test.ts", T.protocol],
+    tests: ["tests/settle_estimate_test.ts", ...T.protocol],
     what: "a fresh instance's first 409 says the whole lease (30 s)",
   },
   {
@@ -2937,7 +3042,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/memory.ts",
     text: "if (entry === undefined || entry.deadline <= this.#clock()) {",
     replacement: "if (entry === undefined) {",
-    tests: ["tests/stores/memory_test.ts"],
+    tests: [...T.memory],
     what: "MemoryStore.peek() reports an expired record as held",
   },
   {
@@ -2947,7 +3052,7 @@ export const MUTANTS: Mutant[] = [
     return entry.deadline <= this.#clock() ? "absent" : "deleted";`,
     replacement: `    this.#entries.delete(slot);
     return entry.deadline <= this.#clock() ? "absent" : "deleted";`,
-    tests: ["tests/stores/memory_test.ts"],
+    tests: [...T.memory],
     what:
       "MemoryStore.forget() leaves the record's bytes and heap entry behind",
   },
@@ -2996,7 +3101,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_kv_slots.ts",
     text: "this.#bodies.all(slot),",
     replacement: "Promise.resolve([] as Deno.KvKey[]),",
-    tests: ["tests/stores/kv_test.ts"],
+    tests: [...T.kv],
     what: "KvStore.forget() leaves a chunked body's chunks behind",
   },
   {
@@ -3004,7 +3109,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_kv_bodies.ts",
     text: "Math.ceil(record.headersLength / CHUNK_BYTES),",
     replacement: "Math.floor(record.headersLength / CHUNK_BYTES),",
-    tests: ["tests/stores/kv_test.ts"],
+    tests: [...T.kv],
     what:
       "KvStore.peek() reads too few header chunks: a chunked record reads unreadable",
   },
@@ -3013,7 +3118,7 @@ export const MUTANTS: Mutant[] = [
     file: "src/stores/_kv_slots.ts",
     text: "{ limit: limit + 1 }",
     replacement: "{ limit }",
-    tests: ["tests/stores/kv_test.ts"],
+    tests: [...T.kv],
     what: "KvStore.stats() stops at its limit and calls the count exact",
   },
   {
@@ -3416,7 +3521,7 @@ export const MUTANTS: Mutant[] = [
     text: '    status: 500,\n    title: "Idempotency record unreadable",',
     replacement:
       '    status: 409,\n    title: "Idempotency record unreadable",',
-    tests: [T.protocol],
+    tests: [...T.protocol],
     what:
       "an unreadable record answers 409, which /client and Stripe's SDK retry on their own",
   },

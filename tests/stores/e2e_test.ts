@@ -12,6 +12,7 @@ import { createClient } from "redis";
 import { idempotency, slotOf } from "../../mod.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
 import { KvStore } from "../../src/stores/kv.ts";
+import { MysqlStore } from "../../src/stores/mysql.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
 import {
   POSTGRES_IGNORE,
@@ -24,6 +25,7 @@ import {
 import { deferred } from "../_support/time.ts";
 import { pattern, sameBytes } from "../_support/bytes.ts";
 import { deleteRedisKeys } from "../_support/redis.ts";
+import { MYSQL_IGNORE, mysqlPool } from "../_support/mariadb.ts";
 
 interface Target {
   store: IdempotencyStore;
@@ -220,6 +222,21 @@ middlewareOn("RedisStore", REDIS_IGNORE, async () => {
 middlewareOn("PostgresStore", POSTGRES_IGNORE, async () => {
   const { store, drop } = await postgresStore("e2e");
   return { store, close: drop };
+});
+
+middlewareOn("MysqlStore", MYSQL_IGNORE, async () => {
+  const pool = mysqlPool({ connectionLimit: 8 });
+  const table = uniquePrefix("e2e");
+  const store = new MysqlStore({ pool, table });
+  await store.migrate();
+  return {
+    store,
+    async close() {
+      await pool.query(`DROP PROCEDURE IF EXISTS \`${table}_claim_v1\``);
+      await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
+      await pool.end();
+    },
+  };
 });
 
 Deno.test({

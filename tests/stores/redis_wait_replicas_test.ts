@@ -3,7 +3,8 @@
  * RedisStore's `waitReplicas` option on stub clients (no server needed):
  * when it sends `WAIT`, what a shortfall does (throws, and undoes a claim by
  * its token), where a cluster client routes it, and its validation. The
- * option on a real cluster is in tests/stores/redis_cluster_failover_test.ts.
+ * option on a real cluster, under a failover, is in
+ * tests/stores/redis_cluster_failover_test.ts.
  *
  * @module
  */
