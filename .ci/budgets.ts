@@ -36,8 +36,12 @@ export const BUDGETS = { srcFileLines: 500, readmeBytes: 16 * 1024 } as const;
 export const ROOM_LINES: Readonly<Record<string, number>> = {
   /** The `src/` root files: the core's steps and the kernel. Target 4,400. */
   core: 4_830,
-  /** `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320. */
-  "stores/_shared": 395,
+  /**
+   * `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320.
+   * Raised by 50 for the SQL stores' sweep batches and stats row (issue 32,
+   * SqliteStore; PostgresStore's copies are to move onto them).
+   */
+  "stores/_shared": 445,
   /** `src/stores/redis.ts` + `_redis_*.ts`. Target 1,100. */
   "stores/redis": 1_225,
   /** Target 1,100. */
@@ -52,9 +56,9 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   /**
    * `src/cli/`: the dedupe of issue 30 (one parser, checks once in inspect) is
    * to bring it to its target 480. 1,156 on main before issue 32; `--mysql`
-   * (its target, its store's opening, the help) added 39.
+   * (its target, its store's opening, the help) added 39, `--sqlite` 20.
    */
-  cli: 1_195,
+  cli: 1_215,
   testing: 1_100,
   /** Target 300. */
   otel: 301,
@@ -130,6 +134,12 @@ export const CROSS_ROOM: readonly Allowed[] = [
       "MysqlStore reads its rows with PostgresStore's decodeClaim, decodePeek and completeParams (issue 32); moving them to src/stores/_shared.ts ends it",
   },
   {
+    from: "stores/sqlite",
+    file: "src/stores/_postgres_sql.ts",
+    why:
+      "SqliteStore reads its rows with PostgresStore's decoders (decodeClaim, decodePeek, completeParams: the same row layout); they belong in stores/_shared once PostgresStore moves onto it (issue 32)",
+  },
+  {
     from: "cli",
     file: "src/stores/_failover_admin.ts",
     why:
@@ -188,6 +198,12 @@ export const TEST_ONLY: readonly TestOnly[] = [
     file: "src/cli/_args.ts",
     name: "secretOf",
     why: "a property test of the secret encodings",
+  },
+  {
+    file: "src/stores/_sqlite_sql.ts",
+    name: "freeRow",
+    why:
+      "a property test holds the claim's read (judged) to the upsert's SQL on rows of any type",
   },
   {
     file: "src/fingerprint.ts",

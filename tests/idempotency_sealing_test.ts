@@ -26,6 +26,8 @@ import { MemoryStore } from "../src/stores/memory.ts";
 import { MysqlStore } from "../src/stores/mysql.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
+import { SqliteStore } from "../src/stores/sqlite.ts";
+import { DatabaseSync } from "node:sqlite";
 import {
   POSTGRES_IGNORE,
   postgresSchema,
@@ -314,7 +316,32 @@ async function mysqlTarget(): Promise<Target & { store: MysqlStore }> {
   };
 }
 
+async function sqliteTarget(): Promise<Target & { store: SqliteStore }> {
+  const dir = await Deno.makeTempDir({ prefix: "idem-sealed-" });
+  const store = new SqliteStore({ database: `${dir}/db.sqlite` });
+  await store.migrate();
+  const db = new DatabaseSync(`${dir}/db.sqlite`);
+  return {
+    store,
+    raw: () =>
+      Promise.resolve(
+        new Uint8Array(flatten(
+          db.prepare(`SELECT * FROM ${store.table}`).all().map((r) => ({
+            ...r,
+          })),
+        )),
+      ),
+    async close() {
+      db.close();
+      store.close();
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
 sealingOn("MysqlStore", MYSQL_IGNORE, mysqlTarget);
+
+sealingOn("SqliteStore", false, sqliteTarget);
 
 sealingOn(
   "FailoverStore (Redis, then PostgreSQL)",
@@ -339,7 +366,30 @@ sealingOn(
   },
 );
 
-Deno.test("sealed records in the handler's transaction: KvStore.atomic(), PostgresStore.transactional() and MysqlStore.transactional()", async (t) => {
+Deno.test("sealed records in the handler's transaction: KvStore.atomic(), PostgresStore, MysqlStore and SqliteStore.transactional()", async (t) => {
+  await t.step("SqliteStore.transactional()", async () => {
+    const target = await sqliteTarget();
+    try {
+      const { store } = target;
+      let runs = 0;
+      const handler = idempotency(
+        store.transactional((_request, db) => {
+          runs++;
+          db.exec("CREATE TABLE IF NOT EXISTS orders (item TEXT)");
+          return new Response(BODY, { status: 201, headers: HEADERS });
+        }),
+        { scope: "global", store, encryption: { keys: [OLD] } },
+      );
+      const live = await snapshot(await handler(post("t1")));
+      for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
+        assert.equal(leaks(await target.raw(), text), null, text);
+      }
+      assert.deepEqual(await snapshot(await handler(post("t1"))), live);
+      assert.equal(runs, 1);
+    } finally {
+      await target.close();
+    }
+  });
   await t.step("KvStore.atomic()", async () => {
     const target = await kvTarget();
     try {

@@ -25,6 +25,7 @@ import { KvStore } from "../src/stores/kv.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
+import { SqliteStore } from "../src/stores/sqlite.ts";
 import {
   integrationTest,
   POSTGRES_IGNORE,
@@ -218,6 +219,31 @@ integrationTest(
     await check(store);
   },
 );
+
+Deno.test("inspectKey() and inspectStats() with 'encryption' on SqliteStore, key ids the header JSON escapes too", async () => {
+  const dir = await Deno.makeTempDir();
+  const store = new SqliteStore({ database: `${dir}/db.sqlite` });
+  try {
+    await store.migrate();
+    await check(store);
+    for (const id of ['q"\\x', "__proto__"]) {
+      const encryption = await importEncryptionKeys(
+        `${id}:${btoa("k".repeat(32))}`,
+      );
+      const odd = idempotency(() => new Response("ok"), {
+        scope: "global",
+        store,
+        encryption,
+      });
+      await (await odd(post(`odd-${id}`))).text();
+      const stats = await inspectStats(store, { encryption });
+      assert.equal(Object.getOwnPropertyDescriptor(stats.sealed, id)?.value, 1);
+    }
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
 
 Deno.test("inspectKey() and inspectStats() with 'encryption' on KvStore, a chunked record too", async () => {
   const path = await Deno.makeTempFile({ suffix: ".db" });

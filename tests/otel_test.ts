@@ -19,6 +19,7 @@ import {
 } from "../mod.ts";
 import { idempotencyTelemetry, type RequestOutcome } from "../src/otel.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
+import { SqliteStore } from "../src/stores/sqlite.ts";
 import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import { post } from "./_support/http.ts";
 import { deferred, FakeClock, until } from "./_support/time.ts";
@@ -422,4 +423,35 @@ Deno.test("idempotencyTelemetry().store() keeps the inner store's own methods an
   await failover.migrate();
   assert.equal(inner.migrations, 2);
   assert.equal(timed.migrations, 2);
+});
+
+Deno.test("telemetry.store() names a SqliteStore 'sqlite' by default and times its operations", async () => {
+  await using metrics = sdkMetrics();
+  const telemetry = idempotencyTelemetry({
+    meterProvider: metrics.meterProvider,
+  });
+  const dir = await Deno.makeTempDir();
+  const sqlite = new SqliteStore({ database: `${dir}/app.sqlite` });
+  try {
+    await sqlite.migrate();
+    const guarded = idempotency(ok, {
+      scope: "global",
+      store: telemetry.store(sqlite),
+    });
+    await (await guarded(post("k"))).text();
+    await (await guarded(post("k"))).text();
+    const duration = (await metrics.collect()).get(
+      "idempotency.store.duration",
+    )!;
+    const claims = duration.points.filter((p) =>
+      matches(p.attributes, {
+        "idempotency.store": "sqlite",
+        "idempotency.store.operation": "claim",
+      })
+    ).reduce((n, p) => n + (p.value as { count: number }).count, 0);
+    assert.equal(claims, 2);
+  } finally {
+    sqlite.close();
+    await Deno.remove(dir, { recursive: true });
+  }
 });

@@ -27,7 +27,7 @@ export type MysqlTarget = {
   options: { table?: string };
 };
 
-type OneKind = "redis" | "postgres" | "mysql" | "kv";
+type OneKind = "redis" | "postgres" | "mysql" | "kv" | "sqlite";
 
 /** Which store, where, and its options as the app gives them. */
 export type Target =
@@ -35,6 +35,7 @@ export type Target =
   | PostgresTarget
   | MysqlTarget
   | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } } // a path or URL
+  | { kind: "sqlite"; url: string; options: { table?: string } } // a path
   // A FailoverStore's two (docs/architecture.md, Inspect and forget).
   | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
 
@@ -59,7 +60,7 @@ export class UsageError extends Error {
 
 const FLAGS = ["json", "yes", "help", "global"];
 const VALUES =
-  "redis redis-cluster postgres mysql kv prefix table scope key secret-env slot limit encryption-keys-env"
+  "redis redis-cluster postgres mysql kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
     .split(" ");
 
 /** Every option's name, for the help's test. */
@@ -154,9 +155,10 @@ export function parseArgs(
 }
 
 function targetOf(text: (name: string) => string | undefined): Target {
-  const given = ["redis", "redis-cluster", "postgres", "mysql", "kv"].filter((
-    n,
-  ) => text(n) !== undefined);
+  const given = ["redis", "redis-cluster", "postgres", "mysql", "kv", "sqlite"]
+    .filter((
+      n,
+    ) => text(n) !== undefined);
   const redis = given.find((n) => n.startsWith("redis"));
   if (given.length === 2 && redis && given.includes("postgres")) {
     // The two stores of a FailoverStore: Redis primary, PostgreSQL fallback.
@@ -175,7 +177,7 @@ function targetOf(text: (name: string) => string | undefined): Target {
   if (given.length !== 1) {
     throw new UsageError(
       given.length === 0
-        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --mysql URL or --kv PATH"
+        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --mysql URL, --kv PATH or --sqlite PATH"
         : `name one store, or --redis with --postgres (a FailoverStore): ${
           given.map((n) => `--${n}`).join(" and ")
         } given`,
@@ -185,8 +187,10 @@ function targetOf(text: (name: string) => string | undefined): Target {
   const url = text(given[0]!)!;
   const prefix = text("prefix");
   const table = text("table");
-  if (table !== undefined && kind !== "postgres" && kind !== "mysql") {
-    throw new UsageError("--table is for --postgres and --mysql only");
+  if (table !== undefined && !["postgres", "mysql", "sqlite"].includes(kind)) {
+    throw new UsageError(
+      "--table is for --postgres, --mysql and --sqlite only",
+    );
   }
   if (redis === "redis-cluster") {
     const nodes = url.split(",").map((u) => u.trim());
@@ -200,11 +204,11 @@ function targetOf(text: (name: string) => string | undefined): Target {
     const options = prefix === undefined ? {} : { prefix };
     return { kind: "redis", url: nodes[0]!, options, nodes };
   }
-  if (kind === "postgres" || kind === "mysql") {
+  if (kind === "postgres" || kind === "mysql" || kind === "sqlite") {
     if (prefix !== undefined) {
       throw new UsageError(
         `--prefix is for --redis and --kv: ${
-          kind === "mysql" ? "MySQL" : "PostgreSQL"
+          { postgres: "PostgreSQL", mysql: "MySQL", sqlite: "SQLite" }[kind]
         } takes --table`,
       );
     }

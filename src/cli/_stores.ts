@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * The stores of `@idempotent/http/cli`, opened from a checked target: Redis
- * (a Redis Cluster routed by slot, named or detected), PostgreSQL, MySQL or Deno KV
+ * (a Redis Cluster routed by slot, named or detected), PostgreSQL, MySQL, SQLite or Deno KV
  * (docs/architecture.md, Inspect and forget). Drivers are imported only for
  * the store named.
  * @module
@@ -19,10 +19,11 @@ import { KvStore } from "../stores/kv.ts";
 import { MysqlStore } from "../stores/mysql.ts";
 import { PostgresStore } from "../stores/postgres.ts";
 import { RedisStore } from "../stores/redis.ts";
+import type { SqliteStore } from "../stores/sqlite.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {
-  store: RedisStore | PostgresStore | MysqlStore | KvStore;
+  store: RedisStore | PostgresStore | MysqlStore | KvStore | SqliteStore;
   /** The store's `stats`, or on a Redis Cluster a count over every master. */
   stats(limit: number | undefined): Promise<StoreStats>;
   close(): Promise<unknown>;
@@ -39,6 +40,7 @@ const TIMEOUT_MS = 30_000;
 /** The store's place, without credentials. */
 export function where(target: OneTarget): string {
   if (target.kind === "kv") return `Deno KV at ${target.url}`;
+  if (target.kind === "sqlite") return `SQLite at ${target.url}`;
   const name = target.kind === "postgres"
     ? "PostgreSQL"
     : target.kind === "mysql"
@@ -64,7 +66,9 @@ export function causes(error: unknown): string {
   }
   const all = parts.join(": ");
   // The store's message says to run store.migrate(); the table may be wrong.
-  return /relation .* does not exist|Table .* doesn't exist/.test(all)
+  return /relation .* does not exist|Table .* doesn't exist|no such table/.test(
+      all,
+    )
     ? `${all} (is --table the app's?)`
     : all;
 }
@@ -89,6 +93,15 @@ export async function open(target: OneTarget): Promise<Opened> {
     await Deno.stat(target.url).catch((cause) => {
       throw new Error("no such file", { cause });
     });
+  }
+  if (target.kind === "sqlite") {
+    const { SqliteStore } = await import("../stores/sqlite.ts"); // node:sqlite
+    const { url: database, options } = target;
+    const store = made(() =>
+      new SqliteStore({ database, timeoutMs: TIMEOUT_MS, ...options })
+    );
+    const close = () => Promise.resolve(store.close());
+    return { store, stats: () => store.stats(), close };
   }
   const kv = await Deno.openKv(target.url);
   const store = new KvStore({ kv, timeoutMs: TIMEOUT_MS, ...target.options });

@@ -88,6 +88,8 @@ Store (one, or the two of a FailoverStore; options as the app gives them):
   --kv PATH [--prefix P]       KvStore on a Deno KV file (or URL); P is a JSON
                                array ('["my-app","idempotency"]') or one string
                                (default ["idempotency"]); needs --unstable-kv
+  --sqlite PATH [--table T]    SqliteStore on an SQLite file (node:sqlite;
+                               default table "idempotency_keys")
   --redis … --postgres …       Both: a FailoverStore (Redis primary, PostgreSQL
                                fallback). inspect shows both records and what
                                a claim finds; forget deletes on both; stats
@@ -138,7 +140,8 @@ Exit codes:
 Permissions (instead of -A): --allow-net=HOST:PORT of the server;
 --postgres: --allow-env (postgres.js reads the PG* variables); --secret-env
 NAME, --encryption-keys-env NAME: --allow-env=NAME; --kv PATH: --unstable-kv
---allow-read=PATH --allow-write=PATH.
+--allow-read=PATH --allow-write=PATH; --sqlite PATH: --allow-read and
+--allow-write of PATH and its -wal and -shm files.
 `;
 
 const DEFAULT_IO: CliIo = {

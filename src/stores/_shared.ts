@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * What the stores share and no app needs: the omitted reasons' list, the peek
- * builders and the claim's checked durations (private; the contract itself is
+ * builders, the claim's checked durations, the SQL stores' sweep and stats (private; the contract itself is
  * `src/store.ts`, the `./store` entry point).
  *
  * @module
@@ -12,6 +12,7 @@ import type {
   OmittedReason,
   PeekResult,
   StoredResponse,
+  StoreStats,
 } from "../store.ts";
 
 /** The {@linkcode OmittedReason} of a body a store dropped on its own. */
@@ -97,4 +98,45 @@ export function claimOptions(options: ClaimOptions): ClaimOptions {
   return leaseMs === options.leaseMs && ttlMs === options.ttlMs
     ? options
     : { fingerprint, leaseMs, ttlMs };
+}
+
+// The SQL stores (SqliteStore; PostgresStore has the same code, to move onto this).
+
+/**
+ * Runs `batch` (one `DELETE` of at most `size` expired rows, resolving to how
+ * many it deleted) until a batch deletes fewer; resolves to the total.
+ *
+ * @throws {RangeError} When `batchSize` is not a positive integer.
+ */
+export async function sweepInBatches(
+  options: { batchSize?: number },
+  batch: (size: number) => number | Promise<number>,
+): Promise<number> {
+  const size = options.batchSize ?? 1000;
+  if (!Number.isInteger(size) || size < 1) {
+    throw new RangeError(
+      `'batchSize' must be a positive integer: current value is ${size}`,
+    );
+  }
+  let total = 0;
+  while (true) {
+    const count = await batch(size);
+    total += count;
+    if (count < size) return total;
+  }
+}
+
+/**
+ * The exact counts of a stats row: `in_flight`, `completed`, `total` (of the
+ * live rows; the rest unreadable) and `sealed`, a JSON object of key id to
+ * count.
+ */
+export function statsOf(row: Record<string, unknown>): StoreStats {
+  const [inFlight, completed, total] = [row.in_flight, row.completed, row.total]
+    .map((n) => Number(n) || 0) as [number, number, number];
+  // Own properties whatever the ids (`__proto__` too), as SealCount makes them.
+  const ids = Object.entries(JSON.parse(String(row.sealed ?? "{}")));
+  const sealed = Object.fromEntries(ids.map(([id, n]) => [id, Number(n) || 0]));
+  const unreadable = total - inFlight - completed;
+  return { inFlight, completed, unreadable, exact: true, sealed };
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * `@idempotent/http/cli` run as a subprocess, as an operator runs it, against
- * the real Redis, PostgreSQL and a Deno KV file: a record the middleware
+ * the real Redis, PostgreSQL, a Deno KV file and an SQLite file: a record the middleware
  * stored (scoped, under a secret) is inspected, counted and forgotten, after
  * which its key runs the handler again; bad usage exits 2 and an unreachable
  * server 3, each with its message.
@@ -10,6 +10,7 @@
  */
 
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import { createClient } from "redis";
 import { idempotency, slotOf } from "../../mod.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
@@ -17,6 +18,7 @@ import { OPTION_NAMES } from "../../src/cli/_args.ts";
 import { KvStore } from "../../src/stores/kv.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
 import { RedisStore } from "../../src/stores/redis.ts";
+import { SqliteStore } from "../../src/stores/sqlite.ts";
 import { deleteRedisKeys } from "../_support/redis.ts";
 import {
   DATABASE_URL,
@@ -286,6 +288,44 @@ integrationTest(
   },
 );
 
+Deno.test("cli inspects, counts and forgets a SqliteStore's records; a missing file or table exits 3 naming it", async () => {
+  const dir = await Deno.makeTempDir();
+  const path = `${dir}/app.sqlite`;
+  const store = new SqliteStore({ database: path, table: "my_keys" });
+  try {
+    await store.migrate();
+    const args = ["--sqlite", path, "--table", "my_keys"];
+    await exercise({
+      store,
+      args,
+      bounded: false,
+      plant: async (slot) => {
+        // A row from a version this one does not know.
+        const db = new DatabaseSync(path);
+        db.prepare(
+          `INSERT INTO my_keys (slot, version, state, expires_at, created_at)
+          VALUES (?, 999, 'completed', unixepoch() * 1000 + 60000, 0)`,
+        ).run(slot);
+        db.close();
+        await Promise.resolve();
+      },
+    });
+    const badName = await expectExit(2, "stats", ...args.with(3, ""));
+    assert.match(badName.stderr, /'table' must be a non-empty string/);
+    const noTable = await expectExit(3, "stats", "--sqlite", path);
+    assert.match(
+      noTable.stderr,
+      /no such table: idempotency_keys: run `store\.migrate\(\)`.*\(is --table the app's\?\)/,
+    );
+    const noFile = await expectExit(3, "stats", "--sqlite", `${dir}/nope`);
+    assert.match(noFile.stderr, /no such file/);
+    await assert.rejects(Deno.stat(`${dir}/nope`), "nothing was created");
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test('cli --global names a key of scope: "global", parsed as the header is', async () => {
   const path = await Deno.makeTempFile({ suffix: ".db" });
   const kv = await Deno.openKv(path);
@@ -410,6 +450,18 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
       "--slot",
       "s",
     ], /'table' must be/],
+    [
+      ["inspect", "--sqlite", "a", "--prefix", "p:", "--slot", "s"],
+      /SQLite takes --table/,
+    ],
+    [
+      ["inspect", "--kv", "a", "--table", "t", "--slot", "s"],
+      /--table is for --postgres, --mysql and --sqlite only/,
+    ],
+    [
+      ["inspect", "--sqlite", "a", "--kv", "b", "--slot", "s"],
+      /name one store, or --redis with --postgres \(a FailoverStore\): --kv and --sqlite given/,
+    ],
     [["inspect", "--kv", "a", "--slot", "x".repeat(257)], /at most 256 bytes/],
     [
       ["inspect", "--kv", "a", "--scope", "s", "--key", "a,b"],

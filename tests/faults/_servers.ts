@@ -52,13 +52,20 @@ export class AppProcess {
   readonly port: Promise<number>;
   #paused = false;
 
-  constructor(script: string, args: string[], env: Record<string, string>) {
+  /** `flags` are more permissions: `["--allow-write"]` for an SQLite file. */
+  constructor(
+    script: string,
+    args: string[],
+    env: Record<string, string>,
+    flags: string[] = [],
+  ) {
     this.child = new Deno.Command(Deno.execPath(), {
       args: [
         "run",
         "--allow-net",
         "--allow-env",
         "--allow-read",
+        ...flags,
         script,
         ...args,
       ],

@@ -34,6 +34,8 @@ const REDIS_RECORD = "src/stores/_redis_record.ts";
 const STORE_CALL = "src/stores/_store_call.ts";
 const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 const MYSQL_SQL = "src/stores/_mysql_sql.ts";
+const SQLITE_SQL = "src/stores/_sqlite_sql.ts";
+const SQLITE_TX = "src/stores/_sqlite_transaction.ts";
 const KV_CHUNKS = "src/stores/_kv_chunks.ts";
 const FAILOVER = "src/stores/failover.ts";
 const OPTIONS = "src/options.ts";
@@ -69,6 +71,12 @@ const T = {
     "tests/stores/postgres_faults_test.ts",
     "tests/stores/postgres_scripted_test.ts",
     "tests/stores/postgres_table_test.ts",
+  ],
+  sqlite: [
+    "tests/stores/transactional_keyless_test.ts",
+    "tests/stores/sqlite_test.ts",
+    "tests/stores/sqlite_rows_test.ts",
+    "tests/stores/sqlite_transaction_test.ts",
   ],
   failover: [
     "tests/stores/failover_test.ts",
@@ -3535,5 +3543,60 @@ export const MUTANTS: Mutant[] = [
     replacement: "",
     tests: ["tests/hono_drain_test.ts"],
     what: "drainCompletions() refuses /hono's middleware",
+  },
+
+  // --- SqliteStore -------------------------------------------------------------
+  {
+    id: "sqlite-judged-lease-boundary",
+    file: SQLITE_SQL,
+    text: "ms(lease) && lease <= now;",
+    replacement: "ms(lease) && lease < now;",
+    tests: [...T.sqlite],
+    what:
+      "SqliteStore's read calls a lease that ends now held, unlike its upsert",
+  },
+  {
+    id: "sqlite-judged-text-deadline",
+    file: SQLITE_SQL,
+    text: "AND typeof(r.expires_at) IN ('integer', 'real') AND",
+    replacement: "AND",
+    tests: [...T.sqlite],
+    what:
+      "SqliteStore takes over a row whose deadline is text (SQLite orders text after numbers)",
+  },
+  {
+    id: "sqlite-fence-state",
+    file: SQLITE_SQL,
+    text: "AND state = 'in_flight' AND expires_at > ${NOW}`;",
+    replacement: "AND expires_at > ${NOW}`;",
+    tests: [...T.sqlite],
+    what: "SqliteStore lets a completed row be completed or released again",
+  },
+  {
+    id: "sqlite-commit-lost-commits",
+    file: SQLITE_TX,
+    text: "end(this.setup, db, applied);",
+    replacement: "end(this.setup, db, true);",
+    tests: [...T.sqlite],
+    what:
+      "a transaction whose claim was lost commits the handler's rows anyway",
+  },
+  {
+    id: "sqlite-turn-ignored",
+    file: "src/stores/sqlite.ts",
+    text: "if (this.#turn.free) return this.#now(operation, work);",
+    replacement: "return this.#now(operation, work);",
+    tests: [...T.sqlite],
+    what:
+      "a write runs on the lock this process's open transaction holds, stopping the event loop",
+  },
+  {
+    id: "sqlite-transactional-claimed-plain",
+    file: "src/stores/sqlite.ts",
+    text: "if (!this.#units.has(request) && !isClaimed(request)) {",
+    replacement: "if (!this.#units.has(request)) {",
+    tests: [...T.sqlite],
+    what:
+      "a request a FailoverStore claimed gets a plain SQLite transaction that commits apart from its record",
   },
 ];

@@ -2,7 +2,8 @@
 /**
  * A transactional handler serves requests no store claimed (issue 29, item
  * 9): with the README's exactly-once snippet (`examples/postgres_txn.ts`) on
- * the real PostgreSQL, and with `KvStore.transactional()` on a KV file, a
+ * the real PostgreSQL, with `KvStore.transactional()` on a KV file and
+ * `SqliteStore.transactional()` on an SQLite file, a
  * keyless POST and a GET (not guarded) get the handler's answer and their
  * rows are committed; a handler that throws leaves none; a keyed request
  * still commits with its record and its retry replays without a new row; a
@@ -13,12 +14,14 @@
  */
 
 import assert from "node:assert/strict";
+import { DatabaseSync } from "node:sqlite";
 import type { TransactionSql } from "postgres";
 import { idempotency } from "../../src/idempotency.ts";
 import { FailoverStore } from "../../src/stores/failover.ts";
 import { KvStore } from "../../src/stores/kv.ts";
 import { MemoryStore } from "../../src/stores/memory.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
+import { SqliteStore } from "../../src/stores/sqlite.ts";
 import {
   integrationTest,
   POSTGRES_IGNORE,
@@ -235,5 +238,72 @@ Deno.test("KvStore.transactional() on a KV file: a keyless POST and a GET commit
     assert.throws(() => store.transactional(42 as never), TypeError);
   } finally {
     await Deno.remove(path).catch(() => {});
+  }
+});
+
+Deno.test("SqliteStore.transactional() on an SQLite file: a keyless POST and a GET commit their rows, whatever the status; a throw commits none; a keyed POST commits with its record and replays; a request a FailoverStore claimed is refused", async () => {
+  const dir = await Deno.makeTempDir();
+  const store = new SqliteStore({ database: `${dir}/app.sqlite` });
+  try {
+    await store.migrate();
+    let fail = false;
+    let runs = 0;
+    const handler = store.transactional(async (req, db) => {
+      runs++;
+      db.exec("CREATE TABLE IF NOT EXISTS payments (amount INTEGER)");
+      const amount = await amountOf(req);
+      db.prepare("INSERT INTO payments (amount) VALUES (?)").run(amount);
+      if (fail) throw new Error("card declined after the write");
+      return Response.json({ amount }, { status: amount === 400 ? 400 : 201 });
+    });
+    const app = idempotency(handler, { store, scope: "global" });
+    const stored = () => {
+      const db = new DatabaseSync(`${dir}/app.sqlite`);
+      try {
+        return db.prepare("SELECT amount FROM payments ORDER BY amount").all()
+          .map((row) => row.amount);
+      } finally {
+        db.close();
+      }
+    };
+
+    const keyless = await app(pay(100));
+    assert.equal(keyless.status, 201);
+    assert.deepEqual(await keyless.json(), { amount: 100 });
+    assert.equal((await app(get(7))).status, 201);
+    assert.equal((await app(pay(400))).status, 400, "committed all the same");
+    assert.deepEqual(stored(), [7, 100, 400]);
+
+    fail = true;
+    await assert.rejects(async () => await app(pay(5)), /card declined/);
+    await assert.rejects(async () => await app(get(6)), /card declined/);
+    assert.deepEqual(stored(), [7, 100, 400]);
+    fail = false;
+
+    const first = await app(pay(300, "k-300"));
+    assert.equal(first.status, 201);
+    await first.text();
+    const again = await app(pay(300, "k-300"));
+    assert.equal(again.headers.get("idempotent-replayed"), "true");
+    await again.text();
+    assert.deepEqual(stored(), [7, 100, 300, 400]);
+    assert.equal(runs, 6);
+
+    const failover = new FailoverStore({
+      primary: new MemoryStore(),
+      fallback: store,
+    });
+    const elsewhere = idempotency(handler, {
+      store: failover,
+      scope: "global",
+    });
+    await assert.rejects(
+      async () => await elsewhere(pay(9, "k-9")),
+      /No transaction for this request/,
+    );
+    assert.deepEqual(stored(), [7, 100, 300, 400]);
+  } finally {
+    store.close();
+    await Deno.remove(dir, { recursive: true });
   }
 });
