@@ -144,7 +144,7 @@ export const MUTANTS: Mutant[] = [
     file: MYSQL_SQL,
     text: "CASE WHEN ? = 1 THEN body END AS body,",
     replacement: "CASE WHEN ? = 2 THEN body END AS body,",
-    tests: ["tests/cli_sealed_test.ts"],
+    tests: ["tests/cli/cli_sealed_test.ts"],
     what:
       "peek({ response: true }) gives no body: a sealed record cannot be opened",
   },
