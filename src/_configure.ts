@@ -1,9 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode configure}: the middleware's options checked, defaults filled in. @module */
 
-import type { Clock } from "./_async.ts";
-import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
-import { LOG_CLOCK, withLog } from "./_log.ts";
+import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
+import { withLog } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
   headerName,
@@ -58,9 +57,15 @@ const OPTION_NAMES = Object.keys(
 /** The options checked, defaults filled in, header names lower case. */
 export type Config = ReturnType<typeof configure>;
 
-/** Checks the options (`TypeError`, `RangeError`) and fills in their defaults. */
+/**
+ * Checks the options (`TypeError`, `RangeError`) and fills in their defaults;
+ * `clock` is the one every timed step reads (a test passes a fake one).
+ */
 // deno-lint-ignore explicit-module-boundary-types -- its return type is `Config`
-export function configure(options: IdempotencyOptions) {
+export function configure(
+  options: IdempotencyOptions,
+  clock: Clock = SYSTEM_CLOCK,
+) {
   // Without options (from JavaScript), the `scope` check says what to pass.
   if (options === undefined) options = {} as IdempotencyOptions;
   if (options === null || typeof options !== "object") {
@@ -121,9 +126,8 @@ export function configure(options: IdempotencyOptions) {
     "'waitForInFlight' above 0",
     waitForInFlight > 0,
   );
-  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
   const onEvent = optionalFunction("onEvent", options.onEvent);
-  const listener = withLog(onEvent, options.logger, store, hooks[LOG_CLOCK]);
+  const listener = withLog(onEvent, options.logger, store, clock);
   const render = optionalFunction("renderProblem", options.renderProblem);
   return {
     store,
@@ -143,7 +147,8 @@ export function configure(options: IdempotencyOptions) {
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
-    renderProblem: render && reportingFailures(render, reporter(listener)),
+    renderProblem: render &&
+      reportingFailures(render, reporter(listener, clock), clock),
     encryption: Sealer.of(options.encryption),
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
@@ -152,7 +157,7 @@ export function configure(options: IdempotencyOptions) {
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
-    heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
+    clock,
     waitForInFlight,
     maxWaiting,
     skip: optionalFunction("skip", options.skip),
@@ -188,9 +193,10 @@ export function guardedKey(
 function reportingFailures(
   render: ProblemRenderer,
   report: Report,
+  clock: Clock,
 ): ProblemRenderer {
   return async (problem) => {
-    const started = performance.now();
+    const started = clock.now();
     try {
       const response = await render(problem);
       if (response instanceof Response) return response;

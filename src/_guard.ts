@@ -28,7 +28,7 @@ import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 interface Flight<A extends unknown[]> {
   readonly request: Request;
   readonly args: A;
-  /** By `performance.now()`; 0 when no one listens. */
+  /** By `config.clock`; 0 when no one listens. */
   readonly started: number;
   slot: string | null;
   fingerprint?: string;
@@ -51,15 +51,19 @@ export class Guard<A extends unknown[]> {
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
-    const report = this.#report = reporter(config.onEvent);
+    const report = this.#report = reporter(config.onEvent, config.clock);
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
       error: (beat, error) => reportStoreError(report, beat, "extend", error),
-    }, config.heartbeatClock);
+    }, config.clock);
     this.#completions = new Completions(config, this.#heartbeat, report);
     if (config.waitForInFlight > 0) {
-      this.#waiters = new Waiters(config.waitForInFlight, config.maxWaiting);
+      this.#waiters = new Waiters(
+        config.waitForInFlight,
+        config.maxWaiting,
+        config.clock,
+      );
     }
   }
 
@@ -70,7 +74,7 @@ export class Guard<A extends unknown[]> {
     args: A,
   ): Promise<Response> {
     const config = this.#config;
-    const started = config.onEvent ? performance.now() : 0;
+    const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
     const { header } = config;
     if (value === null) return this.#refuse(flight, "missing", { header });
@@ -295,7 +299,7 @@ export class Guard<A extends unknown[]> {
   ): Promise<Response> {
     const { slot, started } = flight;
     this.#report(() => ({ type: "claimed", slot, recovered }), started);
-    const running = performance.now();
+    const running = this.#config.clock.now();
     try {
       const request = rebuild(flight.request, body);
       markClaimed(request);
@@ -322,7 +326,7 @@ export class Guard<A extends unknown[]> {
       // From here the beat is the completion's to stop.
       return await this.#settle(flight, response, unit);
     } finally {
-      this.#settleTime.observe(performance.now() - running);
+      this.#settleTime.observe(this.#config.clock.now() - running);
       this.#waiters?.settled(slot!);
     }
   }

@@ -11,9 +11,6 @@ import type { IdempotencyEvent } from "./events.ts";
 import type { Logger } from "./options.ts";
 import type { IdempotencyStore, StoreReport } from "./store.ts";
 
-/** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
-export const LOG_CLOCK: unique symbol = Symbol("log clock");
-
 /** How long a kind's later lines are held back and counted, in milliseconds. */
 export const LOG_INTERVAL_MS = 60_000;
 

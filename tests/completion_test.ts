@@ -22,8 +22,9 @@ import { StoreError } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
-import { deferred } from "./_support/time.ts";
+import { deferred, FakeClock } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 import { StoreWrapper } from "./_support/stores.ts";
 import { deleteRedisKeys } from "./_support/redis.ts";
 import {
@@ -92,7 +93,7 @@ class FlakyStore extends StoreWrapper {
 }
 
 /** A MemoryStore on a clock the test moves, behind a FlakyStore. */
-function setup(options: Partial<IdempotencyOptions> = {}) {
+function setup(options: Partial<IdempotencyOptions> = {}, clock?: FakeClock) {
   let now = 1_000_000;
   const memory = new MemoryStore({ clock: () => now });
   const store = new FlakyStore(memory);
@@ -104,11 +105,12 @@ function setup(options: Partial<IdempotencyOptions> = {}) {
     hold: undefined as (() => Promise<void>) | undefined,
     status: () => 201,
   };
-  const guarded = idempotency(async () => {
+  const handler = async () => {
     runs++;
     await t.hold?.();
     return new Response(body, { status: t.status() });
-  }, {
+  };
+  const checked: IdempotencyOptions = {
     scope: "global",
     store,
     lease: 1000,
@@ -117,7 +119,10 @@ function setup(options: Partial<IdempotencyOptions> = {}) {
       watch.notify();
     },
     ...options,
-  });
+  };
+  const guarded = clock
+    ? idempotencyOn(clock, handler, checked)
+    : idempotency(handler, checked);
   return Object.assign(t, {
     memory,
     store,
@@ -547,11 +552,17 @@ Deno.test("completion waits at most a quarter lease between retries, when that i
 
 Deno.test("completion waits at most 2 s between retries, a quarter lease being longer", async () => {
   await atCeiling(async () => {
-    const t = setup({ completionWait: 0, lease: 10_000 });
+    const time = new FakeClock(); // 4.5 s of backoff in milliseconds
+    const t = setup({ completionWait: 0, lease: 10_000 }, time);
     const slot = slotOf("", "two-seconds");
     t.store.faults.complete = (_slot, n) => n <= 8 ? "throw" : "pass";
     await (await t.guarded(post("two-seconds"))).body?.cancel();
-    await drainCompletions(t.guarded);
+    const drained = drainCompletions(t.guarded);
+    for (let n = 1; n <= 8; n++) { // each retry's wait, once it is announced
+      await t.until((events) => retryDelays(events, slot).length === n);
+      await time.advance(retryDelays(t.events, slot)[n - 1]!);
+    }
+    await drained;
     assert.deepEqual(
       retryDelays(t.events, slot),
       [20, 40, 80, 160, 320, 640, 1280, 2000],

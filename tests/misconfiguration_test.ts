@@ -29,7 +29,8 @@ import { KvStore } from "../src/stores/kv.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { type RedisCommander, RedisStore } from "../src/stores/redis.ts";
 import { Orphans } from "../src/stores/_orphans.ts";
-import { LOG_CLOCK, LOG_INTERVAL_MS } from "../src/_log.ts";
+import { LOG_INTERVAL_MS } from "../src/_log.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 import { post } from "./_support/http.ts";
 import {
   DATABASE_URL,
@@ -63,11 +64,10 @@ async function defaultLog(
   terminal.error = (...data: unknown[]) => void lines.push(data.join(" "));
   const statuses: number[] = [];
   try {
-    const handler = idempotency(ok, {
+    const handler = idempotencyOn(clock, ok, {
       scope: "global",
       ...(store ? { store } : {}),
-      [LOG_CLOCK]: clock,
-    } as IdempotencyOptions);
+    });
     for (let i = 0; i < count; i++) {
       const res = await handler(post(`k${i}-${crypto.randomUUID()}`));
       await res.body?.cancel();

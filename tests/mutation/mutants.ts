@@ -1058,8 +1058,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "events-elapsed-since-origin",
     file: "src/events.ts",
-    text: "const elapsedMs = performance.now() - started;",
-    replacement: "const elapsedMs = performance.now();",
+    text: "const elapsedMs = clock.now() - started;",
+    replacement: "const elapsedMs = clock.now();",
     tests: [T.protocol],
     what: "elapsedMs counts from the process's start, not the request's",
   },
@@ -1218,8 +1218,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-unanswered-lost",
     file: "src/_completion.ts",
-    text: 'within(write(), ms) ?? "unknown"',
-    replacement: 'within(write(), ms) ?? "lost"',
+    text: 'within(write(), ms, this.#config.clock) ?? "unknown"',
+    replacement: 'within(write(), ms, this.#config.clock) ?? "lost"',
     tests: [T.completion],
     what: "an attempt unanswered at completionTimeout is reported lost",
   },
