@@ -288,7 +288,7 @@ Deno.test("a duration error names milliseconds, and quotes a string", () => {
     ],
     [
       () => new RedisStore({ client, timeoutMs: 0 }),
-      /'timeoutMs' must be a positive integer of milliseconds: current value is 0/,
+      /'timeoutMs' must be a positive integer of milliseconds, or Infinity: current value is 0/,
     ],
     [
       () => createIdempotentFetch({ timeout: 1.5 }),
