@@ -10,6 +10,7 @@
 import type { Parsed, PostgresTarget, RedisTarget } from "./_cli_args.ts";
 import { UsageError } from "./_cli_args.ts";
 import type { PeekResult, StoreStats } from "./store.ts";
+import { messageOf } from "./_validate.ts";
 import { KvStore } from "./stores/kv.ts";
 import { PostgresStore } from "./stores/postgres.ts";
 import { RedisStore } from "./stores/redis.ts";
@@ -46,7 +47,7 @@ export function where(target: OneTarget): string {
 export function causes(error: unknown): string {
   const parts: string[] = [];
   for (let e = error; e !== undefined && parts.length < 4;) {
-    const text = e instanceof Error ? e.message || e.name : String(e);
+    const text = messageOf(e) || (e instanceof Error ? e.name : "");
     if (!parts.some((part) => part.includes(text))) parts.push(text);
     e = e instanceof AggregateError && e.errors.length > 0
       ? e.errors[0]

@@ -5,7 +5,7 @@ import { backoff, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./_configure.ts";
 import type { Report, WriteResult } from "./events.ts";
-import { reject } from "./problem.ts";
+import { problemResponse } from "./problem.ts";
 import type {
   StoredResponse,
   StoreOperation,
@@ -133,7 +133,12 @@ export class Completions {
         return null;
       }
       reportCompleted(report, beat, record, "lost");
-      return await reject(request, "inFlight", { retryAfter: 1 }, render);
+      return await problemResponse(
+        request,
+        "inFlight",
+        { retryAfter: 1 },
+        render,
+      );
     } catch (error) {
       if (!sealed) await unit.rollback(); // else the commit ended it
       reportStoreError(report, beat, "complete", error);
@@ -147,9 +152,14 @@ export class Completions {
     reportReleased(report, beat, "thrown", released);
     if (released === "lost") {
       reportCompleted(report, beat, record, "unknown");
-      return await reject(request, "inFlight", { retryAfter: 1 }, render);
+      return await problemResponse(
+        request,
+        "inFlight",
+        { retryAfter: 1 },
+        render,
+      );
     }
-    return await reject(request, "unavailable", {}, render);
+    return await problemResponse(request, "unavailable", {}, render);
   }
 
   /** The record as the store keeps it: sealed under `encryption`. */

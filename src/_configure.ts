@@ -5,8 +5,10 @@ import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import { withLog } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
+  assertStore,
   headerName,
   headerNames,
+  isMethodName,
   knownOptions,
   needsOption,
   nonNegativeInteger,
@@ -79,18 +81,12 @@ export function configure(
     check: (name: string, value: unknown) => T,
   ): T => check(name, options[name] ?? DEFAULTS[name]);
   const store: IdempotencyStore = options.store ?? new MemoryStore();
-  for (const method of ["claim", "complete", "release", "extend"] as const) {
-    if (typeof store?.[method] !== "function") {
-      throw new TypeError(
-        `'store' must implement IdempotencyStore: '${method}' is not a function`,
-      );
-    }
-  }
+  assertStore("store", store);
   const methods = options.methods ?? DEFAULTS.methods;
   const shown = () => JSON.stringify(methods);
   if (
     !Array.isArray(methods) || methods.length === 0 ||
-    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
+    !methods.every(isMethodName)
   ) {
     throw new TypeError(
       `'methods' must be a non-empty list of method names: current value is ${shown()}`,
@@ -188,7 +184,7 @@ export function guardedKey(
 
 /**
  * `render`, reporting a throw or a non-`Response` (a `render_error`) before
- * `reject()` falls back to the RFC 9457 problem.
+ * `problemResponse()` falls back to the RFC 9457 problem.
  */
 function reportingFailures(
   render: ProblemRenderer,

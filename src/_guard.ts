@@ -20,7 +20,11 @@ import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { Config } from "./_configure.ts";
 import type { FetchHandler } from "./options.ts";
-import { type ProblemDetails, reject } from "./problem.ts";
+import {
+  type ProblemDetails,
+  problemResponse,
+  problemStatus,
+} from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 
@@ -180,7 +184,7 @@ export class Guard<A extends unknown[]> {
         () => ({ type: "unavailable", slot, error }),
         flight.started,
       );
-      return await reject(request, "unavailable", {}, renderProblem);
+      return await problemResponse(request, "unavailable", {}, renderProblem);
     }
     this.#report(() => ({ type: "fail_open", slot, error }), flight.started);
     return await this.#handler(rebuild(request, body), ...flight.args);
@@ -218,7 +222,7 @@ export class Guard<A extends unknown[]> {
       Math.max(0, this.#config.lease - retryAfterMs),
     );
     const render = this.#config.renderProblem;
-    return reject(flight.request, "inFlight", { retryAfter }, render);
+    return problemResponse(flight.request, "inFlight", { retryAfter }, render);
   }
 
   /**
@@ -251,13 +255,23 @@ export class Guard<A extends unknown[]> {
       ...(sealed && { reason: sealed.reason }),
       ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
     }), flight.started);
-    return await reject(flight.request, "unreadable", {}, renderProblem);
+    return await problemResponse(
+      flight.request,
+      "unreadable",
+      {},
+      renderProblem,
+    );
   }
 
   #mismatch(flight: Flight<A>): Response | Promise<Response> {
     const { slot } = flight;
     this.#report(() => ({ type: "mismatch", slot }), flight.started);
-    return reject(flight.request, "reused", {}, this.#config.renderProblem);
+    return problemResponse(
+      flight.request,
+      "reused",
+      {},
+      this.#config.renderProblem,
+    );
   }
 
   /** The body was too large (413) or broke off mid-read (400). */
@@ -269,10 +283,16 @@ export class Guard<A extends unknown[]> {
     const { error } = unread;
     const reason = "incomplete";
     this.#report(
-      () => ({ type: "rejected", slot: null, status: 400, reason, error }),
+      () => ({
+        type: "rejected",
+        slot: null,
+        status: problemStatus(reason),
+        reason,
+        error,
+      }),
       flight.started,
     );
-    return reject(flight.request, reason, {}, renderProblem);
+    return problemResponse(flight.request, reason, {}, renderProblem);
   }
 
   #refuse<K extends "missing" | "malformed" | "tooLarge">(
@@ -280,7 +300,7 @@ export class Guard<A extends unknown[]> {
     kind: K,
     details: ProblemDetails[K],
   ): Response | Promise<Response> {
-    const status = kind === "tooLarge" ? 413 : 400;
+    const status = problemStatus(kind);
     const reason = kind === "tooLarge"
       ? "too_large"
       : kind as "missing" | "malformed";
@@ -288,7 +308,12 @@ export class Guard<A extends unknown[]> {
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
     );
-    return reject(flight.request, kind, details, this.#config.renderProblem);
+    return problemResponse(
+      flight.request,
+      kind,
+      details,
+      this.#config.renderProblem,
+    );
   }
 
   /** Runs the handler on the claimed slot, then releases or settles it. */

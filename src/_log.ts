@@ -9,6 +9,7 @@
 import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import type { Logger } from "./options.ts";
+import { messageOf } from "./_validate.ts";
 import type { IdempotencyStore, StoreReport } from "./store.ts";
 
 /** How long a kind's later lines are held back and counted, in milliseconds. */
@@ -265,9 +266,4 @@ function nameAndMessage(error: unknown): string {
   const name = (error as { name?: unknown } | null)?.name;
   const message = messageOf(error);
   return typeof name === "string" && name ? `${name}: ${message}` : message;
-}
-
-function messageOf(error: unknown): string {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" ? message : String(error);
 }

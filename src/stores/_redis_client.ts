@@ -9,6 +9,7 @@
 import { Buffer } from "node:buffer";
 import { byteView } from "../_record.ts";
 import { StoreError } from "../store.ts";
+import { messageOf } from "../_validate.ts";
 import type { Operation, StoreErrors } from "./_store_call.ts";
 
 /**
@@ -300,7 +301,7 @@ function failure(
   what: string,
   hint: string | undefined,
 ): StoreError {
-  const reason = (cause as { message?: unknown } | null)?.message ?? cause;
+  const reason = messageOf(cause);
   const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
   return new StoreError(message, { operation: op, cause });
 }

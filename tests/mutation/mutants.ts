@@ -957,11 +957,30 @@ export const MUTANTS: Mutant[] = [
     what: "a 413 is reported as a malformed key",
   },
   {
+    id: "problem-status-not-catalogue",
+    file: "src/problem.ts",
+    text: "  return CATALOGUE[kind].status;",
+    replacement: "  return 400 as never;",
+    tests: [T.protocol],
+    what:
+      "a body over maxRequestBytes is reported rejected with 400, not its problem's 413",
+  },
+  {
+    id: "assert-store-three-methods",
+    file: "src/_validate.ts",
+    text: 'for (const method of ["claim", "complete", "release", "extend"]) {',
+    replacement: 'for (const method of ["claim", "complete", "release"]) {',
+    tests: [
+      "tests/idempotency_options_test.ts",
+      "tests/stores/failover_test.ts",
+    ],
+    what: "a store without extend() is taken",
+  },
+  {
     id: "guard-incomplete-status-413",
     file: GUARD,
-    text: `type: "rejected", slot: null, status: 400, reason, error`,
-    replacement:
-      `type: "rejected", slot: null, status: 413 as 400, reason, error`,
+    text: "status: problemStatus(reason),",
+    replacement: "status: 413 as 400,",
     tests: [T.protocol],
     what: "a request body that broke off is reported as a 413",
   },
@@ -977,10 +996,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-unreadable-as-in-flight",
     file: GUARD,
-    text:
-      `return await reject(flight.request, "unreadable", {}, renderProblem);`,
-    replacement:
-      `return await reject(flight.request, "inFlight", { retryAfter: 30 }, renderProblem);`,
+    text: `"unreadable",\n      {},\n      renderProblem,`,
+    replacement: `"inFlight",\n      { retryAfter: 30 },\n      renderProblem,`,
     tests: [T.protocol],
     what:
       "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
@@ -1006,9 +1023,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-unreachable-as-in-flight",
     file: GUARD,
-    text: `return await reject(request, "unavailable", {}, renderProblem);`,
+    text:
+      `return await problemResponse(request, "unavailable", {}, renderProblem);`,
     replacement:
-      `return await reject(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
+      `return await problemResponse(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
     tests: [T.protocol],
     what: "an unreachable store answers 409 instead of 503",
   },
@@ -1495,18 +1513,19 @@ export const MUTANTS: Mutant[] = [
     id: "transaction-lost-as-unavailable",
     file: "src/_completion.ts",
     text:
-      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n    } catch',
+      '"inFlight",\n        { retryAfter: 1 },\n        render,\n      );\n    } catch',
     replacement:
-      'return await reject(request, "unavailable", {}, render);\n    } catch',
+      '"unavailable",\n        {},\n        render,\n      );\n    } catch',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a commit fenced out answers 503, not 409",
   },
   {
     id: "transaction-failed-as-conflict",
     file: "src/_completion.ts",
-    text: 'return await reject(request, "unavailable", {}, render);\n  }',
+    text:
+      'return await problemResponse(request, "unavailable", {}, render);\n  }',
     replacement:
-      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n  }',
+      'return await problemResponse(request, "inFlight", { retryAfter: 1 }, render);\n  }',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a failed transaction whose release applied answers 409, not 503",
   },
@@ -1660,8 +1679,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "client-default-body-1mib-refused",
     file: "src/_client_options.ts",
-    text: "options.maxBodyBytes ?? 1_048_576",
-    replacement: "options.maxBodyBytes ?? 1_048_575",
+    text: "options.maxBodyBytes ?? DEFAULTS.maxRequestBytes,",
+    replacement: "options.maxBodyBytes ?? DEFAULTS.maxRequestBytes - 1,",
     tests: [...T.client],
     what: "a stream body of the documented 1 MiB is refused",
   },
@@ -2727,8 +2746,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-conflict-unrendered",
     file: GUARD,
-    text: `reject(flight.request, "inFlight", { retryAfter }, render);`,
-    replacement: `reject(flight.request, "inFlight", { retryAfter });`,
+    text:
+      `problemResponse(flight.request, "inFlight", { retryAfter }, render);`,
+    replacement: `problemResponse(flight.request, "inFlight", { retryAfter });`,
     tests: [
       "tests/problem_renderer_test.ts",
       "tests/problem_renderer_stripe_test.ts",
@@ -2738,8 +2758,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-unavailable-unrendered",
     file: "src/_completion.ts",
-    text: `return await reject(request, "unavailable", {}, render);`,
-    replacement: `return await reject(request, "unavailable", {});`,
+    text: `return await problemResponse(request, "unavailable", {}, render);`,
+    replacement: `return await problemResponse(request, "unavailable", {});`,
     tests: ["tests/problem_renderer_test.ts"],
     what: "a 503 for an uncommitted transaction stays RFC 9457",
   },
