@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The client's options, and their check ({@linkcode configure}). @module */
+/** The client's options, and their check ({@linkcode configureClient}). @module */
 
 import { delay } from "./_async.ts";
 import { DEFAULTS } from "./options.ts";
@@ -117,7 +117,7 @@ export interface ClientConfig
 }
 
 /** Checks the options (`TypeError`, or `RangeError` for a number). */
-export function configure(options: IdempotentFetchOptions): ClientConfig {
+export function configureClient(options: IdempotentFetchOptions): ClientConfig {
   const must = (name: string, what: string, value: string) =>
     `'${name}' must be ${what}: current value is ${value}`;
   if (options === null || typeof options !== "object") {

@@ -1,12 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
-import { bodyInit } from "./_bytes.ts";
+import { bodyInit, EMPTY } from "./_bytes.ts";
 import { markClaimed } from "./_claimed.ts";
 import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
-  EMPTY,
   fingerprintOf,
   readBody,
   rebuild,

@@ -13,7 +13,7 @@ import { messageOf } from "./_validate.ts";
 import type { IdempotencyStore, StoreReport } from "./store.ts";
 
 /** How long a kind's later lines are held back and counted, in milliseconds. */
-export const LOG_INTERVAL_MS = 60_000;
+const LOG_INTERVAL_MS = 60_000;
 
 const PREFIX = "[@idempotent/http]";
 

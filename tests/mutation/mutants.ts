@@ -2782,8 +2782,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "settle-first-2s",
     file: "src/_settle_estimate.ts",
-    text: "export const FIRST_SETTLE_MS = 1_000;",
-    replacement: "export const FIRST_SETTLE_MS = 2_000;",
+    text: "const FIRST_SETTLE_MS = 1_000;",
+    replacement: "const FIRST_SETTLE_MS = 2_000;",
     tests: ["tests/settle_estimate_test.ts"],
     what: "the documented first Retry-After of 1 s becomes 2 s",
   },
