@@ -197,7 +197,8 @@ export class RedisStore implements IdempotencyStore {
    * serving: a command that fails on a client not connected says so).
    * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed,
    * an option is unknown, or `waitTimeoutMs` is given without `waitReplicas`.
-   * @throws {RangeError} When a number option is not a positive integer.
+   * @throws {RangeError} When a number option is not a positive integer
+   * (`timeoutMs` may also be `Infinity`).
    */
   constructor(options: RedisStoreOptions) {
     const client = options?.client;
