@@ -1962,7 +1962,7 @@ export const MUTANTS: Mutant[] = [
     id: "options-max-waiting-zero-refused",
     file: CONFIGURE,
     text: 'option("maxWaiting", nonNegativeInteger)',
-    replacement: 'option("maxWaiting", positiveInteger)',
+    replacement: 'option("maxWaiting", positiveMs)', // refuses 0
     tests: [T.options],
     what: "a maxWaiting of 0 (documented: every duplicate 409s) is refused",
   },
@@ -1970,7 +1970,7 @@ export const MUTANTS: Mutant[] = [
     id: "options-max-pending-zero-refused",
     file: CONFIGURE,
     text: 'option("maxPendingCompletions", nonNegativeInteger)',
-    replacement: 'option("maxPendingCompletions", positiveInteger)',
+    replacement: 'option("maxPendingCompletions", positiveMs)', // refuses 0
     tests: [T.options],
     what:
       "a maxPendingCompletions of 0 (documented: all wait inline) is refused",
