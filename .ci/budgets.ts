@@ -34,16 +34,28 @@ export const BUDGETS = { srcFileLines: 500, readmeBytes: 16 * 1024 } as const;
  * it without the reason in the same commit.
  */
 export const ROOM_LINES: Readonly<Record<string, number>> = {
-  /** The `src/` root files: the core's steps and the kernel. Target 4,400. */
-  core: 4_830,
+  /**
+   * The `src/` root files: the core's steps and the kernel. Target 4,400.
+   * Raised by 101: the one clock through the configuration, `assertStore`,
+   * `assertMethod`, `messageOf`, `problemStatus` (issue 30's "each mechanism
+   * once", which moved these from the rooms into the kernel) and the unreadable
+   * record's key-list advice (issue 29's review).
+   */
+  core: 4_931,
   /**
    * `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320.
    * Raised by 50 for the SQL stores' sweep batches and stats row (issue 32,
-   * SqliteStore; PostgresStore's copies are to move onto them).
+   * SqliteStore; PostgresStore's copies are to move onto them), and by 59
+   * for `serviceCalls()` and `timeoutOption()`, the one store-call setup and
+   * `timeoutMs` rule every store shares (issue 30).
    */
-  "stores/_shared": 445,
-  /** `src/stores/redis.ts` + `_redis_*.ts`. Target 1,100. */
-  "stores/redis": 1_225,
+  "stores/_shared": 504,
+  /**
+   * `src/stores/redis.ts` + `_redis_*.ts`. Target 1,100. Raised by 13: the
+   * hint for a node-redis client without an `error` listener (issue 29's
+   * runbook) and `Infinity` as `timeoutMs` (issue 30's one rule).
+   */
+  "stores/redis": 1_238,
   /** Target 1,100. */
   "stores/postgres": 1_132,
   /** Target 1,100. */
@@ -51,14 +63,15 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   "stores/failover": 570,
   /** Target 400. */
   "stores/memory": 416,
-  /** `src/client/`. Target 630. */
-  client: 639,
+  /** `src/client/`. Target 630. Raised by 1: it reads the core's defaults. */
+  client: 640,
   /**
    * `src/cli/`: the dedupe of issue 30 (one parser, checks once in inspect) is
    * to bring it to its target 480. 1,156 on main before issue 32; `--mysql`
-   * (its target, its store's opening, the help) added 39, `--sqlite` 20.
+   * (its target, its store's opening, the help) added 39, `--sqlite` 20,
+   * `generate-key --help` 1.
    */
-  cli: 1_215,
+  cli: 1_216,
   testing: 1_100,
   /** Target 300. */
   otel: 301,
@@ -161,11 +174,6 @@ export interface TestOnly {
 export const TEST_ONLY: readonly TestOnly[] = [
   {
     file: "src/_log.ts",
-    name: "LOG_INTERVAL_MS",
-    why: "pins the documented log interval at n-1/n/n+1",
-  },
-  {
-    file: "src/_log.ts",
     name: "logListener",
     why: "drives the log without a middleware",
   },
@@ -178,11 +186,6 @@ export const TEST_ONLY: readonly TestOnly[] = [
     file: "src/_request.ts",
     name: "served",
     why: "tests tell a served request's body from a plain one",
-  },
-  {
-    file: "src/_settle_estimate.ts",
-    name: "FIRST_SETTLE_MS",
-    why: "pins the documented first estimate",
   },
   {
     file: "src/_capture.ts",
@@ -207,13 +210,14 @@ export const TEST_ONLY: readonly TestOnly[] = [
   },
   {
     file: "src/fingerprint.ts",
-    name: "SUBTLE_FROM_BYTES",
-    why: "forces the WebCrypto path in tests",
-  },
-  {
-    file: "src/fingerprint.ts",
     name: "pathAndQuery",
     why: "a property test of the path's normal form",
+  },
+  {
+    file: "src/idempotency.ts",
+    name: "guarding",
+    why:
+      "tests hand the middleware a fake clock through its configuration (tests/_support/idempotency.ts idempotencyOn), the one clock of docs/architecture.md; users have no clock option",
   },
 ];
 

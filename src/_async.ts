@@ -10,6 +10,8 @@ export interface Clock {
   now(): number;
   /** Calls `fn` once after `ms`, unref'd; returns its cancel. */
   setTimeout(fn: () => void, ms: number): () => void;
+  /** Waits `ms`, or until `signal` aborts (see {@linkcode delay}). */
+  delay(ms: number, signal?: AbortSignal | null): Promise<DelayEnd>;
 }
 
 /** The process's monotonic clock (`performance.now()`) and its timers. */
@@ -20,6 +22,7 @@ export const SYSTEM_CLOCK: Clock = {
     refTimer(timer, false);
     return () => clearTimeout(timer);
   },
+  delay: (ms, signal) => delay(ms, signal),
 };
 
 const denoTimers = (globalThis as {
@@ -66,10 +69,12 @@ export function delay(
 export async function within<T>(
   p: Promise<T>,
   ms: number,
+  clock: Clock = SYSTEM_CLOCK,
 ): Promise<T | undefined> {
   const end = new AbortController();
   try {
-    return await Promise.race([p, delay(ms, end.signal).then(() => undefined)]);
+    const elapsed = clock.delay(ms, end.signal).then(() => undefined);
+    return await Promise.race([p, elapsed]);
   } finally {
     end.abort();
   }

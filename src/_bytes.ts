@@ -3,6 +3,9 @@
  * Joining byte chunks, and handing bytes to `Request` and `Response`. @module
  */
 
+/** An empty body, shared. */
+export const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
+
 /** `chunks` (of `length` bytes in all) copied into one new array. */
 export function concatBytes(
   chunks: readonly Uint8Array[],

@@ -1,11 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Settling a claimed slot, and the events that say how it went. @module */
 
-import { backoff, delay, within } from "./_async.ts";
+import { backoff, within } from "./_async.ts";
 import type { Beat, Heartbeat } from "./_heartbeat.ts";
 import type { Config } from "./_configure.ts";
 import type { Report, WriteResult } from "./events.ts";
-import { reject } from "./problem.ts";
+import { problemResponse } from "./problem.ts";
 import type {
   StoredResponse,
   StoreOperation,
@@ -13,7 +13,7 @@ import type {
   WriteOutcome,
 } from "./store.ts";
 
-/** A write that threw, retried until `giveUpAt` (`performance.now()`), `maxAttempts` in all. */
+/** A write that threw, retried until `giveUpAt` (on `config.clock`), `maxAttempts` in all. */
 class Retry {
   background = false; // the response went out without it
   attempts = 1;
@@ -64,7 +64,7 @@ export class Completions {
       outcome = await write();
     } catch (error) {
       reportStoreError(this.#report, beat, "complete", error);
-      const failed = performance.now();
+      const failed = this.#config.clock.now();
       const retry = new Retry(failed + config.completionTimeout, Infinity);
       const task = this.#retry("complete", beat, write, retry).then(
         (outcome) => {
@@ -99,7 +99,7 @@ export class Completions {
       return;
     }
     const retry = new Retry(
-      performance.now() + this.#config.lease,
+      this.#config.clock.now() + this.#config.lease,
       RELEASE_ATTEMPTS,
     );
     retry.background = true;
@@ -133,7 +133,12 @@ export class Completions {
         return null;
       }
       reportCompleted(report, beat, record, "lost");
-      return await reject(request, "inFlight", { retryAfter: 1 }, render);
+      return await problemResponse(
+        request,
+        "inFlight",
+        { retryAfter: 1 },
+        render,
+      );
     } catch (error) {
       if (!sealed) await unit.rollback(); // else the commit ended it
       reportStoreError(report, beat, "complete", error);
@@ -147,9 +152,14 @@ export class Completions {
     reportReleased(report, beat, "thrown", released);
     if (released === "lost") {
       reportCompleted(report, beat, record, "unknown");
-      return await reject(request, "inFlight", { retryAfter: 1 }, render);
+      return await problemResponse(
+        request,
+        "inFlight",
+        { retryAfter: 1 },
+        render,
+      );
     }
-    return await reject(request, "unavailable", {}, render);
+    return await problemResponse(request, "unavailable", {}, render);
   }
 
   /** The record as the store keeps it: sealed under `encryption`. */
@@ -168,7 +178,7 @@ export class Completions {
     const first = FIRST_BACKOFF_MS;
     const max = Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4));
     for (;;) {
-      const left = retry.giveUpAt - performance.now();
+      const left = retry.giveUpAt - this.#config.clock.now();
       if (left <= 0 || retry.attempts >= retry.maxAttempts) return "unknown";
       const wait = backoff(retry.attempts, { first, max, jitter: "equal" });
       const delayMs = Math.ceil(Math.min(left, wait));
@@ -176,10 +186,10 @@ export class Completions {
       const { background } = retry;
       const event = { slot, operation, attempt, delayMs, background };
       this.#report(() => ({ type: "write_retry", ...event }), started);
-      await delay(delayMs);
+      await this.#config.clock.delay(delayMs);
       try {
-        const ms = Math.max(0, retry.giveUpAt - performance.now());
-        return await within(write(), ms) ?? "unknown";
+        const ms = Math.max(0, retry.giveUpAt - this.#config.clock.now());
+        return await within(write(), ms, this.#config.clock) ?? "unknown";
       } catch (error) {
         reportStoreError(this.#report, beat, operation, error);
       }
@@ -190,8 +200,8 @@ export class Completions {
   async #wait(task: Promise<void>, retry: Retry, until: number): Promise<void> {
     let done = false;
     const finished = task.then(() => void (done = true));
-    const left = until - performance.now();
-    if (left > 0) await within(finished, left);
+    const left = until - this.#config.clock.now();
+    if (left > 0) await within(finished, left, this.#config.clock);
     while (!done && this.#pending.size >= this.#config.maxPendingCompletions) {
       await Promise.race([finished, this.#roomFreed()]);
     }

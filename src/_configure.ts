@@ -1,13 +1,14 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode configure}: the middleware's options checked, defaults filled in. @module */
 
-import type { Clock } from "./_async.ts";
-import { HEARTBEAT_CLOCK } from "./_heartbeat.ts";
-import { LOG_CLOCK, withLog } from "./_log.ts";
+import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
+import { withLog } from "./_log.ts";
 import { Sealer } from "./_seal.ts";
 import {
+  assertStore,
   headerName,
   headerNames,
+  isMethodName,
   knownOptions,
   needsOption,
   nonNegativeInteger,
@@ -58,9 +59,15 @@ const OPTION_NAMES = Object.keys(
 /** The options checked, defaults filled in, header names lower case. */
 export type Config = ReturnType<typeof configure>;
 
-/** Checks the options (`TypeError`, `RangeError`) and fills in their defaults. */
+/**
+ * Checks the options (`TypeError`, `RangeError`) and fills in their defaults;
+ * `clock` is the one every timed step reads (a test passes a fake one).
+ */
 // deno-lint-ignore explicit-module-boundary-types -- its return type is `Config`
-export function configure(options: IdempotencyOptions) {
+export function configure(
+  options: IdempotencyOptions,
+  clock: Clock = SYSTEM_CLOCK,
+) {
   // Without options (from JavaScript), the `scope` check says what to pass.
   if (options === undefined) options = {} as IdempotencyOptions;
   if (options === null || typeof options !== "object") {
@@ -74,18 +81,12 @@ export function configure(options: IdempotencyOptions) {
     check: (name: string, value: unknown) => T,
   ): T => check(name, options[name] ?? DEFAULTS[name]);
   const store: IdempotencyStore = options.store ?? new MemoryStore();
-  for (const method of ["claim", "complete", "release", "extend"] as const) {
-    if (typeof store?.[method] !== "function") {
-      throw new TypeError(
-        `'store' must implement IdempotencyStore: '${method}' is not a function`,
-      );
-    }
-  }
+  assertStore("store", store);
   const methods = options.methods ?? DEFAULTS.methods;
   const shown = () => JSON.stringify(methods);
   if (
     !Array.isArray(methods) || methods.length === 0 ||
-    !methods.every((m) => typeof m === "string" && /^[A-Za-z]+$/.test(m))
+    !methods.every(isMethodName)
   ) {
     throw new TypeError(
       `'methods' must be a non-empty list of method names: current value is ${shown()}`,
@@ -121,9 +122,8 @@ export function configure(options: IdempotencyOptions) {
     "'waitForInFlight' above 0",
     waitForInFlight > 0,
   );
-  const hooks = options as { [HEARTBEAT_CLOCK]?: Clock; [LOG_CLOCK]?: Clock };
   const onEvent = optionalFunction("onEvent", options.onEvent);
-  const listener = withLog(onEvent, options.logger, store, hooks[LOG_CLOCK]);
+  const listener = withLog(onEvent, options.logger, store, clock);
   const render = optionalFunction("renderProblem", options.renderProblem);
   return {
     store,
@@ -143,7 +143,8 @@ export function configure(options: IdempotencyOptions) {
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
-    renderProblem: render && reportingFailures(render, reporter(listener)),
+    renderProblem: render &&
+      reportingFailures(render, reporter(listener, clock), clock),
     encryption: Sealer.of(options.encryption),
     unstoredHeaders: option("storeSetCookie", optionalBoolean)
       ? unstored
@@ -152,7 +153,7 @@ export function configure(options: IdempotencyOptions) {
     completionWait,
     completionTimeout,
     maxPendingCompletions: option("maxPendingCompletions", nonNegativeInteger),
-    heartbeatClock: hooks[HEARTBEAT_CLOCK], // A test's, else the system's.
+    clock,
     waitForInFlight,
     maxWaiting,
     skip: optionalFunction("skip", options.skip),
@@ -183,14 +184,15 @@ export function guardedKey(
 
 /**
  * `render`, reporting a throw or a non-`Response` (a `render_error`) before
- * `reject()` falls back to the RFC 9457 problem.
+ * `problemResponse()` falls back to the RFC 9457 problem.
  */
 function reportingFailures(
   render: ProblemRenderer,
   report: Report,
+  clock: Clock,
 ): ProblemRenderer {
   return async (problem) => {
-    const started = performance.now();
+    const started = clock.now();
     try {
       const response = await render(problem);
       if (response instanceof Response) return response;

@@ -1,12 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** One guarded request's way, step by step (docs/architecture.md, The request's way). @module */
 
-import { bodyInit } from "./_bytes.ts";
+import { bodyInit, EMPTY } from "./_bytes.ts";
 import { markClaimed } from "./_claimed.ts";
 import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
-  EMPTY,
   fingerprintOf,
   readBody,
   rebuild,
@@ -20,7 +19,11 @@ import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { Config } from "./_configure.ts";
 import type { FetchHandler } from "./options.ts";
-import { type ProblemDetails, reject } from "./problem.ts";
+import {
+  type ProblemDetails,
+  problemResponse,
+  problemStatus,
+} from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 
@@ -28,7 +31,7 @@ import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 interface Flight<A extends unknown[]> {
   readonly request: Request;
   readonly args: A;
-  /** By `performance.now()`; 0 when no one listens. */
+  /** By `config.clock`; 0 when no one listens. */
   readonly started: number;
   slot: string | null;
   fingerprint?: string;
@@ -55,15 +58,19 @@ export class Guard<A extends unknown[]> {
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
-    const report = this.#report = reporter(config.onEvent);
+    const report = this.#report = reporter(config.onEvent, config.clock);
     this.#heartbeat = new Heartbeat(config.store, config.lease, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
       error: (beat, error) => reportStoreError(report, beat, "extend", error),
-    }, config.heartbeatClock);
+    }, config.clock);
     this.#completions = new Completions(config, this.#heartbeat, report);
     if (config.waitForInFlight > 0) {
-      this.#waiters = new Waiters(config.waitForInFlight, config.maxWaiting);
+      this.#waiters = new Waiters(
+        config.waitForInFlight,
+        config.maxWaiting,
+        config.clock,
+      );
     }
   }
 
@@ -74,7 +81,7 @@ export class Guard<A extends unknown[]> {
     args: A,
   ): Promise<Response> {
     const config = this.#config;
-    const started = config.onEvent ? performance.now() : 0;
+    const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
     const { header } = config;
     if (value === null) return this.#refuse(flight, "missing", { header });
@@ -180,7 +187,7 @@ export class Guard<A extends unknown[]> {
         () => ({ type: "unavailable", slot, error }),
         flight.started,
       );
-      return await reject(request, "unavailable", {}, renderProblem);
+      return await problemResponse(request, "unavailable", {}, renderProblem);
     }
     this.#report(() => ({ type: "fail_open", slot, error }), flight.started);
     return await this.#handler(rebuild(request, body), ...flight.args);
@@ -218,7 +225,7 @@ export class Guard<A extends unknown[]> {
       Math.max(0, this.#config.lease - retryAfterMs),
     );
     const render = this.#config.renderProblem;
-    return reject(flight.request, "inFlight", { retryAfter }, render);
+    return problemResponse(flight.request, "inFlight", { retryAfter }, render);
   }
 
   /**
@@ -251,13 +258,23 @@ export class Guard<A extends unknown[]> {
       ...(sealed && { reason: sealed.reason }),
       ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
     }), flight.started);
-    return await reject(flight.request, "unreadable", {}, renderProblem);
+    return await problemResponse(
+      flight.request,
+      "unreadable",
+      {},
+      renderProblem,
+    );
   }
 
   #mismatch(flight: Flight<A>): Response | Promise<Response> {
     const { slot } = flight;
     this.#report(() => ({ type: "mismatch", slot }), flight.started);
-    return reject(flight.request, "reused", {}, this.#config.renderProblem);
+    return problemResponse(
+      flight.request,
+      "reused",
+      {},
+      this.#config.renderProblem,
+    );
   }
 
   /** The body was too large (413) or broke off mid-read (400). */
@@ -269,10 +286,16 @@ export class Guard<A extends unknown[]> {
     const { error } = unread;
     const reason = "incomplete";
     this.#report(
-      () => ({ type: "rejected", slot: null, status: 400, reason, error }),
+      () => ({
+        type: "rejected",
+        slot: null,
+        status: problemStatus(reason),
+        reason,
+        error,
+      }),
       flight.started,
     );
-    return reject(flight.request, reason, {}, renderProblem);
+    return problemResponse(flight.request, reason, {}, renderProblem);
   }
 
   #refuse<K extends "missing" | "malformed" | "tooLarge">(
@@ -280,7 +303,7 @@ export class Guard<A extends unknown[]> {
     kind: K,
     details: ProblemDetails[K],
   ): Response | Promise<Response> {
-    const status = kind === "tooLarge" ? 413 : 400;
+    const status = problemStatus(kind);
     const reason = kind === "tooLarge"
       ? "too_large"
       : kind as "missing" | "malformed";
@@ -288,7 +311,12 @@ export class Guard<A extends unknown[]> {
       () => ({ type: "rejected", slot: null, status, reason }),
       flight.started,
     );
-    return reject(flight.request, kind, details, this.#config.renderProblem);
+    return problemResponse(
+      flight.request,
+      kind,
+      details,
+      this.#config.renderProblem,
+    );
   }
 
   /** Runs the handler on the claimed slot, then releases or settles it. */
@@ -299,7 +327,7 @@ export class Guard<A extends unknown[]> {
   ): Promise<Response> {
     const { slot, started } = flight;
     this.#report(() => ({ type: "claimed", slot, recovered }), started);
-    const running = performance.now();
+    const running = this.#config.clock.now();
     try {
       const request = rebuild(flight.request, body);
       markClaimed(request);
@@ -326,7 +354,7 @@ export class Guard<A extends unknown[]> {
       // From here the beat is the completion's to stop.
       return await this.#settle(flight, response, unit);
     } finally {
-      this.#settleTime.observe(performance.now() - running);
+      this.#settleTime.observe(this.#config.clock.now() - running);
       this.#waiters?.settled(slot!);
     }
   }

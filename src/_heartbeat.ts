@@ -15,7 +15,7 @@ export interface Beat extends Linked<Beat> {
   readonly token: string;
   /** When it was claimed or last renewed, on the heartbeat's clock. */
   renewedAt: number;
-  /** When the middleware began on its request, by `performance.now()` (0 when no one listens). */
+  /** When the middleware began on its request, on `config.clock` (0 when no one listens). */
   readonly started: number;
   pending: boolean; // a renewal is under way
   stopped: boolean; // it left the list (settled, or lost)
@@ -32,10 +32,6 @@ export interface HeartbeatReport {
   /** A renewal threw: the store may be unreachable. */
   error(beat: Beat, error: unknown): void;
 }
-
-/** The options key under which a test hands the middleware its heartbeat's
- * {@linkcode Clock}. Internal: not in the options type, nor exported. */
-export const HEARTBEAT_CLOCK: unique symbol = Symbol("heartbeat clock");
 
 /** Renews the leases of the claims in progress for one middleware. */
 export class Heartbeat {

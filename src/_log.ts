@@ -9,14 +9,12 @@
 import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { IdempotencyEvent } from "./events.ts";
 import type { Logger } from "./options.ts";
+import { messageOf } from "./_validate.ts";
 import type { IdempotencyStore, StoreReport } from "./store.ts";
 import { missingKey } from "./_seal.ts";
 
-/** A test's clock for the log's minute: `{ [LOG_CLOCK]: clock }` in the options. */
-export const LOG_CLOCK: unique symbol = Symbol("log clock");
-
 /** How long a kind's later lines are held back and counted, in milliseconds. */
-export const LOG_INTERVAL_MS = 60_000;
+const LOG_INTERVAL_MS = 60_000;
 
 const PREFIX = "[@idempotent/http]";
 
@@ -275,9 +273,4 @@ function nameAndMessage(error: unknown): string {
   const name = (error as { name?: unknown } | null)?.name;
   const message = messageOf(error);
   return typeof name === "string" && name ? `${name}: ${message}` : message;
-}
-
-function messageOf(error: unknown): string {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" ? message : String(error);
 }

@@ -1,12 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
-import { bodyInit, concatBytes, denoState } from "./_bytes.ts";
+import { bodyInit, concatBytes, denoState, EMPTY } from "./_bytes.ts";
 import type { Hasher } from "./fingerprint.ts";
 import type { Config } from "./_configure.ts";
-
-/** An empty body, shared. */
-export const EMPTY: Uint8Array<ArrayBuffer> = new Uint8Array(0);
 
 /** Why {@linkcode readBody} returned no bytes. */
 export type Unread =

@@ -1,9 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** A response as a record keeps it, with the live body, and a record's replay. @module */
 
-import { bodyInit, denoState } from "./_bytes.ts";
+import { bodyInit, denoState, EMPTY } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
-import { EMPTY } from "./_request.ts";
 import { SEALED_HEADER } from "./_seal.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
@@ -163,7 +162,7 @@ function held(response: Response): boolean {
 }
 
 /** Captures a body up to `cap`; a locked stream counts as a stream error. */
-export async function recordedBody(
+async function recordedBody(
   body: ReadableStream<Uint8Array>,
   cap: number,
   stop: Promise<unknown>,

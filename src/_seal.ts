@@ -18,7 +18,7 @@ type Bytes = Uint8Array<ArrayBuffer>;
 const UTF8 = new TextEncoder();
 
 /** A `CryptoKey`, named so that Node's types find it too. */
-export type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
+type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
 
 /** Whether a record is sealed (to read one without keys: unreadable). */
 export function isSealed(record: StoredResponse): boolean {

@@ -6,7 +6,7 @@
  */
 
 /** The settle time assumed before any was observed: a 409's first `Retry-After` is 1 s. */
-export const FIRST_SETTLE_MS = 1_000;
+const FIRST_SETTLE_MS = 1_000;
 
 /**
  * How long a claimed request takes to settle: RFC 6298's smoothed mean and

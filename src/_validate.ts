@@ -179,3 +179,35 @@ export function headerNames(name: string, value: unknown): ReadonlySet<string> {
   }
   return new Set(value.map((item) => headerName(name, item)));
 }
+
+/** Throws `TypeError(missing)` unless `target[name]` is a function. */
+export function assertMethod(
+  target: unknown,
+  name: string,
+  missing: string,
+): void {
+  const found = (target as Record<string, unknown> | null | undefined)?.[name];
+  if (typeof found !== "function") throw new TypeError(missing);
+}
+
+/** Throws a `TypeError` unless `store` (option `name`) has an `IdempotencyStore`'s four methods. */
+export function assertStore(name: string, store: unknown): void {
+  for (const method of ["claim", "complete", "release", "extend"]) {
+    assertMethod(
+      store,
+      method,
+      `'${name}' must implement IdempotencyStore: it has no ${method}() method`,
+    );
+  }
+}
+
+/** An error's message, else its text: the one error-to-text the others build on. */
+export function messageOf(error: unknown): string {
+  const message = (error as { message?: unknown } | null)?.message;
+  return typeof message === "string" ? message : String(error);
+}
+
+/** Whether `method` is a method name the middleware and the client take: letters only. */
+export function isMethodName(method: unknown): method is string {
+  return typeof method === "string" && /^[A-Za-z]+$/.test(method);
+}

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { backoff, delay, type DelayEnd } from "./_async.ts";
+import { backoff, type Clock, type DelayEnd, SYSTEM_CLOCK } from "./_async.ts";
 import type { Report } from "./events.ts";
 import type { ClaimResult } from "./store.ts";
 
@@ -32,8 +32,12 @@ export class Waiters {
   #slots = new Map<string, SlotState>();
   #waiting = 0;
 
-  /** A duplicate waits `waitMs` at most; `max` of them may wait at once. */
-  constructor(readonly waitMs: number, readonly max: number) {}
+  /** A duplicate waits `waitMs` at most, on `clock`; `max` of them may wait at once. */
+  constructor(
+    readonly waitMs: number,
+    readonly max: number,
+    readonly clock: Clock = SYSTEM_CLOCK,
+  ) {}
 
   get waiting(): number {
     return this.#waiting;
@@ -82,15 +86,16 @@ export class Waiters {
     const woken = new Promise<Step>((resolve) => wake = () => resolve("woken"));
     parked.add(wake);
     try {
-      return await pause(ms, signal, () => woken);
+      return await pause(this.clock, ms, signal, () => woken);
     } finally {
       parked.delete(wake);
     }
   }
 }
 
-/** {@linkcode delay}, or until `wake`'s promise, given a signal that stops it. */
+/** `clock`'s delay, or until `wake`'s promise, given a signal that stops it. */
 async function pause(
+  clock: Clock,
   ms: number,
   signal: AbortSignal | null,
   wake: (ended: AbortSignal) => Promise<Step>,
@@ -99,7 +104,7 @@ async function pause(
   const aborted = () => end.abort();
   signal?.addEventListener("abort", aborted, { once: true });
   try {
-    const elapsed = delay(ms, end.signal); // first, so that an abort wins
+    const elapsed = clock.delay(ms, end.signal); // first, so that an abort wins
     return await Promise.race([elapsed, wake(end.signal)]);
   } finally {
     signal?.removeEventListener("abort", aborted);
@@ -134,20 +139,21 @@ export async function waitForOwner(
     report(() => ({ type: "wait_refused", slot, waiting }), started);
     return first;
   }
-  const begun = performance.now();
+  const { clock } = waiters;
+  const begun = clock.now();
   const deadline = begun + waiters.waitMs;
   let reads = 0;
   let step = 0;
   let last: ClaimResult & { state: "in_flight" } = first;
   let lastAt = begun;
-  const leaseLeft = () => last.retryAfterMs - (performance.now() - lastAt);
+  const leaseLeft = () => last.retryAfterMs - (clock.now() - lastAt);
   const signal = context.signal();
   let via: "owner" | "poll" = waiters.isOwned(slot) ? "owner" : "poll";
   let watching = context.watch !== undefined; // until it throws
   let quick = false; // the last watch woke within the first poll's delay
   report(() => ({ type: "waiting", slot, via }), started);
   const ended = (reason: "timed_out" | "gone" | "unreachable") => {
-    const waitedMs = performance.now() - begun;
+    const waitedMs = clock.now() - begun;
     report(
       () => ({ type: "wait_ended", slot, reason, waitedMs, reads }),
       started,
@@ -157,7 +163,7 @@ export async function waitForOwner(
   try {
     for (;;) {
       if (signal?.aborted) return ended("gone");
-      const left = deadline - performance.now();
+      const left = deadline - clock.now();
       if (left <= 0) return ended("timed_out");
       let outcome: Step;
       if (waiters.isOwned(slot)) {
@@ -170,19 +176,19 @@ export async function waitForOwner(
         const watch = watching ? context.watch : undefined;
         const ms = Math.min(left, backoff(++step, watch ? WATCHED_POLL : POLL));
         if (watch === undefined) {
-          outcome = await delay(Math.ceil(ms), signal);
+          outcome = await clock.delay(Math.ceil(ms), signal);
         } else {
           // Also look again just after the holder's lease would run out.
           const until = Math.max(1, Math.ceil(Math.min(ms, leaseLeft() + 1)));
-          const stepped = performance.now();
+          const stepped = clock.now();
           const changed = (stop: AbortSignal) =>
             watch(stop).then(() => "woken" as const, () => {
               watching = false; // it threw: polling only from now on
               return "elapsed" as const;
             });
-          outcome = await pause(until, signal, changed);
+          outcome = await pause(clock, until, signal, changed);
           quick = outcome === "woken" &&
-            performance.now() - stepped < POLL.first;
+            clock.now() - stepped < POLL.first;
         }
       }
       if (outcome === "aborted") return ended("gone");
@@ -195,7 +201,7 @@ export async function waitForOwner(
       if (claim.state !== "in_flight") {
         // Owned before any other woken waiter looks, so that they park on it.
         if (claim.state === "acquired") waiters.owned(slot);
-        const waitedMs = performance.now() - begun;
+        const waitedMs = clock.now() - begun;
         report(() => ({ type: "woken", slot, via, waitedMs, reads }), started);
         return claim;
       }
@@ -206,7 +212,7 @@ export async function waitForOwner(
       // trusted again: polling only, so that it cannot spin.
       if (quick) watching = false;
       last = claim;
-      lastAt = performance.now();
+      lastAt = clock.now();
     }
   } finally {
     waiters.leave();

@@ -4,6 +4,7 @@
  * logged, to `console` unless the `logger` option says otherwise. @module
  */
 
+import { type Clock, SYSTEM_CLOCK } from "./_async.ts";
 import type { OmittedReason, StoreOperation } from "./store.ts";
 
 /** What every event carries. */
@@ -148,14 +149,15 @@ export type EventDraft = IdempotencyEvent extends infer E
 /** Reports an event of a request begun at `started`; `make` runs only if someone listens. */
 export type Report = (make: () => EventDraft, started: number) => void;
 
-/** A {@linkcode Report} to `listener`: events built only when there is one. */
+/** A {@linkcode Report} to `listener`, timed on `clock`: events built only when there is one. */
 export function reporter(
   listener: ((event: IdempotencyEvent) => void) | undefined,
+  clock: Pick<Clock, "now"> = SYSTEM_CLOCK,
 ): Report {
   if (listener === undefined) return () => {};
   return (make, started) => {
     try {
-      const elapsedMs = performance.now() - started;
+      const elapsedMs = clock.now() - started;
       listener({ ...make(), elapsedMs } as IdempotencyEvent);
     } catch {
       // A listener's throw must not change the answer.

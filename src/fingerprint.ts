@@ -8,7 +8,7 @@ import { concatBytes } from "./_bytes.ts";
 import { Hmac, sha256Hex } from "./_sha256.ts";
 
 /** Bodies from this size on are hashed by `crypto.subtle` (`bench/middleware_bench.ts`). */
-export const SUBTLE_FROM_BYTES = 8192;
+const SUBTLE_FROM_BYTES = 8192;
 
 /**
  * The slot for a key within a scope: 64 hex characters, SHA-256, or

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode idempotency}: the middleware. @module */
 
-import { configure, guardedKey } from "./_configure.ts";
+import { type Config, configure, guardedKey } from "./_configure.ts";
 import { Guard, GUARDS } from "./_guard.ts";
 import type {
   FetchHandler,
@@ -66,7 +66,17 @@ export function idempotency<
       `'handler' must be a function: current value is ${handler}`,
     );
   }
-  const config = configure(options);
+  return guarding(handler, configure(options));
+}
+
+/**
+ * The handler {@linkcode idempotency} returns, from options already checked:
+ * the one way in for a test's clock (`configure(options, clock)`).
+ */
+export function guarding<A extends unknown[]>(
+  handler: FetchHandler<A>,
+  config: Config,
+): FetchHandler<A> {
   const guard = new Guard(handler, config);
   const idempotent = function idempotent(request: Request, ...args: A) {
     const value = guardedKey(config, request);

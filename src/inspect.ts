@@ -9,7 +9,7 @@ import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { IdempotencyOptions } from "./options.ts";
 import { SEALED_HEADER, Sealer, sealLabel } from "./_seal.ts";
-import { knownOptions } from "./_validate.ts";
+import { assertMethod, knownOptions } from "./_validate.ts";
 import {
   assertSlot,
   type ForgetResult,
@@ -127,12 +127,12 @@ function slotFor(location: KeyLocation | SlotLocation): string {
 const LOCATION = ["scope", "global", "key", "secret", "encryption"];
 
 /** Throws a `TypeError` when the store lacks its optional `peek` or `forget`. */
-function needs(store: IdempotencyStore, name: "peek" | "forget"): void {
-  if (typeof store?.[name] !== "function") {
-    throw new TypeError(
-      `The store has no ${name}() method: it is optional in IdempotencyStore, and every store of this package has it`,
-    );
-  }
+function needs(store: unknown, name: "peek" | "forget" | "stats"): void {
+  assertMethod(
+    store,
+    name,
+    `The store has no ${name}() method: it is optional in IdempotencyStore, and every store of this package has it`,
+  );
 }
 
 /**
@@ -308,15 +308,11 @@ export async function inspectStats(
   store: Pick<IdempotencyStore, "stats">,
   options: StatsOptions = {},
 ): Promise<RecordStats> {
-  if (typeof store?.stats !== "function") {
-    throw new TypeError(
-      "The store has no stats() method: it is optional in IdempotencyStore, and every store of this package has it",
-    );
-  }
+  needs(store, "stats");
   knownOptions("inspectStats()", options, ["limit", "encryption"]);
   const sealer = Sealer.of(options.encryption);
   const { limit } = options;
-  const stats = await store.stats(limit === undefined ? {} : { limit });
+  const stats = await store.stats!(limit === undefined ? {} : { limit });
   if (sealer === undefined) return stats;
   if (stats.sealed === undefined) return { ...stats, verified: false };
   let opens = 0;

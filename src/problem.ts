@@ -84,7 +84,7 @@ interface Entry<D> {
 }
 
 /** Every problem, by its `PROBLEM_TYPES` name. */
-const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
+const CATALOGUE = {
   missing: {
     status: 400,
     title: "Idempotency key required",
@@ -135,6 +135,8 @@ const CATALOGUE: { [K in keyof ProblemDetails]: Entry<ProblemDetails[K]> } = {
     detail: () =>
       "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator restores the key it was sealed under, or forgets the record.",
   },
+} as const satisfies {
+  [K in keyof ProblemDetails]: Entry<ProblemDetails[K]>;
 };
 
 /**
@@ -166,11 +168,18 @@ export function isProblem(response: Response): boolean {
   return PROBLEMS.has(response);
 }
 
+/** The HTTP status of one case of the catalogue. */
+export function problemStatus<K extends keyof ProblemDetails>(
+  kind: K,
+): (typeof CATALOGUE)[K]["status"] {
+  return CATALOGUE[kind].status;
+}
+
 /**
  * The problem response for one case of the catalogue, about `request`:
  * RFC 9457, or what `render` makes of it (docs/architecture.md, Problems).
  */
-export function reject<K extends keyof ProblemDetails>(
+export function problemResponse<K extends keyof ProblemDetails>(
   request: Request,
   kind: K,
   details: ProblemDetails[K],

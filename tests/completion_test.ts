@@ -21,12 +21,13 @@ import {
 } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { bytesOf, pattern, sameBytes } from "./_support/bytes.ts";
-import { deferred } from "./_support/time.ts";
+import { deferred, FakeClock } from "./_support/time.ts";
 import { post } from "./_support/http.ts";
 import { type Fault, FlakyStore, Watch } from "./_completion_fixtures.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 
 /** A MemoryStore on a clock the test moves, behind a FlakyStore. */
-function setup(options: Partial<IdempotencyOptions> = {}) {
+function setup(options: Partial<IdempotencyOptions> = {}, clock?: FakeClock) {
   let now = 1_000_000;
   const memory = new MemoryStore({ clock: () => now });
   const store = new FlakyStore(memory);
@@ -38,11 +39,12 @@ function setup(options: Partial<IdempotencyOptions> = {}) {
     hold: undefined as (() => Promise<void>) | undefined,
     status: () => 201,
   };
-  const guarded = idempotency(async () => {
+  const handler = async () => {
     runs++;
     await t.hold?.();
     return new Response(body, { status: t.status() });
-  }, {
+  };
+  const checked: IdempotencyOptions = {
     scope: "global",
     store,
     lease: 1000,
@@ -51,7 +53,10 @@ function setup(options: Partial<IdempotencyOptions> = {}) {
       watch.notify();
     },
     ...options,
-  });
+  };
+  const guarded = clock
+    ? idempotencyOn(clock, handler, checked)
+    : idempotency(handler, checked);
   return Object.assign(t, {
     memory,
     store,
@@ -392,11 +397,17 @@ Deno.test("completion waits at most a quarter lease between retries, when that i
 
 Deno.test("completion waits at most 2 s between retries, a quarter lease being longer", async () => {
   await atCeiling(async () => {
-    const t = setup({ completionWait: 0, lease: 10_000 });
+    const time = new FakeClock(); // 4.5 s of backoff in milliseconds
+    const t = setup({ completionWait: 0, lease: 10_000 }, time);
     const slot = slotOf("", "two-seconds");
     t.store.faults.complete = (_slot, n) => n <= 8 ? "throw" : "pass";
     await (await t.guarded(post("two-seconds"))).body?.cancel();
-    await drainCompletions(t.guarded);
+    const drained = drainCompletions(t.guarded);
+    for (let n = 1; n <= 8; n++) { // each retry's wait, once it is announced
+      await t.until((events) => retryDelays(events, slot).length === n);
+      await time.advance(retryDelays(t.events, slot)[n - 1]!);
+    }
+    await drained;
     assert.deepEqual(
       retryDelays(t.events, slot),
       [20, 40, 80, 160, 320, 640, 1280, 2000],

@@ -2,20 +2,15 @@
 /**
  * The middleware's leases: renewed while a handler runs, taken over once
  * they run out, and never held for ever by a body that does not end. The
- * stores run on an injected clock, the heartbeat on fake time (handed in
- * under `HEARTBEAT_CLOCK`): its ticks fire when a test moves that time, never
- * on a real timer. Its own cadence is pinned in lease_test.ts.
+ * stores run on an injected clock, the middleware on fake time
+ * (`idempotencyOn(time, …)`): its ticks fire when a test moves that time,
+ * never on a real timer. Its own cadence is pinned in lease_test.ts.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import {
-  BODY_OMITTED_HEADER,
-  idempotency,
-  type IdempotencyOptions,
-} from "../mod.ts";
-import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
+import { BODY_OMITTED_HEADER } from "../mod.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { slotOf } from "../src/fingerprint.ts";
 import { deferred, FakeClock, sleep } from "./_support/time.ts";
@@ -23,15 +18,7 @@ import { post } from "./_support/http.ts";
 import { recorder } from "./_support/stores.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
 import { until } from "./_support/time.ts";
-import { counting } from "./_support/idempotency.ts";
-
-/** The options, with the heartbeat on `time`. */
-function onFakeTime(
-  time: FakeClock,
-  options: IdempotencyOptions,
-): IdempotencyOptions {
-  return { ...options, [HEARTBEAT_CLOCK]: time } as IdempotencyOptions;
-}
+import { counting, idempotencyOn } from "./_support/idempotency.ts";
 
 Deno.test("idempotency() lets a retry take over an expired lease when the heartbeat cannot reach the store, and the stale completion is lost", async () => {
   let now = 0;
@@ -44,14 +31,15 @@ Deno.test("idempotency() lets a retry take over an expired lease when the heartb
     return new Response(`answer ${n}`);
   });
   const time = new FakeClock();
-  const guarded = idempotency(
+  const guarded = idempotencyOn(
+    time,
     handler,
-    onFakeTime(time, {
+    {
       scope: "global",
       store,
       lease: 150,
       onEvent: log.onEvent,
-    }),
+    },
   );
   const first = guarded(post("lease"));
   await until(() => log.types().includes("claimed"), "the claim");
@@ -96,9 +84,10 @@ Deno.test("idempotency() renews the lease while a slow handler runs", async () =
     return new Response("slow");
   });
   const time = new FakeClock();
-  const guarded = idempotency(
+  const guarded = idempotencyOn(
+    time,
     handler,
-    onFakeTime(time, { scope: "global", store, lease: 150 }),
+    { scope: "global", store, lease: 150 },
   );
   const first = guarded(post("slow"));
   await until(() => state.runs === 1, "the handler's start");
@@ -126,17 +115,18 @@ Deno.test("idempotency() reports lease_lost when a heartbeat finds the slot take
   const gate = deferred();
   const log = recorder();
   const time = new FakeClock();
-  const guarded = idempotency(
+  const guarded = idempotencyOn(
+    time,
     async () => {
       await gate.promise;
       return new Response("x");
     },
-    onFakeTime(time, {
+    {
       scope: "global",
       store: inner,
       lease: 60,
       onEvent: log.onEvent,
-    }),
+    },
   );
   const first = guarded(post("lost"));
   await until(() => log.types().includes("claimed"), "the claim");
@@ -177,9 +167,10 @@ Deno.test("idempotency() streams a 2xx body that does not end within a lease and
   );
   const log = recorder();
   const time = new FakeClock();
-  const guarded = idempotency(
+  const guarded = idempotencyOn(
+    time,
     handler,
-    onFakeTime(time, { scope: "global", lease: 150, onEvent: log.onEvent }),
+    { scope: "global", lease: 150, onEvent: log.onEvent },
   );
   const response = guarded(post("sse"));
   await until(() => tick > 0, "the capture's first read");

@@ -17,14 +17,13 @@
 import assert from "node:assert/strict";
 import {
   drainCompletions,
-  idempotency,
   type IdempotencyEvent,
   type IdempotencyOptions,
 } from "../mod.ts";
-import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
 import type { StoreOperation } from "../src/store.ts";
 import { MemoryStore } from "../src/stores/memory.ts";
 import { deferred, FakeClock } from "./_support/time.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 import { post } from "./_support/http.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
 import { until } from "./_support/time.ts";
@@ -75,7 +74,7 @@ for (const c of CASES) {
       }
     };
     const gate = deferred();
-    const guarded = idempotency(async () => {
+    const guarded = idempotencyOn(time, async () => {
       await gate.promise;
       if (c.throws) throw new Error("handler failed");
       return new Response("body", { status: c.status });
@@ -85,8 +84,7 @@ for (const c of CASES) {
       lease: LEASE,
       onEvent,
       ...c.options,
-      [HEARTBEAT_CLOCK]: time,
-    } as IdempotencyOptions);
+    });
 
     const answer = Promise.resolve(guarded(post(crypto.randomUUID()))).then(
       async (response) => (await response.text(), response.status),
@@ -98,6 +96,14 @@ for (const c of CASES) {
     await until(() => store.calls.extend > 0, "a renewal");
     if (c.failsOnce) store.failing.add(c.failsOnce);
     gate.resolve();
+    if (c.failsOnce) { // its retry waits on the fake time too
+      await until(
+        () => events.some((e) => e.type === "write_retry"),
+        "a retry",
+      );
+      const retry = events.find((e) => e.type === "write_retry");
+      await time.advance(retry && "delayMs" in retry ? retry.delayMs : 0);
+    }
     assert.equal(await answer, c.throws ? "thrown" : c.status);
     await drainCompletions(guarded);
     const settled = events.find((e) =>

@@ -517,3 +517,31 @@ Deno.test("idempotency() takes a lease up to its ttl and a completionWait up to 
     /'completionWait' must not exceed 'completionTimeout'/,
   );
 });
+
+Deno.test("idempotency() and FailoverStore refuse a store lacking any of its four methods, naming it, in one wording", () => {
+  const ok = () => new Response("ok");
+  for (const missing of ["claim", "complete", "release", "extend"]) {
+    const store = new MemoryStore();
+    const partial = Object.fromEntries(
+      ["claim", "complete", "release", "extend"]
+        .filter((m) => m !== missing)
+        .map((
+          m,
+        ) => [m, (store as unknown as Record<string, () => unknown>)[m]]),
+    ) as unknown as IdempotencyStore;
+    const wording =
+      `must implement IdempotencyStore: it has no ${missing}() method`;
+    assert.throws(
+      () => idempotency(ok, { scope: "global", store: partial }),
+      new TypeError(`'store' ${wording}`),
+    );
+    assert.throws(
+      () => new FailoverStore({ primary: partial, fallback: store }),
+      new TypeError(`'primary' ${wording}`),
+    );
+    assert.throws(
+      () => new FailoverStore({ primary: store, fallback: partial }),
+      new TypeError(`'fallback' ${wording}`),
+    );
+  }
+});

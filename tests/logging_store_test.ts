@@ -21,7 +21,7 @@ import { StoreError, type StoreReport } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { type RedisCommander, RedisStore } from "../src/stores/redis.ts";
-import { LOG_CLOCK, LOG_INTERVAL_MS } from "../src/_log.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 import { post } from "./_support/http.ts";
 import {
   integrationTest,
@@ -34,6 +34,9 @@ import {
 } from "./_support/services.ts";
 import { FakeClock, waitFor } from "./_support/time.ts";
 import { memoryPair } from "./stores/_failover_fixtures.ts";
+
+/** The log's documented minute: a kind's later lines are counted for it. */
+const LOG_INTERVAL_MS = 60_000;
 
 type Level = "info" | "warn" | "error";
 
@@ -60,15 +63,14 @@ Deno.test("a FailoverStore under idempotency() logs its first fallback at once w
   const clock = new FakeClock();
   const log = lines();
   const seenInHandler: number[] = [];
-  const handler = idempotency(() => {
+  const handler = idempotencyOn(clock, () => {
     seenInHandler.push(log.kept.length);
     return created();
   }, {
     scope: "global",
     store,
     logger: log.logger,
-    [LOG_CLOCK]: clock,
-  } as IdempotencyOptions);
+  });
 
   primary.down = true;
   for (const key of ["k0", "k1", "k2", "k3"]) {
@@ -178,12 +180,11 @@ Deno.test("however many middlewares share a FailoverStore and a logger, each fal
         const handlers = Array.from(
           { length: middlewares },
           () =>
-            idempotency(created, {
+            idempotencyOn(clock, created, {
               scope: "global",
               store,
               logger,
-              [LOG_CLOCK]: clock,
-            } as IdempotencyOptions),
+            }),
         );
         for (const { via, down, key, wait } of steps) {
           await clock.advance(wait, () => Promise.resolve());

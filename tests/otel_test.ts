@@ -20,7 +20,7 @@ import {
 import { idempotencyTelemetry, type RequestOutcome } from "../src/otel.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { SqliteStore } from "../src/stores/sqlite.ts";
-import { HEARTBEAT_CLOCK } from "../src/_heartbeat.ts";
+import { idempotencyOn } from "./_support/idempotency.ts";
 import { post } from "./_support/http.ts";
 import { deferred, FakeClock, until } from "./_support/time.ts";
 import { FaultyStore } from "./faults/_faulty_store.ts";
@@ -324,7 +324,7 @@ Deno.test("idempotencyTelemetry() counts a lease the heartbeat found lost", asyn
   const events: string[] = [];
   const gate = deferred();
   const time = new FakeClock();
-  const guarded = idempotency(async () => {
+  const guarded = idempotencyOn(time, async () => {
     await gate.promise;
     return ok();
   }, {
@@ -335,8 +335,7 @@ Deno.test("idempotencyTelemetry() counts a lease the heartbeat found lost", asyn
       telemetry.onEvent(event);
       events.push(event.type);
     },
-    [HEARTBEAT_CLOCK]: time,
-  } as IdempotencyOptions);
+  });
   const pending = guarded(post("lease"));
   await until(() => events.includes("claimed"), "the claim");
   await time.advance(150);

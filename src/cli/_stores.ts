@@ -15,6 +15,7 @@ import type {
 } from "./_args.ts";
 import { UsageError } from "./_args.ts";
 import type { PeekResult, StoreStats } from "../store.ts";
+import { messageOf } from "../_validate.ts";
 import { KvStore } from "../stores/kv.ts";
 import { MysqlStore } from "../stores/mysql.ts";
 import { PostgresStore } from "../stores/postgres.ts";
@@ -56,7 +57,7 @@ export function where(target: OneTarget): string {
 export function causes(error: unknown): string {
   const parts: string[] = [];
   for (let e = error; e !== undefined && parts.length < 4;) {
-    const text = e instanceof Error ? e.message || e.name : String(e);
+    const text = messageOf(e) || (e instanceof Error ? e.name : "");
     if (!parts.some((part) => part.includes(text))) parts.push(text);
     e = e instanceof AggregateError && e.errors.length > 0
       ? e.errors[0]

@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** One client operation ({@linkcode Operation}) and how it ends. @module */
+/** One client operation ({@linkcode ClientCall}) and how it ends. @module */
 
 import type { Timer } from "../_async.ts";
 import { concatBytes } from "../_bytes.ts";
@@ -62,7 +62,7 @@ const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(
 );
 
 /** One operation; the constructor throws a `TypeError` for a bad key. */
-export class Operation {
+export class ClientCall {
   readonly method: string;
   readonly headers: Headers;
   readonly key: string | null;
@@ -186,10 +186,10 @@ function checkKey(name: string, key: unknown): void {
 
 const NOT_BYTES = "The request body stream must yield Uint8Array chunks";
 
-/** {@linkcode Operation.unbuffered}, kept: a stream up to `maxBodyBytes`, a
+/** {@linkcode ClientCall.unbuffered}, kept: a stream up to `maxBodyBytes`, a
  * `FormData` serialized once (each draws a new boundary: another request). */
 export async function resendable(
-  op: Operation,
+  op: ClientCall,
   body: ReadableStream<Uint8Array> | FormData,
 ): Promise<BodyInit> {
   const { signal, config: { maxBodyBytes: limit } } = op;

@@ -1,9 +1,11 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The client's options, and their check ({@linkcode configure}). @module */
+/** The client's options, and their check ({@linkcode configureClient}). @module */
 
 import { delay } from "../_async.ts";
+import { DEFAULTS } from "../options.ts";
 import {
   headerName,
+  isMethodName,
   knownOptions,
   needsOption,
   nonNegativeInteger,
@@ -115,16 +117,15 @@ export interface ClientConfig
 }
 
 /** Checks the options (`TypeError`, or `RangeError` for a number). */
-export function configure(options: IdempotentFetchOptions): ClientConfig {
+export function configureClient(options: IdempotentFetchOptions): ClientConfig {
   const must = (name: string, what: string, value: string) =>
     `'${name}' must be ${what}: current value is ${value}`;
   if (options === null || typeof options !== "object") {
     throw new TypeError(must("options", "an object", `${options}`));
   }
   knownOptions("createIdempotentFetch()", options, CLIENT_OPTIONS);
-  const methods = options.methods ?? ["POST", "PATCH"];
-  const isName = (m: string) => typeof m === "string" && /^[A-Za-z]+$/.test(m);
-  if (!Array.isArray(methods) || !methods.every(isName)) {
+  const methods = options.methods ?? DEFAULTS.methods;
+  if (!Array.isArray(methods) || !methods.every(isMethodName)) {
     const value = JSON.stringify(methods);
     throw new TypeError(must("methods", "a list of method names", value));
   }
@@ -139,8 +140,8 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
   }
   const send = optionalFunction("fetch", options.fetch) ??
     ((request: Request) => fetch(request));
-  const header = options.header ?? "Idempotency-Key";
-  const replayHeader = options.replayHeader ?? "Idempotent-Replayed";
+  const header = options.header ?? DEFAULTS.header;
+  const replayHeader = options.replayHeader ?? DEFAULTS.replayHeader;
   headerName("header", header); // kept in the caller's case: messages quote it
   headerName("replayHeader", replayHeader);
   const maxAttempts = positiveInteger("maxAttempts", options.maxAttempts ?? 5);
@@ -165,7 +166,7 @@ export function configure(options: IdempotentFetchOptions): ClientConfig {
     retryStatuses: new Set([409, 429, 503, ...retryStatuses]),
     maxBodyBytes: nonNegativeInteger(
       "maxBodyBytes",
-      options.maxBodyBytes ?? 1_048_576,
+      options.maxBodyBytes ?? DEFAULTS.maxRequestBytes, // what the middleware takes
     ),
     generateKey: optionalFunction("generateKey", options.generateKey) ??
       uuidV4,

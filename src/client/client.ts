@@ -17,13 +17,13 @@
 import { backoff } from "../_async.ts";
 import {
   type ClientConfig,
-  configure,
+  configureClient,
   type IdempotentFetchOptions,
   type RetryInfo,
 } from "./_options.ts";
 import {
+  ClientCall,
   type IdempotentRequestInit,
-  Operation,
   resendable,
   type StopReason,
 } from "./_operation.ts";
@@ -90,8 +90,8 @@ export interface IdempotentFetchResult {
 export function createIdempotentFetch(
   options: IdempotentFetchOptions = {},
 ): IdempotentFetch {
-  const config = configure(options);
-  return async (input, init) => await run(new Operation(config, input, init));
+  const config = configureClient(options);
+  return async (input, init) => await run(new ClientCall(config, input, init));
 }
 
 /**
@@ -111,7 +111,7 @@ export function createIdempotentFetch(
  */
 export const idempotentFetch: IdempotentFetch = createIdempotentFetch();
 
-async function run(op: Operation): Promise<IdempotentFetchResult> {
+async function run(op: ClientCall): Promise<IdempotentFetchResult> {
   try {
     if (op.signal.aborted) throw op.stopped();
     if (op.unbuffered) op.init.body = await resendable(op, op.unbuffered);
@@ -134,7 +134,7 @@ async function run(op: Operation): Promise<IdempotentFetchResult> {
 
 /** After a response: the result to hand back, or the retry to make. */
 async function answered(
-  op: Operation,
+  op: ClientCall,
   response: Response,
 ): Promise<IdempotentFetchResult | RetryInfo> {
   const { config, attempts, key, method, retried } = op;
@@ -181,7 +181,7 @@ async function answered(
 }
 
 /** After a network error: the retry to make, or the error that ends it all. */
-function failed(op: Operation, error: unknown): RetryInfo {
+function failed(op: ClientCall, error: unknown): RetryInfo {
   const { config, attempts: attempt, key, method, retried } = op;
   const stop = (reason: StopReason, message: string) =>
     op.fail(reason, message, error);

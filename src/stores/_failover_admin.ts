@@ -1,6 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** FailoverStore's peek and forget on both stores (docs/architecture.md, Inspect and forget). @module */
 
+import { assertMethod, messageOf } from "../_validate.ts";
 import { StoreError } from "../store.ts";
 import type {
   AdminOperation,
@@ -19,12 +20,12 @@ export function adminMethod<M extends AdminOperation>(
   role: Role,
   method: M,
 ): NonNullable<IdempotencyStore[M]> {
-  const found = store[method];
-  if (typeof found !== "function") {
-    throw new TypeError(
-      `FailoverStore.${method}() needs the ${role} store's ${method}(): it has none`,
-    );
-  }
+  assertMethod(
+    store,
+    method,
+    `FailoverStore.${method}() needs the ${role} store's ${method}(): it has none`,
+  );
+  const found = store[method] as (...args: unknown[]) => unknown;
   return found.bind(store) as NonNullable<IdempotencyStore[M]>;
 }
 
@@ -115,9 +116,4 @@ export function bothFailed(
     "The primary and the fallback store both failed",
   );
   return new StoreError(message, { operation, cause });
-}
-
-export function messageOf(error: unknown): string {
-  const message = (error as { message?: unknown } | null)?.message;
-  return typeof message === "string" ? message : String(error);
 }

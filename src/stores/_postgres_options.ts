@@ -10,6 +10,7 @@ import {
 import type { PostgresSql } from "./_postgres_sql.ts";
 import { DEFAULT_TABLE, parseTable } from "./_postgres_migration.ts";
 import type { TransactionSetup } from "./_postgres_transaction.ts";
+import { timeoutOption } from "./_store_call.ts";
 
 /** The isolation level of a request's transaction. */
 export type PostgresIsolation =
@@ -56,8 +57,8 @@ export interface PostgresStoreOptions {
    */
   table?: string;
   /**
-   * How long one operation may take, in milliseconds, waiting for a pooled
-   * connection included (docs/architecture.md, "Store calls and deadlines").
+   * How long one operation may take, waiting for a pooled connection
+   * included: a positive integer of milliseconds, or `Infinity` for none (docs/architecture.md, "Store calls and deadlines").
    * The statement is never cancelled; for the server to stop waiting too,
    * give the client `connection: { lock_timeout: 2000 }` or
    * `statement_timeout`.
@@ -108,12 +109,7 @@ export function postgresSettings(
   }
   knownOptions("PostgresStore", options, POSTGRES_OPTIONS);
   const name = options.table ?? DEFAULT_TABLE;
-  const timeoutMs = options.timeoutMs ?? 2000;
-  if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-    throw new RangeError(
-      `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
-    );
-  }
+  const timeoutMs = timeoutOption(options.timeoutMs, 2000);
   const table = parseTable(name).quoted;
   const transaction = options.transaction ?? {};
   knownOptions("PostgresStore 'transaction'", transaction, TRANSACTION_OPTIONS);

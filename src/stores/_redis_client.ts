@@ -9,6 +9,7 @@
 import { Buffer } from "node:buffer";
 import { byteView } from "../_record.ts";
 import { StoreError } from "../store.ts";
+import { messageOf } from "../_validate.ts";
 import type { Operation, StoreErrors } from "./_store_call.ts";
 
 /**
@@ -276,18 +277,11 @@ function slow(state: string): string {
   return `the Redis client is connected (${state}) but Redis did not answer: it is overloaded, blocked by a slow command or paused; check \`redis-cli --latency\` and SLOWLOG, or raise 'timeoutMs'`;
 }
 
-/** How RedisStore words a command that failed or missed `timeoutMs`. */
-export function callErrors(hint: Hint, timeoutMs: number): StoreErrors {
-  return {
-    failed: (operation, cause) => failure(operation, cause, "", hint()),
-    timedOut: (operation) =>
-      new StoreError(
-        `Redis ${operation} did not answer within ${timeoutMs} ms${
-          colon(hint(true))
-        }`,
-        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-      ),
-  };
+/** How RedisStore words a command that failed before `timeoutMs`. */
+export function callFailure(
+  hint: Hint,
+): (operation: Operation, cause: unknown) => StoreError {
+  return (operation, cause) => failure(operation, cause, "", hint());
 }
 
 /** How RedisStore words a `WAIT` that failed or missed its deadline. */
@@ -312,7 +306,7 @@ function failure(
   what: string,
   hint: string | undefined,
 ): StoreError {
-  const reason = (cause as { message?: unknown } | null)?.message ?? cause;
+  const reason = messageOf(cause);
   const message = `Redis ${op} failed: ${what}${reason}${colon(hint)}`;
   return new StoreError(message, { operation: op, cause });
 }

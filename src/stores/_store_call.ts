@@ -1,5 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** {@linkcode StoreCalls}, the one store-call deadline. @module */
+/**
+ * {@linkcode StoreCalls}, the one store-call deadline, and
+ * {@linkcode serviceCalls}, the setup every store makes it with.
+ * @module
+ */
 
 import {
   type Clock,
@@ -9,8 +13,14 @@ import {
   SYSTEM_CLOCK,
   type Timer,
 } from "../_async.ts";
-import type { AdminOperation, StoreError, StoreOperation } from "../store.ts";
-import type { Orphan, Orphans } from "./_orphans.ts";
+import {
+  type AdminOperation,
+  StoreError,
+  type StoreEvent,
+  type StoreOperation,
+  type WriteOutcome,
+} from "../store.ts";
+import { type Orphan, Orphans } from "./_orphans.ts";
 
 /** Any operation a store times: the middleware's or an admin's. */
 export type Operation = StoreOperation | AdminOperation;
@@ -144,4 +154,61 @@ export class StoreCalls {
       call.reject(this.errors.timedOut(call.operation));
     }
   };
+}
+
+/**
+ * The one `timeoutMs` rule of every store: a positive integer of
+ * milliseconds, or `Infinity` for no deadline; `undefined` is `defaultMs`.
+ */
+export function timeoutOption(value: unknown, defaultMs: number): number {
+  const ms = value ?? defaultMs;
+  if (ms === Infinity || (Number.isSafeInteger(ms) && (ms as number) > 0)) {
+    return ms as number;
+  }
+  throw new RangeError(
+    `'timeoutMs' must be a positive integer of milliseconds, or Infinity: current value is ${
+      typeof ms === "string" ? JSON.stringify(ms) : ms
+    }`,
+  );
+}
+
+/** What a store tells {@linkcode serviceCalls}. */
+export interface ServiceSetup {
+  /** The service as messages name it: `"Redis"`, `"Deno KV"`, `"PostgreSQL"`. */
+  service: string;
+  /** From {@linkcode timeoutOption}. */
+  timeoutMs: number;
+  /** The store's checked `onEvent` option. */
+  onEvent: ((event: StoreEvent) => void) | undefined;
+  /** The store's own release, for the undo queue. */
+  release(slot: string, token: string): Promise<WriteOutcome>;
+  /** How the store words a call that failed before its deadline. */
+  failed(operation: Operation, cause: unknown): StoreError;
+  /** What to say after a timeout, if anything (Redis: the client's state). */
+  hint?(): string | undefined;
+}
+
+/**
+ * A store's undo queue and its calls under one deadline, a timeout worded
+ * `<service> <operation> did not answer within <ms> ms[: <hint>]`.
+ */
+export function serviceCalls(
+  setup: ServiceSetup,
+): { calls: StoreCalls; orphans: Orphans } {
+  const { service, timeoutMs, hint } = setup;
+  const orphans = new Orphans(setup.release);
+  orphans.onEvent = setup.onEvent;
+  const calls = new StoreCalls(timeoutMs, orphans, {
+    failed: setup.failed,
+    timedOut: (operation) => {
+      const then = hint?.();
+      return new StoreError(
+        `${service} ${operation} did not answer within ${timeoutMs} ms${
+          then ? `: ${then}` : ""
+        }`,
+        { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
+      );
+    },
+  });
+  return { calls, orphans };
 }

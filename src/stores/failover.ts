@@ -20,7 +20,9 @@ import {
 } from "../store.ts";
 import { claimOptions, durationMs } from "./_shared.ts";
 import {
+  assertStore,
   knownOptions,
+  messageOf,
   optionalBoolean,
   optionalFunction,
 } from "../_validate.ts";
@@ -28,7 +30,6 @@ import {
   adminMethod,
   bothFailed,
   forgetBoth,
-  messageOf,
   peekBoth,
   settle,
 } from "./_failover_admin.ts";
@@ -69,17 +70,6 @@ function route(token: unknown): { primary?: string; fallback?: string } | null {
 
 function both(primary: string, fallback: string): string {
   return `b:${primary.length}.${fallback.length}:${primary}${fallback}`;
-}
-
-function assertStore(name: string, store: unknown): void {
-  const s = store as Record<string, unknown> | null | undefined;
-  for (const method of ["claim", "complete", "release", "extend"]) {
-    if (typeof s?.[method] !== "function") {
-      throw new TypeError(
-        `'${name}' must be an IdempotencyStore: it has no ${method}() method`,
-      );
-    }
-  }
 }
 
 /**

@@ -27,12 +27,12 @@ import {
   optionalFunction,
   positiveInteger,
 } from "../_validate.ts";
-import { Orphans } from "./_orphans.ts";
+import type { Orphans } from "./_orphans.ts";
 import { KvSlots } from "./_kv_slots.ts";
 import { applyMutations, KvMutations, KvUnit } from "./_kv_unit.ts";
 import { unlocked } from "./_kv_bodies.ts";
 import { isClaimed } from "../_claimed.ts";
-import { StoreCalls } from "./_store_call.ts";
+import { serviceCalls, type StoreCalls, timeoutOption } from "./_store_call.ts";
 
 export { KvMutations } from "./_kv_unit.ts";
 
@@ -57,9 +57,10 @@ export interface KvStoreOptions {
    */
   clock?: () => number;
   /**
-   * How long one operation may take, in milliseconds (docs/architecture.md,
-   * "Store calls and deadlines"): Deno KV cannot cancel a call, so a write
-   * may still apply after the error. `Infinity` waits as long as Deno KV does.
+   * How long one operation may take, a positive integer of milliseconds
+   * (docs/architecture.md, "Store calls and deadlines"): Deno KV cannot cancel
+   * a call, so a write may still apply after the error. `Infinity` waits as
+   * long as Deno KV does.
    *
    * @default {10_000}
    */
@@ -119,7 +120,7 @@ export type AtomicHandler<A extends unknown[]> = (
  */
 export class KvStore implements IdempotencyStore {
   #slots: KvSlots;
-  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #orphans: Orphans;
   #calls: StoreCalls;
   #units = new WeakMap<Request, KvUnit>();
   #kv: Deno.Kv;
@@ -129,14 +130,17 @@ export class KvStore implements IdempotencyStore {
    *
    * @throws {TypeError} When `kv`, `prefix`, `clock` or `onEvent` is not what
    * it should be, or an option is unknown.
-   * @throws {RangeError} When `timeoutMs` is not a positive number.
+   * @throws {RangeError} When `timeoutMs` is not a positive integer or `Infinity`.
    */
   constructor(options: KvStoreOptions) {
     const { kv, prefix, clock, timeoutMs, onEvent } = kvSettings(options);
     this.#slots = new KvSlots(kv, prefix, clock);
     this.#kv = kv;
-    this.#orphans.onEvent = onEvent;
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
+    ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
+      service: "Deno KV",
+      timeoutMs,
+      onEvent,
+      release: (slot, token) => this.release(slot, token),
       failed: (operation, error) =>
         error instanceof StoreError ? error : new StoreError(
           `Deno KV failed to ${operation}: ${error}${
@@ -146,12 +150,7 @@ export class KvStore implements IdempotencyStore {
           }`,
           { operation, cause: error },
         ),
-      timedOut: (operation) =>
-        new StoreError(
-          `Deno KV ${operation} did not answer within ${timeoutMs} ms`,
-          { operation, cause: new Error(`Timed out after ${timeoutMs} ms`) },
-        ),
-    });
+    }));
   }
 
   /** {@linkcode IdempotencyStore.claim}, checked against the versionstamp read. */
@@ -366,12 +365,7 @@ type KvSettings = Required<Omit<KvStoreOptions, "onEvent">> & {
 function kvSettings(options: KvStoreOptions): KvSettings {
   const { kv, prefix = ["idempotency"] } = options ?? {};
   knownOptions("KvStore", options ?? {}, KV_OPTIONS);
-  const timeoutMs = options?.timeoutMs ?? 10_000;
-  if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) {
-    throw new RangeError(
-      `'timeoutMs' must be a positive number of milliseconds: current value is ${timeoutMs}`,
-    );
-  }
+  const timeoutMs = timeoutOption(options?.timeoutMs, 10_000);
   if (
     kv === null || typeof kv !== "object" || typeof kv.atomic !== "function"
   ) {

@@ -24,7 +24,7 @@ import type {
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
 import { SealCount } from "../_seal.ts";
-import { Orphans } from "./_orphans.ts";
+import type { Orphans } from "./_orphans.ts";
 import {
   completeParams,
   decodeClaim,
@@ -49,7 +49,12 @@ import {
   type TransactionalHandler,
   type TransactionSetup,
 } from "./_postgres_transaction.ts";
-import { type Operation, StoreCalls, type Undo } from "./_store_call.ts";
+import {
+  type Operation,
+  serviceCalls,
+  type StoreCalls,
+  type Undo,
+} from "./_store_call.ts";
 
 export type {
   PostgresQuery,
@@ -101,7 +106,7 @@ export class PostgresStore implements IdempotencyStore {
   #table: string;
   #name: string;
   #statements: Statements;
-  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #orphans: Orphans;
   #calls: StoreCalls;
   #setup: TransactionSetup;
   #units = new WeakMap<Request, PostgresUnit>();
@@ -121,15 +126,14 @@ export class PostgresStore implements IdempotencyStore {
     this.#sql = sql;
     this.#table = table;
     this.#name = settings.name;
-    this.#orphans.onEvent = settings.onEvent;
-    const failed = (operation: Operation, cause: unknown) =>
-      failure(operation, cause, settings.name);
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed,
-      // Never `query.cancel()` (docs/architecture.md, "Nothing left behind").
-      timedOut: (operation) =>
-        failed(operation, new Error(`No answer within ${timeoutMs} ms`)),
-    });
+    // A late query is never `query.cancel()`ed (docs/architecture.md, "Nothing left behind").
+    ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
+      service: "PostgreSQL",
+      timeoutMs,
+      onEvent: settings.onEvent,
+      release: (slot, token) => this.release(slot, token),
+      failed: (operation, cause) => failure(operation, cause, settings.name),
+    }));
     this.#statements = statements(table);
     this.#setup = { ...settings, complete: this.#statements.complete };
   }

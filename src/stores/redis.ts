@@ -39,9 +39,9 @@ import {
   positiveInteger,
   positiveMs,
 } from "../_validate.ts";
-import { Orphans } from "./_orphans.ts";
+import type { Orphans } from "./_orphans.ts";
 import {
-  callErrors,
+  callFailure,
   commander,
   connectionHint,
   mayHaveRun,
@@ -63,7 +63,13 @@ import {
   WRITE_REPLY,
 } from "./_redis_scripts.ts";
 import { completedRecord, inFlightRecord, newToken } from "./_redis_record.ts";
-import { type Operation, type StoreCall, StoreCalls } from "./_store_call.ts";
+import {
+  type Operation,
+  serviceCalls,
+  type StoreCall,
+  StoreCalls,
+  timeoutOption,
+} from "./_store_call.ts";
 
 /**
  * A connection in subscriber mode, for {@linkcode RedisStoreOptions.subscriber}:
@@ -92,7 +98,8 @@ export interface RedisStoreOptions {
    */
   prefix?: string;
   /**
-   * How long each operation may wait for Redis, in milliseconds.
+   * How long each operation may wait for Redis: a positive integer of
+   * milliseconds, or `Infinity` for no deadline.
    * @default {2000}
    */
   timeoutMs?: number;
@@ -175,7 +182,7 @@ export class RedisStore implements IdempotencyStore {
   #subscriber: RedisSubscriberLike | undefined;
   #replicas: number;
   #waitMs: number;
-  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #orphans: Orphans;
   #calls: StoreCalls;
   #waits: StoreCalls;
   /** Whether the server takes `SET … NX … GET` (Redis 7.0 and later). */
@@ -188,13 +195,14 @@ export class RedisStore implements IdempotencyStore {
    * serving: a command that fails on a client not connected says so).
    * @throws {TypeError} When `client`, `prefix` or `subscriber` is malformed,
    * an option is unknown, or `waitTimeoutMs` is given without `waitReplicas`.
-   * @throws {RangeError} When a number option is not a positive integer.
+   * @throws {RangeError} When a number option is not a positive integer
+   * (`timeoutMs` may also be `Infinity`).
    */
   constructor(options: RedisStoreOptions) {
     const client = options?.client;
     this.#send = commander(client);
     knownOptions("RedisStore", options, REDIS_OPTIONS);
-    this.#orphans.onEvent = optionalFunction("onEvent", options.onEvent);
+    const onEvent = optionalFunction("onEvent", options.onEvent);
     const prefix = options.prefix ?? "idempotency:";
     if (typeof prefix !== "string") {
       throw new TypeError(
@@ -202,7 +210,7 @@ export class RedisStore implements IdempotencyStore {
       );
     }
     this.#prefix = prefix;
-    const timeoutMs = positiveMs("timeoutMs", options.timeoutMs ?? 2000);
+    const timeoutMs = timeoutOption(options.timeoutMs, 2000);
     const subscriber = options.subscriber;
     if (subscriber !== undefined) {
       if (
@@ -230,8 +238,14 @@ export class RedisStore implements IdempotencyStore {
     );
     this.#wait = waiter(client, this.#send, this.#replicas, this.#waitMs);
     const hint = connectionHint(client);
-    const errors = callErrors(hint, timeoutMs);
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, errors);
+    ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
+      service: "Redis",
+      timeoutMs,
+      onEvent,
+      release: (slot, token) => this.release(slot, token),
+      failed: callFailure(hint),
+      hint: () => hint(true),
+    }));
     // WAIT blocks up to waitTimeoutMs, then gets timeoutMs like any call.
     const waits = waitErrors(hint, this.#replicas, this.#waitMs);
     this.#waits = new StoreCalls(

@@ -6,7 +6,7 @@ import { acquired, type ConformanceCase, pattern, plain } from "./_context.ts";
 import type { PeekResult, StoredResponse, StoreStats } from "../store.ts";
 
 /** A completed peek's result; fails on any other. */
-function completedPeek(
+function expectCompleted(
   found: PeekResult,
 ): Extract<PeekResult, { state: "completed" }> {
   assert.equal(found.state, "completed", JSON.stringify(found));
@@ -14,7 +14,7 @@ function completedPeek(
 }
 
 /** An in-flight peek's result; fails on any other. */
-function inFlightPeek(
+function expectInFlight(
   found: PeekResult,
 ): Extract<PeekResult, { state: "in_flight" }> {
   assert.equal(found.state, "in_flight", JSON.stringify(found));
@@ -46,7 +46,7 @@ export const ADMIN_CASES: readonly ConformanceCase[] = [
     needs: ["peek"],
     async run({ peek, claimed }) {
       const [s] = await claimed("fp-peek", { leaseMs: 10_000, ttlMs: TTL });
-      const found = inFlightPeek(await peek(s));
+      const found = expectInFlight(await peek(s));
       assert.equal(found.fingerprint, "fp-peek");
       near(found.expiresAt - found.leaseExpiresAt, TTL - 10_000, "TTL - lease");
       if (found.claimedAt !== null) {
@@ -76,9 +76,9 @@ export const ADMIN_CASES: readonly ConformanceCase[] = [
       };
       for (const [i, r] of [response, omitted, plain("")].entries()) {
         const [s, token] = await claimed(`fp-done-${i}`, { ttlMs: TTL });
-        const before = inFlightPeek(await peek(s));
+        const before = expectInFlight(await peek(s));
         assert.equal(await store.complete(s, token, r), "applied");
-        const found = completedPeek(await peek(s));
+        const found = expectCompleted(await peek(s));
         assert.equal(found.fingerprint, `fp-done-${i}`);
         assert.equal(found.status, r.status);
         assert.deepEqual(found.headerNames, r.headers.map(([name]) => name));
@@ -125,13 +125,13 @@ export const ADMIN_CASES: readonly ConformanceCase[] = [
     needs: ["peek"],
     async run({ store, lease, opts, peek, claimed, elapse }) {
       const [s, token] = await claimed("fp-look");
-      const first = inFlightPeek(await peek(s));
+      const first = expectInFlight(await peek(s));
       await elapse(lease / 2);
-      const second = inFlightPeek(await peek(s));
+      const second = expectInFlight(await peek(s));
       near(second.leaseExpiresAt, first.leaseExpiresAt, "the lease's end");
       near(second.expiresAt, first.expiresAt, "the record's end");
       await elapse(lease / 2 + 50);
-      const lapsed = inFlightPeek(await peek(s));
+      const lapsed = expectInFlight(await peek(s));
       near(lapsed.leaseExpiresAt, first.leaseExpiresAt, "the lapsed lease");
       const again = await store.claim(s, opts("fp-look"));
       assert.equal(again.state, "acquired", JSON.stringify(again));

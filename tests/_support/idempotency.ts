@@ -6,6 +6,15 @@
  * @module
  */
 
+import type { Clock } from "../../src/_async.ts";
+import { configure } from "../../src/_configure.ts";
+import { guarding } from "../../src/idempotency.ts";
+import type {
+  FetchHandler,
+  IdempotencyOptions,
+  ServeHandlerInfo,
+} from "../../src/options.ts";
+
 /** The `maxResponseBytes` the capture tests set. */
 export const CAP = 1024;
 
@@ -22,4 +31,13 @@ export function counting(
     return await make(req, state.runs);
   };
   return { state, handler };
+}
+
+/** `idempotency()` with every timed step on `clock` (a `FakeClock`). */
+export function idempotencyOn<A extends unknown[] = [info?: ServeHandlerInfo]>(
+  clock: Clock,
+  handler: FetchHandler<A>,
+  options: IdempotencyOptions,
+): FetchHandler<A> {
+  return guarding(handler, configure(options, clock));
 }

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Time in tests: waiting for a state, deferreds, and the fake clock. @module */
 
-import type { Clock } from "../../src/_async.ts";
+import type { Clock, DelayEnd } from "../../src/_async.ts";
 
 /** A promise and its resolver. */
 export function deferred<T = void>(): {
@@ -61,7 +61,7 @@ export function until(
 
 /**
  * Time that moves only when the test moves it, with timers that fire in
- * order: the heartbeat's clock in lease tests (see `HEARTBEAT_CLOCK`), and a
+ * order: the middleware's clock (`configure(options, clock)`), and a
  * store's (`clock: () => time.now()`, `elapse: (ms) => time.advance(ms)`).
  */
 export class FakeClock implements Clock {
@@ -80,6 +80,20 @@ export class FakeClock implements Clock {
     const timer = { at: this.#now + ms, fn };
     this.#timers.add(timer);
     return () => this.#timers.delete(timer);
+  }
+
+  delay(ms: number, signal?: AbortSignal | null): Promise<DelayEnd> {
+    if (signal?.aborted) return Promise.resolve("aborted");
+    return new Promise<DelayEnd>((resolve) => {
+      const end = (how: DelayEnd) => {
+        cancel();
+        signal?.removeEventListener("abort", aborted);
+        resolve(how);
+      };
+      const aborted = () => end("aborted");
+      const cancel = this.setTimeout(() => end("elapsed"), ms);
+      signal?.addEventListener("abort", aborted, { once: true });
+    });
   }
 
   /** Timers not yet fired. */

@@ -1070,11 +1070,30 @@ export const MUTANTS: Mutant[] = [
     what: "a 413 is reported as a malformed key",
   },
   {
+    id: "problem-status-not-catalogue",
+    file: "src/problem.ts",
+    text: "  return CATALOGUE[kind].status;",
+    replacement: "  return 400 as never;",
+    tests: [...T.protocol],
+    what:
+      "a body over maxRequestBytes is reported rejected with 400, not its problem's 413",
+  },
+  {
+    id: "assert-store-three-methods",
+    file: "src/_validate.ts",
+    text: 'for (const method of ["claim", "complete", "release", "extend"]) {',
+    replacement: 'for (const method of ["claim", "complete", "release"]) {',
+    tests: [
+      "tests/idempotency_options_test.ts",
+      "tests/stores/failover_test.ts",
+    ],
+    what: "a store without extend() is taken",
+  },
+  {
     id: "guard-incomplete-status-413",
     file: GUARD,
-    text: `type: "rejected", slot: null, status: 400, reason, error`,
-    replacement:
-      `type: "rejected", slot: null, status: 413 as 400, reason, error`,
+    text: "status: problemStatus(reason),",
+    replacement: "status: 413 as 400,",
     tests: [...T.protocol],
     what: "a request body that broke off is reported as a 413",
   },
@@ -1090,10 +1109,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-unreadable-as-in-flight",
     file: GUARD,
-    text:
-      `return await reject(flight.request, "unreadable", {}, renderProblem);`,
-    replacement:
-      `return await reject(flight.request, "inFlight", { retryAfter: 30 }, renderProblem);`,
+    text: `"unreadable",\n      {},\n      renderProblem,`,
+    replacement: `"inFlight",\n      { retryAfter: 30 },\n      renderProblem,`,
     tests: [...T.protocol],
     what:
       "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
@@ -1119,9 +1136,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-unreachable-as-in-flight",
     file: GUARD,
-    text: `return await reject(request, "unavailable", {}, renderProblem);`,
+    text:
+      `return await problemResponse(request, "unavailable", {}, renderProblem);`,
     replacement:
-      `return await reject(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
+      `return await problemResponse(request, "inFlight", { retryAfter: 1 }, renderProblem);`,
     tests: [...T.protocol],
     what: "an unreachable store answers 409 instead of 503",
   },
@@ -1171,8 +1189,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "events-elapsed-since-origin",
     file: "src/events.ts",
-    text: "const elapsedMs = performance.now() - started;",
-    replacement: "const elapsedMs = performance.now();",
+    text: "const elapsedMs = clock.now() - started;",
+    replacement: "const elapsedMs = clock.now();",
     tests: [...T.protocol],
     what: "elapsedMs counts from the process's start, not the request's",
   },
@@ -1331,8 +1349,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-unanswered-lost",
     file: "src/_completion.ts",
-    text: 'within(write(), ms) ?? "unknown"',
-    replacement: 'within(write(), ms) ?? "lost"',
+    text: 'within(write(), ms, this.#config.clock) ?? "unknown"',
+    replacement: 'within(write(), ms, this.#config.clock) ?? "lost"',
     tests: [...T.completion],
     what: "an attempt unanswered at completionTimeout is reported lost",
   },
@@ -1608,18 +1626,19 @@ export const MUTANTS: Mutant[] = [
     id: "transaction-lost-as-unavailable",
     file: "src/_completion.ts",
     text:
-      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n    } catch',
+      '"inFlight",\n        { retryAfter: 1 },\n        render,\n      );\n    } catch',
     replacement:
-      'return await reject(request, "unavailable", {}, render);\n    } catch',
+      '"unavailable",\n        {},\n        render,\n      );\n    } catch',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a commit fenced out answers 503, not 409",
   },
   {
     id: "transaction-failed-as-conflict",
     file: "src/_completion.ts",
-    text: 'return await reject(request, "unavailable", {}, render);\n  }',
+    text:
+      'return await problemResponse(request, "unavailable", {}, render);\n  }',
     replacement:
-      'return await reject(request, "inFlight", { retryAfter: 1 }, render);\n  }',
+      'return await problemResponse(request, "inFlight", { retryAfter: 1 }, render);\n  }',
     tests: ["tests/stores/postgres_transaction_test.ts"],
     what: "a failed transaction whose release applied answers 409, not 503",
   },
@@ -1773,8 +1792,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "client-default-body-1mib-refused",
     file: "src/client/_options.ts",
-    text: "options.maxBodyBytes ?? 1_048_576",
-    replacement: "options.maxBodyBytes ?? 1_048_575",
+    text: "options.maxBodyBytes ?? DEFAULTS.maxRequestBytes,",
+    replacement: "options.maxBodyBytes ?? DEFAULTS.maxRequestBytes - 1,",
     tests: [...T.client],
     what: "a stream body of the documented 1 MiB is refused",
   },
@@ -2056,7 +2075,7 @@ export const MUTANTS: Mutant[] = [
     id: "options-max-waiting-zero-refused",
     file: CONFIGURE,
     text: 'option("maxWaiting", nonNegativeInteger)',
-    replacement: 'option("maxWaiting", positiveInteger)',
+    replacement: 'option("maxWaiting", positiveMs)', // refuses 0
     tests: [T.options],
     what: "a maxWaiting of 0 (documented: every duplicate 409s) is refused",
   },
@@ -2064,7 +2083,7 @@ export const MUTANTS: Mutant[] = [
     id: "options-max-pending-zero-refused",
     file: CONFIGURE,
     text: 'option("maxPendingCompletions", nonNegativeInteger)',
-    replacement: 'option("maxPendingCompletions", positiveInteger)',
+    replacement: 'option("maxPendingCompletions", positiveMs)', // refuses 0
     tests: [T.options],
     what:
       "a maxPendingCompletions of 0 (documented: all wait inline) is refused",
@@ -2424,8 +2443,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "kv-default-timeout",
     file: "src/stores/kv.ts",
-    text: "const timeoutMs = options?.timeoutMs ?? 10_000;",
-    replacement: "const timeoutMs = options?.timeoutMs ?? 9_999;",
+    text: "const timeoutMs = timeoutOption(options?.timeoutMs, 10_000);",
+    replacement: "const timeoutMs = timeoutOption(options?.timeoutMs, 9_999);",
     tests: ["tests/stores/kv_deadline_test.ts"],
     what: "a KV operation gets 9,999 ms by default, not 10,000",
   },
@@ -2601,8 +2620,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "postgres-default-timeout",
     file: "src/stores/_postgres_options.ts",
-    text: "const timeoutMs = options.timeoutMs ?? 2000;",
-    replacement: "const timeoutMs = options.timeoutMs ?? 2001;",
+    text: "const timeoutMs = timeoutOption(options.timeoutMs, 2000);",
+    replacement: "const timeoutMs = timeoutOption(options.timeoutMs, 2001);",
     tests: [...T.postgres],
     what: "a PostgreSQL statement gets 2,001 ms by default, not 2,000",
   },
@@ -2849,8 +2868,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "guard-conflict-unrendered",
     file: GUARD,
-    text: `reject(flight.request, "inFlight", { retryAfter }, render);`,
-    replacement: `reject(flight.request, "inFlight", { retryAfter });`,
+    text:
+      `problemResponse(flight.request, "inFlight", { retryAfter }, render);`,
+    replacement: `problemResponse(flight.request, "inFlight", { retryAfter });`,
     tests: [
       "tests/problem_renderer_test.ts",
       "tests/problem_renderer_stripe_test.ts",
@@ -2860,8 +2880,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "completion-unavailable-unrendered",
     file: "src/_completion.ts",
-    text: `return await reject(request, "unavailable", {}, render);`,
-    replacement: `return await reject(request, "unavailable", {});`,
+    text: `return await problemResponse(request, "unavailable", {}, render);`,
+    replacement: `return await problemResponse(request, "unavailable", {});`,
     tests: ["tests/problem_renderer_test.ts"],
     what: "a 503 for an uncommitted transaction stays RFC 9457",
   },
@@ -2884,8 +2904,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "settle-first-2s",
     file: "src/_settle_estimate.ts",
-    text: "export const FIRST_SETTLE_MS = 1_000;",
-    replacement: "export const FIRST_SETTLE_MS = 2_000;",
+    text: "const FIRST_SETTLE_MS = 1_000;",
+    replacement: "const FIRST_SETTLE_MS = 2_000;",
     tests: ["tests/settle_estimate_test.ts"],
     what: "the documented first Retry-After of 1 s becomes 2 s",
   },
@@ -3335,11 +3355,44 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/stores/redis_timeout_wording_test.ts"],
     what: "an ioredis timeout while reconnecting names no state and no fix",
   },
+  // src/stores/_store_call.ts: one timeoutMs rule, one timeout wording.
+  {
+    id: "timeout-option-infinity-refused",
+    file: "src/stores/_store_call.ts",
+    text: "if (ms === Infinity || (Number.isSafeInteger(ms)",
+    replacement: "if ((Number.isSafeInteger(ms)",
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: Infinity is refused",
+  },
+  {
+    id: "timeout-option-zero-taken",
+    file: "src/stores/_store_call.ts",
+    text: "(ms as number) > 0)",
+    replacement: "(ms as number) >= 0)",
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: 0 is taken",
+  },
+  {
+    id: "timeout-option-fraction-taken",
+    file: "src/stores/_store_call.ts",
+    text: "Number.isSafeInteger(ms) && (ms as number)",
+    replacement: 'typeof ms === "number" && (ms as number)',
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: 1.5 is taken",
+  },
+  {
+    id: "service-calls-hint-dropped",
+    file: "src/stores/_store_call.ts",
+    text: 'then ? `: ${then}` : ""',
+    replacement: '""',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a Redis timeout no longer says what the client's state suggests",
+  },
   {
     id: "redis-hint-timeout-not-slow",
-    file: "src/stores/_redis_client.ts",
-    text: "colon(hint(true))",
-    replacement: "colon(hint())",
+    file: "src/stores/redis.ts",
+    text: "hint: () => hint(true),",
+    replacement: "hint: () => hint(),",
     tests: ["tests/stores/redis_timeout_wording_test.ts"],
     what:
       "a timeout on a connected client says nothing of a slow or paused Redis",
