@@ -3,8 +3,8 @@
 
 import { DatabaseSync } from "node:sqlite";
 import { StoreError } from "../store.ts";
-import { knownOptions, nonNegativeMs, positiveMs } from "../_validate.ts";
-import type { Operation } from "./_store_call.ts";
+import { knownOptions, nonNegativeMs } from "../_validate.ts";
+import { type Operation, timeoutOption } from "./_store_call.ts";
 import { DEFAULT_TABLE, quoteTable, sqliteMigration } from "./_sqlite_sql.ts";
 import { rollback } from "./_sqlite_transaction.ts";
 
@@ -64,9 +64,9 @@ export type SqliteSettings = Required<Omit<SqliteStoreOptions, "database">> & {
 /** Checks a SqliteStore's options, fills in the defaults, opens a path. */
 export function sqliteSettings(options: SqliteStoreOptions): SqliteSettings {
   knownOptions("SqliteStore", options ?? {}, OPTIONS);
-  const { database, busyTimeoutMs = 1000, timeoutMs = 2000 } = options;
+  const { database, busyTimeoutMs = 1000 } = options;
   nonNegativeMs("busyTimeoutMs", busyTimeoutMs);
-  positiveMs("timeoutMs", timeoutMs);
+  const timeoutMs = timeoutOption(options.timeoutMs, 2000);
   const table = options.table ?? DEFAULT_TABLE;
   quoteTable(table);
   let db: DatabaseSync;

@@ -28,9 +28,8 @@ import {
   knownOptions,
   optionalFunction,
   positiveInteger,
-  positiveMs,
 } from "../_validate.ts";
-import { Orphans } from "./_orphans.ts";
+import type { Orphans } from "./_orphans.ts";
 import {
   affectedOf,
   decodeMysqlClaim,
@@ -60,8 +59,10 @@ import {
 } from "./_mysql_transaction.ts";
 import {
   type Operation,
+  serviceCalls,
   type StoreCall,
-  StoreCalls,
+  type StoreCalls,
+  timeoutOption,
   type Undo,
 } from "./_store_call.ts";
 
@@ -137,7 +138,7 @@ export class MysqlStore implements IdempotencyStore {
   #pool: MysqlPool;
   #name: string;
   #statements: Statements;
-  #orphans = new Orphans((slot, token) => this.release(slot, token));
+  #orphans: Orphans;
   #calls: StoreCalls;
   #setup: MysqlTransactionSetup;
   #units = new WeakMap<Request, MysqlUnit>();
@@ -149,7 +150,8 @@ export class MysqlStore implements IdempotencyStore {
    *
    * @throws {TypeError} When `pool` or `table` is invalid, or an option is
    * unknown.
-   * @throws {RangeError} When `timeoutMs` is not a positive integer.
+   * @throws {RangeError} When `timeoutMs` is not a positive integer of
+   * milliseconds or `Infinity`.
    */
   constructor(options: MysqlStoreOptions) {
     if (
@@ -162,19 +164,18 @@ export class MysqlStore implements IdempotencyStore {
     }
     knownOptions("MysqlStore", options, OPTIONS);
     const { pool } = options;
-    const timeoutMs = positiveMs("timeoutMs", options.timeoutMs ?? 2000);
+    const timeoutMs = timeoutOption(options.timeoutMs, 2000);
     this.#pool = pool;
     this.#name = options.table ?? DEFAULT_TABLE;
     this.#statements = statements(this.#name);
-    this.#orphans.onEvent = optionalFunction("onEvent", options.onEvent);
     const name = this.#name;
-    const failed = (operation: Operation, cause: unknown) =>
-      failure(operation, cause, name);
-    this.#calls = new StoreCalls(timeoutMs, this.#orphans, {
-      failed,
-      timedOut: (operation) =>
-        failed(operation, new Error(`No answer within ${timeoutMs} ms`)),
-    });
+    ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
+      service: "MySQL",
+      timeoutMs,
+      onEvent: optionalFunction("onEvent", options.onEvent),
+      release: (slot, token) => this.release(slot, token),
+      failed: (operation, cause) => failure(operation, cause, name),
+    }));
     this.#setup = { pool, complete: this.#statements.complete };
   }
 

@@ -14,6 +14,9 @@ import postgres from "postgres";
 import { type RedisCommander, RedisStore } from "../../src/stores/redis.ts";
 import { KvStore } from "../../src/stores/kv.ts";
 import { PostgresStore } from "../../src/stores/postgres.ts";
+import { type MysqlPool, MysqlStore } from "../../src/stores/mysql.ts";
+import { SqliteStore } from "../../src/stores/sqlite.ts";
+import { DatabaseSync } from "node:sqlite";
 import { redisTest } from "../_support/redis.ts";
 import {
   integrationTest,
@@ -31,13 +34,19 @@ async function eachStore(
   const client: RedisCommander = { sendCommand: () => Promise.resolve(null) };
   const sql = postgres("postgres://postgres@127.0.0.1:1/none", { max: 1 });
   const kv = await Deno.openKv(":memory:");
+  const database = new DatabaseSync(":memory:");
+  const never = () => Promise.reject(new Error("not called"));
+  const pool = { execute: never, getConnection: never } as unknown as MysqlPool;
   try {
     const t = timeoutMs as number;
     check("RedisStore", () => new RedisStore({ client, timeoutMs: t }));
     check("PostgresStore", () => new PostgresStore({ sql, timeoutMs: t }));
     check("KvStore", () => new KvStore({ kv, timeoutMs: t }));
+    check("MysqlStore", () => new MysqlStore({ pool, timeoutMs: t }));
+    check("SqliteStore", () => new SqliteStore({ database, timeoutMs: t }));
   } finally {
     kv.close();
+    database.close();
     await sql.end();
   }
 }
