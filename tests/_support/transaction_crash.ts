@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * What the transactional crash tests share (the model is
- * `tests/stores/postgres_transaction_crash_test.ts`, which keeps its own copy
- * and could import this): the control server where app processes report the
+ * What the transactional crash tests of PostgreSQL, MySQL and SQLite share:
+ * the control server where app processes report the
  * points they reach and wait there for the test's word, a POST of a key, and
  * `settle`, which sends a key until it is answered.
  *

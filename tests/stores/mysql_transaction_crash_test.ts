@@ -14,90 +14,18 @@
  */
 
 import assert from "node:assert/strict";
-import { slotOf } from "../../src/fingerprint.ts";
 import type mysql from "mysql2/promise";
 import { integrationTest, uniquePrefix } from "../_support/services.ts";
 import { MYSQL_IGNORE, MYSQL_URL, mysqlPool } from "../_support/mariadb.ts";
 import { MysqlStore } from "../../src/stores/mysql.ts";
 import { dropStore } from "./_mysql_fixtures.ts";
-import { AppProcess, ControlServer } from "../faults/_servers.ts";
-import { waitFor } from "../_support/time.ts";
+import { AppProcess } from "../faults/_servers.ts";
+import { Control, post, settle } from "../_support/transaction_crash.ts";
 
 const ignore = MYSQL_IGNORE;
 const LEASE = 1000;
 const APP =
   new URL("../_support/mysql_transaction_app.ts", import.meta.url).pathname;
-
-type Point = "inserted" | "captured" | "committed";
-
-/** The test's control server: where the apps report their points. */
-class Control extends ControlServer {
-  readonly reached: {
-    point: string;
-    key: string;
-    pid: number;
-    outcome: string;
-  }[] = [];
-  /** Held points, by `point key pid`: the app waits there until resolved. */
-  readonly holds = new Map<string, PromiseWithResolvers<void>>();
-
-  protected async answer(q: (name: string) => string): Promise<Response> {
-    const point = q("point");
-    const key = q("key");
-    const pid = Number(q("pid"));
-    this.reached.push({ point, key, pid, outcome: q("outcome") });
-    const hold = this.holds.get(`${point} ${key} ${pid}`);
-    if (hold) await hold.promise;
-    return new Response("go");
-  }
-
-  /** Holds `pid` at `point` for `key` until the returned gate is resolved. */
-  hold(point: Point, key: string, pid: number): PromiseWithResolvers<void> {
-    const gate = Promise.withResolvers<void>();
-    this.holds.set(`${point} ${key} ${pid}`, gate);
-    return gate;
-  }
-
-  /** Resolves once `pid` reached `point` (for `committed`, `key` is the slot). */
-  async reachedBy(point: Point, key: string, pid: number): Promise<void> {
-    const name = point === "committed" ? slotOf("", key) : key;
-    await waitFor(
-      `${point} of ${key} by ${pid}`,
-      () =>
-        this.reached.some((r) =>
-          r.point === point && r.key === name && r.pid === pid
-        ),
-    );
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    for (const gate of this.holds.values()) gate.resolve();
-    await this.server.shutdown();
-  }
-}
-
-function post(port: number, key: string): Promise<Response> {
-  return fetch(`http://127.0.0.1:${port}/orders`, {
-    method: "POST",
-    headers: { "idempotency-key": key },
-    body: "{}",
-  });
-}
-
-/**
- * Sends `key` until the answer is not 409 (the lease of a dead owner has
- * to run out first): a wait for a state, polled.
- */
-async function settle(port: number, key: string): Promise<Response> {
-  let last: Response | undefined;
-  await waitFor(`an answer for ${key} other than 409`, async () => {
-    last = await post(port, key);
-    if (last.status !== 409) return true;
-    await last.body?.cancel();
-    return false;
-  });
-  return last!;
-}
 
 async function startApp(
   table: string,
