@@ -9,7 +9,8 @@
  */
 
 import { slotOf } from "../../src/fingerprint.ts";
-import { ControlServer } from "../faults/_servers.ts";
+import assert from "node:assert/strict";
+import { type AppProcess, ControlServer } from "../faults/_servers.ts";
 import { waitFor } from "./time.ts";
 
 export type Point = "inserted" | "captured" | "committed";
@@ -86,4 +87,45 @@ export async function settle(
     return false;
   });
   return last!;
+}
+
+/**
+ * A zombie owner resumed after a takeover: `zombie` is frozen right after its
+ * INSERT, the lease runs out on the database's clock, `taker`'s retry takes
+ * the slot over and commits; the zombie, resumed, rolls back (its write is
+ * `lost`, its client gets 409) and the key replays the taker's answer, with
+ * the taker's effect row alone (`effectsOf` reads the pids of a key's rows).
+ */
+export async function zombieTakeover(
+  control: Control,
+  zombie: AppProcess,
+  taker: AppProcess,
+  effectsOf: (key: string) => Promise<number[]>,
+): Promise<void> {
+  const a = zombie.child.pid;
+  const b = taker.child.pid;
+  const key = "zombie";
+  const gate = control.hold("inserted", key, a);
+  const zombieAnswer = post(await zombie.port, key);
+  await control.reachedBy("inserted", key, a);
+  zombie.pause();
+  const taken = await settle(await taker.port, key);
+  assert.equal(taken.status, 201);
+  assert.equal(await taken.text(), `${key} by ${b}`);
+
+  gate.resolve();
+  zombie.resume();
+  const answer = await zombieAnswer;
+  assert.equal(answer.status, 409);
+  await answer.body?.cancel();
+  await control.reachedBy("committed", key, a);
+  assert.ok(
+    control.reached.some((r) =>
+      r.point === "committed" && r.pid === a && r.outcome === "lost"
+    ),
+  );
+  assert.deepEqual(await effectsOf(key), [b]);
+  const replay = await post(await zombie.port, key);
+  assert.equal(replay.headers.get("idempotent-replayed"), "true");
+  assert.equal(await replay.text(), `${key} by ${b}`);
 }

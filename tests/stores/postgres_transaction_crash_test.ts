@@ -19,7 +19,12 @@ import {
   postgresStore,
 } from "../_support/services.ts";
 import { AppProcess } from "../faults/_servers.ts";
-import { Control, post, settle } from "../_support/transaction_crash.ts";
+import {
+  Control,
+  post,
+  settle,
+  zombieTakeover,
+} from "../_support/transaction_crash.ts";
 
 const ignore = POSTGRES_IGNORE;
 const LEASE = 1000;
@@ -109,39 +114,15 @@ integrationTest(
     await using control = new Control();
     await using zombie = await startApp(table, effects, control);
     await using taker = await startApp(table, effects, control);
-    const a = zombie.child.pid;
-    const b = taker.child.pid;
-    const key = "zombie";
-
-    const gate = control.hold("inserted", key, a);
-    const zombieAnswer = post(await zombie.port, key);
-    await control.reachedBy("inserted", key, a);
-    zombie.pause();
-    // The lease runs out on the database's clock; the taker's retry then
-    // takes the slot over, runs and commits.
-    const taken = await settle(await taker.port, key);
-    assert.equal(taken.status, 201);
-    assert.equal(await taken.text(), `${key} by ${b}`);
-
-    gate.resolve();
-    zombie.resume();
-    const answer = await zombieAnswer;
-    assert.equal(answer.status, 409);
-    await answer.body?.cancel();
-    await control.reachedBy("committed", key, a);
-    assert.ok(
-      control.reached.some((r) =>
-        r.point === "committed" && r.pid === a && r.outcome === "lost"
-      ),
+    await zombieTakeover(
+      control,
+      zombie,
+      taker,
+      async (key) =>
+        (await pg.sql.unsafe(`SELECT pid FROM ${effects} WHERE key = $1`, [
+          key,
+        ])).map((r) => r.pid as number),
     );
-    const rows = await pg.sql.unsafe(
-      `SELECT pid FROM ${effects} WHERE key = $1`,
-      [key],
-    );
-    assert.deepEqual(rows.map((r) => r.pid), [b]);
-    const replay = await post(await zombie.port, key);
-    assert.equal(replay.headers.get("idempotent-replayed"), "true");
-    assert.equal(await replay.text(), `${key} by ${b}`);
   },
 );
 
