@@ -412,31 +412,42 @@ Deno.test("sealed records in the handler's transaction: KvStore.atomic(), Postgr
       await target.close();
     }
   });
+  /** A transactional SQL handler's sealed record: no clear text, one run. */
+  const sealedTransaction = async (
+    target: Target,
+    wrap: (run: () => void) => (request: Request) => Promise<Response>,
+  ) => {
+    try {
+      let runs = 0;
+      const handler = idempotency(wrap(() => runs++), {
+        scope: "global",
+        store: target.store,
+        encryption: { keys: [OLD] },
+      });
+      const live = await snapshot(await handler(post("t1")));
+      for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
+        assert.equal(leaks(await target.raw(), text), null, text);
+      }
+      assert.deepEqual(await snapshot(await handler(post("t1"))), live);
+      assert.equal(runs, 1);
+    } finally {
+      await target.close();
+    }
+  };
   await t.step({
     name: testName("PostgresStore.transactional()", POSTGRES_IGNORE),
     ignore: POSTGRES_IGNORE !== false,
     fn: async () => {
       const target = await postgresTarget();
-      try {
-        const { store } = target;
-        let runs = 0;
-        const handler = idempotency(
-          store.transactional(async (_request, tx) => {
-            runs++;
+      await sealedTransaction(
+        target,
+        (run) =>
+          target.store.transactional(async (_request, tx) => {
+            run();
             await tx.unsafe("SELECT 1");
             return new Response(BODY, { status: 201, headers: HEADERS });
           }),
-          { scope: "global", store, encryption: { keys: [OLD] } },
-        );
-        const live = await snapshot(await handler(post("t1")));
-        for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
-          assert.equal(leaks(await target.raw(), text), null, text);
-        }
-        assert.deepEqual(await snapshot(await handler(post("t1"))), live);
-        assert.equal(runs, 1);
-      } finally {
-        await target.close();
-      }
+      );
     },
     sanitizeOps: false,
     sanitizeResources: false,
@@ -446,26 +457,15 @@ Deno.test("sealed records in the handler's transaction: KvStore.atomic(), Postgr
     ignore: MYSQL_IGNORE !== false,
     fn: async () => {
       const target = await mysqlTarget();
-      try {
-        const { store } = target;
-        let runs = 0;
-        const handler = idempotency(
-          store.transactional(async (_request, tx) => {
-            runs++;
+      await sealedTransaction(
+        target,
+        (run) =>
+          target.store.transactional(async (_request, tx) => {
+            run();
             await tx.query("SELECT 1");
             return new Response(BODY, { status: 201, headers: HEADERS });
           }),
-          { scope: "global", store, encryption: { keys: [OLD] } },
-        );
-        const live = await snapshot(await handler(post("t1")));
-        for (const text of [BODY, ...HEADERS.map(([, v]) => v)]) {
-          assert.equal(leaks(await target.raw(), text), null, text);
-        }
-        assert.deepEqual(await snapshot(await handler(post("t1"))), live);
-        assert.equal(runs, 1);
-      } finally {
-        await target.close();
-      }
+      );
     },
     sanitizeOps: false,
     sanitizeResources: false,
