@@ -1,0 +1,425 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * Mutants of Redis and the stores' shared helpers (tests/mutation/mutants.ts runs them all).
+ *
+ * @module
+ */
+
+import {
+  type Mutant,
+  REDIS_RECORD,
+  REDIS_SCRIPTS,
+  STORE_CALL,
+  T,
+} from "../_targets.ts";
+
+/** The mutants of Redis and the stores' shared helpers. */
+export const MUTANTS: Mutant[] = [
+  {
+    id: "redis-fence-token",
+    file: REDIS_SCRIPTS,
+    text:
+      "if not c or string.sub(v, c + 1) ~= ARGV[1] then return ${WRITE_REPLY.LOST} end",
+    replacement: "if not c then return ${WRITE_REPLY.LOST} end",
+    tests: [...T.redis],
+    what: "RedisStore's scripts apply a write from any token",
+  },
+  {
+    id: "redis-lease-floor",
+    file: REDIS_SCRIPTS,
+    text: "if left > floor then return {${CLAIM_REPLY.table.IN_FLIGHT},",
+    replacement: "if left >= 0 then return {${CLAIM_REPLY.table.IN_FLIGHT},",
+    tests: [...T.redis],
+    what:
+      "RedisStore never lets a lease run out: a crashed owner's key waits for its TTL",
+  },
+  {
+    id: "redis-record-omitted",
+    file: REDIS_RECORD,
+    text:
+      `response.body === null ? response.omitted : response.body.byteLength`,
+    replacement: `response.body === null ? 0 : response.body.byteLength`,
+    tests: [...T.redis],
+    what:
+      "RedisStore stores an omitted body as an empty one: a replay sends nothing instead of the 'omitted' answer",
+  },
+  {
+    id: "redis-extend-floor",
+    file: REDIS_SCRIPTS,
+    text: "string.format('%d', left - tonumber(ARGV[2]))",
+    replacement: "string.format('%d', left)",
+    tests: [...T.redis],
+    what: "RedisStore's extend ends the lease instead of renewing it",
+  },
+  {
+    id: "redis-orphan-timeout-kept",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+    replacement: "",
+    tests: [...T.redis],
+    what: "a Redis claim that timed out and lands later is never undone",
+  },
+  {
+    id: "postgres-orphan-timeout-kept",
+    file: STORE_CALL,
+    text:
+      "call.orphan = this.orphans.watch(undo.slot, undo.token, undo.leaseMs);",
+    replacement: "",
+    tests: [...T.postgres],
+    what: "a PostgreSQL claim that timed out and commits later is never undone",
+  },
+  {
+    id: "wait-replicas-claim-kept",
+    file: "src/stores/redis.ts",
+    text: "this.#orphans.undo(slot, token, leaseMs);\n        throw error;",
+    replacement: "throw error;",
+    tests: [T.waitReplicas],
+    what: "a claim too few replicas acknowledged holds the slot a lease",
+  },
+  {
+    id: "deadlines-rearm-late",
+    file: STORE_CALL,
+    text: "this.#timer = setTimeout(this.#fire, call.at - now);",
+    replacement: "this.#timer = setTimeout(this.#fire, this.ms);",
+    tests: [T.time],
+    what: "a deadline after the first fires up to a whole timeout late",
+  },
+  {
+    id: "redis-stats-seal-misread",
+    file: REDIS_SCRIPTS,
+    text: `;([^;]*);', d + 1)`,
+    replacement: `;([^;"]*);', d + 1)`,
+    tests: ["tests/inspect_sealed_test.ts"],
+    what:
+      "RedisStore.stats() misses a key id the header JSON escapes: with the keys, its records count as ones the app would not open",
+  },
+  // src/stores/redis.ts, _redis_scripts.ts, _redis_record.ts: the lease
+  // floor, the TTL every write keeps, the hints, the omitted replay.
+  {
+    id: "redis-claim-floor-off-by-one",
+    file: REDIS_RECORD,
+    text: "return `${IN_FLIGHT}${ttlMs - leaseMs}:${token}`;",
+    replacement: "return `${IN_FLIGHT}${ttlMs - leaseMs - 1}:${token}`;",
+    tests: [...T.redis],
+    what: "a claim's lease runs 1 ms longer than leaseMs",
+  },
+  {
+    id: "redis-in-flight-hint-ttl",
+    file: REDIS_SCRIPTS,
+    text: "math.min(left - floor, left)",
+    replacement: "left",
+    tests: [...T.redis],
+    what:
+      "a claim in flight answers Retry-After with the key's TTL, not the lease left",
+  },
+  {
+    id: "redis-extend-half-lease",
+    file: REDIS_SCRIPTS,
+    text: "left - tonumber(ARGV[2])",
+    replacement: "left - tonumber(ARGV[2]) / 2",
+    tests: [...T.redis],
+    what: "extend renews the lease for half of what it was asked",
+  },
+  {
+    id: "redis-extend-drops-ttl",
+    file: REDIS_SCRIPTS,
+    text: ".. ':' .. ARGV[1], 'KEEPTTL')",
+    replacement: ".. ':' .. ARGV[1])",
+    tests: [...T.redis],
+    what: "extend makes the key persist: a crashed owner's slot is never freed",
+  },
+  {
+    id: "redis-complete-drops-ttl",
+    file: REDIS_SCRIPTS,
+    text: "redis.call('SET', key, ARGV[2], 'KEEPTTL')",
+    replacement: "redis.call('SET', key, ARGV[2])",
+    tests: [...T.redis],
+    what: "a completed record never expires: ttlMs is ignored after complete",
+  },
+  {
+    id: "redis-unreadable-hint-lease",
+    file: REDIS_SCRIPTS,
+    text: "then return {${CLAIM_REPLY.table.UNREADABLE}, left} end",
+    replacement: "then return {${CLAIM_REPLY.table.UNREADABLE}, lease} end",
+    tests: [...T.redis],
+    what:
+      "an unreadable value that expires sooner than the lease hints the lease",
+  },
+  {
+    id: "redis-unreadable-no-ttl",
+    file: REDIS_SCRIPTS,
+    text: "if left > 0 and left < lease then",
+    replacement: "if left < lease then",
+    tests: [...T.redis],
+    what: "an unreadable value without TTL hints -1 ms, answered as 1 ms",
+  },
+  {
+    id: "redis-omitted-reason-fixed",
+    file: REDIS_RECORD,
+    text: "toStoredResponse(status, headers, null, omitted)",
+    replacement: 'toStoredResponse(status, headers, null, "too_large")',
+    tests: [...T.redis],
+    what: "an omitted body replays with the wrong reason",
+  },
+  {
+    id: "redis-recovered-as-acquired",
+    file: REDIS_SCRIPTS,
+    text: "const recovered = reply === CLAIM_REPLY.RECOVERED;",
+    replacement: "const recovered = false;",
+    tests: [...T.redis],
+    what: "a claim that took over a lapsed lease is reported a fresh one",
+  },
+  {
+    id: "redis-in-flight-hint-zero",
+    file: REDIS_SCRIPTS,
+    text: "Math.max(1, Number(b) || 1)",
+    replacement: "Math.max(0, Number(b) || 1)",
+    tests: [...T.redis],
+    what: "a claim in flight may hint a Retry-After below 1 ms",
+  },
+  {
+    id: "redis-wait-one-short-accepted",
+    file: "src/stores/redis.ts",
+    text: "if (Number(count) < this.#replicas) {",
+    replacement: "if (Number(count) < this.#replicas - 1) {",
+    tests: [...T.redis],
+    what: "a claim one replica short of waitReplicas is kept",
+  },
+  {
+    id: "redis-wait-exact-refused",
+    file: "src/stores/redis.ts",
+    text: "if (Number(count) < this.#replicas) {",
+    replacement: "if (Number(count) <= this.#replicas) {",
+    tests: [...T.redis],
+    what: "exactly waitReplicas acknowledgements are refused",
+  },
+  {
+    id: "redis-wait-timeout-default",
+    file: "src/stores/redis.ts",
+    text: "options.waitTimeoutMs ?? 500",
+    replacement: "options.waitTimeoutMs ?? 1000",
+    tests: [...T.redis],
+    what: "WAIT blocks 1 s by default, not the documented 500 ms",
+  },
+  {
+    id: "redis-wait-zero-replicas",
+    file: "src/stores/redis.ts",
+    text: `result.state === "acquired" && this.#replicas > 0`,
+    replacement: `result.state === "acquired" && this.#replicas >= 0`,
+    tests: [...T.redis],
+    what: "waitReplicas: 0 still sends a WAIT after every claim",
+  },
+  // --- issue 25, src/stores/_store_call.ts and _orphans.ts: deadline and undo bounds ---
+  {
+    id: "store-call-deadline-late",
+    file: STORE_CALL,
+    text: "const at = this.clock.now() + this.ms;",
+    replacement: "const at = this.clock.now() + this.ms + 1;",
+    tests: [T.time],
+    what: "a call gets a millisecond more than timeoutMs",
+  },
+  {
+    id: "orphans-keeps-one-more",
+    file: "src/stores/_orphans.ts",
+    text: "while (this.size >= this.max) {",
+    replacement: "while (this.size > this.max) {",
+    tests: [T.time],
+    what: "the undo queue holds max + 1 orphans",
+  },
+  {
+    id: "orphans-drops-watched-first",
+    file: "src/stores/_orphans.ts",
+    text: "const from = this.#ready.size > 0 ? this.#ready : this.#watched;",
+    replacement:
+      "const from = this.#watched.size > 0 ? this.#watched : this.#ready;",
+    tests: [T.time],
+    what: "a full undo queue drops a claim still out before a ready one",
+  },
+  {
+    id: "orphans-default-max",
+    file: "src/stores/_orphans.ts",
+    text: "readonly max = 10_000,",
+    replacement: "readonly max = 9_999,",
+    tests: [T.time],
+    what: "the undo queue holds 9,999 orphans by default",
+  },
+  {
+    id: "orphans-backoff-first",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 100, max: 5_000, jitter: "equal" } as const;',
+    tests: [T.time],
+    what: "a failed undo pass is retried after 100 ms at most, not 200",
+  },
+  {
+    id: "orphans-backoff-max",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 200, max: 6_400, jitter: "equal" } as const;',
+    tests: [T.time],
+    what: "the undo retries grow past 5 s",
+  },
+  {
+    id: "orphans-backoff-full-jitter",
+    file: "src/stores/_orphans.ts",
+    text: 'const RETRY = { first: 200, max: 5_000, jitter: "equal" } as const;',
+    replacement:
+      'const RETRY = { first: 200, max: 5_000, jitter: "full" } as const;',
+    tests: [T.time],
+    what: "an undo retry may come at once (full jitter)",
+  },
+  {
+    id: "orphans-backoff-not-reset",
+    file: "src/stores/_orphans.ts",
+    text: "this.#attempt = 0;",
+    replacement: "",
+    tests: [T.time],
+    what:
+      "after a pass succeeds the next failure waits as long as the last one",
+  },
+  {
+    id: "orphans-release-at-lease-end",
+    file: "src/stores/_orphans.ts",
+    text: "if (orphan.until > Date.now()) {",
+    replacement: "if (orphan.until >= Date.now()) {",
+    tests: [T.time],
+    what: "an orphan's release is still sent at the exact end of its lease",
+  },
+  {
+    id: "redis-peek-lease-floor",
+    file: "src/stores/_redis_scripts.ts",
+    text: "inFlightPeek(fingerprint, now + left - floor, expiresAt)",
+    replacement: "inFlightPeek(fingerprint, now + left, expiresAt)",
+    tests: ["tests/stores/redis_test.ts"],
+    what: "RedisStore.peek() reports the record's expiry as the lease's",
+  },
+  {
+    id: "redis-forget-absent",
+    file: "src/stores/redis.ts",
+    text: 'Number(await this.#eval("forget", slot, [])) === 1',
+    replacement: 'Number(await this.#eval("forget", slot, [])) >= 0',
+    tests: ["tests/stores/redis_test.ts"],
+    what: "RedisStore.forget() of an absent slot answers deleted",
+  },
+  {
+    id: "redis-stats-limit",
+    file: "src/stores/redis.ts",
+    text: "if (keys.size >= limit && !keys.has(id)) exact = false;",
+    replacement: "if (keys.size > limit && !keys.has(id)) exact = false;",
+    tests: ["tests/stores/redis_test.ts"],
+    what: "RedisStore.stats() counts one key past its limit",
+  },
+  {
+    id: "redis-hint-not-open",
+    file: "src/stores/_redis_client.ts",
+    text: "if (c.isOpen === false) return NOT_OPEN;",
+    replacement: "",
+    tests: ["tests/misconfiguration_test.ts"],
+    what: "a node-redis client never connected fails with no word of connect()",
+  },
+  {
+    id: "redis-hint-lazy",
+    file: "src/stores/_redis_client.ts",
+    text: '(initial === "wait" && !ready &&',
+    replacement: "(false &&",
+    tests: ["tests/misconfiguration_test.ts"],
+    what:
+      "an ioredis lazyConnect client not connected fails with no word of connect()",
+  },
+  {
+    id: "orphans-undo-untold",
+    file: "src/stores/_orphans.ts",
+    text: "if (this.#ready.remove(orphan)) this.#told(orphan.slot, outcome);",
+    replacement: "this.#ready.remove(orphan);",
+    tests: ["tests/misconfiguration_test.ts"],
+    what: "a store's onEvent never hears how an undo ended",
+  },
+  {
+    id: "redis-lazy-ready-forgotten",
+    file: "src/stores/_redis_client.ts",
+    text: 'c.once.call(client, "ready", () => ready = true);',
+    replacement: "",
+    tests: ["tests/misconfiguration_test.ts"],
+    what:
+      "an ioredis lazyConnect client reconnecting is told to call connect()",
+  },
+  {
+    id: "redis-hint-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: "if (c.isReady === false) {",
+    replacement: 'if (c.isReady === "never") {',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a node-redis timeout while reconnecting names no state and no fix",
+  },
+  {
+    id: "redis-hint-deaf-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text: 'c.listenerCount.call(client, "error") === 0;',
+    replacement: 'c.listenerCount.call(client, "error") < 0;',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a node-redis client with no 'error' listener, which never reconnects, is told to check that Redis runs",
+  },
+  {
+    id: "redis-hint-ioredis-reconnecting-unsaid",
+    file: "src/stores/_redis_client.ts",
+    text:
+      'const away = again || status === "connecting" || status === "connect";',
+    replacement: "const away = false;",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "an ioredis timeout while reconnecting names no state and no fix",
+  },
+  // src/stores/_store_call.ts: one timeoutMs rule, one timeout wording.
+  {
+    id: "timeout-option-infinity-refused",
+    file: "src/stores/_store_call.ts",
+    text: "if (ms === Infinity || (Number.isSafeInteger(ms)",
+    replacement: "if ((Number.isSafeInteger(ms)",
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: Infinity is refused",
+  },
+  {
+    id: "timeout-option-zero-taken",
+    file: "src/stores/_store_call.ts",
+    text: "(ms as number) > 0)",
+    replacement: "(ms as number) >= 0)",
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: 0 is taken",
+  },
+  {
+    id: "timeout-option-fraction-taken",
+    file: "src/stores/_store_call.ts",
+    text: "Number.isSafeInteger(ms) && (ms as number)",
+    replacement: 'typeof ms === "number" && (ms as number)',
+    tests: ["tests/stores/timeout_option_test.ts"],
+    what: "timeoutMs: 1.5 is taken",
+  },
+  {
+    id: "service-calls-hint-dropped",
+    file: "src/stores/_store_call.ts",
+    text: 'then ? `: ${then}` : ""',
+    replacement: '""',
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what: "a Redis timeout no longer says what the client's state suggests",
+  },
+  {
+    id: "redis-hint-timeout-not-slow",
+    file: "src/stores/redis.ts",
+    text: "hint: () => hint(true),",
+    replacement: "hint: () => hint(),",
+    tests: ["tests/stores/redis_timeout_wording_test.ts"],
+    what:
+      "a timeout on a connected client says nothing of a slow or paused Redis",
+  },
+  {
+    id: "orphans-subscribe-twice",
+    file: "src/stores/_orphans.ts",
+    text: "if (listener !== this.onEvent) this.#listeners.add(listener);",
+    replacement: "this.#listeners.add(listener);",
+    tests: ["tests/logging_store_test.ts"],
+    what: "a store's onEvent subscribed again is told each undo twice",
+  },
+];
