@@ -1,0 +1,366 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * DynamoDbStore's items: the attributes of a record and of a body's chunks,
+ * the conditions that fence them, and items read back as the contract's
+ * results (docs/dynamodb.md, "The item").
+ *
+ * @module
+ */
+
+import type { AttributeValue } from "@aws-sdk/client-dynamodb";
+import {
+  byteView,
+  decodeHeaders,
+  encodeHeaders,
+  RECORD_VERSION,
+  toStoredResponse,
+  unreadable,
+} from "../_record.ts";
+import type { ClaimResult, PeekResult, StoredResponse } from "../store.ts";
+import { completedPeek, inFlightPeek, STORE_DROPPED } from "./_shared.ts";
+
+/** An item as the SDK sends and returns it. */
+export type Item = Record<string, AttributeValue>;
+
+/**
+ * At most this many bytes of slot, fingerprint, header JSON and body (UTF-8)
+ * make one item; the item's other attributes take under 250 bytes, so that it
+ * stays within DynamoDB's 400 KiB (409,600 bytes). A body that does not fit
+ * goes to chunk items of at most this many bytes each.
+ */
+export const INLINE_BYTES = 399_360;
+/**
+ * The most chunk items of one body: they and the record are one
+ * `TransactWriteItems` of at most 4 MB. A larger body is recorded without it,
+ * `omitted: "store_dropped"`.
+ */
+export const MAX_CHUNKS = 8;
+
+/** The attribute names, one short alias each for the expressions (all aliased: `state`, `status`, `ttl` are reserved words). */
+export const NAMES = {
+  "#pk": "pk",
+  "#v": "v",
+  "#st": "state",
+  "#fp": "fingerprint",
+  "#tk": "token",
+  "#ls": "lease_until",
+  "#ex": "expires_at",
+  "#ttl": "ttl",
+  "#sc": "status",
+  "#hd": "headers",
+  "#bd": "body",
+  "#om": "omitted",
+  "#ca": "created_at",
+  "#nc": "chunks",
+  "#bl": "body_bytes",
+} as const;
+type Alias = keyof typeof NAMES;
+const name = (alias: Alias): string => NAMES[alias];
+
+/** The attribute DynamoDB's TTL deletes by: epoch seconds. */
+export const TTL_ATTRIBUTE = NAMES["#ttl"];
+/** The table's partition key, a string. */
+export const KEY_ATTRIBUTE = NAMES["#pk"];
+
+const n = (value: number): AttributeValue => ({ N: String(value) });
+const s = (value: string): AttributeValue => ({ S: value });
+const ttlOf = (expiresAt: number) => n(Math.ceil(expiresAt / 1000));
+
+/** Only the aliases an expression uses may be sent. */
+export function namesOf(...expressions: string[]): Record<string, string> {
+  const text = expressions.join(" ");
+  const used: Record<string, string> = {};
+  for (const alias of Object.keys(NAMES) as Alias[]) {
+    if (new RegExp(`${alias}\\b`).test(text)) used[alias] = NAMES[alias];
+  }
+  return used;
+}
+
+/**
+ * Free for a claim, judged at `:now`: absent, past its TTL, or a readable
+ * claim whose lease ran out within its TTL; a value of another type makes it
+ * not free (docs/architecture.md, Unreadable is in flight).
+ */
+export const FREE = `attribute_not_exists(#pk) OR #ex <= :now OR
+  (#v = :v AND #st = :inflight AND attribute_type(#tk, :S)
+    AND attribute_type(#fp, :S) AND #ls <= :now AND #ex > :now)`;
+
+/** Still owned by `:tk`: the fence of complete, release and extend. */
+export const FENCE = "#tk = :tk AND #v = :v AND #st = :inflight AND #ex > :now";
+
+/** The values {@linkcode FREE} and {@linkcode FENCE} compare with. */
+export function conditionValues(now: number): Item {
+  return {
+    ":now": n(now),
+    ":v": n(RECORD_VERSION),
+    ":inflight": s("in_flight"),
+  };
+}
+
+/**
+ * The claim's token: random, then the record's expiry and its fingerprint's
+ * length, so that a completion sizes the item and gives its chunks the
+ * record's TTL without reading it (a token not ours fails the fence anyway).
+ */
+export function newToken(expiresAt: number, fingerprint: string): string {
+  return `${crypto.randomUUID()}.${expiresAt}.${utf8(fingerprint)}`;
+}
+
+/** The expiry and fingerprint length a token of {@linkcode newToken} carries. */
+function tokenFacts(token: string): { expiresAt: number; fpBytes: number } {
+  const [, at, bytes] = token.split(".").map(Number);
+  const whole = (x: number | undefined) => Number.isSafeInteger(x) ? x! : 0;
+  return { expiresAt: whole(at), fpBytes: whole(bytes) };
+}
+
+/** The item a claim puts at `slot`. */
+export function claimItem(
+  slot: string,
+  fingerprint: string,
+  token: string,
+  now: number,
+  leaseMs: number,
+  expiresAt: number,
+): Item {
+  return {
+    [name("#pk")]: s(slot),
+    [name("#v")]: n(RECORD_VERSION),
+    [name("#st")]: s("in_flight"),
+    [name("#fp")]: s(fingerprint),
+    [name("#tk")]: s(token),
+    [name("#ls")]: n(now + leaseMs),
+    [name("#ex")]: n(expiresAt),
+    [name("#ttl")]: ttlOf(expiresAt),
+    [name("#ca")]: n(now),
+  };
+}
+
+/** The key of the `index`th chunk of the body that `token` completed. */
+export function chunkKey(token: string, index: number): Item {
+  return { [name("#pk")]: s(`#chunk#${token}#${index}`) };
+}
+
+/** Whether an item of a scan is a chunk, not a record. */
+export function isChunk(item: Item): boolean {
+  return item[name("#pk")]?.S?.startsWith("#chunk#") === true;
+}
+
+const utf8 = (text: string) => new TextEncoder().encode(text).byteLength;
+
+/** What one completion writes: the record's update and its body's chunks. */
+export interface Completion {
+  update: string;
+  values: Item;
+  chunks: Item[];
+}
+
+/**
+ * The update that records `response` (its body inline when the record fits
+ * {@linkcode INLINE_BYTES}, else in chunks, else dropped).
+ *
+ * @throws {RangeError} When the headers alone do not fit one item.
+ */
+export function completion(
+  slot: string,
+  token: string,
+  response: StoredResponse,
+): Completion {
+  const headers = encodeHeaders(response.headers);
+  const { expiresAt, fpBytes } = tokenFacts(token);
+  const fixed = utf8(slot) + fpBytes + utf8(headers);
+  if (fixed > INLINE_BYTES) {
+    throw new RangeError(
+      `DynamoDbStore cannot record ${fixed} bytes of slot, fingerprint and headers: at most ${INLINE_BYTES} fit one item`,
+    );
+  }
+  const values: Item = {
+    ":completed": s("completed"),
+    ":sc": n(response.status),
+    ":hd": s(headers),
+  };
+  const set = ["#st = :completed", "#sc = :sc", "#hd = :hd"];
+  const body = response.body;
+  const chunks: Item[] = [];
+  let omitted = response.omitted;
+  if (body !== null && fixed + body.byteLength <= INLINE_BYTES) {
+    set.push("#bd = :bd");
+    values[":bd"] = { B: body };
+  } else if (body !== null && body.byteLength <= MAX_CHUNKS * INLINE_BYTES) {
+    for (let at = 0; at < body.byteLength; at += INLINE_BYTES) {
+      chunks.push({
+        ...chunkKey(token, chunks.length),
+        [name("#bd")]: { B: body.subarray(at, at + INLINE_BYTES) },
+        [name("#ex")]: n(expiresAt),
+        [name("#ttl")]: ttlOf(expiresAt),
+      });
+    }
+    set.push("#nc = :nc", "#bl = :bl");
+    values[":nc"] = n(chunks.length);
+    values[":bl"] = n(body.byteLength);
+  } else if (body !== null) {
+    omitted = STORE_DROPPED;
+  }
+  if (omitted !== undefined) {
+    set.push("#om = :om");
+    values[":om"] = s(omitted);
+  }
+  return { update: `SET ${set.join(", ")} REMOVE #ls`, values, chunks };
+}
+
+/** An item's fields, read without trusting their types. */
+interface Fields {
+  version: number | null;
+  state: string | undefined;
+  fingerprint: string | undefined;
+  token: string | undefined;
+  leaseUntil: number | null;
+  expiresAt: number | null;
+  createdAt: number | null;
+  chunks: number | null;
+  bodyBytes: number | null;
+}
+
+const num = (value: AttributeValue | undefined): number | null => {
+  const parsed = value?.N === undefined ? NaN : Number(value.N);
+  return Number.isFinite(parsed) ? parsed : null;
+};
+
+/** The fields of `item`. */
+export function fieldsOf(item: Item): Fields {
+  return {
+    version: num(item[name("#v")]),
+    state: item[name("#st")]?.S,
+    fingerprint: item[name("#fp")]?.S,
+    token: item[name("#tk")]?.S,
+    leaseUntil: num(item[name("#ls")]),
+    expiresAt: num(item[name("#ex")]),
+    createdAt: num(item[name("#ca")]),
+    chunks: num(item[name("#nc")]),
+    bodyBytes: num(item[name("#bl")]),
+  };
+}
+
+/** Whether a claim at `now` may take `item` (as {@linkcode FREE} judges it). */
+export function isFree(item: Item | undefined, now: number): boolean {
+  if (item === undefined) return true;
+  const f = fieldsOf(item);
+  if (f.expiresAt !== null && f.expiresAt <= now) return true;
+  return f.version === RECORD_VERSION && f.state === "in_flight" &&
+    f.token !== undefined && f.fingerprint !== undefined &&
+    f.leaseUntil !== null && f.leaseUntil <= now && f.expiresAt !== null;
+}
+
+/** How many chunk items hold the body of a completed `item` (0: inline or none). */
+export function chunksOf(item: Item): number {
+  const { chunks, state } = fieldsOf(item);
+  return state === "completed" && Number.isInteger(chunks) && chunks! > 0 &&
+      chunks! <= MAX_CHUNKS
+    ? chunks!
+    : 0;
+}
+
+/** The body of `item`: inline, from its chunks' items in order, or `null`. */
+function bodyOf(item: Item, chunks: readonly Item[] | undefined) {
+  if (chunks === undefined || chunks.length === 0) {
+    return byteView(item[name("#bd")]?.B);
+  }
+  const bytes = fieldsOf(item).bodyBytes;
+  const parts = chunks.map((chunk) => byteView(chunk[name("#bd")]?.B));
+  if (bytes === null || parts.some((part) => part === null)) return null;
+  const body = new Uint8Array(bytes);
+  let at = 0;
+  for (const part of parts as Uint8Array[]) {
+    if (at + part.byteLength > bytes) return null;
+    body.set(part, at);
+    at += part.byteLength;
+  }
+  return at === bytes ? body : null;
+}
+
+/** The record a completed `item` holds, or `null` when it is not one of ours. */
+export function responseOf(
+  item: Item,
+  chunks?: readonly Item[],
+): StoredResponse | null {
+  const body = bodyOf(item, chunks);
+  const omitted = item[name("#om")]?.S;
+  if (body === null && chunks !== undefined && chunks.length > 0) return null;
+  return toStoredResponse(
+    num(item[name("#sc")]),
+    decodeHeaders(item[name("#hd")]?.S),
+    body,
+    omitted,
+  );
+}
+
+/** What a claim that found `item` (not free at `now`) answers. */
+export function decodeClaim(
+  item: Item,
+  now: number,
+  chunks?: readonly Item[],
+): ClaimResult {
+  const f = fieldsOf(item);
+  const retry = f.leaseUntil === null ? 1000 : f.leaseUntil - now;
+  if (
+    f.version !== RECORD_VERSION || f.fingerprint === undefined ||
+    f.expiresAt === null
+  ) return unreadable(retry);
+  const fingerprint = f.fingerprint;
+  if (
+    f.state === "in_flight" && f.token !== undefined && f.leaseUntil !== null
+  ) {
+    return {
+      state: "in_flight",
+      fingerprint,
+      retryAfterMs: Math.max(1, retry),
+    };
+  }
+  const response = f.state === "completed" ? responseOf(item, chunks) : null;
+  if (response === null) return unreadable(retry);
+  return { state: "completed", fingerprint, response };
+}
+
+/** What `peek` reports of `item` at `now` (`absent` past its TTL). */
+export function decodePeek(
+  item: Item | undefined,
+  now: number,
+  full: boolean,
+  chunks?: readonly Item[],
+): PeekResult {
+  if (item === undefined) return { state: "absent" };
+  const f = fieldsOf(item);
+  if (f.expiresAt !== null && f.expiresAt <= now) return { state: "absent" };
+  if (
+    f.version !== RECORD_VERSION || f.fingerprint === undefined ||
+    f.expiresAt === null
+  ) return { state: "unreadable", expiresAt: f.expiresAt };
+  if (
+    f.state === "in_flight" && f.token !== undefined && f.leaseUntil !== null
+  ) {
+    return inFlightPeek(f.fingerprint, f.leaseUntil, f.expiresAt, f.createdAt);
+  }
+  // Without chunks read, the body's length is the record's `body_bytes`.
+  const stub = chunksOf(item) > 0 && chunks === undefined
+    ? { ...item, [name("#bd")]: { B: new Uint8Array(0) } }
+    : item;
+  const response = f.state === "completed" ? responseOf(stub, chunks) : null;
+  if (response === null) return { state: "unreadable", expiresAt: f.expiresAt };
+  const chunked = chunksOf(item) > 0;
+  const bodyBytes = response.body === null
+    ? null
+    : chunked
+    ? f.bodyBytes
+    : response.body.byteLength;
+  return completedPeek(
+    f.fingerprint,
+    {
+      status: response.status,
+      headerNames: response.headers.map(([header]) => header),
+      bodyBytes,
+      omitted: response.omitted,
+    },
+    f.expiresAt,
+    f.createdAt,
+    full ? response : undefined,
+  );
+}

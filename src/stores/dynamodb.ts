@@ -1,0 +1,569 @@
+// Copyright 2026 the @idempotent/http authors. MIT license.
+/**
+ * {@linkcode DynamoDbStore}: idempotency records in an Amazon DynamoDB table,
+ * through the AWS SDK for JavaScript v3 (`@aws-sdk/client-dynamodb`).
+ *
+ * @module
+ */
+
+import {
+  BatchGetItemCommand,
+  type BatchGetItemCommandOutput,
+  BatchWriteItemCommand,
+  ConditionalCheckFailedException,
+  DeleteItemCommand,
+  type DynamoDBClient,
+  GetItemCommand,
+  PutItemCommand,
+  ScanCommand,
+  UpdateItemCommand,
+} from "@aws-sdk/client-dynamodb";
+import { assertSlot, StoreError } from "../store.ts";
+import type {
+  ClaimOptions,
+  ClaimResult,
+  ForgetResult,
+  IdempotencyStore,
+  PeekOptions,
+  PeekResult,
+  StoredResponse,
+  StoreEvent,
+  StoreStats,
+  WriteOutcome,
+} from "../store.ts";
+import { assertStoredResponse } from "../_record.ts";
+import { SealCount } from "../_seal.ts";
+import {
+  knownOptions,
+  optionalFunction,
+  positiveInteger,
+} from "../_validate.ts";
+import { claimOptions, durationMs } from "./_shared.ts";
+import type { Orphans } from "./_orphans.ts";
+import {
+  type Operation,
+  serviceCalls,
+  type StoreCall,
+  type StoreCalls,
+  timeoutOption,
+} from "./_store_call.ts";
+import {
+  chunkKey,
+  chunksOf,
+  claimItem,
+  completion,
+  conditionValues,
+  decodeClaim,
+  decodePeek,
+  FENCE,
+  fieldsOf,
+  FREE,
+  isChunk,
+  isFree,
+  type Item,
+  KEY_ATTRIBUTE,
+  namesOf,
+  newToken,
+  TTL_ATTRIBUTE,
+} from "./_dynamodb_item.ts";
+import { migrateTable, type MigrationReport } from "./_dynamodb_migrate.ts";
+
+export { INLINE_BYTES, MAX_CHUNKS } from "./_dynamodb_item.ts";
+export type { MigrationReport } from "./_dynamodb_migrate.ts";
+
+/** Options of the {@linkcode DynamoDbStore} constructor. */
+export interface DynamoDbStoreOptions {
+  /** The app's `DynamoDBClient` (its region, credentials, retries), never destroyed by the store. */
+  client: DynamoDBClient;
+  /** The table: 3 to 255 of `A-Z a-z 0-9 _ . -`. */
+  table: string;
+  /**
+   * How long one operation may take, in ms, the SDK's retries included
+   * (docs/architecture.md, "Store calls and deadlines"). @default {2000}
+   */
+  timeoutMs?: number;
+  /**
+   * The clock of leases and expiries, in milliseconds since the epoch:
+   * DynamoDB has none (docs/dynamodb.md, "Clock"). @default {Date.now}
+   */
+  clock?: () => number;
+  /** Receives each {@linkcode StoreEvent} (an undo's end); a throw is ignored. */
+  onEvent?: (event: StoreEvent) => void;
+}
+
+const OPTIONS = ["client", "table", "timeoutMs", "clock", "onEvent"];
+const TABLE = /^[A-Za-z0-9_.-]{3,255}$/;
+const CLAIM_ATTEMPTS = 4;
+const CHUNKS_CHANGED = new Error("the record changed while its body was read");
+
+/**
+ * An {@linkcode IdempotencyStore} in a DynamoDB table, one item per slot. A
+ * claim is one conditional `PutItem` that returns the item it found
+ * (`ReturnValuesOnConditionCheckFailure`), so that a replay and a conflict are
+ * one request; `complete`, `release` and `extend` are one request each,
+ * conditional on the claim's token. Times are the app's clock (skew under
+ * half a lease is covered: docs/dynamodb.md). A body that does not fit one
+ * item goes to up to {@linkcode MAX_CHUNKS} more, in one transaction.
+ *
+ * @example Guard a handler with records in DynamoDB
+ * ```ts ignore
+ * import { idempotency } from "@idempotent/http";
+ * import { DynamoDbStore } from "@idempotent/http/dynamodb";
+ * import { DynamoDBClient } from "@aws-sdk/client-dynamodb";
+ * import { accountOf } from "./auth.ts"; // request => the stable account id
+ *
+ * const store = new DynamoDbStore({ client: new DynamoDBClient({}), table: "idempotency" });
+ * await store.migrate();
+ * const handler = () => Response.json({ id: 1 }, { status: 201 });
+ * Deno.serve(idempotency(handler, { store, scope: accountOf }));
+ * ```
+ */
+export class DynamoDbStore implements IdempotencyStore {
+  #client: DynamoDBClient;
+  #table: string;
+  #clock: () => number;
+  #calls: StoreCalls;
+  #orphans: Orphans;
+
+  /**
+   * Makes a store on an app's client; it sends nothing. Run
+   * {@linkcode DynamoDbStore.migrate} once before use.
+   *
+   * @throws {TypeError} When `client` has no `send()`, `table` is invalid,
+   * `clock` or `onEvent` is not a function, or an option is unknown.
+   * @throws {RangeError} When `timeoutMs` is not a positive integer or
+   * `Infinity`.
+   */
+  constructor(options: DynamoDbStoreOptions) {
+    if (typeof options?.client?.send !== "function") {
+      throw new TypeError(
+        "'client' must be a DynamoDBClient: current value has no send()",
+      );
+    }
+    knownOptions("DynamoDbStore", options, OPTIONS);
+    if (typeof options.table !== "string" || !TABLE.test(options.table)) {
+      throw new TypeError(
+        `'table' must be 3 to 255 characters of A-Z a-z 0-9 _ . -: current value is ${
+          JSON.stringify(options.table)
+        }`,
+      );
+    }
+    this.#client = options.client;
+    this.#table = options.table;
+    this.#clock = optionalFunction("clock", options.clock) ?? Date.now;
+    const timeoutMs = timeoutOption(options.timeoutMs, 2000);
+    ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
+      service: "DynamoDB",
+      timeoutMs,
+      onEvent: optionalFunction("onEvent", options.onEvent),
+      release: (slot, token) => this.release(slot, token),
+      failed: (operation, cause) => failure(operation, cause, this.#table),
+    }));
+  }
+
+  /** The table's name. */
+  get table(): string {
+    return this.#table;
+  }
+
+  /**
+   * Creates the table (partition key `pk`, a string; on-demand) if absent and
+   * waits until it is active, then enables TTL on `ttl`; or checks an existing
+   * table and names what is wrong. Safe from several instances at once.
+   *
+   * @throws {Error} When the table's key is not `pk` (a string) alone, its
+   * TTL is on another attribute, or DynamoDB refuses (no permission).
+   */
+  async migrate(): Promise<MigrationReport> {
+    return await migrateTable(this.#client, this.#table, {
+      key: KEY_ATTRIBUTE,
+      ttl: TTL_ATTRIBUTE,
+    });
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.claim}: one conditional `PutItem`; a replay
+   * or a conflict comes back with the item it found. A body in chunks takes
+   * one `BatchGetItem` more.
+   */
+  async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
+    assertSlot(slot);
+    const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      const now = this.#clock();
+      const token = newToken(now + ttlMs, fingerprint);
+      const item = claimItem(
+        slot,
+        fingerprint,
+        token,
+        now,
+        leaseMs,
+        now + ttlMs,
+      );
+      const found = await this.#calls.run(
+        "claim",
+        (call) => this.#put(call, item, now),
+        {
+          slot,
+          token,
+          leaseMs,
+          acquired: (found) =>
+            found === null || (found !== undefined && "taken" in found)
+              ? token
+              : undefined,
+          mayHaveRun,
+        },
+      );
+      if (found === undefined) continue; // changed under us: again
+      if (found === null) return { state: "acquired", token, recovered: false };
+      if ("taken" in found) {
+        return { state: "acquired", token, recovered: found.taken };
+      }
+      return found.result;
+    }
+    return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
+  }
+
+  /**
+   * The put of a claim: `null` a new item, `{ taken }` a free one replaced
+   * (`taken`: its lease ran out within its TTL), `{ result }` what holds the
+   * slot, `undefined` when it changed before it could be read.
+   */
+  async #put(
+    call: StoreCall,
+    item: Item,
+    now: number,
+  ): Promise<
+    null | { taken: boolean } | { result: ClaimResult } | undefined
+  > {
+    let old: Item | undefined;
+    try {
+      const put = await this.#client.send(
+        new PutItemCommand({
+          TableName: this.#table,
+          Item: item,
+          ConditionExpression: FREE,
+          ExpressionAttributeNames: namesOf(FREE),
+          ExpressionAttributeValues: {
+            ...conditionValues(now),
+            ":S": { S: "S" },
+          },
+          ReturnValues: "ALL_OLD",
+          ReturnValuesOnConditionCheckFailure: "ALL_OLD",
+        }),
+      );
+      if (put.Attributes === undefined) return null;
+      const expires = fieldsOf(put.Attributes).expiresAt;
+      return { taken: expires !== null && expires > now };
+    } catch (error) {
+      if (!(error instanceof ConditionalCheckFailedException)) throw error;
+      old = error.Item;
+    }
+    call.throwIfExpired();
+    // An endpoint without ReturnValuesOnConditionCheckFailure (dynalite):
+    // the item read again, and judged at the same now.
+    old ??= await this.#get(item[KEY_ATTRIBUTE]!.S!);
+    if (old === undefined || isFree(old, now)) return undefined;
+    const chunks = chunksOf(old);
+    if (chunks === 0) return { result: decodeClaim(old, now) };
+    call.throwIfExpired();
+    const parts = await this.#chunks(fieldsOf(old).token, chunks);
+    return parts === undefined
+      ? undefined
+      : { result: decodeClaim(old, now, parts) };
+  }
+
+  /** {@linkcode IdempotencyStore.complete}: one fenced `UpdateItem`; a body in chunks one `TransactWriteItems`. */
+  async complete(
+    slot: string,
+    token: string,
+    response: StoredResponse,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    assertStoredResponse(response);
+    token = String(token);
+    const { update, values, chunks } = completion(slot, token, response);
+    const write = {
+      TableName: this.#table,
+      Key: { [KEY_ATTRIBUTE]: { S: slot } },
+      UpdateExpression: update,
+      ConditionExpression: FENCE,
+      ExpressionAttributeNames: namesOf(update, FENCE),
+      ExpressionAttributeValues: {
+        ...values,
+        ...conditionValues(this.#clock()),
+        ":tk": { S: token },
+      },
+    };
+    // The chunks first, keyed by the token: nothing reads them until the
+    // fenced update (the commit point) names them; a lost one deletes them.
+    const table = this.#table;
+    const send = (request: PutItemCommand | DeleteRequests) =>
+      this.#client.send(request as PutItemCommand);
+    return await this.#fenced("complete", new UpdateItemCommand(write), {
+      before: chunks.length === 0
+        ? undefined
+        : () =>
+          Promise.all(chunks.map((Item) =>
+            send(new PutItemCommand({ TableName: table, Item }))
+          )),
+      lost: chunks.length === 0
+        ? undefined
+        : () => send(deleteRequests(table, chunks)).then(() => {}, () => {}),
+    });
+  }
+
+  /** {@linkcode IdempotencyStore.release}: one fenced `DeleteItem`. */
+  async release(slot: string, token: string): Promise<WriteOutcome> {
+    assertSlot(slot);
+    return await this.#fenced(
+      "release",
+      new DeleteItemCommand({
+        TableName: this.#table,
+        Key: { [KEY_ATTRIBUTE]: { S: slot } },
+        ConditionExpression: FENCE,
+        ExpressionAttributeNames: namesOf(FENCE),
+        ExpressionAttributeValues: {
+          ...conditionValues(this.#clock()),
+          ":tk": { S: String(token) },
+        },
+      }),
+    );
+  }
+
+  /** {@linkcode IdempotencyStore.extend}: one fenced `UpdateItem`, the lease from the app's now. */
+  async extend(
+    slot: string,
+    token: string,
+    leaseMs: number,
+  ): Promise<WriteOutcome> {
+    assertSlot(slot);
+    leaseMs = durationMs("leaseMs", leaseMs);
+    const now = this.#clock();
+    const update = "SET #ls = :ls";
+    return await this.#fenced(
+      "extend",
+      new UpdateItemCommand({
+        TableName: this.#table,
+        Key: { [KEY_ATTRIBUTE]: { S: slot } },
+        UpdateExpression: update,
+        ConditionExpression: FENCE,
+        ExpressionAttributeNames: namesOf(update, FENCE),
+        ExpressionAttributeValues: {
+          ...conditionValues(now),
+          ":tk": { S: String(token) },
+          ":ls": { N: String(now + leaseMs) },
+        },
+      }),
+    );
+  }
+
+  /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
+  subscribe(listener: (event: StoreEvent) => void): void {
+    this.#orphans.subscribe(listener);
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.peek}: one consistent `GetItem` (a body in
+   * chunks: its length from the record; with `response: true`, read too).
+   */
+  async peek(slot: string, options?: PeekOptions): Promise<PeekResult> {
+    assertSlot(slot);
+    const full = options?.response === true;
+    return await this.#calls.run("peek", async (call) => {
+      const now = this.#clock();
+      const item = await this.#get(slot);
+      const chunks = item === undefined ? 0 : chunksOf(item);
+      if (!full || chunks === 0) return decodePeek(item, now, full);
+      call.throwIfExpired();
+      const parts = await this.#chunks(fieldsOf(item!).token, chunks);
+      if (parts === undefined) throw CHUNKS_CHANGED;
+      return decodePeek(item, now, full, parts);
+    });
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.forget}: one `DeleteItem` (an expired item is
+   * absent already, deleted all the same), and its body's chunks after it.
+   */
+  async forget(slot: string): Promise<ForgetResult> {
+    assertSlot(slot);
+    return await this.#calls.run("forget", async () => {
+      const now = this.#clock();
+      const { Attributes: old } = await this.#client.send(
+        new DeleteItemCommand({
+          TableName: this.#table,
+          Key: { [KEY_ATTRIBUTE]: { S: slot } },
+          ReturnValues: "ALL_OLD",
+        }),
+      );
+      if (old === undefined) return "absent";
+      const chunks = chunksOf(old);
+      if (chunks > 0) {
+        const token = fieldsOf(old).token ?? "";
+        const keys = Array.from(
+          { length: chunks },
+          (_, i) => chunkKey(token, i),
+        );
+        await this.#client.send(
+          new BatchWriteItemCommand({
+            RequestItems: {
+              [this.#table]: keys.map((Key) => ({ DeleteRequest: { Key } })),
+            },
+          }),
+        );
+      }
+      const expires = fieldsOf(old).expiresAt;
+      return expires !== null && expires <= now ? "absent" : "deleted";
+    });
+  }
+
+  /**
+   * {@linkcode IdempotencyStore.stats}: a consistent `Scan`, page after page,
+   * that stops once it has read `limit` items (default 10,000; `exact:
+   * false` then); each page is one request and 0.5 RCU per 4 KB read.
+   *
+   * @throws {RangeError} When `limit` is not a positive integer.
+   */
+  async stats(options?: { limit?: number }): Promise<StoreStats> {
+    const limit = positiveInteger("limit", options?.limit ?? 10_000);
+    return await this.#calls.run("stats", async (call) => {
+      const now = this.#clock();
+      const counts = { inFlight: 0, completed: 0, unreadable: 0 };
+      const sealed = new SealCount();
+      let read = 0;
+      let start: Item | undefined;
+      do {
+        call.throwIfExpired();
+        const page = await this.#client.send(
+          new ScanCommand({
+            TableName: this.#table,
+            ConsistentRead: true,
+            Limit: Math.min(1000, limit - read),
+            ExclusiveStartKey: start,
+          }),
+        );
+        start = page.LastEvaluatedKey;
+        for (const item of page.Items ?? []) {
+          read++;
+          if (isChunk(item)) continue;
+          const found = decodePeek(item, now, false);
+          if (found.state === "in_flight") counts.inFlight++;
+          else if (found.state === "unreadable") counts.unreadable++;
+          else if (found.state === "completed") {
+            counts.completed++;
+            sealed.add(item.headers?.S ?? "");
+          }
+        }
+      } while (start !== undefined && read < limit);
+      return { ...counts, exact: start === undefined, ...sealed.counts };
+    });
+  }
+
+  /** A consistent read of the slot's item. */
+  async #get(slot: string): Promise<Item | undefined> {
+    const { Item } = await this.#client.send(
+      new GetItemCommand({
+        TableName: this.#table,
+        Key: { [KEY_ATTRIBUTE]: { S: slot } },
+        ConsistentRead: true,
+      }),
+    );
+    return Item;
+  }
+
+  /** The `count` chunks of the body `token` completed, in order; `undefined` when one is gone. */
+  async #chunks(
+    token: string | undefined,
+    count: number,
+  ): Promise<Item[] | undefined> {
+    if (token === undefined) return undefined;
+    const keys = Array.from({ length: count }, (_, i) => chunkKey(token, i));
+    const found = new Map<string, Item>();
+    let wanted: Item[] | undefined = keys;
+    while (wanted !== undefined && wanted.length > 0) {
+      const answer: BatchGetItemCommandOutput = await this.#client.send(
+        new BatchGetItemCommand({
+          RequestItems: {
+            [this.#table]: { Keys: wanted, ConsistentRead: true },
+          },
+        }),
+      );
+      for (const item of answer.Responses?.[this.#table] ?? []) {
+        found.set(item[KEY_ATTRIBUTE]!.S!, item);
+      }
+      wanted = answer.UnprocessedKeys?.[this.#table]?.Keys;
+    }
+    const parts = keys.map((key) => found.get(key[KEY_ATTRIBUTE]!.S!));
+    return parts.every((part) => part !== undefined)
+      ? parts as Item[]
+      : undefined;
+  }
+
+  async #fenced(
+    operation: "complete" | "release" | "extend",
+    command: UpdateItemCommand | DeleteItemCommand,
+    around: {
+      before?: (() => Promise<unknown>) | undefined;
+      lost?: (() => Promise<void>) | undefined;
+    } = {},
+  ): Promise<WriteOutcome> {
+    return await this.#calls.run(operation, async (call) => {
+      if (around.before !== undefined) {
+        await around.before();
+        call.throwIfExpired();
+      }
+      try {
+        await this.#client.send(command as UpdateItemCommand);
+        return "applied";
+      } catch (error) {
+        if (!(error instanceof ConditionalCheckFailedException)) throw error;
+        await around.lost?.();
+        return "lost";
+      }
+    });
+  }
+}
+
+type DeleteRequests = BatchWriteItemCommand;
+
+/** One request deleting the items of `keys` (at most 25: {@linkcode MAX_CHUNKS} is 8). */
+function deleteRequests(table: string, keys: readonly Item[]): DeleteRequests {
+  const Key = (item: Item) => ({ [KEY_ATTRIBUTE]: item[KEY_ATTRIBUTE]! });
+  return new BatchWriteItemCommand({
+    RequestItems: {
+      [table]: keys.map((item) => ({ DeleteRequest: { Key: Key(item) } })),
+    },
+  });
+}
+
+/**
+ * Whether a failed claim may have been written: not when DynamoDB answered
+ * a client error (a refused request changes nothing) or no connection was
+ * made; a server error or a broken connection may hide a write.
+ */
+function mayHaveRun(error: unknown): boolean {
+  const { $fault, code } = (error ?? {}) as Record<string, unknown>;
+  if ($fault === "client") return false;
+  return code !== "ECONNREFUSED";
+}
+
+const WRITES = new Set<Operation>(["complete", "release", "extend", "forget"]);
+
+/** A failed call's error, with what to do when the table is missing. */
+function failure(operation: Operation, cause: unknown, table: string) {
+  const reason = cause instanceof Error
+    ? `${cause.name}: ${cause.message}`
+    : String(cause);
+  const fix =
+    (cause as { name?: unknown })?.name === "ResourceNotFoundException"
+      ? `: run \`await store.migrate()\` for the table ${
+        JSON.stringify(table)
+      } before serving`
+      : "";
+  const unknown = WRITES.has(operation) ? " (outcome unknown)" : "";
+  return new StoreError(
+    `DynamoDB ${operation} failed${unknown}: ${reason}${fix}`,
+    { operation, cause },
+  );
+}
