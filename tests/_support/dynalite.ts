@@ -18,7 +18,7 @@ const SERVER = new URL("./dynalite_server.ts", import.meta.url).pathname;
 export interface PrivateDynalite extends AsyncDisposable {
   readonly port: number;
   readonly endpoint: string;
-  /** A client of its own, with `maxAttempts` (default 3, the SDK's) and middleware counting requests by operation. */
+  /** A client of its own, with `maxAttempts` (default 3, the SDK's) and middleware counting each HTTP request (each retry too) by operation. */
   client(maxAttempts?: number): DynamoDBClient & { sent: string[] };
   /** SIGSTOP: it hangs, holding what was sent to it. */
   pause(): void;
@@ -103,7 +103,7 @@ export async function startDynalite(
       client.middlewareStack.add((next, context) => (args) => {
         client.sent.push(String(context.commandName).replace(/Command$/, ""));
         return next(args);
-      }, { step: "finalizeRequest", name: "countRequests" });
+      }, { step: "deserialize", name: "countRequests" });
       clients.push(client);
       return client;
     },
