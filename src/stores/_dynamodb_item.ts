@@ -120,8 +120,9 @@ export function claimItem(
   token: string,
   now: number,
   leaseMs: number,
-  expiresAt: number,
+  ttlMs: number,
 ): Item {
+  const expiresAt = now + ttlMs;
   return {
     [name("#pk")]: s(slot),
     [name("#v")]: n(RECORD_VERSION),
@@ -136,7 +137,7 @@ export function claimItem(
 }
 
 /** The key of the `index`th chunk of the body that `token` completed. */
-export function chunkKey(token: string, index: number): Item {
+function chunkKey(token: string, index: number): Item {
   return { [name("#pk")]: s(`#chunk#${token}#${index}`) };
 }
 
@@ -146,13 +147,6 @@ export function isChunk(item: Item): boolean {
 }
 
 const utf8 = (text: string) => new TextEncoder().encode(text).byteLength;
-
-/** What one completion writes: the record's update and its body's chunks. */
-export interface Completion {
-  update: string;
-  values: Item;
-  chunks: Item[];
-}
 
 /**
  * The update that records `response` (its body inline when the record fits
@@ -164,7 +158,7 @@ export function completion(
   slot: string,
   token: string,
   response: StoredResponse,
-): Completion {
+): { update: string; values: Item; chunks: Item[] } {
   const headers = encodeHeaders(response.headers);
   const { expiresAt, fpBytes } = tokenFacts(token);
   const fixed = utf8(slot) + fpBytes + utf8(headers);
@@ -207,25 +201,17 @@ export function completion(
   return { update: `SET ${set.join(", ")} REMOVE #ls`, values, chunks };
 }
 
-/** An item's fields, read without trusting their types. */
-interface Fields {
-  version: number | null;
-  state: string | undefined;
-  fingerprint: string | undefined;
-  token: string | undefined;
-  leaseUntil: number | null;
-  expiresAt: number | null;
-  createdAt: number | null;
-  chunks: number | null;
-  bodyBytes: number | null;
-}
-
 const num = (value: AttributeValue | undefined): number | null => {
   const parsed = value?.N === undefined ? NaN : Number(value.N);
   return Number.isFinite(parsed) ? parsed : null;
 };
 
-/** The fields of `item`. */
+type Times = "leaseUntil" | "expiresAt" | "createdAt";
+type Fields =
+  & Record<"version" | Times | "chunks" | "bodyBytes", number | null>
+  & Record<"state" | "fingerprint" | "token", string | undefined>;
+
+/** The fields of `item`, read without trusting their types. */
 export function fieldsOf(item: Item): Fields {
   return {
     version: num(item[name("#v")]),
@@ -252,11 +238,17 @@ export function isFree(item: Item | undefined, now: number): boolean {
 
 /** How many chunk items hold the body of a completed `item` (0: inline or none). */
 export function chunksOf(item: Item): number {
-  const { chunks, state } = fieldsOf(item);
-  return state === "completed" && Number.isInteger(chunks) && chunks! > 0 &&
-      chunks! <= MAX_CHUNKS
+  const { chunks, state, token } = fieldsOf(item);
+  return state === "completed" && token !== undefined &&
+      Number.isInteger(chunks) && chunks! > 0 && chunks! <= MAX_CHUNKS
     ? chunks!
     : 0;
+}
+
+/** The keys of the chunk items of a completed `item`'s body, in order. */
+export function chunkKeys(item: Item): Item[] {
+  const token = fieldsOf(item).token!;
+  return Array.from({ length: chunksOf(item) }, (_, i) => chunkKey(token, i));
 }
 
 /** The body of `item`: inline, from its chunks' items in order, or `null`. */
@@ -339,28 +331,25 @@ export function decodePeek(
   ) {
     return inFlightPeek(f.fingerprint, f.leaseUntil, f.expiresAt, f.createdAt);
   }
-  // Without chunks read, the body's length is the record's `body_bytes`.
-  const stub = chunksOf(item) > 0 && chunks === undefined
-    ? { ...item, [name("#bd")]: { B: new Uint8Array(0) } }
-    : item;
-  const response = f.state === "completed" ? responseOf(stub, chunks) : null;
-  if (response === null) return { state: "unreadable", expiresAt: f.expiresAt };
+  // Without its chunks read, a body's length is the record's `body_bytes`.
   const chunked = chunksOf(item) > 0;
-  const bodyBytes = response.body === null
+  const stub = { ...item, [name("#bd")]: { B: new Uint8Array(0) } };
+  const found = f.state !== "completed"
     ? null
-    : chunked
-    ? f.bodyBytes
-    : response.body.byteLength;
+    : responseOf(chunked && chunks === undefined ? stub : item, chunks);
+  if (found === null) return { state: "unreadable", expiresAt: f.expiresAt };
+  const { status, headers, body, omitted } = found;
+  const bodyBytes = body === null ? null : chunked ? f.bodyBytes : body.length;
   return completedPeek(
     f.fingerprint,
     {
-      status: response.status,
-      headerNames: response.headers.map(([header]) => header),
+      status,
+      headerNames: headers.map(([header]) => header),
       bodyBytes,
-      omitted: response.omitted,
+      omitted,
     },
     f.expiresAt,
     f.createdAt,
-    full ? response : undefined,
+    full ? found : undefined,
   );
 }

@@ -10,6 +10,10 @@ import {
   UpdateTimeToLiveCommand,
 } from "@aws-sdk/client-dynamodb";
 import { delay } from "../_async.ts";
+import {
+  KEY_ATTRIBUTE as key,
+  TTL_ATTRIBUTE as ttl,
+} from "./_dynamodb_item.ts";
 
 /**
  * What {@linkcode DynamoDbStore.migrate} found or did: the table `created`
@@ -22,12 +26,6 @@ export interface MigrationReport {
   ttl: "enabled" | "unsupported";
 }
 
-/** The attribute names `migrateTable` is given. */
-export interface MigrationSetup {
-  key: string;
-  ttl: string;
-}
-
 const named = (error: unknown, name: string) =>
   (error as { name?: unknown } | null)?.name === name;
 
@@ -35,9 +33,7 @@ const named = (error: unknown, name: string) =>
 export async function migrateTable(
   client: DynamoDBClient,
   table: string,
-  setup: MigrationSetup,
 ): Promise<MigrationReport> {
-  const { key, ttl } = setup;
   const describe = async () =>
     (await client.send(new DescribeTableCommand({ TableName: table })))
       .Table;

@@ -47,25 +47,8 @@ import {
   type StoreCalls,
   timeoutOption,
 } from "./_store_call.ts";
-import {
-  chunkKey,
-  chunksOf,
-  claimItem,
-  completion,
-  conditionValues,
-  decodeClaim,
-  decodePeek,
-  FENCE,
-  fieldsOf,
-  FREE,
-  isChunk,
-  isFree,
-  type Item,
-  KEY_ATTRIBUTE,
-  namesOf,
-  newToken,
-  TTL_ATTRIBUTE,
-} from "./_dynamodb_item.ts";
+import * as rec from "./_dynamodb_item.ts";
+import type { Item } from "./_dynamodb_item.ts";
 import { migrateTable, type MigrationReport } from "./_dynamodb_migrate.ts";
 
 export { INLINE_BYTES, MAX_CHUNKS } from "./_dynamodb_item.ts";
@@ -175,10 +158,7 @@ export class DynamoDbStore implements IdempotencyStore {
    * TTL is on another attribute, or DynamoDB refuses (no permission).
    */
   async migrate(): Promise<MigrationReport> {
-    return await migrateTable(this.#client, this.#table, {
-      key: KEY_ATTRIBUTE,
-      ttl: TTL_ATTRIBUTE,
-    });
+    return await migrateTable(this.#client, this.#table);
   }
 
   /**
@@ -191,70 +171,41 @@ export class DynamoDbStore implements IdempotencyStore {
     const { fingerprint, leaseMs, ttlMs } = claimOptions(options);
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
       const now = this.#clock();
-      const token = newToken(now + ttlMs, fingerprint);
-      const item = claimItem(
-        slot,
-        fingerprint,
-        token,
-        now,
-        leaseMs,
-        now + ttlMs,
-      );
+      const token = rec.newToken(now + ttlMs, fingerprint);
+      const item = rec.claimItem(slot, fingerprint, token, now, leaseMs, ttlMs);
       const found = await this.#calls.run(
         "claim",
-        (call) => this.#put(call, item, now),
+        (call) => this.#put(call, item, token, now),
         {
           slot,
           token,
           leaseMs,
-          acquired: (found) =>
-            found === null || (found !== undefined && "taken" in found)
-              ? token
-              : undefined,
+          acquired: (r) => r?.state === "acquired" ? token : undefined,
           mayHaveRun,
         },
       );
-      if (found === undefined) continue; // changed under us: again
-      if (found === null) return { state: "acquired", token, recovered: false };
-      if ("taken" in found) {
-        return { state: "acquired", token, recovered: found.taken };
-      }
-      return found.result;
+      if (found !== undefined) return found; // else changed under us: again
     }
     return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
   }
 
-  /**
-   * The put of a claim: `null` a new item, `{ taken }` a free one replaced
-   * (`taken`: its lease ran out within its TTL), `{ result }` what holds the
-   * slot, `undefined` when it changed before it could be read.
-   */
-  async #put(
-    call: StoreCall,
-    item: Item,
-    now: number,
-  ): Promise<
-    null | { taken: boolean } | { result: ClaimResult } | undefined
-  > {
+  /** A claim's put, and what it found; `undefined` when that changed before it could be read. */
+  async #put(call: StoreCall, item: Item, token: string, now: number) {
     let old: Item | undefined;
     try {
-      const put = await this.#client.send(
+      const { Attributes: took } = await this.#client.send(
         new PutItemCommand({
           TableName: this.#table,
           Item: item,
-          ConditionExpression: FREE,
-          ExpressionAttributeNames: namesOf(FREE),
-          ExpressionAttributeValues: {
-            ...conditionValues(now),
-            ":S": { S: "S" },
-          },
+          ...expression(rec.FREE, now, { ":S": { S: "S" } }),
           ReturnValues: "ALL_OLD",
           ReturnValuesOnConditionCheckFailure: "ALL_OLD",
         }),
       );
-      if (put.Attributes === undefined) return null;
-      const expires = fieldsOf(put.Attributes).expiresAt;
-      return { taken: expires !== null && expires > now };
+      // Took over a lease that ran out within its TTL, or a free slot.
+      const expires = took === undefined ? null : rec.fieldsOf(took).expiresAt;
+      const recovered = expires !== null && expires > now;
+      return { state: "acquired", token, recovered } as const;
     } catch (error) {
       if (!(error instanceof ConditionalCheckFailedException)) throw error;
       old = error.Item;
@@ -262,18 +213,18 @@ export class DynamoDbStore implements IdempotencyStore {
     call.throwIfExpired();
     // An endpoint without ReturnValuesOnConditionCheckFailure (dynalite):
     // the item read again, and judged at the same now.
-    old ??= await this.#get(item[KEY_ATTRIBUTE]!.S!);
-    if (old === undefined || isFree(old, now)) return undefined;
-    const chunks = chunksOf(old);
-    if (chunks === 0) return { result: decodeClaim(old, now) };
+    old ??= await this.#get(item[rec.KEY_ATTRIBUTE]!.S!);
+    if (old === undefined || rec.isFree(old, now)) return undefined;
+    if (rec.chunksOf(old) === 0) return rec.decodeClaim(old, now);
     call.throwIfExpired();
-    const parts = await this.#chunks(fieldsOf(old).token, chunks);
-    return parts === undefined
-      ? undefined
-      : { result: decodeClaim(old, now, parts) };
+    const chunks = await this.#chunks(old);
+    return chunks && rec.decodeClaim(old, now, chunks);
   }
 
-  /** {@linkcode IdempotencyStore.complete}: one fenced `UpdateItem`; a body in chunks one `TransactWriteItems`. */
+  /**
+   * {@linkcode IdempotencyStore.complete}: one fenced `UpdateItem`; a body
+   * that does not fit the record, a `PutItem` per chunk before it.
+   */
   async complete(
     slot: string,
     token: string,
@@ -281,54 +232,32 @@ export class DynamoDbStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    token = String(token);
-    const { update, values, chunks } = completion(slot, token, response);
-    const write = {
-      TableName: this.#table,
-      Key: { [KEY_ATTRIBUTE]: { S: slot } },
-      UpdateExpression: update,
-      ConditionExpression: FENCE,
-      ExpressionAttributeNames: namesOf(update, FENCE),
-      ExpressionAttributeValues: {
-        ...values,
-        ...conditionValues(this.#clock()),
-        ":tk": { S: token },
-      },
-    };
+    const { update, values, chunks } = rec.completion(
+      slot,
+      String(token),
+      response,
+    );
+    const TableName = this.#table;
     // The chunks first, keyed by the token: nothing reads them until the
     // fenced update (the commit point) names them; a lost one deletes them.
-    const table = this.#table;
-    const send = (request: PutItemCommand | DeleteRequests) =>
-      this.#client.send(request as PutItemCommand);
-    return await this.#fenced("complete", new UpdateItemCommand(write), {
-      before: chunks.length === 0
-        ? undefined
-        : () =>
-          Promise.all(chunks.map((Item) =>
-            send(new PutItemCommand({ TableName: table, Item }))
-          )),
-      lost: chunks.length === 0
-        ? undefined
-        : () => send(deleteRequests(table, chunks)).then(() => {}, () => {}),
+    return await this.#fenced("complete", slot, token, update, values, {
+      before: () =>
+        Promise.all(
+          chunks.map((Item) =>
+            this.#client.send(new PutItemCommand({ TableName, Item }))
+          ),
+        ),
+      lost: async () => {
+        if (chunks.length === 0) return;
+        await this.#client.send(deletes(TableName, chunks)).catch(() => {});
+      },
     });
   }
 
   /** {@linkcode IdempotencyStore.release}: one fenced `DeleteItem`. */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    return await this.#fenced(
-      "release",
-      new DeleteItemCommand({
-        TableName: this.#table,
-        Key: { [KEY_ATTRIBUTE]: { S: slot } },
-        ConditionExpression: FENCE,
-        ExpressionAttributeNames: namesOf(FENCE),
-        ExpressionAttributeValues: {
-          ...conditionValues(this.#clock()),
-          ":tk": { S: String(token) },
-        },
-      }),
-    );
+    return await this.#fenced("release", slot, token);
   }
 
   /** {@linkcode IdempotencyStore.extend}: one fenced `UpdateItem`, the lease from the app's now. */
@@ -339,23 +268,8 @@ export class DynamoDbStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    const now = this.#clock();
-    const update = "SET #ls = :ls";
-    return await this.#fenced(
-      "extend",
-      new UpdateItemCommand({
-        TableName: this.#table,
-        Key: { [KEY_ATTRIBUTE]: { S: slot } },
-        UpdateExpression: update,
-        ConditionExpression: FENCE,
-        ExpressionAttributeNames: namesOf(update, FENCE),
-        ExpressionAttributeValues: {
-          ...conditionValues(now),
-          ":tk": { S: String(token) },
-          ":ls": { N: String(now + leaseMs) },
-        },
-      }),
-    );
+    const until = { ":ls": { N: String(this.#clock() + leaseMs) } };
+    return await this.#fenced("extend", slot, token, "SET #ls = :ls", until);
   }
 
   /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
@@ -373,12 +287,13 @@ export class DynamoDbStore implements IdempotencyStore {
     return await this.#calls.run("peek", async (call) => {
       const now = this.#clock();
       const item = await this.#get(slot);
-      const chunks = item === undefined ? 0 : chunksOf(item);
-      if (!full || chunks === 0) return decodePeek(item, now, full);
+      if (!full || item === undefined || rec.chunksOf(item) === 0) {
+        return rec.decodePeek(item, now, full);
+      }
       call.throwIfExpired();
-      const parts = await this.#chunks(fieldsOf(item!).token, chunks);
-      if (parts === undefined) throw CHUNKS_CHANGED;
-      return decodePeek(item, now, full, parts);
+      const chunks = await this.#chunks(item);
+      if (chunks === undefined) throw CHUNKS_CHANGED;
+      return rec.decodePeek(item, now, full, chunks);
     });
   }
 
@@ -391,29 +306,14 @@ export class DynamoDbStore implements IdempotencyStore {
     return await this.#calls.run("forget", async () => {
       const now = this.#clock();
       const { Attributes: old } = await this.#client.send(
-        new DeleteItemCommand({
-          TableName: this.#table,
-          Key: { [KEY_ATTRIBUTE]: { S: slot } },
-          ReturnValues: "ALL_OLD",
-        }),
+        new DeleteItemCommand({ ...this.#key(slot), ReturnValues: "ALL_OLD" }),
       );
       if (old === undefined) return "absent";
-      const chunks = chunksOf(old);
-      if (chunks > 0) {
-        const token = fieldsOf(old).token ?? "";
-        const keys = Array.from(
-          { length: chunks },
-          (_, i) => chunkKey(token, i),
-        );
-        await this.#client.send(
-          new BatchWriteItemCommand({
-            RequestItems: {
-              [this.#table]: keys.map((Key) => ({ DeleteRequest: { Key } })),
-            },
-          }),
-        );
+      const chunks = rec.chunkKeys(old);
+      if (chunks.length > 0) {
+        await this.#client.send(deletes(this.#table, chunks));
       }
-      const expires = fieldsOf(old).expiresAt;
+      const expires = rec.fieldsOf(old).expiresAt;
       return expires !== null && expires <= now ? "absent" : "deleted";
     });
   }
@@ -446,8 +346,8 @@ export class DynamoDbStore implements IdempotencyStore {
         start = page.LastEvaluatedKey;
         for (const item of page.Items ?? []) {
           read++;
-          if (isChunk(item)) continue;
-          const found = decodePeek(item, now, false);
+          if (rec.isChunk(item)) continue;
+          const found = rec.decodePeek(item, now, false);
           if (found.state === "in_flight") counts.inFlight++;
           else if (found.state === "unreadable") counts.unreadable++;
           else if (found.state === "completed") {
@@ -460,26 +360,27 @@ export class DynamoDbStore implements IdempotencyStore {
     });
   }
 
-  /** A consistent read of the slot's item. */
-  async #get(slot: string): Promise<Item | undefined> {
-    const { Item } = await this.#client.send(
-      new GetItemCommand({
-        TableName: this.#table,
-        Key: { [KEY_ATTRIBUTE]: { S: slot } },
-        ConsistentRead: true,
-      }),
-    );
-    return Item;
+  #key(slot: string) {
+    return {
+      TableName: this.#table,
+      Key: { [rec.KEY_ATTRIBUTE]: { S: slot } },
+    };
   }
 
-  /** The `count` chunks of the body `token` completed, in order; `undefined` when one is gone. */
-  async #chunks(
-    token: string | undefined,
-    count: number,
-  ): Promise<Item[] | undefined> {
-    if (token === undefined) return undefined;
-    const keys = Array.from({ length: count }, (_, i) => chunkKey(token, i));
+  /** A consistent read of the slot's item. */
+  async #get(slot: string): Promise<Item | undefined> {
+    const get = new GetItemCommand({
+      ...this.#key(slot),
+      ConsistentRead: true,
+    });
+    return (await this.#client.send(get)).Item;
+  }
+
+  /** The chunks of a completed `item`'s body, in order; `undefined` when one is gone. */
+  async #chunks(item: Item): Promise<Item[] | undefined> {
+    const keys = rec.chunkKeys(item);
     const found = new Map<string, Item>();
+    const id = (key: Item) => key[rec.KEY_ATTRIBUTE]?.S ?? "";
     let wanted: Item[] | undefined = keys;
     while (wanted !== undefined && wanted.length > 0) {
       const answer: BatchGetItemCommandOutput = await this.#client.send(
@@ -489,47 +390,70 @@ export class DynamoDbStore implements IdempotencyStore {
           },
         }),
       );
-      for (const item of answer.Responses?.[this.#table] ?? []) {
-        found.set(item[KEY_ATTRIBUTE]!.S!, item);
+      for (const part of answer.Responses?.[this.#table] ?? []) {
+        found.set(id(part), part);
       }
       wanted = answer.UnprocessedKeys?.[this.#table]?.Keys;
     }
-    const parts = keys.map((key) => found.get(key[KEY_ATTRIBUTE]!.S!));
-    return parts.every((part) => part !== undefined)
-      ? parts as Item[]
-      : undefined;
+    const parts = keys.map((key) => found.get(id(key)));
+    return parts.includes(undefined) ? undefined : parts as Item[];
   }
 
+  /** A write of `slot` conditional on `token` (an update, or else a delete). */
   async #fenced(
     operation: "complete" | "release" | "extend",
-    command: UpdateItemCommand | DeleteItemCommand,
-    around: {
-      before?: (() => Promise<unknown>) | undefined;
-      lost?: (() => Promise<void>) | undefined;
-    } = {},
+    slot: string,
+    token: string,
+    update?: string,
+    values: Item = {},
+    around?: { before(): Promise<unknown>; lost(): Promise<void> },
   ): Promise<WriteOutcome> {
     return await this.#calls.run(operation, async (call) => {
-      if (around.before !== undefined) {
-        await around.before();
-        call.throwIfExpired();
-      }
+      await around?.before();
+      call.throwIfExpired();
+      const now = this.#clock();
+      const input = {
+        ...this.#key(slot),
+        ...expression(
+          rec.FENCE,
+          now,
+          { ...values, ":tk": { S: String(token) } },
+          update,
+        ),
+      };
       try {
-        await this.#client.send(command as UpdateItemCommand);
+        await this.#client.send(
+          update === undefined
+            ? new DeleteItemCommand(input)
+            : new UpdateItemCommand({
+              ...input,
+              UpdateExpression: update,
+            }) as never,
+        );
         return "applied";
       } catch (error) {
         if (!(error instanceof ConditionalCheckFailedException)) throw error;
-        await around.lost?.();
+        await around?.lost();
         return "lost";
       }
     });
   }
 }
 
-type DeleteRequests = BatchWriteItemCommand;
+/** A condition (and an update) with the names and values they use. */
+function expression(condition: string, now: number, values: Item, update = "") {
+  return {
+    ConditionExpression: condition,
+    ExpressionAttributeNames: rec.namesOf(condition, update),
+    ExpressionAttributeValues: { ...rec.conditionValues(now), ...values },
+  };
+}
 
 /** One request deleting the items of `keys` (at most 25: {@linkcode MAX_CHUNKS} is 8). */
-function deleteRequests(table: string, keys: readonly Item[]): DeleteRequests {
-  const Key = (item: Item) => ({ [KEY_ATTRIBUTE]: item[KEY_ATTRIBUTE]! });
+function deletes(table: string, keys: readonly Item[]): BatchWriteItemCommand {
+  const Key = (item: Item) => ({
+    [rec.KEY_ATTRIBUTE]: item[rec.KEY_ATTRIBUTE]!,
+  });
   return new BatchWriteItemCommand({
     RequestItems: {
       [table]: keys.map((item) => ({ DeleteRequest: { Key: Key(item) } })),
