@@ -29,51 +29,26 @@ export type Item = Record<string, AttributeValue>;
  * goes to chunk items of at most this many bytes each.
  */
 export const INLINE_BYTES = 399_360;
-/**
- * The most chunk items of one body: they and the record are one
- * `TransactWriteItems` of at most 4 MB. A larger body is recorded without it,
- * `omitted: "store_dropped"`.
- */
+/** The most chunk items of one body (a bounded completion); a larger body is recorded without it, `store_dropped`. */
 export const MAX_CHUNKS = 8;
 
-/** The attribute names, one short alias each for the expressions (all aliased: `state`, `status`, `ttl` are reserved words). */
-export const NAMES = {
-  "#pk": "pk",
-  "#v": "v",
-  "#st": "state",
-  "#fp": "fingerprint",
-  "#tk": "token",
-  "#ls": "lease_until",
-  "#ex": "expires_at",
-  "#ttl": "ttl",
-  "#sc": "status",
-  "#hd": "headers",
-  "#bd": "body",
-  "#om": "omitted",
-  "#ca": "created_at",
-  "#nc": "chunks",
-  "#bl": "body_bytes",
-} as const;
-type Alias = keyof typeof NAMES;
-const name = (alias: Alias): string => NAMES[alias];
-
 /** The attribute DynamoDB's TTL deletes by: epoch seconds. */
-export const TTL_ATTRIBUTE = NAMES["#ttl"];
+export const TTL_ATTRIBUTE = "ttl";
 /** The table's partition key, a string. */
-export const KEY_ATTRIBUTE = NAMES["#pk"];
+export const KEY_ATTRIBUTE = "pk";
 
 const n = (value: number): AttributeValue => ({ N: String(value) });
 const s = (value: string): AttributeValue => ({ S: value });
 const ttlOf = (expiresAt: number) => n(Math.ceil(expiresAt / 1000));
 
-/** Only the aliases an expression uses may be sent. */
+/**
+ * Each `#name` of the expressions, aliased to the attribute `name` (all
+ * aliased: `state`, `status` and `ttl` are reserved words; only the names
+ * used may be sent).
+ */
 export function namesOf(...expressions: string[]): Record<string, string> {
-  const text = expressions.join(" ");
-  const used: Record<string, string> = {};
-  for (const alias of Object.keys(NAMES) as Alias[]) {
-    if (new RegExp(`${alias}\\b`).test(text)) used[alias] = NAMES[alias];
-  }
-  return used;
+  const used = expressions.join(" ").matchAll(/#(\w+)/g);
+  return Object.fromEntries([...used].map(([alias, name]) => [alias, name!]));
 }
 
 /**
@@ -81,12 +56,13 @@ export function namesOf(...expressions: string[]): Record<string, string> {
  * claim whose lease ran out within its TTL; a value of another type makes it
  * not free (docs/architecture.md, Unreadable is in flight).
  */
-export const FREE = `attribute_not_exists(#pk) OR #ex <= :now OR
-  (#v = :v AND #st = :inflight AND attribute_type(#tk, :S)
-    AND attribute_type(#fp, :S) AND #ls <= :now AND #ex > :now)`;
+export const FREE = `attribute_not_exists(#pk) OR #expires_at <= :now OR
+  (#v = :v AND #state = :inflight AND attribute_type(#token, :S)
+    AND attribute_type(#fingerprint, :S) AND #lease_until <= :now AND #expires_at > :now)`;
 
 /** Still owned by `:tk`: the fence of complete, release and extend. */
-export const FENCE = "#tk = :tk AND #v = :v AND #st = :inflight AND #ex > :now";
+export const FENCE =
+  "#token = :tk AND #v = :v AND #state = :inflight AND #expires_at > :now";
 
 /** The values {@linkcode FREE} and {@linkcode FENCE} compare with. */
 export function conditionValues(now: number): Item {
@@ -124,26 +100,26 @@ export function claimItem(
 ): Item {
   const expiresAt = now + ttlMs;
   return {
-    [name("#pk")]: s(slot),
-    [name("#v")]: n(RECORD_VERSION),
-    [name("#st")]: s("in_flight"),
-    [name("#fp")]: s(fingerprint),
-    [name("#tk")]: s(token),
-    [name("#ls")]: n(now + leaseMs),
-    [name("#ex")]: n(expiresAt),
-    [name("#ttl")]: ttlOf(expiresAt),
-    [name("#ca")]: n(now),
+    pk: s(slot),
+    v: n(RECORD_VERSION),
+    state: s("in_flight"),
+    fingerprint: s(fingerprint),
+    token: s(token),
+    lease_until: n(now + leaseMs),
+    expires_at: n(expiresAt),
+    ttl: ttlOf(expiresAt),
+    created_at: n(now),
   };
 }
 
 /** The key of the `index`th chunk of the body that `token` completed. */
 function chunkKey(token: string, index: number): Item {
-  return { [name("#pk")]: s(`#chunk#${token}#${index}`) };
+  return { pk: s(`#chunk#${token}#${index}`) };
 }
 
 /** Whether an item of a scan is a chunk, not a record. */
 export function isChunk(item: Item): boolean {
-  return item[name("#pk")]?.S?.startsWith("#chunk#") === true;
+  return item.pk?.S?.startsWith("#chunk#") === true;
 }
 
 const utf8 = (text: string) => new TextEncoder().encode(text).byteLength;
@@ -172,33 +148,37 @@ export function completion(
     ":sc": n(response.status),
     ":hd": s(headers),
   };
-  const set = ["#st = :completed", "#sc = :sc", "#hd = :hd"];
+  const set = ["#state = :completed", "#status = :sc", "#headers = :hd"];
   const body = response.body;
   const chunks: Item[] = [];
   let omitted = response.omitted;
   if (body !== null && fixed + body.byteLength <= INLINE_BYTES) {
-    set.push("#bd = :bd");
+    set.push("#body = :bd");
     values[":bd"] = { B: body };
   } else if (body !== null && body.byteLength <= MAX_CHUNKS * INLINE_BYTES) {
     for (let at = 0; at < body.byteLength; at += INLINE_BYTES) {
       chunks.push({
         ...chunkKey(token, chunks.length),
-        [name("#bd")]: { B: body.subarray(at, at + INLINE_BYTES) },
-        [name("#ex")]: n(expiresAt),
-        [name("#ttl")]: ttlOf(expiresAt),
+        body: { B: body.subarray(at, at + INLINE_BYTES) },
+        expires_at: n(expiresAt),
+        ttl: ttlOf(expiresAt),
       });
     }
-    set.push("#nc = :nc", "#bl = :bl");
+    set.push("#chunks = :nc", "#body_bytes = :bl");
     values[":nc"] = n(chunks.length);
     values[":bl"] = n(body.byteLength);
   } else if (body !== null) {
     omitted = STORE_DROPPED;
   }
   if (omitted !== undefined) {
-    set.push("#om = :om");
+    set.push("#omitted = :om");
     values[":om"] = s(omitted);
   }
-  return { update: `SET ${set.join(", ")} REMOVE #ls`, values, chunks };
+  return {
+    update: `SET ${set.join(", ")} REMOVE #lease_until`,
+    values,
+    chunks,
+  };
 }
 
 const num = (value: AttributeValue | undefined): number | null => {
@@ -214,15 +194,15 @@ type Fields =
 /** The fields of `item`, read without trusting their types. */
 export function fieldsOf(item: Item): Fields {
   return {
-    version: num(item[name("#v")]),
-    state: item[name("#st")]?.S,
-    fingerprint: item[name("#fp")]?.S,
-    token: item[name("#tk")]?.S,
-    leaseUntil: num(item[name("#ls")]),
-    expiresAt: num(item[name("#ex")]),
-    createdAt: num(item[name("#ca")]),
-    chunks: num(item[name("#nc")]),
-    bodyBytes: num(item[name("#bl")]),
+    version: num(item.v),
+    state: item.state?.S,
+    fingerprint: item.fingerprint?.S,
+    token: item.token?.S,
+    leaseUntil: num(item.lease_until),
+    expiresAt: num(item.expires_at),
+    createdAt: num(item.created_at),
+    chunks: num(item.chunks),
+    bodyBytes: num(item.body_bytes),
   };
 }
 
@@ -251,39 +231,30 @@ export function chunkKeys(item: Item): Item[] {
   return Array.from({ length: chunksOf(item) }, (_, i) => chunkKey(token, i));
 }
 
-/** The body of `item`: inline, from its chunks' items in order, or `null`. */
+/** The body of `item`: inline, or its chunks' in order (all of it, or `null`). */
 function bodyOf(item: Item, chunks: readonly Item[] | undefined) {
-  if (chunks === undefined || chunks.length === 0) {
-    return byteView(item[name("#bd")]?.B);
-  }
-  const bytes = fieldsOf(item).bodyBytes;
-  const parts = chunks.map((chunk) => byteView(chunk[name("#bd")]?.B));
-  if (bytes === null || parts.some((part) => part === null)) return null;
-  const body = new Uint8Array(bytes);
-  let at = 0;
-  for (const part of parts as Uint8Array[]) {
-    if (at + part.byteLength > bytes) return null;
-    body.set(part, at);
-    at += part.byteLength;
-  }
-  return at === bytes ? body : null;
+  if (!chunks?.length) return byteView(item.body?.B);
+  const parts = chunks.map((chunk) => byteView(chunk.body?.B) ?? undefined);
+  if (parts.includes(undefined)) return null;
+  const body = new Uint8Array(parts.reduce((n, p) => n + p!.byteLength, 0));
+  parts.reduce((at, part) => (body.set(part!, at), at + part!.byteLength), 0);
+  return body.byteLength === fieldsOf(item).bodyBytes ? body : null;
 }
 
 /** The record a completed `item` holds, or `null` when it is not one of ours. */
-export function responseOf(
-  item: Item,
-  chunks?: readonly Item[],
-): StoredResponse | null {
+function responseOf(item: Item, chunks?: readonly Item[]) {
+  const headers = decodeHeaders(item.headers?.S);
   const body = bodyOf(item, chunks);
-  const omitted = item[name("#om")]?.S;
-  if (body === null && chunks !== undefined && chunks.length > 0) return null;
-  return toStoredResponse(
-    num(item[name("#sc")]),
-    decodeHeaders(item[name("#hd")]?.S),
-    body,
-    omitted,
-  );
+  return toStoredResponse(num(item.status), headers, body, item.omitted?.S);
 }
+
+/** Whether the fields are a record of ours with a deadline. */
+const readable = (f: Fields): f is Fields & Record<"fingerprint", string> =>
+  f.version === RECORD_VERSION && f.fingerprint !== undefined &&
+  f.expiresAt !== null;
+/** Whether a readable record is a claim (else it must be completed). */
+const claimed = (f: Fields) =>
+  f.state === "in_flight" && f.token !== undefined && f.leaseUntil !== null;
 
 /** What a claim that found `item` (not free at `now`) answers. */
 export function decodeClaim(
@@ -293,14 +264,9 @@ export function decodeClaim(
 ): ClaimResult {
   const f = fieldsOf(item);
   const retry = f.leaseUntil === null ? 1000 : f.leaseUntil - now;
-  if (
-    f.version !== RECORD_VERSION || f.fingerprint === undefined ||
-    f.expiresAt === null
-  ) return unreadable(retry);
-  const fingerprint = f.fingerprint;
-  if (
-    f.state === "in_flight" && f.token !== undefined && f.leaseUntil !== null
-  ) {
+  if (!readable(f)) return unreadable(retry);
+  const { fingerprint } = f;
+  if (claimed(f)) {
     return {
       state: "in_flight",
       fingerprint,
@@ -322,18 +288,18 @@ export function decodePeek(
   if (item === undefined) return { state: "absent" };
   const f = fieldsOf(item);
   if (f.expiresAt !== null && f.expiresAt <= now) return { state: "absent" };
-  if (
-    f.version !== RECORD_VERSION || f.fingerprint === undefined ||
-    f.expiresAt === null
-  ) return { state: "unreadable", expiresAt: f.expiresAt };
-  if (
-    f.state === "in_flight" && f.token !== undefined && f.leaseUntil !== null
-  ) {
-    return inFlightPeek(f.fingerprint, f.leaseUntil, f.expiresAt, f.createdAt);
+  if (!readable(f)) return { state: "unreadable", expiresAt: f.expiresAt };
+  if (claimed(f)) {
+    return inFlightPeek(
+      f.fingerprint,
+      f.leaseUntil!,
+      f.expiresAt!,
+      f.createdAt,
+    );
   }
   // Without its chunks read, a body's length is the record's `body_bytes`.
   const chunked = chunksOf(item) > 0;
-  const stub = { ...item, [name("#bd")]: { B: new Uint8Array(0) } };
+  const stub = { ...item, body: { B: new Uint8Array(0) } };
   const found = f.state !== "completed"
     ? null
     : responseOf(chunked && chunks === undefined ? stub : item, chunks);
@@ -348,7 +314,7 @@ export function decodePeek(
       bodyBytes,
       omitted,
     },
-    f.expiresAt,
+    f.expiresAt!,
     f.createdAt,
     full ? found : undefined,
   );

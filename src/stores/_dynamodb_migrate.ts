@@ -26,37 +26,34 @@ export interface MigrationReport {
   ttl: "enabled" | "unsupported";
 }
 
-const named = (error: unknown, name: string) =>
-  (error as { name?: unknown } | null)?.name === name;
+const named = (error: unknown, ...names: string[]) =>
+  names.includes((error as { name?: string } | null)?.name ?? "");
 
 /** Creates or checks `table` (see {@linkcode MigrationReport}). */
 export async function migrateTable(
   client: DynamoDBClient,
   table: string,
 ): Promise<MigrationReport> {
+  const TableName = table;
   const describe = async () =>
-    (await client.send(new DescribeTableCommand({ TableName: table })))
-      .Table;
-  let found: TableDescription | undefined;
-  let created = false;
-  try {
-    found = await describe();
-  } catch (error) {
-    if (!named(error, "ResourceNotFoundException")) throw error;
-    try {
-      await client.send(
-        new CreateTableCommand({
-          TableName: table,
-          KeySchema: [{ AttributeName: key, KeyType: "HASH" }],
-          AttributeDefinitions: [{ AttributeName: key, AttributeType: "S" }],
-          BillingMode: "PAY_PER_REQUEST",
-        }),
-      );
-      created = true;
-    } catch (error) {
+    (await client.send(new DescribeTableCommand({ TableName }))).Table;
+  let found: TableDescription | undefined = await describe().catch((e) => {
+    if (named(e, "ResourceNotFoundException")) return undefined;
+    throw e;
+  });
+  const created = found === undefined;
+  if (created) {
+    await client.send(
+      new CreateTableCommand({
+        TableName,
+        KeySchema: [{ AttributeName: key, KeyType: "HASH" }],
+        AttributeDefinitions: [{ AttributeName: key, AttributeType: "S" }],
+        BillingMode: "PAY_PER_REQUEST",
+      }),
+    ).catch((error) => {
       // Another instance's migration created it meanwhile.
       if (!named(error, "ResourceInUseException")) throw error;
-    }
+    });
     found = await describe();
   }
   for (let waited = 0; found?.TableStatus === "CREATING"; waited += 500) {
@@ -64,59 +61,47 @@ export async function migrateTable(
     await delay(500);
     found = await describe();
   }
-  checkKey(table, found, key);
-  return { table: created ? "created" : "exists", ttl: await enableTtl() };
-
-  async function enableTtl(): Promise<MigrationReport["ttl"]> {
-    let description;
-    try {
-      ({ TimeToLiveDescription: description } = await client.send(
-        new DescribeTimeToLiveCommand({ TableName: table }),
-      ));
-    } catch (error) {
-      if (named(error, "UnknownOperationException")) return "unsupported";
-      throw error;
-    }
-    const status = description?.TimeToLiveStatus;
-    const on = description?.AttributeName;
-    if (status === "ENABLED" || status === "ENABLING") {
-      if (on === ttl) return "enabled";
-      throw new Error(
-        `Table ${table} has TTL on ${
-          JSON.stringify(on)
-        }: DynamoDbStore needs it on "${ttl}" (a table has one TTL attribute; use a table of its own)`,
-      );
-    }
-    try {
-      await client.send(
-        new UpdateTimeToLiveCommand({
-          TableName: table,
-          TimeToLiveSpecification: { AttributeName: ttl, Enabled: true },
-        }),
-      );
-    } catch (error) {
-      if (named(error, "UnknownOperationException")) return "unsupported";
-      // Another instance's migration is enabling it.
-      if (!/TimeToLive is already enabled|in progress/i.test(String(error))) {
-        throw error;
-      }
-    }
-    return "enabled";
+  checkKey(table, found);
+  const status = await client.send(
+    new DescribeTimeToLiveCommand({ TableName }),
+  );
+  const { TimeToLiveStatus: on, AttributeName } =
+    status.TimeToLiveDescription ??
+      {};
+  const report = {
+    table: created ? "created" : "exists",
+    ttl: "enabled",
+  } as const;
+  if (on === "ENABLED" || on === "ENABLING") {
+    if (AttributeName === ttl) return report;
+    throw new Error(
+      `Table ${table} has TTL on "${AttributeName}": DynamoDbStore needs it on "${ttl}" (a table has one TTL attribute; use a table of its own)`,
+    );
   }
+  const spec = { AttributeName: ttl, Enabled: true };
+  const update = new UpdateTimeToLiveCommand({
+    TableName,
+    TimeToLiveSpecification: spec,
+  });
+  return await client.send(update).then(() => report, (error) => {
+    if (named(error, "UnknownOperationException")) {
+      return { ...report, ttl: "unsupported" } as const;
+    }
+    // Another instance's migration is enabling it.
+    if (/already enabled|in progress/i.test(String(error))) return report;
+    throw error;
+  });
 }
 
-/** Throws unless the table's key is `key`, a string, alone. */
-function checkKey(
-  table: string,
-  found: TableDescription | undefined,
-  key: string,
-): void {
+/** Throws unless the table's key is `pk`, a string, alone. */
+function checkKey(table: string, found: TableDescription | undefined): void {
   const schema = found?.KeySchema ?? [];
   const type = found?.AttributeDefinitions?.find((d) => d.AttributeName === key)
     ?.AttributeType;
-  const ok = schema.length === 1 && schema[0]?.AttributeName === key &&
-    schema[0]?.KeyType === "HASH" && type === "S";
-  if (ok) return;
+  if (
+    schema.length === 1 && schema[0]?.AttributeName === key &&
+    schema[0]?.KeyType === "HASH" && type === "S"
+  ) return;
   const has = schema.map((k) => `${k.AttributeName} (${k.KeyType})`).join(", ");
   throw new Error(
     `Table ${table} has the key ${

@@ -86,7 +86,7 @@ const CHUNKS_CHANGED = new Error("the record changed while its body was read");
  * one request; `complete`, `release` and `extend` are one request each,
  * conditional on the claim's token. Times are the app's clock (skew under
  * half a lease is covered: docs/dynamodb.md). A body that does not fit one
- * item goes to up to {@linkcode MAX_CHUNKS} more, in one transaction.
+ * item goes to up to {@linkcode MAX_CHUNKS} more, written before the record.
  *
  * @example Guard a handler with records in DynamoDB
  * ```ts ignore
@@ -173,17 +173,11 @@ export class DynamoDbStore implements IdempotencyStore {
       const now = this.#clock();
       const token = rec.newToken(now + ttlMs, fingerprint);
       const item = rec.claimItem(slot, fingerprint, token, now, leaseMs, ttlMs);
-      const found = await this.#calls.run(
-        "claim",
-        (call) => this.#put(call, item, token, now),
-        {
-          slot,
-          token,
-          leaseMs,
-          acquired: (r) => r?.state === "acquired" ? token : undefined,
-          mayHaveRun,
-        },
-      );
+      const acquired = (r?: ClaimResult) =>
+        r?.state === "acquired" ? token : undefined;
+      const undo = { slot, token, leaseMs, acquired, mayHaveRun };
+      const put = (call: StoreCall) => this.#put(call, item, token, now);
+      const found = await this.#calls.run("claim", put, undo);
       if (found !== undefined) return found; // else changed under us: again
     }
     return { state: "in_flight", fingerprint: null, retryAfterMs: 1 };
@@ -232,21 +226,14 @@ export class DynamoDbStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    const { update, values, chunks } = rec.completion(
-      slot,
-      String(token),
-      response,
-    );
+    const done = rec.completion(slot, String(token), response);
+    const { update, values, chunks } = done;
     const TableName = this.#table;
+    const put = (Item: Item) => new PutItemCommand({ TableName, Item });
     // The chunks first, keyed by the token: nothing reads them until the
     // fenced update (the commit point) names them; a lost one deletes them.
     return await this.#fenced("complete", slot, token, update, values, {
-      before: () =>
-        Promise.all(
-          chunks.map((Item) =>
-            this.#client.send(new PutItemCommand({ TableName, Item }))
-          ),
-        ),
+      before: () => Promise.all(chunks.map((c) => this.#client.send(put(c)))),
       lost: async () => {
         if (chunks.length === 0) return;
         await this.#client.send(deletes(TableName, chunks)).catch(() => {});
@@ -269,7 +256,8 @@ export class DynamoDbStore implements IdempotencyStore {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
     const until = { ":ls": { N: String(this.#clock() + leaseMs) } };
-    return await this.#fenced("extend", slot, token, "SET #ls = :ls", until);
+    const set = "SET #lease_until = :ls";
+    return await this.#fenced("extend", slot, token, set, until);
   }
 
   /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
@@ -411,24 +399,14 @@ export class DynamoDbStore implements IdempotencyStore {
     return await this.#calls.run(operation, async (call) => {
       await around?.before();
       call.throwIfExpired();
-      const now = this.#clock();
-      const input = {
-        ...this.#key(slot),
-        ...expression(
-          rec.FENCE,
-          now,
-          { ...values, ":tk": { S: String(token) } },
-          update,
-        ),
-      };
+      const fence = { ...values, ":tk": { S: String(token) } };
+      const at = expression(rec.FENCE, this.#clock(), fence, update);
+      const input = { ...this.#key(slot), ...at, UpdateExpression: update };
       try {
         await this.#client.send(
-          update === undefined
-            ? new DeleteItemCommand(input)
-            : new UpdateItemCommand({
-              ...input,
-              UpdateExpression: update,
-            }) as never,
+          (update === undefined
+            ? new DeleteItemCommand({ ...this.#key(slot), ...at })
+            : new UpdateItemCommand(input)) as UpdateItemCommand,
         );
         return "applied";
       } catch (error) {
@@ -451,14 +429,10 @@ function expression(condition: string, now: number, values: Item, update = "") {
 
 /** One request deleting the items of `keys` (at most 25: {@linkcode MAX_CHUNKS} is 8). */
 function deletes(table: string, keys: readonly Item[]): BatchWriteItemCommand {
-  const Key = (item: Item) => ({
-    [rec.KEY_ATTRIBUTE]: item[rec.KEY_ATTRIBUTE]!,
-  });
-  return new BatchWriteItemCommand({
-    RequestItems: {
-      [table]: keys.map((item) => ({ DeleteRequest: { Key: Key(item) } })),
-    },
-  });
+  const requests = keys.map(({ pk }) => ({
+    DeleteRequest: { Key: { pk: pk! } },
+  }));
+  return new BatchWriteItemCommand({ RequestItems: { [table]: requests } });
 }
 
 /**
@@ -476,15 +450,13 @@ const WRITES = new Set<Operation>(["complete", "release", "extend", "forget"]);
 
 /** A failed call's error, with what to do when the table is missing. */
 function failure(operation: Operation, cause: unknown, table: string) {
-  const reason = cause instanceof Error
-    ? `${cause.name}: ${cause.message}`
-    : String(cause);
-  const fix =
-    (cause as { name?: unknown })?.name === "ResourceNotFoundException"
-      ? `: run \`await store.migrate()\` for the table ${
-        JSON.stringify(table)
-      } before serving`
-      : "";
+  const { name, message } = cause instanceof Error
+    ? cause
+    : { name: "", message: String(cause) };
+  const reason = name ? `${name}: ${message}` : message;
+  const fix = name === "ResourceNotFoundException"
+    ? `: run \`await store.migrate()\` for the table "${table}" before serving`
+    : "";
   const unknown = WRITES.has(operation) ? " (outcome unknown)" : "";
   return new StoreError(
     `DynamoDB ${operation} failed${unknown}: ${reason}${fix}`,
