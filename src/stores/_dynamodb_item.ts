@@ -112,14 +112,10 @@ export function claimItem(
   };
 }
 
-/** The key of the `index`th chunk of the body that `token` completed. */
+/** What a chunk item's key begins with (`#chunk#<token>#<index>`): no record's. */
+export const CHUNK_PREFIX = "#chunk#";
 function chunkKey(token: string, index: number): Item {
-  return { pk: s(`#chunk#${token}#${index}`) };
-}
-
-/** Whether an item of a scan is a chunk, not a record. */
-export function isChunk(item: Item): boolean {
-  return item.pk?.S?.startsWith("#chunk#") === true;
+  return { pk: s(`${CHUNK_PREFIX}${token}#${index}`) };
 }
 
 const utf8 = (text: string) => new TextEncoder().encode(text).byteLength;

@@ -22,7 +22,9 @@ import {
  * dynalite): records still expire for the store, only nothing deletes them.
  */
 export interface MigrationReport {
+  /** Whether this call created the table. */
   table: "created" | "exists";
+  /** Whether DynamoDB deletes expired items (by the `ttl` attribute). */
   ttl: "enabled" | "unsupported";
 }
 

@@ -54,10 +54,16 @@ import { migrateTable, type MigrationReport } from "./_dynamodb_migrate.ts";
 export { INLINE_BYTES, MAX_CHUNKS } from "./_dynamodb_item.ts";
 export type { MigrationReport } from "./_dynamodb_migrate.ts";
 
+/** A `DynamoDBClient` of `@aws-sdk/client-dynamodb` (what the store calls). */
+export interface DynamoDbClient {
+  /** Sends one of the SDK's commands. */
+  send(command: object): Promise<unknown>;
+}
+
 /** Options of the {@linkcode DynamoDbStore} constructor. */
 export interface DynamoDbStoreOptions {
   /** The app's `DynamoDBClient` (its region, credentials, retries), never destroyed by the store. */
-  client: DynamoDBClient;
+  client: DynamoDbClient;
   /** The table: 3 to 255 of `A-Z a-z 0-9 _ . -`. */
   table: string;
   /**
@@ -77,7 +83,6 @@ export interface DynamoDbStoreOptions {
 const OPTIONS = ["client", "table", "timeoutMs", "clock", "onEvent"];
 const TABLE = /^[A-Za-z0-9_.-]{3,255}$/;
 const CLAIM_ATTEMPTS = 4;
-const CHUNKS_CHANGED = new Error("the record changed while its body was read");
 
 /**
  * An {@linkcode IdempotencyStore} in a DynamoDB table, one item per slot. A
@@ -131,7 +136,7 @@ export class DynamoDbStore implements IdempotencyStore {
         }`,
       );
     }
-    this.#client = options.client;
+    this.#client = options.client as DynamoDBClient;
     this.#table = options.table;
     this.#clock = optionalFunction("clock", options.clock) ?? Date.now;
     const timeoutMs = timeoutOption(options.timeoutMs, 2000);
@@ -280,7 +285,7 @@ export class DynamoDbStore implements IdempotencyStore {
       }
       call.throwIfExpired();
       const chunks = await this.#chunks(item);
-      if (chunks === undefined) throw CHUNKS_CHANGED;
+      if (chunks === undefined) throw new Error("a chunk is gone");
       return rec.decodePeek(item, now, full, chunks);
     });
   }
@@ -334,7 +339,7 @@ export class DynamoDbStore implements IdempotencyStore {
         start = page.LastEvaluatedKey;
         for (const item of page.Items ?? []) {
           read++;
-          if (rec.isChunk(item)) continue;
+          if (item.pk?.S?.startsWith(rec.CHUNK_PREFIX)) continue;
           const found = rec.decodePeek(item, now, false);
           if (found.state === "in_flight") counts.inFlight++;
           else if (found.state === "unreadable") counts.unreadable++;

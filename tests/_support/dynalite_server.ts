@@ -82,7 +82,7 @@ if (!plain) {
     }
     const op = target.split(".")[1];
     if (op !== "UpdateTimeToLive" && op !== "DescribeTimeToLive") {
-      return dynamo(req, res);
+      return dynamo!(req, res);
     }
     let text = "";
     req.on(

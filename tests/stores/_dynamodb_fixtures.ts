@@ -8,16 +8,30 @@
  */
 
 import { PutItemCommand } from "@aws-sdk/client-dynamodb";
-import { DynamoDbStore } from "../../src/stores/dynamodb.ts";
+import {
+  DynamoDbStore,
+  type MigrationReport,
+} from "../../src/stores/dynamodb.ts";
 import type { ClaimOptions } from "../../src/store.ts";
 import type { PoisonKind } from "../../src/testing/testing.ts";
 import { type PrivateDynalite, startDynalite } from "../_support/dynalite.ts";
+
+/** What {@linkcode dynamoStore} makes. */
+export interface DynamoFixture {
+  store: DynamoDbStore;
+  client: ReturnType<PrivateDynalite["client"]>;
+  table: string;
+  migration: MigrationReport;
+  time: { now: number };
+  elapse(ms: number): Promise<void>;
+  poison(slot: string, kind: PoisonKind): Promise<void>;
+}
 
 /** A migrated store on `dynalite` (its own table), on a clock the test moves. */
 export async function dynamoStore(
   dynalite: PrivateDynalite,
   options: { timeoutMs?: number; maxAttempts?: number } = {},
-) {
+): Promise<DynamoFixture> {
   const client = dynalite.client(options.maxAttempts);
   const time = { now: 1_800_000_000_000 };
   const table = `dynamo_${crypto.randomUUID().slice(0, 8)}`;
@@ -53,7 +67,7 @@ export async function dynamoStore(
           fingerprint: { S: "f" },
           expires_at: { N: String(time.now + 60_000) },
         },
-        future_version: {
+        "future_version": {
           pk: { S: slot },
           v: { N: "2" },
           state: { S: "in_flight" },

@@ -24,7 +24,12 @@ import {
   INLINE_BYTES,
   MAX_CHUNKS,
 } from "../../src/stores/dynamodb.ts";
-import { dynamoStore, opts, sharedDynalite } from "./_dynamodb_fixtures.ts";
+import {
+  type DynamoFixture,
+  dynamoStore,
+  opts,
+  sharedDynalite,
+} from "./_dynamodb_fixtures.ts";
 
 const patched = sharedDynalite();
 const plain = sharedDynalite(true);
@@ -35,7 +40,7 @@ for (
     plain,
   ]] as const
 ) {
-  let s: Awaited<ReturnType<typeof dynamoStore>>;
+  let s: DynamoFixture;
   storeConformance({
     name: `DynamoDbStore (${name})`,
     async setup() {
@@ -131,7 +136,7 @@ Deno.test("DynamoDbStore keeps a body of MAX_CHUNKS chunks; one byte more is rec
 });
 
 /** The chunk items in the table (a scan: the store's own `stats` skips them). */
-async function chunkItems(s: Awaited<ReturnType<typeof dynamoStore>>) {
+async function chunkItems(s: DynamoFixture) {
   const { Items } = await s.client.send(
     new ScanCommand({ TableName: s.table, ConsistentRead: true }),
   );
