@@ -16,7 +16,9 @@ import {
   ScanCommand,
   UpdateTimeToLiveCommand,
 } from "@aws-sdk/client-dynamodb";
+import { idempotency } from "../../mod.ts";
 import { idempotencyTelemetry } from "../../src/otel.ts";
+import { post } from "../_support/http.ts";
 import { matches, sdkMetrics } from "../otel/_metrics.ts";
 import { storeConformance } from "../../src/testing/testing.ts";
 import {
@@ -292,4 +294,27 @@ Deno.test("telemetry.store() names a DynamoDbStore 'dynamodb' and times its oper
     duration.points.filter((p) => matches(p.attributes, where)).length,
     1,
   );
+});
+
+Deno.test("DynamoDbStore.stats counts sealed records by the key id their seal names", async () => {
+  const s = await dynamoStore(await patched());
+  const key = await crypto.subtle.generateKey(
+    { name: "AES-GCM", length: 256 },
+    false,
+    ["encrypt", "decrypt"],
+  );
+  const guarded = idempotency(() => new Response("secret", { status: 201 }), {
+    store: s.store,
+    scope: "global",
+    encryption: { keys: [{ id: "2026-01", key }] },
+  });
+  for (const k of ["a", "b"]) await (await guarded(post(k))).arrayBuffer();
+  await s.store.claim("c", opts("f"));
+  assert.deepEqual(await s.store.stats(), {
+    inFlight: 1,
+    completed: 2,
+    unreadable: 0,
+    exact: true,
+    sealed: { "2026-01": 2 },
+  });
 });
