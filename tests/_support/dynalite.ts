@@ -98,6 +98,8 @@ export async function startDynalite(
         region: "us-east-1",
         credentials: { accessKeyId: "test", secretAccessKey: "test" },
         maxAttempts,
+        // The SDK's own reads os.release(): the test task allows no --allow-sys.
+        defaultUserAgentProvider: () => Promise.resolve([["idempotent-tests"]]),
       }) as DynamoDBClient & { sent: string[] };
       client.sent = [];
       client.middlewareStack.add((next, context) => (args) => {

@@ -70,6 +70,8 @@ Deno.test("DynamoDbStore: a killed DynamoDB is a StoreError on every operation; 
 Deno.test("DynamoDbStore: throttling is answered by the SDK's retry, then a StoreError once its attempts are spent", async () => {
   await using dynalite = await startDynalite();
   const s = await dynamoStore(dynalite, { maxAttempts: 3, timeoutMs: 20_000 });
+  const events: StoreEvent[] = [];
+  s.store.subscribe((event) => events.push(event));
   await dynalite.throttle(1);
   assert.equal((await s.store.claim("a", opts("f"))).state, "acquired");
   assert.deepEqual(s.client.sent, ["PutItem", "PutItem"], "one retry");
@@ -80,6 +82,9 @@ Deno.test("DynamoDbStore: throttling is answered by the SDK's retry, then a Stor
   assert.equal((error.cause as Error).name, "ThrottlingException");
   assert.match(error.message, /^DynamoDB claim failed: ThrottlingException/);
   assert.deepEqual(s.client.sent, ["PutItem", "PutItem", "PutItem"]);
-  // Refused each time: nothing was written, nothing is undone.
+  // Refused each time: nothing was written, so nothing is undone (an undo
+  // would be sent at once, before this peek).
   assert.deepEqual(await s.store.peek("b"), { state: "absent" });
+  assert.deepEqual(s.client.sent.slice(3), ["GetItem"]);
+  assert.deepEqual(events, []);
 });
