@@ -455,7 +455,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "failover-peek-fallback-completed",
-    file: "src/stores/_failover_admin.ts",
+    file: "src/stores/_shared.ts",
     text: '(primary.state !== "absent" && fallback.state !== "completed")',
     replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
