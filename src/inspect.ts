@@ -8,7 +8,7 @@
 import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { IdempotencyOptions } from "./options.ts";
-import { SEALED_HEADER, Sealer, sealLabel } from "./_seal.ts";
+import { isSealed, Sealer, sealLabel } from "./_seal.ts";
 import { assertMethod, knownOptions } from "./_validate.ts";
 import {
   assertSlot,
@@ -197,8 +197,7 @@ export async function inspectKey(
   const found = await store.peek!(slot, { response: true });
   if (found.state !== "completed") return { slot, ...found };
   const { response, ...peeked } = found;
-  const sealed = peeked.headerNames.length === 1 &&
-    peeked.headerNames[0] === SEALED_HEADER;
+  const sealed = isSealed(peeked.headerNames);
   const keyId = response && sealLabel(response)?.keyId;
   const seal = sealed
     ? { sealed, ...(keyId === undefined ? {} : { keyId }) }

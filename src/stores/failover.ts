@@ -31,7 +31,7 @@ import {
   bothFailed,
   forgetBoth,
   peekBoth,
-} from "./_failover_admin.ts";
+} from "./_failover_both.ts";
 import { settle } from "./_shared.ts";
 
 export type { FailoverEvent, FailoverRole } from "../store.ts";

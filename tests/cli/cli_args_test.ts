@@ -240,6 +240,50 @@ Deno.test("cli grammar: the edges an operator types", async (t) => {
       "x".repeat(256),
     );
   });
+  await t.step(
+    "one location: a slot with a key, a secret or a scope, --global with --scope",
+    () => {
+      assert.equal(
+        usage("inspect", ...redis, "--slot", "s", "--secret-env", "SECRET"),
+        "--secret-env hashes a --key: a --slot is hashed",
+      );
+      for (const other of [["--key", "k"], ["--scope", "a"], ["--global"]]) {
+        assert.equal(
+          usage("inspect", ...redis, "--slot", "s", ...other),
+          "give --slot, or --scope with --key (or --global with --key)",
+        );
+      }
+      assert.match(
+        usage("inspect", ...redis, "--global", "--scope", "a", "--key", "k"),
+        /not both$/,
+      );
+      assert.match(
+        usage("stats", ...redis, "--key", "k"),
+        /^--key is for inspect and forget/,
+      );
+      assert.match(
+        usage(
+          "inspect",
+          ...redis,
+          "--scope",
+          "a",
+          "--key",
+          "k",
+          "--limit",
+          "1",
+        ),
+        /^--limit is for stats only$/,
+      );
+      assert.match(
+        usage("inspect", ...redis, "--scope", "a", "--key", "k", "--yes"),
+        /^--yes is for forget only$/,
+      );
+      assert.match(
+        usage("forget", ...redis, "--scope", "a", "--key", "k"),
+        /add --yes/,
+      );
+    },
+  );
   await t.step("short options, the terminator, a second command", () => {
     assert.equal(usage("stats", ...redis, "-x"), 'unknown option "-x"');
     assert.equal(usage("stats", ...redis, "--"), 'unknown option "--"');

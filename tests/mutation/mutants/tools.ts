@@ -203,9 +203,11 @@ export const MUTANTS: Mutant[] = [
   {
     id: "cli-key-unparsed",
     file: "src/inspect.ts",
-    text: "if (!parsed.ok) {",
-    replacement: 'if (!parsed.ok && parsed.reason === "") {',
-    tests: ["tests/cli/cli_test.ts"],
+    text:
+      'const parsed = parseIdempotencyKey(typeof key === "string" ? key : "");',
+    replacement:
+      "const parsed = { ok: true, key: String(key) } as ReturnType<typeof parseIdempotencyKey>;",
+    tests: ["tests/cli/cli_args_test.ts", "tests/cli/cli_test.ts"],
     what: "a malformed --key connects and fails there (exit 3), not exit 2",
   },
   {
@@ -367,5 +369,135 @@ export const MUTANTS: Mutant[] = [
     replacement: "",
     tests: ["tests/hono_drain_test.ts"],
     what: "drainCompletions() refuses /hono's middleware",
+  },
+  // --- issue 35: the CLI's grammar and its human output ---
+  {
+    id: "cli-missing-value-swallows-next",
+    file: "src/cli/_args.ts",
+    text: '(!inlineValue && value.startsWith("--"))',
+    replacement: "false",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "`--key --json` takes --json as the key and drops the flag",
+  },
+  {
+    id: "cli-twice-last-wins",
+    file: "src/cli/_args.ts",
+    text:
+      "if (options.has(name)) throw new UsageError(`--${name} is given twice`);",
+    replacement: "",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what:
+      "an option given twice keeps the last value in silence (which scope was meant?)",
+  },
+  {
+    id: "cli-flag-value-ignored",
+    file: "src/cli/_args.ts",
+    text:
+      "if (value !== undefined) throw new UsageError(`--${name} takes no value`);",
+    replacement:
+      'if (value === "") throw new UsageError(`--${name} takes no value`);',
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "`--yes=no` confirms a forget",
+  },
+  {
+    id: "cli-option-names-any-case",
+    file: "src/cli/_args.ts",
+    text: "if (!(name in OPTIONS)) {",
+    replacement: "if (!(name.toLowerCase() in OPTIONS)) {",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what:
+      "`--Key k` is taken and then ignored: the record named is not the one typed",
+  },
+  {
+    id: "cli-limit-zero",
+    file: "src/cli/_args.ts",
+    text: "/^[1-9][0-9]{0,8}$/",
+    replacement: "/^[0-9]{1,9}$/",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "--limit 0 (or 01) is taken as a count",
+  },
+  {
+    id: "cli-limit-ten-digits",
+    file: "src/cli/_args.ts",
+    text: "/^[1-9][0-9]{0,8}$/",
+    replacement: "/^[1-9][0-9]{0,9}$/",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "a 10-digit --limit is taken, past the documented bound",
+  },
+  {
+    id: "cli-terminator-ends-options",
+    file: "src/cli/_args.ts",
+    text: "throw new UsageError('unknown option \"--\"');",
+    replacement: "break;",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "`--` silently drops every option after it",
+  },
+  {
+    id: "cli-empty-scope-taken",
+    file: "src/cli/_args.ts",
+    text: "!(scope || global)",
+    replacement: "!(scope !== undefined || global)",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what:
+      "--scope '' reaches inspect's check, worded as a library field, not the record the CLI needs",
+  },
+  {
+    id: "cli-lease-row-shows-expiry",
+    file: "src/cli/_report.ts",
+    text: "time(peek.leaseExpiresAt),",
+    replacement: "time(peek.expiresAt),",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what:
+      "the lease's end is shown as the record's expiry: a stuck claim looks hours away",
+  },
+  {
+    id: "cli-time-sign-flipped",
+    file: "src/cli/_report.ts",
+    text: "    : diff < 0",
+    replacement: "    : diff > 0",
+    tests: ["tests/cli/cli_args_test.ts", "tests/cli/cli_scope_test.ts"],
+    what: "a future expiry is said 'ago'",
+  },
+  {
+    id: "cli-hours-late",
+    file: "src/cli/_report.ts",
+    text: "    : a < 7200",
+    replacement: "    : a < 72000",
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "a 3-hour expiry is said in minutes (180 min)",
+  },
+  {
+    id: "cli-slot-with-secret",
+    file: "src/cli/_args.ts",
+    text: "if (slot !== undefined && secretVariable !== undefined) {",
+    replacement: 'if (slot !== undefined && secretVariable === "") {',
+    tests: ["tests/cli/cli_args_test.ts"],
+    what: "--slot with --secret-env ignores the secret in silence",
+  },
+  {
+    id: "cli-global-and-scope",
+    file: "src/cli/_args.ts",
+    text: "if (global && scope !== undefined) {",
+    replacement: 'if (global && scope === "") {',
+    tests: ["tests/cli/cli_args_test.ts"],
+    what:
+      "--global --scope a looks up the global key and drops the scope in silence",
+  },
+  {
+    id: "cli-failover-json-sides-dropped",
+    file: "src/cli/_report.ts",
+    text: "  const sides = both\n",
+    replacement: "  const sides = false\n",
+    tests: ["tests/cli/cli_failover_test.ts"],
+    what: "--json on two stores hides each store's own answer",
+  },
+  {
+    id: "cli-unreachable-said-failed",
+    file: "src/cli/cli.ts",
+    text: '"failed" : "is unreachable"',
+    replacement: '"failed" : "failed"',
+    tests: ["tests/cli/cli_failover_test.ts"],
+    what:
+      "an unreachable store is reported as failing, so the operator looks at the data, not the network",
   },
 ];

@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** FailoverStore's peek and forget on both stores (docs/architecture.md, Inspect and forget). @module */
+/** FailoverStore's calls on both stores: peek, forget, and the errors of both (docs/architecture.md, Inspect and forget). @module */
 
 import { assertMethod, messageOf } from "../_validate.ts";
 import { StoreError } from "../store.ts";
