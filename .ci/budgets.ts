@@ -160,11 +160,6 @@ export const TEST_ONLY: readonly TestOnly[] = [
     why: "tests tell a served request's body from a plain one",
   },
   {
-    file: "src/_capture.ts",
-    name: "CaptureResult",
-    why: "types a test's capture helper",
-  },
-  {
     file: "src/cli/_report.ts",
     name: "time",
     why:
