@@ -40,8 +40,11 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * `assertMethod`, `messageOf`, `problemStatus` (issue 30's "each mechanism
    * once", which moved these from the rooms into the kernel) and the unreadable
    * record's key-list advice (issue 29's review).
+   * Raised by 25: `adapt()`, the one seam through which an adapter of
+   * another shape (`/hono`) uses the core's guard, so that no room imports
+   * the core's private files (issue 30's rule; it was two exceptions).
    */
-  core: 4_931,
+  core: 4_956,
   /**
    * `src/stores/_shared.ts`, `_sql_rows.ts`, `_store_call.ts`, `_orphans.ts`.
    * Target 320. Raised by 50 for the SQL stores' sweep batches and stats row
@@ -79,12 +82,13 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   cli: 1_172,
   testing: 1_100,
   otel: 300,
-  hono: 160,
+  /** Target 160. */
+  hono: 153,
   /**
-   * Target 160. Raised by 16: `locateSlot` exported (its doc and example), the
+   * Target 160. Raised by 15: `locateSlot` exported (its doc and example), the
    * one check of a record's location, which the CLI used to write again.
    */
-  inspect: 345,
+  inspect: 344,
 };
 /** A store not named in {@linkcode ROOM_LINES} (`src/stores/<name>.ts` + `_<name>_*.ts`). */
 export const NEW_STORE_LINES = 900;
@@ -119,18 +123,7 @@ export interface Allowed {
 }
 
 /** The private imports across rooms that stand (each with its reason). */
-export const CROSS_ROOM: readonly Allowed[] = [
-  {
-    from: "hono",
-    file: "src/_guard.ts",
-    why: "the Hono middleware is the core's Guard behind another signature",
-  },
-  {
-    from: "hono",
-    file: "src/_configure.ts",
-    why: "it checks its options and reads the key as idempotency() does",
-  },
-];
+export const CROSS_ROOM: readonly Allowed[] = [];
 
 /** An export of a private file that only tests import, and why. */
 export interface TestOnly {
