@@ -13,6 +13,7 @@ import assert from "node:assert/strict";
 import {
   CreateTableCommand,
   DescribeTimeToLiveCommand,
+  PutItemCommand,
   ScanCommand,
   UpdateTimeToLiveCommand,
 } from "@aws-sdk/client-dynamodb";
@@ -317,4 +318,40 @@ Deno.test("DynamoDbStore.stats counts sealed records by the key id their seal na
     exact: true,
     sealed: { "2026-01": 2 },
   });
+});
+
+Deno.test("DynamoDbStore on dynalite as published reads the item after a failed put, and claims again when it was freed in between", async () => {
+  const dynalite = await plain();
+  const s = await dynamoStore(dynalite);
+  const other = dynalite.client();
+  const first = await s.store.claim("k", opts("old"));
+  assert.equal(first.state, "acquired");
+  // Between the put that failed and the store's GetItem, the live claim is
+  // replaced by an expired one (as if it had been completed, then expired).
+  let swap = true;
+  s.client.middlewareStack.add((next, context) => async (args) => {
+    if (context.commandName === "GetItemCommand" && swap) {
+      swap = false;
+      await other.send(
+        new PutItemCommand({
+          TableName: s.table,
+          Item: {
+            pk: { S: "k" },
+            v: { N: "1" },
+            state: { S: "in_flight" },
+            fingerprint: { S: "old" },
+            token: { S: "t" },
+            lease_until: { N: String(s.time.now - 1) },
+            expires_at: { N: String(s.time.now) },
+          },
+        }),
+      );
+    }
+    return next(args);
+  }, { step: "initialize" });
+  s.client.sent.length = 0;
+  const taken = await s.store.claim("k", opts("new"));
+  assert.equal(taken.state, "acquired");
+  assert.equal(taken.state === "acquired" && taken.recovered, false);
+  assert.deepEqual(s.client.sent, ["PutItem", "GetItem", "PutItem"]);
 });
