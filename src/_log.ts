@@ -158,12 +158,8 @@ function writeAt(logger: Logger, level: Level, line: string): void {
 
 /** The kinds whose lines are not errors, and their level. */
 const LEVELS = new Map<string, Level>([
-  ["fail_open", "warn"],
-  ["lease_lost", "warn"],
-  ["unreadable", "warn"],
-  ["fallback", "warn"],
-  ["fallback_unavailable", "warn"],
-  ["write_failed", "warn"],
+  ..."fail_open lease_lost unreadable fallback fallback_unavailable write_failed"
+    .split(" ").map((kind) => [kind, "warn"] as const),
   ["recovered", "info"],
 ]);
 
