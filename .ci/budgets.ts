@@ -39,9 +39,12 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * Raised by 101: the one clock through the configuration, `assertStore`,
    * `assertMethod`, `messageOf`, `problemStatus` (issue 30's "each mechanism
    * once", which moved these from the rooms into the kernel) and the unreadable
-   * record's key-list advice (issue 29's review).
+   * record's key-list advice (issue 29's review). Raised by 229 for issue 31's
+   * per-request `ttl`/`lease` (checked per request, the heartbeat paced by
+   * each claim's lease, the `misconfigured` problem and `option_error` line),
+   * `advertiseLifetime` and the CORS exposure of the middleware's headers.
    */
-  core: 4_931,
+  core: 5_160,
   /**
    * `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320.
    * Raised by 50 for the SQL stores' sweep batches and stats row (issue 32,

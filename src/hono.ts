@@ -110,8 +110,9 @@ export function idempotent(
       layHeaders(c.res.headers, response.headers, own);
     }
     // Replaced, not merged (again): Hono's setter merges unless cleared first.
+    // Exposed again: an earlier middleware's Expose-Headers was laid over it.
     c.res = undefined;
-    c.res = response;
+    c.res = guard.exposed(request, response);
   };
   GUARDS.set(middleware, guard);
   return middleware;

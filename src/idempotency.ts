@@ -9,7 +9,11 @@ import type {
   ServeHandlerInfo,
 } from "./options.ts";
 
-export { BODY_OMITTED_HEADER, HEADERS_OMITTED_HEADER } from "./_response.ts";
+export {
+  BODY_OMITTED_HEADER,
+  HEADERS_OMITTED_HEADER,
+  LIFETIME_HEADER,
+} from "./_response.ts";
 export type {
   FetchHandler,
   IdempotencyOptions,

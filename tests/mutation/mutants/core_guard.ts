@@ -76,8 +76,8 @@ export const MUTANTS: Mutant[] = [
     id: "rule2-live-body-from-consumed-response",
     file: GUARD,
     text:
-      "return new Response(bodyInit(body, typed), {\n        status,\n        statusText,\n        headers: partial ? response.headers : headers,\n      });",
-    replacement: "return response;",
+      "new Response(bodyInit(body, typed), {\n          status,\n          statusText,\n          headers: partial ? response.headers : headers,\n        }),",
+    replacement: "response,",
     tests: [T.guardCapture, ...T.protocol],
     what: "rule 2: the client gets the handler's already-read response",
   },
