@@ -14,7 +14,17 @@ const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
 export const HEADERS_OMITTED_HEADER = "Idempotent-Omitted-Headers";
 const LEFT_OUT = HEADERS_OMITTED_HEADER.toLowerCase();
 
-/** The header of `advertiseLifetime`: the key's `ttl`, in seconds (provisional). */
+/**
+ * The header of `advertiseLifetime`: the key's `ttl`, in whole seconds (provisional).
+ * @example
+ * ```ts
+ * import { idempotency, LIFETIME_HEADER } from "@idempotent/http";
+ * const options = { scope: "global", ttl: 900_000, advertiseLifetime: true } as const;
+ * const handler = idempotency(() => new Response("ok"), options);
+ * const res = await handler(new Request("http://api.test/", { method: "POST", headers: { "idempotency-key": "k1" } }));
+ * if (res.headers.get(LIFETIME_HEADER) !== "900") throw new Error("not advertised");
+ * ```
+ */
 export const LIFETIME_HEADER = "Idempotency-TTL";
 const LIFETIME = LIFETIME_HEADER.toLowerCase();
 const EXPOSE = "access-control-expose-headers";
