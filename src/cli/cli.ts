@@ -211,7 +211,10 @@ export async function main(
       io.stderr(`error: ${text}`);
       return text;
     });
-    if (targets.length === 1 && failed[0]) return 3;
+    if (targets.length === 1 && failed[0]) {
+      if (parsed.json) io.stdout(JSON.stringify({ error: failed[0] }));
+      return 3;
+    }
     const values = answers.map((a) => a.ok ? a.value : null);
     const code = report(parsed, names, values, failed, io);
     return failed.some((f) => f !== null) ? 3 : code;
