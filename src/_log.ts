@@ -188,6 +188,10 @@ function lineOf(event: IdempotencyEvent): string | undefined {
           ? "a retry of that key may run the handler again"
           : "the key stays in flight until its lease passes"
       }; see the store_error lines for why`;
+    case "option_error":
+      return `option_error: a request answered 500 without running its handler, since an option's function failed for it: ${
+        describe(event.error)
+      }`;
     case "render_error":
       return `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
         describe(event.error)
