@@ -39,9 +39,11 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * Raised by 101: the one clock through the configuration, `assertStore`,
    * `assertMethod`, `messageOf`, `problemStatus` (issue 30's "each mechanism
    * once", which moved these from the rooms into the kernel) and the unreadable
-   * record's key-list advice (issue 29's review).
+   * record's key-list advice (issue 29's review). Raised by 35: every
+   * problem's machine `code` and `retryable` in the catalogue, and the
+   * `ProblemCode` union (issue 31).
    */
-  core: 4_931,
+  core: 4_966,
   /**
    * `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320.
    * Raised by 50 for the SQL stores' sweep batches and stats row (issue 32,

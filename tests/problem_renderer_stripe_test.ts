@@ -99,7 +99,7 @@ Deno.test("Stripe SDK: a key reused with another payload raises its idempotency 
     (error: unknown) => {
       assert.ok(error instanceof Stripe.errors.StripeIdempotencyError);
       assert.equal(error.statusCode, 400);
-      assert.equal(error.code, "idempotency_key_reused");
+      assert.equal(error.code, "idempotency_conflict");
       assert.equal(error.headers?.["cache-control"], "no-store");
       return true;
     },
@@ -185,7 +185,7 @@ Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed
     (error: unknown) => {
       assert.ok(error instanceof Stripe.errors.StripeAPIError);
       assert.equal(error.statusCode, 500);
-      assert.equal(error.code, "record_unreadable");
+      assert.equal(error.code, "idempotency_record_unreadable");
       assert.equal(error.headers?.["retry-after"], undefined);
       return true;
     },
