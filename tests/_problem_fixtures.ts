@@ -16,10 +16,3 @@ export function stripeShaped(problem: ProblemToRender): Response {
     problem.init,
   );
 }
-
-/** As Stripe itself answers: a reused key is a 400, which its SDK raises as an idempotency error. */
-export function asStripe(problem: ProblemToRender): Response {
-  const response = stripeShaped(problem);
-  if (problem.code !== "idempotency_conflict") return response;
-  return new Response(response.body, { ...problem.init, status: 400 });
-}
