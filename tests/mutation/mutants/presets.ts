@@ -11,6 +11,8 @@ import type { Mutant } from "../_targets.ts";
 const PRESETS = "src/presets/presets.ts";
 const STRIPE = "tests/problem_renderer_stripe_test.ts";
 const ACP = "tests/presets_acp_test.ts";
+const OPENAPI = "src/openapi/openapi.ts";
+const OPENAPI_TEST = "tests/openapi_test.ts";
 
 /** The mutants of the presets and the OpenAPI components. */
 export const MUTANTS: Mutant[] = [
@@ -122,5 +124,54 @@ export const MUTANTS: Mutant[] = [
     tests: [ACP],
     what:
       "an unreachable store reads processing_error, not service_unavailable",
+  },
+  {
+    id: "openapi-missing-when-optional",
+    file: OPENAPI,
+    text: 'if (CASES[i] === "missing" && !required) continue;',
+    replacement: "",
+    tests: [OPENAPI_TEST],
+    what: "the 400 documents a missing key that an optional key never answers",
+  },
+  {
+    id: "openapi-retry-after-on-409-only",
+    file: OPENAPI,
+    text: 'status === "409" || status === "503"',
+    replacement: 'status === "409"',
+    tests: [OPENAPI_TEST],
+    what: "the 503's Retry-After is not documented",
+  },
+  {
+    id: "openapi-example-header-as-given",
+    file: OPENAPI,
+    text: "example(kind, header.toLowerCase(), maxRequestBytes)",
+    replacement: "example(kind, header, maxRequestBytes)",
+    tests: [OPENAPI_TEST],
+    what: "the examples name the header otherwise than the middleware's bodies",
+  },
+  {
+    id: "openapi-parameter-never-required",
+    file: OPENAPI,
+    text: "          required,\n",
+    replacement: "          required: false,\n",
+    tests: [OPENAPI_TEST],
+    what: "a required key is documented as optional",
+  },
+  {
+    id: "openapi-parameter-in-query",
+    file: OPENAPI,
+    text: 'in: "header",',
+    replacement: 'in: "query",',
+    tests: [OPENAPI_TEST],
+    what: "the key is documented as a query parameter",
+  },
+  {
+    id: "openapi-code-enum-first-only",
+    file: OPENAPI,
+    text: "enum: bodies.map((body) => body.code!)",
+    replacement: "enum: [bodies[0]!.code!]",
+    tests: [OPENAPI_TEST],
+    what:
+      "the schema allows one code: a validating client refuses every other problem",
   },
 ];
