@@ -14,6 +14,7 @@
  */
 
 import assert from "node:assert/strict";
+import fc from "fast-check";
 import { idempotency, type IdempotencyStore, MemoryStore } from "../mod.ts";
 import { ACP_MIN_TTL, acpProblems } from "../src/presets/presets.ts";
 import { serveLocal } from "./_support/http.ts";
@@ -353,4 +354,33 @@ Deno.test('acpProblems(): a scope function that returns "" is refused as the mid
     body: "{}",
   });
   await assert.rejects(Promise.resolve(handler(request)), /scope/);
+});
+
+Deno.test("acpProblems(): the scope is one-to-one over (caller, path): two requests share keys only with both equal", async () => {
+  const segment = fc.stringMatching(/^[a-z0-9_]{1,6}$/);
+  const path = fc.array(segment, { minLength: 1, maxLength: 3 }).map((s) =>
+    `/${s.join("/")}`
+  );
+  const caller = fc.string({ minLength: 1, maxLength: 8 });
+  await fc.assert(
+    fc.asyncProperty(caller, path, caller, path, async (a, p, b, q) => {
+      const { scope } = acpProblems({
+        scope: (request) => request.headers.get("x-caller")!,
+      });
+      const of = (id: string, at: string) =>
+        scope(
+          new Request(`http://api.test${at}`, { headers: { "x-caller": id } }),
+        );
+      const same = (await of(a, p)) === (await of(b, q));
+      return same === (a === b && p === q);
+    }),
+    { numRuns: 300 },
+  );
+  // The pair a plain concatenation would confuse: "a/b" + "/c", "a" + "/b/c".
+  const { scope } = acpProblems({
+    scope: (request) => request.headers.get("x-caller")!,
+  });
+  const of = (id: string, at: string) =>
+    scope(new Request(`http://api.test${at}`, { headers: { "x-caller": id } }));
+  assert.notEqual(await of("a/b", "/c"), await of("a", "/b/c"));
 });

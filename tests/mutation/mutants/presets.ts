@@ -93,6 +93,15 @@ export const MUTANTS: Mutant[] = [
       "one key on two endpoints is one key: the second endpoint answers 422 (ACP §6.1)",
   },
   {
+    id: "acp-scope-concatenated",
+    file: PRESETS,
+    text: "JSON.stringify([id, new URL(request.url).pathname])",
+    replacement: "id + new URL(request.url).pathname",
+    tests: [ACP],
+    what:
+      "caller a/b on /c and caller a on /b/c share keys: one replays the other's",
+  },
+  {
     id: "acp-scope-without-caller",
     file: PRESETS,
     text: 'const id = scope === "global" ? "" : await scope(request);',
