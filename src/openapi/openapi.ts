@@ -114,12 +114,12 @@ const STATUS_TEXT: Record<number, string> = {
  * import { openApiComponents } from "@idempotent/http/openapi";
  * import assert from "node:assert/strict";
  *
- * const { components: { responses } } = await openApiComponents({});
+ * const { components: { responses } } = await openApiComponents();
  * assert.match(JSON.stringify(responses.Idempotency409), /Retry-After/);
  * ```
  */
 export async function openApiComponents(
-  options: OpenApiOptions,
+  options: OpenApiOptions = {},
 ): Promise<{ components: OpenApiComponents }> {
   const header = options.header ?? DEFAULTS.header;
   const replay = options.replayHeader ?? DEFAULTS.replayHeader;
