@@ -47,8 +47,10 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * request, the heartbeat paced by each claim's lease, the `misconfigured`
    * problem and `option_error` line), `advertiseLifetime` and the CORS
    * exposure of the middleware's headers, `LIFETIME_HEADER`'s example.
+   * Raised by 35: every problem's machine `code` and `retryable` in the
+   * catalogue, and the `ProblemCode` union (issue 31).
    */
-  core: 5_198,
+  core: 5_233,
   /**
    * `src/stores/_shared.ts`, `_sql_rows.ts`, `_store_call.ts`, `_orphans.ts`.
    * Target 320. Raised by 50 for the SQL stores' sweep batches and stats row
