@@ -1,6 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Every fenced code block in README.md and docs/*.md is a test: it runs
+ * Every fenced code block in README.md and docs/*.md (the design,
+ * docs/architecture.md, aside) is a test: it runs
  * here, against the
  * Redis and PostgreSQL the other integration tests use, or it is a fragment
  * of an example that runs here. A block that is neither fails this test with

@@ -34,7 +34,8 @@ export const DOCUMENTS: string[] = [
   "README.md",
   ...[...Deno.readDirSync(new URL("docs/", ROOT))]
     .map((entry) => `docs/${entry.name}`)
-    .filter((path) => path.endsWith(".md"))
+    // The design's inline commands are its prose, not an operator's steps.
+    .filter((path) => path.endsWith(".md") && path !== "docs/architecture.md")
     .sort(),
 ];
 export const CONTRIBUTING: URL = new URL("CONTRIBUTING.md", ROOT);
