@@ -139,13 +139,20 @@ Deno.test("openApiComponents(): one response a status, each with its codes, Retr
     assert.deepEqual(codes(409), ["idempotency_in_flight"]);
     assert.deepEqual(codes(413), ["idempotency_request_too_large"]);
     assert.deepEqual(codes(422), ["idempotency_conflict"]);
-    assert.deepEqual(codes(500), ["idempotency_record_unreadable"]);
+    assert.deepEqual(codes(500), [
+      "idempotency_record_unreadable",
+      "idempotency_misconfigured",
+    ]);
     assert.deepEqual(codes(503), ["idempotency_unavailable"]);
     const schema = components.schemas.IdempotencyProblem as {
       properties: { code: { enum: string[] } };
       required: string[];
     };
-    assert.equal(schema.properties.code.enum.length, 8, "every code, always");
+    assert.equal(
+      schema.properties.code.enum.length,
+      Object.keys(PROBLEM_TYPES).length,
+      "every code, always",
+    );
     assert.ok(schema.required.includes("code"));
     assert.ok(schema.required.includes("retryable"));
     const key = components.parameters.IdempotencyKey as Json;
