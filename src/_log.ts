@@ -158,12 +158,8 @@ function writeAt(logger: Logger, level: Level, line: string): void {
 
 /** The kinds whose lines are not errors, and their level. */
 const LEVELS = new Map<string, Level>([
-  ["fail_open", "warn"],
-  ["lease_lost", "warn"],
-  ["unreadable", "warn"],
-  ["fallback", "warn"],
-  ["fallback_unavailable", "warn"],
-  ["write_failed", "warn"],
+  ..."fail_open lease_lost unreadable fallback fallback_unavailable write_failed"
+    .split(" ").map((kind) => [kind, "warn"] as const),
   ["recovered", "info"],
 ]);
 
@@ -192,6 +188,10 @@ function lineOf(event: IdempotencyEvent): string | undefined {
           ? "a retry of that key may run the handler again"
           : "the key stays in flight until its lease passes"
       }; see the store_error lines for why`;
+    case "option_error":
+      return `option_error: a request answered 500 without running its handler, since an option's function failed for it: ${
+        describe(event.error)
+      }`;
     case "render_error":
       return `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
         describe(event.error)

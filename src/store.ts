@@ -205,8 +205,7 @@ export type FailoverRole = "primary" | "fallback";
  * What a `FailoverStore` reports (none changes an answer): `fallback` (the
  * primary threw on a claim, served by the fallback alone), `recovered` (the
  * fallback's completed record answers; `copied` into the primary or not),
- * `fallback_unavailable` (the primary missed and the fallback threw: the
- * claim granted on the primary alone, or `refused`),
+ * `fallback_unavailable` (the primary missed, the fallback threw: `refused`),
  * `write_failed` (one store threw; the other's answer stands), `diverged` (a
  * write was applied by one store and lost by the other).
  */
