@@ -165,7 +165,7 @@ Deno.test("DynamoDbStore fences a chunked completion: a stale token's is lost, i
   assert.equal(await s.store.complete("k", stale.token, big), "lost");
   assert.equal(await s.store.extend("k", stale.token, 5000), "lost");
   assert.equal(await s.store.release("k", stale.token), "lost");
-  assert.deepEqual(await chunkItems(s), [], "the lost completion's chunks");
+  assert.equal((await chunkItems(s)).length, 0, "the lost completion's chunks");
   const found = await s.store.peek("k");
   assert.equal(found.state === "in_flight" && found.fingerprint, "new");
   // A token of the same claim but for its last character is another token.
@@ -175,7 +175,7 @@ Deno.test("DynamoDbStore fences a chunked completion: a stale token's is lost, i
   assert.equal(await s.store.complete("k", owner.token, big), "applied");
   assert.equal((await chunkItems(s)).length, 2);
   assert.equal(await s.store.forget("k"), "deleted");
-  assert.deepEqual(await chunkItems(s), [], "forget deletes the chunks");
+  assert.equal((await chunkItems(s)).length, 0, "forget deletes the chunks");
   assert.deepEqual(await s.store.stats(), {
     inFlight: 0,
     completed: 0,
