@@ -27,6 +27,9 @@ import { MysqlStore } from "../src/stores/mysql.ts";
 import { PostgresStore } from "../src/stores/postgres.ts";
 import { RedisStore } from "../src/stores/redis.ts";
 import { SqliteStore } from "../src/stores/sqlite.ts";
+import { DynamoDbStore } from "../src/stores/dynamodb.ts";
+import { ScanCommand } from "@aws-sdk/client-dynamodb";
+import { startDynalite } from "./_support/dynalite.ts";
 import { DatabaseSync } from "node:sqlite";
 import {
   POSTGRES_IGNORE,
@@ -342,6 +345,22 @@ async function sqliteTarget(): Promise<Target & { store: SqliteStore }> {
 sealingOn("MysqlStore", MYSQL_IGNORE, mysqlTarget);
 
 sealingOn("SqliteStore", false, sqliteTarget);
+
+sealingOn("DynamoDbStore (dynalite)", false, async () => {
+  const dynalite = await startDynalite();
+  const client = dynalite.client();
+  const store = new DynamoDbStore({ client, table: "sealed_records" });
+  await store.migrate();
+  return {
+    store,
+    async raw() {
+      // Every attribute of every item: strings as UTF-8, binaries as bytes.
+      const scan = new ScanCommand({ TableName: "sealed_records" });
+      return new Uint8Array(flatten((await client.send(scan)).Items));
+    },
+    close: () => dynalite.stop(),
+  };
+});
 
 sealingOn(
   "FailoverStore (Redis, then PostgreSQL)",
