@@ -14,6 +14,11 @@ import type { Mutant } from "../_targets.ts";
 const OTEL = "src/otel.ts";
 const LOG = "src/_log.ts";
 const OTEL_OPS = "tests/otel_operations_test.ts";
+const SEAL = "src/_seal.ts";
+const SEAL_BINDING = "tests/seal_binding_test.ts";
+const FINGERPRINT = "src/fingerprint.ts";
+const SHA256 = "src/_sha256.ts";
+const INPUTS = "tests/fingerprint_inputs_test.ts";
 const LOG_LIMIT = "tests/logging_limit_test.ts";
 
 /** The mutants of the operability tools and the bound inputs. */
@@ -216,5 +221,98 @@ export const MUTANTS: Mutant[] = [
     tests: [LOG_LIMIT],
     what:
       "kinds of one initial share a minute: a store_error hides a second kind",
+  },
+  // src/_seal.ts: each bound field, changed alone in a real store.
+  {
+    id: "seal-status-unbound",
+    file: SEAL,
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement: "JSON.stringify([version, id, slot, fingerprint, decided])",
+    tests: [SEAL_BINDING],
+    what: "a sealed 201 rewritten to 200 in the store replays as 200",
+  },
+  {
+    id: "seal-key-id-unbound",
+    file: SEAL,
+    text: "JSON.stringify([version, id, slot, fingerprint, status, decided])",
+    replacement:
+      "JSON.stringify([version, slot, fingerprint, status, decided])",
+    tests: [SEAL_BINDING],
+    what: "a record relabelled with another id of the same key bytes opens",
+  },
+  {
+    id: "seal-extra-header-ignored",
+    file: SEAL,
+    text:
+      "if (more !== undefined) return { record: null, reason: altered(id), keyId };",
+    replacement: "",
+    tests: [SEAL_BINDING],
+    what:
+      "a header written beside the seal in the store goes unnoticed: the record opens",
+  },
+  {
+    id: "seal-v2-status-unbound",
+    file: SEAL,
+    text: "return JSON.stringify([version, id, slot, fingerprint, status]);",
+    replacement: "return JSON.stringify([version, id, slot, fingerprint]);",
+    tests: [SEAL_BINDING],
+    what: "records sealed by version 2 no longer open (their status was bound)",
+  },
+  // src/fingerprint.ts and src/_sha256.ts: the hash inputs at their edges.
+  {
+    id: "fingerprint-secret-shared",
+    file: FINGERPRINT,
+    text: "? new Uint8Array(secret)",
+    replacement: "? (secret as Uint8Array<ArrayBuffer>)",
+    tests: [INPUTS],
+    what:
+      "the app's secret buffer is kept: wiping it changes the fingerprints of large bodies",
+  },
+  {
+    id: "fingerprint-secret-whole-buffer",
+    file: FINGERPRINT,
+    text: "? new Uint8Array(secret)",
+    replacement: "? new Uint8Array(secret.buffer as ArrayBuffer)",
+    tests: [INPUTS],
+    what: "a secret given as a view is taken with the rest of its buffer",
+  },
+  {
+    id: "fingerprint-large-unkeyed",
+    file: FINGERPRINT,
+    text: "if (this.#key === undefined) {",
+    replacement:
+      "if (this.#key === undefined || bytes.byteLength >= SUBTLE_FROM_BYTES) {",
+    tests: [INPUTS],
+    what:
+      "bodies from 8 KiB on are hashed plainly under a secret: a dump confirms guessed bodies",
+  },
+  {
+    id: "fingerprint-switch-at-n-plus-1",
+    file: FINGERPRINT,
+    text:
+      "if (body.byteLength < SUBTLE_FROM_BYTES) return this.#hex(head, body);",
+    replacement:
+      "if (body.byteLength <= SUBTLE_FROM_BYTES) return this.#hex(head, body);",
+    tests: [INPUTS],
+    what: "a body of exactly 8 KiB is hashed synchronously, not as documented",
+  },
+  {
+    id: "sha256-scratch-too-small",
+    file: SHA256,
+    text:
+      "if (text.byteLength < rest.length * 3) {\n    text = new Uint8Array(rest.length * 3);",
+    replacement:
+      "if (text.byteLength < rest.length * 2) {\n    text = new Uint8Array(rest.length * 2);",
+    tests: [INPUTS],
+    what:
+      "a long scope of three-byte characters is cut short before hashing: scopes collide",
+  },
+  {
+    id: "sha256-ascii-edge",
+    file: SHA256,
+    text: "if (code >= 0x80) break;",
+    replacement: "if (code > 0x80) break;",
+    tests: [INPUTS],
+    what: "U+0080 is hashed as the byte 0x80, not its UTF-8",
   },
 ];
