@@ -19,6 +19,10 @@ const SEAL_BINDING = "tests/seal_binding_test.ts";
 const FINGERPRINT = "src/fingerprint.ts";
 const SHA256 = "src/_sha256.ts";
 const INPUTS = "tests/fingerprint_inputs_test.ts";
+const PROBLEM = "src/problem.ts";
+const RENDERER = "tests/problem_renderer_status_test.ts";
+const RESPONSE = "src/_response.ts";
+const HEADER_BYTES = "tests/idempotency_header_bytes_test.ts";
 const LOG_LIMIT = "tests/logging_limit_test.ts";
 
 /** The mutants of the operability tools and the bound inputs. */
@@ -314,5 +318,95 @@ export const MUTANTS: Mutant[] = [
     replacement: "if (code > 0x80) break;",
     tests: [INPUTS],
     what: "U+0080 is hashed as the byte 0x80, not its UTF-8",
+  },
+  // src/problem.ts: which of a renderer's statuses survive, with what text.
+  {
+    id: "renderer-400-restatused",
+    file: PROBLEM,
+    text: "const own = response.status >= 400 && response.status <= 599;",
+    replacement: "const own = response.status > 400 && response.status <= 599;",
+    tests: [RENDERER],
+    what:
+      "a renderer's own 400 (Stripe's reused key) becomes the problem's 422",
+  },
+  {
+    id: "renderer-599-restatused",
+    file: PROBLEM,
+    text: "const own = response.status >= 400 && response.status <= 599;",
+    replacement: "const own = response.status >= 400 && response.status < 599;",
+    tests: [RENDERER],
+    what: "a renderer's own 599 is replaced by the problem's status",
+  },
+  {
+    id: "renderer-3xx-kept",
+    file: PROBLEM,
+    text: "const own = response.status >= 400 && response.status <= 599;",
+    replacement:
+      "const own = response.status >= 300 && response.status <= 599;",
+    tests: [RENDERER],
+    what:
+      "a renderer's 304 or 399 goes out as is: the client takes a problem for a redirect or a cache hit",
+  },
+  {
+    id: "renderer-complete-2xx-kept",
+    file: PROBLEM,
+    text: "if (!own || missing.length > 0) {",
+    replacement: "if (missing.length > 0) {",
+    tests: [RENDERER],
+    what: "a renderer's 201 that has every header goes out as a success",
+  },
+  {
+    id: "renderer-status-text-kept",
+    file: PROBLEM,
+    text: 'statusText: own ? response.statusText : "",',
+    replacement: "statusText: response.statusText,",
+    tests: [RENDERER],
+    what: "a re-statused problem keeps the renderer's text: a 422 says Created",
+  },
+  {
+    id: "renderer-status-text-dropped",
+    file: PROBLEM,
+    text: 'statusText: own ? response.statusText : "",',
+    replacement: 'statusText: "",',
+    tests: [RENDERER],
+    what:
+      "a renderer's own status loses its status text once a header is added",
+  },
+  // src/_response.ts: header bytes a store refuses are left out, named.
+  {
+    id: "header-control-del",
+    file: RESPONSE,
+    text: "const CONTROL = /[\\x00-\\x08\\x0a-\\x1f\\x7f]/;",
+    replacement: "const CONTROL = /[\\x00-\\x08\\x0a-\\x1f]/;",
+    tests: [HEADER_BYTES],
+    what:
+      "a header holding DEL is stored: the store refuses or cannot replay the record",
+  },
+  {
+    id: "header-control-tab",
+    file: RESPONSE,
+    text: "const CONTROL = /[\\x00-\\x08\\x0a-\\x1f\\x7f]/;",
+    replacement: "const CONTROL = /[\\x00-\\x1f\\x7f]/;",
+    tests: [HEADER_BYTES],
+    what: "a header holding a tab is left out of the replay",
+  },
+  {
+    id: "header-control-name-checked",
+    file: RESPONSE,
+    text: "name === SEALED_HEADER || CONTROL.test(pair[1])",
+    replacement: "name === SEALED_HEADER || CONTROL.test(name)",
+    tests: [HEADER_BYTES],
+    what:
+      "the name is checked, not the value: a control character reaches the store",
+  },
+  {
+    id: "header-control-unnamed",
+    file: RESPONSE,
+    text: 'if (name !== "date" && name !== LEFT_OUT) left.add(name);',
+    replacement:
+      'if (name !== "date" && name !== LEFT_OUT && !CONTROL.test(pair[1])) left.add(name);',
+    tests: [HEADER_BYTES],
+    what:
+      "a header left out for its bytes is not named in idempotent-omitted-headers",
   },
 ];
