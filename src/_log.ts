@@ -43,10 +43,15 @@ export function withLog(
   clock?: Clock,
 ): Listener | undefined {
   if (logger === false) return onEvent;
-  const to = (logger ?? globalThis.console) as Partial<Logger> | null;
+  // `null` is no logger: taken for `console`, it would log what it meant to silence.
+  const to = (logger === undefined ? globalThis.console : logger) as
+    | Partial<Logger>
+    | null;
   if (typeof to?.warn !== "function" || typeof to.error !== "function") {
     throw new TypeError(
-      `'logger' must be false or an object with warn() and error(), such as console: current value is ${logger}`,
+      `'logger' must be false or an object with warn() and error(), such as console: current value ${
+        lacking(to)
+      }`,
     );
   }
   if (typeof store.subscribe === "function") {
@@ -61,6 +66,25 @@ export function withLog(
       log(event);
     }
   };
+}
+
+/** What a value given as `logger` lacks, for its message. */
+function lacking(value: Partial<Logger> | null): string {
+  if (
+    value === null || (typeof value !== "object" && typeof value !== "function")
+  ) {
+    return `is ${
+      value === null
+        ? "null"
+        : typeof value === "string"
+        ? JSON.stringify(value)
+        : String(value)
+    }`;
+  }
+  const missing = (["warn", "error"] as const).filter((level) =>
+    typeof value[level] !== "function"
+  );
+  return `has no ${missing.map((level) => `${level}()`).join(" and no ")}`;
 }
 
 /** Each store's log, by logger: the same function, so `subscribe()` adds it once. */
