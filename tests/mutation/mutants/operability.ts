@@ -23,6 +23,8 @@ const PROBLEM = "src/problem.ts";
 const RENDERER = "tests/problem_renderer_status_test.ts";
 const RESPONSE = "src/_response.ts";
 const HEADER_BYTES = "tests/idempotency_header_bytes_test.ts";
+const VALIDATE = "src/_validate.ts";
+const CHECKS = "tests/option_checks_test.ts";
 const LOG_LIMIT = "tests/logging_limit_test.ts";
 
 /** The mutants of the operability tools and the bound inputs. */
@@ -408,5 +410,61 @@ export const MUTANTS: Mutant[] = [
     tests: [HEADER_BYTES],
     what:
       "a header left out for its bytes is not named in idempotent-omitted-headers",
+  },
+  // src/_validate.ts and the logger check: the hint's reach, case, what is missing.
+  {
+    id: "hint-case-sensitive",
+    file: VALIDATE,
+    text: "const lower = name.toLowerCase();",
+    replacement: "const lower = name;",
+    tests: [CHECKS],
+    what: "'TTL' gets the whole list, not 'did you mean ttl'",
+  },
+  {
+    id: "hint-reach-floor",
+    file: VALIDATE,
+    text: "return bestDistance <= Math.max(2, Math.ceil(name.length * 0.4))",
+    replacement:
+      "return bestDistance <= Math.max(2, Math.floor(name.length * 0.4))",
+    tests: [CHECKS],
+    what: "a name 40 % of its length (rounded up) from an option gets no hint",
+  },
+  {
+    id: "hint-reach-strict",
+    file: VALIDATE,
+    text: "return bestDistance <= Math.max(2, Math.ceil(name.length * 0.4))",
+    replacement:
+      "return bestDistance < Math.max(2, Math.ceil(name.length * 0.4))",
+    tests: [CHECKS],
+    what: "a name exactly at the hint's reach gets the whole list",
+  },
+  {
+    id: "hint-reach-wide",
+    file: VALIDATE,
+    text: "return bestDistance <= Math.max(2, Math.ceil(name.length * 0.4))",
+    replacement:
+      "return bestDistance <= Math.max(2, Math.ceil(name.length * 0.5))",
+    tests: [CHECKS],
+    what:
+      "a name half rewritten is hinted as a misspelling of an unrelated option",
+  },
+  {
+    id: "logger-one-method-enough",
+    file: LOG,
+    text:
+      'if (typeof to?.warn !== "function" || typeof to.error !== "function") {',
+    replacement:
+      'if (typeof to?.warn !== "function" && typeof to?.error !== "function") {',
+    tests: [CHECKS],
+    what:
+      "a logger with warn() alone is taken: the first error line throws inside a request",
+  },
+  {
+    id: "logger-null-as-console",
+    file: LOG,
+    text: "const to = (logger === undefined ? globalThis.console : logger) as",
+    replacement: "const to = (logger ?? globalThis.console) as",
+    tests: [CHECKS],
+    what: "logger: null logs to console what it meant to silence",
   },
 ];
