@@ -25,6 +25,13 @@ const RESPONSE = "src/_response.ts";
 const HEADER_BYTES = "tests/idempotency_header_bytes_test.ts";
 const VALIDATE = "src/_validate.ts";
 const CHECKS = "tests/option_checks_test.ts";
+const MEMORY = "src/stores/memory.ts";
+const KV_SLOTS = "src/stores/_kv_slots.ts";
+const PG_SQL = "src/stores/_postgres_sql.ts";
+const SQLITE_SQL = "src/stores/_sqlite_sql.ts";
+const MYSQL_SQL = "src/stores/_mysql_sql.ts";
+const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
+const FAILOVER_ADMIN = "src/stores/_failover_admin.ts";
 const LOG_LIMIT = "tests/logging_limit_test.ts";
 
 /** The mutants of the operability tools and the bound inputs. */
@@ -466,5 +473,138 @@ export const MUTANTS: Mutant[] = [
     replacement: "const to = (logger ?? globalThis.console) as",
     tests: [CHECKS],
     what: "logger: null logs to console what it meant to silence",
+  },
+  // Each store's stats() and forget() on a record past its TTL not yet
+  // deleted (the conformance case "stats() counts no record past its TTL…").
+  {
+    id: "memory-forget-expired-deleted",
+    file: MEMORY,
+    text: 'return entry.deadline <= this.#clock() ? "absent" : "deleted";',
+    replacement: 'return "deleted";',
+    tests: ["tests/stores/memory_test.ts"],
+    what:
+      "forgetting a record that already expired says deleted: the operator thinks it held the key",
+  },
+  {
+    id: "memory-stats-expired-counted",
+    file: MEMORY,
+    text: "if (entry.deadline <= now) continue;",
+    replacement: "",
+    tests: ["tests/stores/memory_test.ts"],
+    what: "stats counts records past their TTL that no claim dropped yet",
+  },
+  {
+    id: "kv-forget-expired-deleted",
+    file: KV_SLOTS,
+    text: 'found.kind === "record" && this.#clock() < found.record.deadline;',
+    replacement: 'found.kind === "record";',
+    tests: ["tests/stores/kv_test.ts"],
+    what:
+      "forgetting a KV record past its deadline (KV not yet expired it) says deleted",
+  },
+  {
+    id: "kv-stats-expired-counted",
+    file: KV_SLOTS,
+    text: "else if (now >= record.deadline) continue;",
+    replacement: "",
+    tests: ["tests/stores/kv_test.ts"],
+    what:
+      "KV stats counts records past their deadline that KV has not expired yet",
+  },
+  {
+    id: "postgres-forget-expired-deleted",
+    file: PG_SQL,
+    text:
+      "forget: `DELETE FROM ${t} WHERE slot = $1 RETURNING ${live} AS live`,",
+    replacement:
+      "forget: `DELETE FROM ${t} WHERE slot = $1 RETURNING true AS live`,",
+    tests: ["tests/stores/postgres_test.ts"],
+    what: "forgetting a row past its TTL before sweep() says deleted",
+  },
+  {
+    id: "postgres-stats-expired-counted",
+    file: PG_SQL,
+    text: "FROM ${t} WHERE ${live}`,\n    sweep: `WITH doomed AS (",
+    replacement: "FROM ${t}`,\n    sweep: `WITH doomed AS (",
+    tests: ["tests/stores/postgres_test.ts"],
+    what:
+      "PostgreSQL stats counts rows past their TTL until sweep() deletes them",
+  },
+  {
+    id: "sqlite-forget-expired-deleted",
+    file: SQLITE_SQL,
+    text:
+      "forget: `DELETE FROM ${t} WHERE slot = ?1 RETURNING ${live} AS live`,",
+    replacement:
+      "forget: `DELETE FROM ${t} WHERE slot = ?1 RETURNING 1 AS live`,",
+    tests: ["tests/stores/sqlite_test.ts"],
+    what: "forgetting a SQLite row past its TTL says deleted",
+  },
+  {
+    id: "sqlite-stats-expired-counted",
+    file: SQLITE_SQL,
+    text:
+      "FROM ${t} WHERE ${live}`,\n    sweep: `DELETE FROM ${t} WHERE rowid IN",
+    replacement: "FROM ${t}`,\n    sweep: `DELETE FROM ${t} WHERE rowid IN",
+    tests: ["tests/stores/sqlite_test.ts"],
+    what: "SQLite stats counts rows past their TTL until sweep() deletes them",
+  },
+  {
+    id: "mysql-forget-expired-deleted",
+    file: MYSQL_SQL,
+    text: "forget: `DELETE FROM ${t} WHERE slot = ? AND ${live}`,",
+    replacement: "forget: `DELETE FROM ${t} WHERE slot = ?`,",
+    tests: ["tests/stores/mysql_test.ts"],
+    what: "forgetting a MySQL row past its TTL says deleted",
+  },
+  {
+    id: "mysql-stats-expired-counted",
+    file: MYSQL_SQL,
+    text: "FROM ${t} WHERE ${live}`,\n    sweep: (batchSize) =>",
+    replacement: "FROM ${t}`,\n    sweep: (batchSize) =>",
+    tests: ["tests/stores/mysql_test.ts"],
+    what: "MySQL stats counts rows past their TTL until sweep() deletes them",
+  },
+  // RedisStore's admin reads of values it did not write.
+  {
+    id: "redis-peek-other-type-absent",
+    file: REDIS_SCRIPTS,
+    text:
+      "if type(v) == 'table' then return {${PEEK_REPLY.OTHER}, '', left, t[1], t[2]} end",
+    replacement:
+      "if type(v) == 'table' then return {${PEEK_REPLY.ABSENT}, '', left, t[1], t[2]} end",
+    tests: ["tests/stores/redis_admin_test.ts"],
+    what:
+      "a hash or list under the prefix peeks absent, while every claim of it answers 500",
+  },
+  {
+    id: "redis-stats-other-type-uncounted",
+    file: REDIS_SCRIPTS,
+    text:
+      "elseif type(head) == 'table' or head ~= '' or redis.call('EXISTS', key) == 1 then",
+    replacement: "elseif type(head) == 'string' and head ~= '' then",
+    tests: ["tests/stores/redis_admin_test.ts"],
+    what:
+      "stats does not count keys of another type under the prefix as unreadable",
+  },
+  {
+    id: "redis-peek-no-ttl-expiry",
+    file: REDIS_SCRIPTS,
+    text: "const expiresAt = left > 0 ? now + left : null;",
+    replacement: "const expiresAt = left > 0 ? now + left : now;",
+    tests: ["tests/stores/redis_admin_test.ts"],
+    what:
+      "a value without a TTL peeks as expiring now, while it stays for ever",
+  },
+  // FailoverStore.peek() with one side down.
+  {
+    id: "failover-peek-primary-unsettled",
+    file: FAILOVER_ADMIN,
+    text: "settle(() => peekPrimary(slot, options)),",
+    replacement:
+      "{ ok: true, value: await peekPrimary(slot, options) } as Settled<PeekResult>,",
+    tests: ["tests/stores/failover_admin_outage_test.ts"],
+    what:
+      "inspecting a key during a primary outage fails, though the fallback holds the record",
   },
 ];
