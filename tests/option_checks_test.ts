@@ -86,10 +86,10 @@ Deno.test("a logger with only warn() or only error(), or null, is refused naming
     [{ warn() {} }, "has no error()"],
     [{ error() {} }, "has no warn()"],
     [{ warn: "console.warn", error() {} }, "has no warn()"],
-    [{}, "has no warn() and no error()"],
+    [{}, "has no warn() or error()"],
     [null, "is null"],
     [true, "is true"],
-    ["console", 'is "console"'],
+    ["console", "is console"],
   ];
   for (const [logger, lacks] of cases) {
     assert.equal(thrown({ logger }).message, `${must} ${lacks}`, lacks);

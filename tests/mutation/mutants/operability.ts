@@ -458,10 +458,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "logger-one-method-enough",
     file: LOG,
-    text:
-      'if (typeof to?.warn !== "function" || typeof to.error !== "function") {',
-    replacement:
-      'if (typeof to?.warn !== "function" && typeof to?.error !== "function") {',
+    text: "if (lacks.length > 0) {",
+    replacement: "if (lacks.length > 1) {",
     tests: [CHECKS],
     what:
       "a logger with warn() alone is taken: the first error line throws inside a request",
@@ -469,8 +467,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "logger-null-as-console",
     file: LOG,
-    text: "const to = (logger === undefined ? globalThis.console : logger) as",
-    replacement: "const to = (logger ?? globalThis.console) as",
+    text: "const to = logger === undefined ? globalThis.console : logger;",
+    replacement: "const to = logger ?? globalThis.console;",
     tests: [CHECKS],
     what: "logger: null logs to console what it meant to silence",
   },
