@@ -88,6 +88,31 @@ export function guarding<A extends unknown[]>(
 }
 
 /**
+ * The seam for adapters whose handler is not a fetch handler (`/hono`'s
+ * `idempotent()`; docs/architecture.md, Layout): the options checked and the
+ * guard around `handler`, as {@linkcode idempotency} makes them. `keyOf` reads
+ * a request's key as it does (`undefined`: pass straight through), `handle`
+ * runs the guarded way, `drains` makes {@linkcode drainCompletions} take the
+ * adapter's own function.
+ */
+export function adapt<A extends unknown[]>(
+  handler: FetchHandler<A>,
+  options: IdempotencyOptions,
+): {
+  keyOf(request: Request): string | null | undefined;
+  handle(request: Request, key: string | null, args: A): Promise<Response>;
+  drains(entry: (...args: never[]) => unknown): void;
+} {
+  const config = configure(options);
+  const guard = new Guard(handler, config);
+  return {
+    keyOf: (request) => guardedKey(config, request),
+    handle: (request, key, args) => guard.handle(request, key, args),
+    drains: (entry) => void GUARDS.set(entry, guard),
+  };
+}
+
+/**
  * Waits until every record write the handler (from {@linkcode idempotency},
  * or a middleware from `/hono`'s `idempotent()`) retries in the background has ended, later ones too: call it at shutdown,
  * once the server stopped taking requests.

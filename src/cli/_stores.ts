@@ -9,7 +9,7 @@
 
 import type {
   MysqlTarget,
-  Parsed,
+  OneTarget,
   PostgresTarget,
   RedisTarget,
 } from "./_args.ts";
@@ -31,9 +31,6 @@ export interface Opened {
   /** A line for stderr about how the store was reached. */
   note?: string;
 }
-
-/** One store of the command line (a FailoverStore's are opened one by one). */
-export type OneTarget = Exclude<Parsed["target"], { kind: "failover" }>;
 
 /** Generous: a stats scan or count may take a while on a large store. */
 const TIMEOUT_MS = 30_000;

@@ -28,22 +28,16 @@
  * @module
  */
 
-import { parseArgs, type Parsed, UsageError } from "./_args.ts";
-import { hint, runBoth, statsText } from "./_both.ts";
+import { parseArgs, UsageError } from "./_args.ts";
+import { ask, report, ROLES } from "./_report.ts";
 import { causes, open, type Opened, where } from "./_stores.ts";
-import {
-  forgetKey,
-  inspectKey,
-  inspectStats,
-  type KeyInspection,
-} from "../inspect.ts";
 import {
   type EncryptionKeys,
   generateEncryptionKey,
   importEncryptionKeys,
 } from "../encryption.ts";
 import { KEY_ID } from "../_seal.ts";
-import { time } from "./_time.ts";
+import { settle, type Settled } from "../stores/_shared.ts";
 
 /** Where {@linkcode main} writes and what it reads from its environment. */
 export interface CliIo {
@@ -189,144 +183,46 @@ export async function main(
   if (args[0] === "generate-key" || args[0] === "--generate-key") {
     return generateKey(args.slice(1), io);
   }
-  let parsed: Parsed | null = null;
-  let opened: Opened;
-  let encryption: EncryptionKeys | undefined;
+  let opened: Settled<Opened>[] = [];
   try {
-    parsed = parseArgs(args, io.env);
+    const parsed = parseArgs(args, io.env);
     if (parsed === null) {
       for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
       return 0;
     }
-    encryption = await keysOf(parsed.encryptionKeys);
-    if (parsed.target.kind === "failover") {
-      return await runBoth(parsed, io, peekText, encryption);
-    }
-    opened = await open(parsed.target);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr(`error: ${error.message}`);
-      io.stderr("Run with --help for usage.");
-      return 2;
-    }
-    const target = parsed!.target as Exclude<Target, { kind: "failover" }>;
-    io.stderr(`error: ${where(target)} is unreachable: ${causes(error)}`);
-    return 3;
-  }
-  if (opened.note) io.stderr(opened.note);
-  try {
-    return await run(parsed, opened, io, encryption);
-  } catch (error) {
-    io.stderr(`error: ${where(parsed.target)} failed: ${causes(error)}`);
-    return 3;
-  } finally {
-    await opened.close().catch(() => {});
-  }
-}
-
-type Target = Parsed["target"];
-
-async function run(
-  { command, record, label, json, limit }: Parsed,
-  { store, stats: count }: Opened,
-  io: CliIo,
-  encryption?: EncryptionKeys,
-): Promise<number> {
-  if (command === "stats") {
-    const stats = await inspectStats({ stats: () => count(limit) }, {
-      ...(encryption && { encryption }),
+    const encryption = await keysOf(parsed.encryptionKeys);
+    const { targets } = parsed;
+    opened = await Promise.all(targets.map((t) => settle(() => open(t))));
+    const usage = opened.find((o) => !o.ok && o.error instanceof UsageError);
+    if (usage && !usage.ok) throw usage.error;
+    for (const o of opened) if (o.ok && o.value.note) io.stderr(o.value.note);
+    const answers = await Promise.all(
+      opened.map((o) =>
+        o.ok ? settle(() => ask(parsed, o.value, encryption)) : o
+      ),
+    );
+    const names = targets.map((t, i) =>
+      targets.length === 1 ? where(t) : `${ROLES[i]}: ${where(t)}`
+    );
+    const failed = answers.map((a, i) => {
+      if (a.ok) return null;
+      const how = opened[i]!.ok ? "failed" : "is unreachable";
+      const text = `${names[i]} ${how}: ${causes(a.error)}`;
+      io.stderr(`error: ${text}`);
+      return text;
     });
-    if (stats.unopened) {
-      io.stderr(
-        `warning: ${stats.unopened} completed records would not open with the keys given (sealed under another key id, or in clear): counted unreadable`,
-      );
-    }
-    if (!stats.exact) {
-      io.stderr(
-        "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
-      );
-    }
-    io.stdout(json ? JSON.stringify(stats) : statsText(stats));
-    return 0;
+    if (targets.length === 1 && failed[0]) return 3;
+    const values = answers.map((a) => a.ok ? a.value : null);
+    const code = report(parsed, names, values, failed, io);
+    return failed.some((f) => f !== null) ? 3 : code;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.stderr(`error: ${error.message}`);
+    io.stderr("Run with --help for usage.");
+    return 2;
+  } finally {
+    for (const o of opened) if (o.ok) await o.value.close().catch(() => {});
   }
-  if (command === "forget") {
-    const forgotten = await forgetKey(store, record!);
-    io.stdout(
-      json
-        ? JSON.stringify(forgotten)
-        : forgotten.result === "deleted"
-        ? `deleted: ${label}; the next request with it runs the handler`
-        : `absent: ${label} has no record (nothing deleted)`,
-    );
-    if (!json && forgotten.result === "absent") hint(record, io);
-    return forgotten.result === "deleted" ? 0 : 1;
-  }
-  const found = await inspectKey(store, { ...record!, encryption });
-  if (json) io.stdout(JSON.stringify(found));
-  else for (const line of peekText(label, found)) io.stdout(line);
-  if (!json && found.state === "absent") hint(record, io);
-  return found.state === "absent" ? 1 : 0;
-}
-
-const STATES = {
-  absent: "absent: no record (never claimed, expired or forgotten)",
-  unreadable: "unreadable: answers 500 until it expires or is forgotten",
-  "in_flight": "in flight: the handler runs, or ran and its write is due",
-  completed: "completed: retries get this answer",
-};
-
-/** What the state row says of a sealed record (the `encryption` option). */
-function sealedState(peek: KeyInspection): string {
-  const id = JSON.stringify(peek.keyId ?? "?");
-  if (peek.state === "unreadable") {
-    return `unreadable: the app would not open it (${peek.reason}), so it answers 500 until it expires or is forgotten`;
-  }
-  return peek.verified
-    ? `completed: retries get this answer (sealed under key id ${id}; it opens with the keys given)`
-    : `completed, sealed and unverified: retries get this answer only if the app holds key id ${id}${
-      peek.reason ? ` (${peek.reason})` : ""
-    } (give --encryption-keys-env to check)`;
-}
-
-function peekText(label: string, peek: KeyInspection): string[] {
-  const state = peek.verified === undefined
-    ? STATES[peek.state]
-    : sealedState(peek);
-  const rows = [["slot", peek.slot], ["state", state]];
-  if (peek.state === "unreadable") rows.push(["expires", time(peek.expiresAt)]);
-  if (peek.state === "in_flight") {
-    rows.push(
-      ["claimed", time(peek.claimedAt)],
-      ["lease ends", time(peek.leaseExpiresAt)],
-      ["expires", time(peek.expiresAt)],
-      ["fingerprint", peek.fingerprint],
-    );
-  }
-  if (peek.state === "completed") {
-    const headers = peek.headerNames.join(", ") || "(none)";
-    rows.push(
-      ["status", String(peek.status)],
-      [
-        "headers",
-        peek.sealed && !peek.verified
-          ? "sealed (the encryption option): names hidden"
-          : headers,
-      ],
-      [
-        "body",
-        peek.bodyBytes === null
-          ? `not recorded (${peek.omitted ?? "omitted"})`
-          : `${peek.bodyBytes} bytes`,
-      ],
-      ["claimed", time(peek.claimedAt)],
-      ["expires", time(peek.expiresAt)],
-      ["fingerprint", peek.fingerprint],
-    );
-  }
-  return [
-    label,
-    ...rows.map(([name, value]) => `  ${name!.padEnd(12)} ${value}`),
-  ];
 }
 
 /** The `--encryption-keys-env` text imported; its errors are usage errors. */

@@ -31,8 +31,8 @@ import {
   bothFailed,
   forgetBoth,
   peekBoth,
-  settle,
-} from "./_failover_admin.ts";
+} from "./_failover_both.ts";
+import { settle } from "./_shared.ts";
 
 export type { FailoverEvent, FailoverRole } from "../store.ts";
 
