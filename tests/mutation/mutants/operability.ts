@@ -26,12 +26,12 @@ const HEADER_BYTES = "tests/idempotency_header_bytes_test.ts";
 const VALIDATE = "src/_validate.ts";
 const CHECKS = "tests/option_checks_test.ts";
 const MEMORY = "src/stores/memory.ts";
-const KV_SLOTS = "src/stores/_kv_slots.ts";
+const KV_ENGINE = "src/stores/_kv_engine.ts";
 const PG_SQL = "src/stores/_postgres_sql.ts";
 const SQLITE_SQL = "src/stores/_sqlite_sql.ts";
 const MYSQL_SQL = "src/stores/_mysql_sql.ts";
 const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
-const FAILOVER_ADMIN = "src/stores/_failover_admin.ts";
+const FAILOVER_BOTH = "src/stores/_failover_both.ts";
 const LOG_LIMIT = "tests/logging_limit_test.ts";
 
 /** The mutants of the operability tools and the bound inputs. */
@@ -493,7 +493,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-forget-expired-deleted",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: 'found.kind === "record" && this.#clock() < found.record.deadline;',
     replacement: 'found.kind === "record";',
     tests: ["tests/stores/kv_test.ts"],
@@ -502,7 +502,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-stats-expired-counted",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "else if (now >= record.deadline) continue;",
     replacement: "",
     tests: ["tests/stores/kv_test.ts"],
@@ -597,10 +597,10 @@ export const MUTANTS: Mutant[] = [
   // FailoverStore.peek() with one side down.
   {
     id: "failover-peek-primary-unsettled",
-    file: FAILOVER_ADMIN,
+    file: FAILOVER_BOTH,
     text: "settle(() => peekPrimary(slot, options)),",
     replacement:
-      "{ ok: true, value: await peekPrimary(slot, options) } as Settled<PeekResult>,",
+      "{ ok: true, value: await peekPrimary(slot, options) } as { ok: boolean; value: PeekResult; error?: unknown },",
     tests: ["tests/stores/failover_admin_outage_test.ts"],
     what:
       "inspecting a key during a primary outage fails, though the fallback holds the record",
