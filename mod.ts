@@ -28,6 +28,7 @@ export {
   HEADERS_OMITTED_HEADER,
   idempotency,
   type IdempotencyOptions,
+  LIFETIME_HEADER,
   type Logger,
   type ServeHandlerInfo,
 } from "./src/idempotency.ts";
@@ -35,6 +36,7 @@ export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
 export {
   type Problem,
   PROBLEM_TYPES,
+  type ProblemCode,
   type ProblemRenderer,
   type ProblemToRender,
   type ProblemTypes,

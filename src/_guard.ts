@@ -12,12 +12,19 @@ import {
   scopeOf,
   type Unread,
 } from "./_request.ts";
-import { replay, responseBody, storedHeaders } from "./_response.ts";
+import {
+  exposed,
+  LIFETIME_HEADER,
+  replay,
+  responseBody,
+  storedHeaders,
+  withHeader,
+} from "./_response.ts";
 import { unsealedReason } from "./_seal.ts";
 import { SettleEstimate } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
 import { parseIdempotencyKey } from "./key.ts";
-import type { Config } from "./_configure.ts";
+import { type Config, lifetimeOf } from "./_configure.ts";
 import type { FetchHandler } from "./options.ts";
 import {
   type ProblemDetails,
@@ -35,13 +42,19 @@ interface Flight<A extends unknown[]> {
   readonly started: number;
   slot: string | null;
   fingerprint?: string;
+  /** Its `ttl` and `lease`, once known. */
+  lifetime?: Lifetime;
   /** Its claim once acquired, until it is settled. */
   beat?: Beat;
 }
 
+type Lifetime = { ttlMs: number; leaseMs: number };
 /** The guard behind each handler `idempotency()` and middleware `idempotent()` returned, for `drainCompletions`. */
 export const GUARDS: WeakMap<object, { drain(): Promise<void> }> =
   new WeakMap();
+
+/** The request's lease, in milliseconds. */
+const lease = (flight: { lifetime?: Lifetime }) => flight.lifetime!.leaseMs;
 
 /** One middleware instance's guard. */
 export class Guard<A extends unknown[]> {
@@ -59,7 +72,7 @@ export class Guard<A extends unknown[]> {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent, config.clock);
-    this.#heartbeat = new Heartbeat(config.store, config.lease, {
+    this.#heartbeat = new Heartbeat(config.store, config.lifetime?.leaseMs, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
       error: (beat, error) => reportStoreError(report, beat, "extend", error),
@@ -80,6 +93,19 @@ export class Guard<A extends unknown[]> {
     value: string | null,
     args: A,
   ): Promise<Response> {
+    return this.exposed(request, await this.#answer(request, value, args));
+  }
+
+  /** `response`, its headers exposed to a browser's cross-origin `request`. */
+  exposed(request: Request, response: Response): Response {
+    return exposed(request, response, this.#config.replayHeader);
+  }
+
+  async #answer(
+    request: Request,
+    value: string | null,
+    args: A,
+  ): Promise<Response> {
     const config = this.#config;
     const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
@@ -90,6 +116,15 @@ export class Guard<A extends unknown[]> {
       const { reason } = parsed;
       return this.#refuse(flight, "malformed", { header, reason });
     }
+    const lifetime = lifetimeOf(config, request);
+    if ("error" in lifetime) {
+      // Never unguarded: a 500 and a line (docs/lifetimes.md).
+      const { error } = lifetime, event = "option_error" as const;
+      this.#report(() => ({ type: event, slot: null, error }), started);
+      const render = config.renderProblem;
+      return problemResponse(request, "misconfigured", {}, render);
+    }
+    flight.lifetime = lifetime;
     const body = await readBody(request, config.maxRequestBytes);
     if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
     const scope = scopeOf(request, config.scope);
@@ -119,7 +154,7 @@ export class Guard<A extends unknown[]> {
           return this.#replay(flight, opened.record, claim !== first);
         }
         // docs/architecture.md, Unreadable is in flight.
-        return await this.#unreadable(flight, config.lease, opened);
+        return await this.#unreadable(flight, lease(flight), opened);
       }
       case "in_flight":
         if (claim.fingerprint === null) {
@@ -133,10 +168,10 @@ export class Guard<A extends unknown[]> {
   }
 
   async #claim(flight: Flight<A>, fingerprint: string): Promise<Claimed> {
-    const { store, lease: leaseMs, ttl: ttlMs } = this.#config;
+    const { store } = this.#config;
     const slot = flight.slot!;
     try {
-      return await store.claim(slot, { fingerprint, leaseMs, ttlMs });
+      return await store.claim(slot, { fingerprint, ...flight.lifetime! });
     } catch (error) {
       reportStoreError(this.#report, flight, "claim", error);
       return { state: "unreachable", error };
@@ -207,7 +242,10 @@ export class Guard<A extends unknown[]> {
       ...(waited ? { waited } : {}),
     }), flight.started);
     const { replayHeader, unstoredHeaders } = this.#config;
-    return replay(response, replayHeader, unstoredHeaders);
+    return this.#advertised(
+      flight,
+      replay(response, replayHeader, unstoredHeaders),
+    );
   }
 
   #conflict(
@@ -222,7 +260,7 @@ export class Guard<A extends unknown[]> {
     const retryAfter = this.#settleTime.retryAfterSeconds(
       retryAfterMs,
       // The time since the holder's claim or last renewal.
-      Math.max(0, this.#config.lease - retryAfterMs),
+      Math.max(0, lease(flight) - retryAfterMs),
     );
     const render = this.#config.renderProblem;
     return problemResponse(flight.request, "inFlight", { retryAfter }, render);
@@ -331,7 +369,12 @@ export class Guard<A extends unknown[]> {
     try {
       const request = rebuild(flight.request, body);
       markClaimed(request);
-      const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
+      const beat = flight.beat = this.#heartbeat.start(
+        slot!,
+        token,
+        started,
+        lease(flight),
+      );
       const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;
       try {
@@ -389,7 +432,8 @@ export class Guard<A extends unknown[]> {
     );
     if (captured === null) {
       const record = { status, headers, body: EMPTY };
-      return await this.#record(flight, unit, record) ?? response;
+      const refused = await this.#record(flight, unit, record);
+      return refused ?? this.#advertised(flight, response);
     }
     if (captured.outcome === "within") {
       const body = captured.bytes;
@@ -397,11 +441,14 @@ export class Guard<A extends unknown[]> {
       const refused = await this.#record(flight, unit, record);
       if (refused !== null) return refused;
       // The record's pairs, unless it left some out: one pass, not two.
-      return new Response(bodyInit(body, typed), {
-        status,
-        statusText,
-        headers: partial ? response.headers : headers,
-      });
+      return this.#advertised(
+        flight,
+        new Response(bodyInit(body, typed), {
+          status,
+          statusText,
+          headers: partial ? response.headers : headers,
+        }),
+      );
     }
     if (captured.outcome === "overflow") {
       this.#report(() => ({ type: "overflow", slot, cap }), started);
@@ -416,11 +463,17 @@ export class Guard<A extends unknown[]> {
       live.cancel().catch(() => {});
       return refused;
     }
-    return new Response(live, {
-      status,
-      statusText,
-      headers: response.headers,
-    });
+    return this.#advertised(
+      flight,
+      new Response(live, { status, statusText, headers: response.headers }),
+    );
+  }
+
+  /** A recorded response or its replay, with the key's lifetime when `advertiseLifetime`. */
+  #advertised(flight: Flight<A>, live: Response): Response {
+    if (!this.#config.advertiseLifetime) return live;
+    const seconds = `${Math.floor(flight.lifetime!.ttlMs / 1000)}`;
+    return withHeader(live, LIFETIME_HEADER, seconds);
   }
 
   /** Writes the record; a problem when the handler's transaction did not commit. */

@@ -44,6 +44,8 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `wait_ended`: `timed_out` (409), `gone` (the client left) or
  *   `unreachable` (after a `store_error`: 503, or `failOpen`).
  * - `wait_refused`: `maxWaiting` already waiting: 409.
+ * - `option_error`: 500, a `ttl` or `lease` function threw or returned a
+ *   value out of range (`error` says which); the handler did not run.
  * - `render_error`: `renderProblem` threw or returned no `Response`; the
  *   RFC 9457 problem was sent (`slot` `null`, `elapsedMs` from the call).
  *
@@ -139,7 +141,8 @@ export type IdempotencyEvent =
     reads: number;
   }
   | EventBase & { type: "wait_refused"; waiting: number }
-  | EventBase & { type: "render_error"; error: unknown };
+  | EventBase & { type: "render_error"; error: unknown }
+  | EventBase & { type: "option_error"; error: unknown };
 
 /** An event less the `elapsedMs` {@linkcode reporter} adds. */
 export type EventDraft = IdempotencyEvent extends infer E

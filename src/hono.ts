@@ -107,9 +107,9 @@ export function idempotent(
       const own = isProblem(response) ? problemHeaders(response) : OWN_HEADERS;
       layHeaders(c.res.headers, response.headers, own);
     }
-    // Replaced, not merged (again): Hono's setter merges unless cleared first.
+    // Replaced, not merged (Hono's setter merges unless cleared), exposed again.
     c.res = undefined;
-    c.res = response;
+    c.res = guard.exposed(request, response);
   };
   guard.drains(middleware);
   return middleware;

@@ -88,16 +88,44 @@ export interface IdempotencyOptions {
    */
   required?: boolean;
   /**
-   * How long a record is kept, in milliseconds, from the first claim.
+   * How long a record is kept, in milliseconds, from the first claim; or a
+   * function of the request (a route's, a tenant's), asked per keyed request
+   * before its claim, which must not read the body. Its value is checked as
+   * the number is (a positive integer, `lease` at most it): a throw or another
+   * value answers 500 `problem-misconfigured`, its handler not run, with an
+   * `option_error` event and log line (docs/lifetimes.md).
    * @default {86_400_000} (24 hours)
+   *
+   * @example A lifetime per route
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const handler = idempotency(() => new Response("ok"), {
+   *   scope: "global",
+   *   ttl: (request) => new URL(request.url).pathname === "/refunds" ? 31 * 86_400_000 : 900_000,
+   *   advertiseLifetime: true,
+   * });
+   * const headers = { "idempotency-key": "k1" };
+   * const res = await handler(new Request("http://api.test/refunds", { method: "POST", headers }));
+   * assert.equal(res.headers.get("idempotency-ttl"), "2678400"); // seconds
+   * ```
    */
-  ttl?: number;
+  ttl?: number | ((request: Request) => number);
   /**
    * How long a claim is owned without renewal, in milliseconds (renewed while
    * the handler runs): past it, after a crash, a retry runs the handler again.
+   * Or a function of the request, asked and checked as `ttl`'s is.
    * @default {30_000}
    */
-  lease?: number;
+  lease?: number | ((request: Request) => number);
+  /**
+   * Whether a recorded response and its replays carry `Idempotency-TTL`: the
+   * request's `ttl` in whole seconds, how long the key is kept from its first
+   * request. A provisional name (no standard has one yet: docs/lifetimes.md).
+   * @default {false}
+   */
+  advertiseLifetime?: boolean;
   /**
    * The largest request body buffered for the fingerprint; larger: 413.
    * @default {1_048_576} (1 MiB)
@@ -214,32 +242,26 @@ export interface IdempotencyOptions {
    * returns no `Response` gets the RFC 9457 problem instead.
    * @default {undefined} (RFC 9457 `application/problem+json`)
    *
-   * @example Stripe-shaped errors
+   * @example Your API's own error shape (Stripe's and ACP's are presets: `@idempotent/http/presets`)
    * ```ts
-   * import { idempotency, PROBLEM_TYPES } from "@idempotent/http";
+   * import { idempotency } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * const handler = idempotency(() => Response.json({ id: "ch_1" }), {
+   * const handler = idempotency(() => Response.json({ id: "ord_1" }), {
    *   scope: "global",
-   *   renderProblem: (problem) =>
-   *     Response.json({
-   *       error: {
-   *         type: problem.type === PROBLEM_TYPES.unavailable ? "api_error" : "idempotency_error",
-   *         message: problem.detail,
-   *       },
-   *     }, problem.init),
+   *   renderProblem: ({ code, detail, retryable, init }) =>
+   *     Response.json({ error: { code, message: detail, retryable } }, init),
    * });
-   * const charge = (amount: number) =>
-   *   handler(new Request("http://api.test/v1/charges", {
+   * const order = (amount: number) =>
+   *   handler(new Request("http://api.test/orders", {
    *     method: "POST",
    *     headers: { "idempotency-key": "k1" },
    *     body: `amount=${amount}`,
    *   }));
-   * await (await charge(100)).text();
-   * const reused = await charge(200);
+   * await (await order(100)).text();
+   * const reused = await order(200);
    * assert.equal(reused.status, 422);
-   * assert.equal(reused.headers.get("content-type"), "application/json");
-   * assert.equal((await reused.json()).error.type, "idempotency_error");
+   * assert.equal((await reused.json()).error.code, "idempotency_conflict");
    * ```
    */
   renderProblem?: ProblemRenderer;
@@ -318,6 +340,7 @@ export const DEFAULTS = Object.freeze({
   failOpen: false,
   unstoredHeaders: Object.freeze(["date"]) as readonly string[],
   storeSetCookie: false,
+  advertiseLifetime: false,
   replayHeader: "Idempotent-Replayed",
   completionWait: 1_000,
   completionTimeout: 300_000,

@@ -211,12 +211,30 @@ function targetsOf(
 }
 
 const SQL = { postgres: "PostgreSQL", mysql: "MySQL", sqlite: "SQLite" };
+const URL_SCHEMES: Record<string, RegExp> = {
+  redis: /^rediss?:$/,
+  postgres: /^postgres(ql)?:$/,
+  mysql: /^mysql:$/,
+};
+const EXAMPLE_URLS: Record<string, string> = {
+  redis: "redis://HOST:PORT",
+  postgres: "postgres://USER@HOST:PORT/DB",
+  mysql: "mysql://USER:PASS@HOST:PORT/DB",
+};
 
 function targetOf(
   option: string,
   text: (name: string) => string | undefined,
 ): OneTarget {
   const url = text(option)!;
+  const scheme = URL_SCHEMES[option];
+  if (scheme && !scheme.test(URL.parse(url)?.protocol ?? "")) {
+    throw new UsageError(
+      `--${option} takes a URL (${EXAMPLE_URLS[option]}): current value is ${
+        url.replace(/\/\/[^@/]*@/, "//…@")
+      }`,
+    );
+  }
   const prefix = text("prefix");
   const table = text("table");
   if (option in SQL) {

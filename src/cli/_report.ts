@@ -64,9 +64,9 @@ export function report(
   const write = (value: object) =>
     io.stdout(JSON.stringify({ ...value, ...sides }));
   if (command === "stats") {
-    values.forEach((stats, i) => {
+    (values as (RecordStats | null)[]).forEach((stats, i) => {
       if (stats === null) return;
-      const { unopened, exact } = stats as RecordStats;
+      const { unopened, exact } = stats;
       const of = both ? `${names[i]}: ` : "";
       if (unopened) {
         io.stderr(
@@ -78,7 +78,10 @@ export function report(
           `warning: ${of}the count stopped at its limit: the counts are a lower bound (raise --limit)`,
         );
       }
-      if (!json) io.stdout(of + statsText(stats as RecordStats));
+      if (!json) io.stdout(of + statsText(stats));
+      if (stats.inFlight + stats.completed + stats.unreadable === 0) {
+        io.stderr(`note: ${of}no records: is --prefix or --table the app's?`);
+      }
     });
     if (json) write(both ? {} : values[0]!);
     return 0;
@@ -106,8 +109,13 @@ export function report(
           : "absent (nothing deleted)";
         io.stdout(`  ${names[i]}: ${text}`);
       });
+      const failed = results.findIndex((r) => r === undefined);
       io.stdout(
-        result === "deleted"
+        failed >= 0
+          ? `not done: the ${
+            ROLES[failed]
+          } failed, and a copy there still answers its retries (forget again once it answers)`
+          : result === "deleted"
           ? "deleted: the next request with it runs the handler"
           : "absent: no record on either store (nothing deleted)",
       );
@@ -155,13 +163,23 @@ function labelOf(location: NonNullable<Parsed["location"]>): string {
     : `key ${key} in scope ${JSON.stringify(location.scope)}`;
 }
 
-/** After an absent `--scope global`: the text "global" was meant, or the option? */
+/**
+ * After an absent record: `--scope global` for the option? And on stderr, the
+ * other ways a record that exists reads absent.
+ */
 function hint({ location }: Parsed, io: Out): void {
   if (location && "scope" in location && location.scope === "global") {
     io.stdout(
       'hint: looked up the scope text "global"; for the scope: "global" option use --global',
     );
   }
+  const slot =
+    location && "slot" in location && !/^[0-9a-f]{64}$/.test(location.slot)
+      ? ", the whole slot (64 hex digits, as an event gives it)"
+      : "";
+  io.stderr(
+    `note: if the app holds this record, check the options against the app's: --prefix or --table, --secret-env when it sets 'secret'${slot}, and both stores of a FailoverStore`,
+  );
 }
 
 /** `stats`' human line. */

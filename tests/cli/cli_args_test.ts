@@ -355,3 +355,117 @@ Deno.test("cli inspect: the lease's end and the record's expiry are two instants
     }
   }
 });
+
+Deno.test("cli: a store option's URL without its scheme is a usage error (exit 2), naming the form", () => {
+  const cases: [string[], RegExp][] = [
+    [
+      ["--redis", "127.0.0.1:6399"],
+      /^--redis takes a URL \(redis:\/\/HOST:PORT\): current value is 127\.0\.0\.1:6399$/,
+    ],
+    [
+      ["--postgres", "localhost/test"],
+      /^--postgres takes a URL \(postgres:\/\/USER@HOST:PORT\/DB\)/,
+    ],
+    [["--mysql", "postgres://root@h/db"], /^--mysql takes a URL \(mysql:/],
+    [
+      ["--postgres", "postgres://u:secret@h/db", "--redis", "http://h"],
+      /^--redis takes a URL/,
+    ],
+  ];
+  for (const [store, line] of cases) {
+    const found = outcome(["stats", ...store]);
+    assert.ok(found !== null && "usage" in found, store.join(" "));
+    assert.match(found.usage, line);
+    assert.doesNotMatch(found.usage, /secret/); // a password is never echoed
+  }
+  for (
+    const url of [
+      "redis://h:1",
+      "rediss://h:1",
+      "postgres://h/d",
+      "postgresql://h/d",
+      "mysql://h/d",
+    ]
+  ) {
+    const option = url.startsWith("redis")
+      ? "--redis"
+      : url.startsWith("mysql")
+      ? "--mysql"
+      : "--postgres";
+    const found = outcome(["stats", option, url]);
+    assert.ok(found !== null && !("usage" in found), url);
+  }
+});
+
+Deno.test("cli: --json says a single store's failure on stdout too; an absent record and an empty count say what else to check", async () => {
+  const lines = { out: [] as string[], err: [] as string[] };
+  const io = {
+    stdout: (l: string) => lines.out.push(l),
+    stderr: (l: string) => lines.err.push(l),
+    env,
+  };
+  const closed = "redis://127.0.0.1:1"; // nobody listens on port 1
+  assert.equal(await main(["stats", "--redis", closed, "--json"], io), 3);
+  assert.equal(lines.out.length, 1);
+  assert.match(
+    JSON.parse(lines.out[0]!).error,
+    /^Redis at 127\.0\.0\.1:1 is unreachable: /,
+  );
+
+  const path = await Deno.makeTempFile({ suffix: ".db" });
+  try {
+    const store = new SqliteStore({ database: path });
+    await store.migrate();
+    store.close();
+    lines.out.length = lines.err.length = 0;
+    assert.equal(await main(["stats", "--sqlite", path], io), 0);
+    assert.deepEqual(lines.out, [
+      "0 records: 0 in flight, 0 completed, 0 unreadable",
+    ]);
+    assert.deepEqual(lines.err, [
+      "note: no records: is --prefix or --table the app's?",
+    ]);
+    lines.out.length = lines.err.length = 0;
+    assert.equal(
+      await main(
+        ["inspect", "--sqlite", path, "--scope", "a", "--key", "k"],
+        io,
+      ),
+      1,
+    );
+    assert.match(
+      lines.err.join("\n"),
+      /^note: if the app holds this record, check the options against the app's: --prefix or --table, --secret-env when it sets 'secret', and both stores of a FailoverStore$/,
+    );
+    lines.out.length = lines.err.length = 0;
+    assert.equal(
+      await main(["inspect", "--sqlite", path, "--slot", "0523"], io),
+      1,
+    );
+    assert.match(
+      lines.err.join("\n"),
+      /, the whole slot \(64 hex digits, as an event gives it\)/,
+    );
+    lines.out.length = lines.err.length = 0;
+    assert.equal(
+      await main([
+        "inspect",
+        "--sqlite",
+        path,
+        "--slot",
+        "0".repeat(64),
+        "--json",
+      ], io),
+      1,
+    );
+    assert.deepEqual(JSON.parse(lines.out[0]!), {
+      slot: "0".repeat(64),
+      state: "absent",
+    });
+    assert.doesNotMatch(lines.err.join("\n"), /64 hex digits/);
+  } finally {
+    for (const end of ["", "-wal", "-shm"]) {
+      await Deno.remove(path + end).catch(() => {});
+    }
+  }
+});

@@ -189,24 +189,29 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-lease-lost-error",
     file: LOG,
-    text: '["lease_lost", "warn"],',
-    replacement: "",
+    text:
+      '"fail_open lease_lost unreadable fallback fallback_unavailable write_failed"',
+    replacement:
+      '"fail_open unreadable fallback fallback_unavailable write_failed"',
     tests: [LOG_LIMIT],
     what: "a lost lease is logged as an error",
   },
   {
     id: "log-fallback-unavailable-error",
     file: LOG,
-    text: '["fallback_unavailable", "warn"],',
-    replacement: "",
+    text:
+      '"fail_open lease_lost unreadable fallback fallback_unavailable write_failed"',
+    replacement: '"fail_open lease_lost unreadable fallback write_failed"',
     tests: [LOG_LIMIT],
     what: "a fallback that failed is logged as an error",
   },
   {
     id: "log-write-failed-error",
     file: LOG,
-    text: '["write_failed", "warn"],',
-    replacement: "",
+    text:
+      '"fail_open lease_lost unreadable fallback fallback_unavailable write_failed"',
+    replacement:
+      '"fail_open lease_lost unreadable fallback fallback_unavailable"',
     tests: [LOG_LIMIT],
     what: "a FailoverStore's failed write is logged as an error",
   },
@@ -221,8 +226,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-render-error-warn",
     file: LOG,
-    text: '["unreadable", "warn"],',
-    replacement: '["unreadable", "warn"],\n  ["render_error", "warn"],',
+    text:
+      '"fail_open lease_lost unreadable fallback fallback_unavailable write_failed"',
+    replacement:
+      '"fail_open lease_lost unreadable render_error fallback fallback_unavailable write_failed"',
     tests: [LOG_LIMIT],
     what: "a renderer that failed is only a warning",
   },
