@@ -43,10 +43,17 @@ export function withLog(
   clock?: Clock,
 ): Listener | undefined {
   if (logger === false) return onEvent;
-  const to = (logger ?? globalThis.console) as Partial<Logger> | null;
-  if (typeof to?.warn !== "function" || typeof to.error !== "function") {
+  // Not `null` for `console`: it would log what it meant to silence.
+  const to = logger === undefined ? globalThis.console : logger;
+  const lacks = ["warn", "error"].filter((level) =>
+    typeof (to as Record<string, unknown> | null)?.[level] !== "function"
+  );
+  if (lacks.length > 0) {
+    const what = to && typeof to === "object"
+      ? `has no ${lacks.join("() or ")}()`
+      : `is ${to}`;
     throw new TypeError(
-      `'logger' must be false or an object with warn() and error(), such as console: current value is ${logger}`,
+      `'logger' must be false or an object with warn() and error(), such as console: current value ${what}`,
     );
   }
   if (typeof store.subscribe === "function") {
@@ -69,46 +76,34 @@ type StoreListener = (event: StoreReport) => void;
 
 /** The listener that writes a store's reports worth a line to `logger`. */
 function storeLog(store: object, logger: Logger, clock?: Clock) {
-  let logs = storeLogs.get(store);
-  if (logs === undefined) storeLogs.set(store, logs = new WeakMap());
-  let log = logs.get(logger);
-  if (log === undefined) {
-    const write = lineWriter(logger, clock);
-    log = (event) => {
-      const line = storeLineOf(event);
-      if (line !== undefined) write(line);
-    };
-    logs.set(logger, log);
-  }
+  const logs = storeLogs.get(store) ?? new WeakMap<Logger, StoreListener>();
+  storeLogs.set(store, logs);
+  const log = logs.get(logger) ?? lineWriter(storeLineOf, logger, clock);
+  logs.set(logger, log);
   return log;
 }
 
 /**
- * An `onEvent` listener that writes the events worth a line to `logger`:
- * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`
- * given up (`outcome: "unknown"`) and an unreadable `conflict`. The first
- * of each kind is written at once; later ones within a minute are counted
- * and written as one line at the minute's end, with the latest's text.
+ * An `onEvent` listener writing the events worth a line to `logger`, each
+ * kind's first at once, the rest of its minute counted in one line at its end.
  */
 export function logListener(
   logger: Logger,
   clock?: Clock,
 ): (event: IdempotencyEvent) => void {
-  const write = lineWriter(logger, clock);
-  return (event) => {
-    const line = lineOf(event);
-    if (line !== undefined) write(line);
-  };
+  return lineWriter(lineOf, logger, clock);
 }
 
 /**
- * Writes lines of `kind: text` to `logger`, at its level for the kind, each
- * kind at most once a minute: the rest counted, as one line at its end.
+ * Writes each event's line (`kind: text`), if it has one, to `logger` at the
+ * kind's level, each kind at most once a minute: the rest counted, as one line
+ * at its end.
  */
-function lineWriter(
+function lineWriter<E>(
+  lineOf: (event: E) => string | undefined,
   logger: Logger,
   clock: Clock = SYSTEM_CLOCK,
-): (text: string) => void {
+): (event: E) => void {
   const windows = new Map<string, Window>();
   // The minute's held-back count, as one line; the next minute starts.
   const flush = (kind: string, level: Level, window: Window) => {
@@ -122,7 +117,9 @@ function lineWriter(
     window.count = 0;
     window.until = clock.now() + LOG_INTERVAL_MS;
   };
-  return (text) => {
+  return (event) => {
+    const text = lineOf(event);
+    if (text === undefined) return;
     const kind = text.slice(0, text.indexOf(":"));
     const level = LEVELS.get(kind) ?? "error";
     const now = clock.now();
@@ -151,9 +148,8 @@ type Level = "info" | "warn" | "error";
 
 /** `info` where the logger has it, else `warn`. */
 function writeAt(logger: Logger, level: Level, line: string): void {
-  if (level !== "info") return logger[level](line);
-  if (typeof logger.info === "function") logger.info(line);
-  else logger.warn(line);
+  const info = level === "info" && typeof logger.info === "function";
+  logger[info || level !== "info" ? level : "warn"]!(line);
 }
 
 /** The kinds whose lines are not errors, and their level. */

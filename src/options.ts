@@ -152,7 +152,7 @@ export interface IdempotencyOptions {
   /**
    * 32 random bytes or more (a string as UTF-8), the same on every instance:
    * slots and fingerprints are HMAC-SHA-256 under it; changing it moves every
-   * slot (README, Security).
+   * slot (README, Security). Bytes are copied: the app may wipe its buffer.
    * @default {undefined} (SHA-256)
    *
    * @example Under a secret, and a key's slot found

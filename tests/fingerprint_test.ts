@@ -2,7 +2,9 @@
 /**
  * `src/fingerprint.ts`: the slot and the fingerprint, plain SHA-256 pinned to
  * today's digests, and HMAC-SHA-256 under a `secret`, checked against
- * `crypto.subtle` and through the middleware.
+ * `crypto.subtle` and through the middleware. Multi-byte scopes, the 8 KiB
+ * switch under a secret and a byte secret copied are in
+ * `fingerprint_inputs_test.ts`.
  *
  * @module
  */

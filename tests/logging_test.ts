@@ -3,7 +3,8 @@
  * The middleware's log (`src/_log.ts`, the `logger` option): which events
  * are written, to whom by default, and at most one line per kind a minute
  * with the count of the rest. The real misconfigurations (Redis not
- * connected, a table never migrated, ...) are in `misconfiguration_test.ts`.
+ * connected, a table never migrated, ...) are in `misconfiguration_test.ts`;
+ * the minute at n−1/n/n+1 and each kind's level in `logging_limit_test.ts`.
  *
  * @module
  */

@@ -5,7 +5,8 @@
  * status and `Retry-After` unless the renderer changes them on purpose; a
  * renderer that fails gives the RFC 9457 problem; Hono keeps a rendered
  * problem's headers. The official Stripe SDK against such an endpoint is in
- * `tests/problem_renderer_stripe_test.ts`.
+ * `tests/problem_renderer_stripe_test.ts`; which of a renderer's statuses
+ * survive, with what status text, in `problem_renderer_status_test.ts`.
  *
  * @module
  */

@@ -7,7 +7,10 @@
  * a body the store drops (`store_dropped`) still opens, bodiless, marked as
  * such; the same rewrite of the omitted reason in PostgreSQL and a KV file.
  * Records sealed by version 2 (no omitted reason in the additional data)
- * still open and replay byte for byte.
+ * still open and replay byte for byte. In PostgreSQL, each column and part of
+ * the label changed alone: status, fingerprint, slot, omitted reason, the key
+ * id (to another id of the same key bytes), the version, a header beside the
+ * seal, a body from another record.
  *
  * @module
  */
@@ -48,7 +51,11 @@ const BOTH = await importEncryptionKeys(`k2:${BYTES.k2},k1:${BYTES.k1}`);
 const BODY = '{"paid":"ord_1"}';
 
 /** A sealing app over `store`: what it answered, and its events and log lines. */
-function app(store: IdempotencyStore, maxResponseBytes?: number) {
+function app(
+  store: IdempotencyStore,
+  maxResponseBytes?: number,
+  encryption = BOTH,
+) {
   const events: IdempotencyEvent[] = [];
   const lines: string[] = [];
   let runs = 0;
@@ -61,7 +68,7 @@ function app(store: IdempotencyStore, maxResponseBytes?: number) {
   }, {
     scope: "global",
     store,
-    encryption: BOTH,
+    encryption,
     onEvent: (e) => events.push(e),
     logger: {
       warn: (l: unknown) => lines.push(String(l)),
@@ -232,6 +239,117 @@ integrationTest(
       client.destroy();
       await deleteRedisKeys(prefix);
     }
+  },
+);
+
+integrationTest(
+  "each field a seal binds, changed alone in PostgreSQL, answers 500 and runs nothing; the key id is bound even under the same key bytes",
+  POSTGRES_IGNORE,
+  async () => {
+    await using db = await postgresSchema("sealfields");
+    const table = `"${db.schema}".idempotency_keys`;
+    const store = new PostgresStore({
+      sql: db.sql,
+      table: `${db.schema}.idempotency_keys`,
+    });
+    await store.migrate();
+    // k3 holds k2's bytes: a key renamed in a rotation. Only the bound id
+    // tells a record sealed as k2 from one relabelled k3.
+    const keys = await importEncryptionKeys(
+      `k2:${BYTES.k2},k1:${BYTES.k1},k3:${BYTES.k2}`,
+    );
+    const a = app(store, undefined, keys);
+    const small = app(store, 4, keys);
+    const names = [
+      "status",
+      "fp",
+      "fp-b",
+      "slot",
+      "id-same-bytes",
+      "version",
+      "extra",
+      "body",
+      "body-other",
+      "control",
+    ];
+    for (const key of names) {
+      const res = await a.handler(post(key, key === "fp-b" ? '{"b":1}' : "{}"));
+      assert.equal(res.status, 201, key);
+      await res.body?.cancel();
+    }
+    // Bodiless (too_large): only the header's additional data binds these.
+    for (const key of ["omitted", "id-bodiless"]) {
+      await (await small.handler(post(key))).body?.cancel();
+    }
+    const slot = (key: string) => slotOf("", key);
+    const update = async (key: string, set: string, ...values: unknown[]) => {
+      const rows = await db.sql.unsafe(
+        `UPDATE ${table} SET ${set} WHERE slot = $1 RETURNING slot`,
+        [slot(key), ...values] as never[],
+      );
+      assert.equal(rows.length, 1, key);
+    };
+    const label = async (key: string): Promise<string> => {
+      const [row] = await db.sql.unsafe(
+        `SELECT headers->0->>1 AS label FROM ${table} WHERE slot = $1`,
+        [slot(key)],
+      );
+      return String(row!.label);
+    };
+    const relabel = async (key: string, to: (label: string) => string) =>
+      await update(
+        key,
+        `headers = jsonb_build_array(jsonb_build_array('idempotent-sealed', $2::text))`,
+        to(await label(key)),
+      );
+    const altered = /^does not open under key id "k[23]"/;
+
+    // Each change alone: the control row is left as it was and still opens.
+    await update("status", "status = 200");
+    const [b] = await db.sql.unsafe(
+      `SELECT fingerprint, body FROM ${table} WHERE slot = $1`,
+      [slot("fp-b")],
+    );
+    await update("fp", "fingerprint = $2", b!.fingerprint);
+    await db.sql.unsafe(`UPDATE ${table} SET slot = $2 WHERE slot = $1`, [
+      slot("slot"),
+      slot("slot-moved"),
+    ]);
+    await update("omitted", "omitted = 'too_slow'");
+    for (const key of ["id-same-bytes", "id-bodiless"]) {
+      await relabel(key, (l) => l.replace(/^3;k2;/, "3;k3;"));
+    }
+    await relabel("version", (l) => l.replace(/^3;/, "2;"));
+    await update(
+      "extra",
+      `headers = headers || '[["x-order","ord_2"]]'::jsonb`,
+    );
+    const [other] = await db.sql.unsafe(
+      `SELECT body FROM ${table} WHERE slot = $1`,
+      [slot("body-other")],
+    );
+    await update("body", "body = $2", other!.body);
+
+    const cases: [string, Request, typeof a][] = [
+      ["status", post("status"), a],
+      ["fingerprint", post("fp", '{"b":1}'), a],
+      ["slot", post("slot-moved"), a],
+      ["omitted", post("omitted"), small],
+      ["key id", post("id-same-bytes"), a],
+      ["key id, no body", post("id-bodiless"), small],
+      ["version", post("version"), a],
+      ["a header beside the seal", post("extra"), a],
+      ["another record's body", post("body"), a],
+    ];
+    for (const [what, request, which] of cases) {
+      const reason = await unreadable(which, request);
+      assert.match(reason, altered, what);
+    }
+    const control = await a.handler(post("control"));
+    assert.equal(control.status, 201);
+    assert.equal(control.headers.get("idempotent-replayed"), "true");
+    assert.equal(await control.text(), BODY);
+    assert.equal(a.runs(), names.length, "each key ran once");
   },
 );
 

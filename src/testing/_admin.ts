@@ -173,6 +173,42 @@ export const ADMIN_CASES: readonly ConformanceCase[] = [
     },
   },
   {
+    name:
+      "stats() counts no record past its TTL, deleted yet or not, and forget() of one is absent",
+    needs: ["stats", "forget"],
+    async run({ store, lease, opts, stats, forget, claimed, elapse }) {
+      // Expired is absent: a store that deletes lazily (PostgreSQL before
+      // sweep(), KV, MemoryStore) still holds the rows. Another case's record
+      // expiring meanwhile moves the counts too: then they are taken again.
+      const short = { leaseMs: lease, ttlMs: lease };
+      let seen: [StoreStats, StoreStats] | undefined;
+      let slots: string[] = [];
+      for (let attempt = 0; attempt < 3; attempt++) {
+        const [a] = await claimed("fp-x1", short);
+        const [b, token] = await claimed("fp-x2", short);
+        assert.equal(await store.complete(b, token, plain("x")), "applied");
+        slots = [a, b];
+        const live = await stats();
+        await elapse(lease + 50);
+        const after = await stats();
+        seen = [live, after];
+        if (
+          live.inFlight - after.inFlight === 1 &&
+          live.completed - after.completed === 1
+        ) break;
+      }
+      const [live, after] = seen!;
+      assert.equal(live.inFlight - after.inFlight, 1, JSON.stringify(seen));
+      assert.equal(live.completed - after.completed, 1, JSON.stringify(seen));
+      assert.equal(after.unreadable, live.unreadable, JSON.stringify(seen));
+      for (const s of slots) {
+        assert.equal(await forget(s), "absent", "an expired record");
+        assert.equal(await forget(s), "absent", "and again");
+        acquired(await store.claim(s, opts("fp-x3")));
+      }
+    },
+  },
+  {
     name: "stats() counts records in flight and completed",
     needs: ["stats"],
     async run({ store, stats, claimed }) {

@@ -24,6 +24,7 @@ import { MUTANTS as storesSql } from "./mutants/stores_sql.ts";
 import { MUTANTS as storesKvMemory } from "./mutants/stores_kv_memory.ts";
 import { MUTANTS as storesRedis } from "./mutants/stores_redis.ts";
 import { MUTANTS as storesDynamodb } from "./mutants/stores_dynamodb.ts";
+import { MUTANTS as operability } from "./mutants/operability.ts";
 import { MUTANTS as presets } from "./mutants/presets.ts";
 
 export type { Mutant } from "./_targets.ts";
@@ -40,5 +41,6 @@ export const MUTANTS: Mutant[] = [
   ...storesKvMemory,
   ...storesRedis,
   ...storesDynamodb,
+  ...operability,
   ...presets,
 ];

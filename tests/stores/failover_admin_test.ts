@@ -2,7 +2,8 @@
 /**
  * FailoverStore's peek, forget and stats on both stores
  * (src/stores/_failover_both.ts): which store's record a peek reports, a
- * forget on both, a failure of one store, a store without the method.
+ * forget on both, a failure of one store, a store without the method. Peek
+ * with a real server killed or paused is in `failover_admin_outage_test.ts`.
  *
  * @module
  */

@@ -5,7 +5,8 @@
  * MONITOR), SCRIPT FLUSH mid-run, poisoned values, and the `@db/redis`
  * adapter. Failures and deadlines are in `redis_failures_test.ts`, undoing
  * late claims in `redis_undo_test.ts`, lease floors and hints in
- * `redis_lease_test.ts`.
+ * `redis_lease_test.ts`, peek, stats and forget of values of another type in
+ * `redis_admin_test.ts`.
  *
  * node-redis and ioredis keep sockets and timers of their own (reconnect,
  * ping, offline queues) for a while after they close, so the tests that use

@@ -354,9 +354,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-default-off",
     file: "src/_log.ts",
-    text: "const to = (logger ?? globalThis.console)",
+    text: "const to = logger === undefined ? globalThis.console : logger;",
     replacement:
-      "if (logger === undefined) return onEvent;\n  const to = (logger)",
+      "if (logger === undefined) return onEvent;\n  const to = logger;",
     tests: ["tests/logging_test.ts", "tests/misconfiguration_test.ts"],
     what: "misconfiguration is silent again: no console line by default",
   },
@@ -372,9 +372,10 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-failover-fallback-silent",
     file: "src/_log.ts",
-    text: "const line = storeLineOf(event);",
+    text:
+      "const log = logs.get(logger) ?? lineWriter(storeLineOf, logger, clock);",
     replacement:
-      'const line = event.type === "fallback" ? undefined : storeLineOf(event);',
+      'const log = logs.get(logger) ?? lineWriter((e: StoreReport) => e.type === "fallback" ? undefined : storeLineOf(e), logger, clock);',
     tests: ["tests/logging_store_test.ts"],
     what: "a Redis outage under FailoverStore is silent again",
   },
@@ -389,8 +390,9 @@ export const MUTANTS: Mutant[] = [
   {
     id: "log-store-per-middleware",
     file: "src/_log.ts",
-    text: "let log = logs.get(logger);",
-    replacement: "let log: StoreListener | undefined;",
+    text:
+      "const log = logs.get(logger) ?? lineWriter(storeLineOf, logger, clock);",
+    replacement: "const log = lineWriter(storeLineOf, logger, clock);",
     tests: ["tests/logging_store_test.ts"],
     what: "every middleware on one store writes each fallback again",
   },
