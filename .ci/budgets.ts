@@ -39,9 +39,13 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * Raised by 101: the one clock through the configuration, `assertStore`,
    * `assertMethod`, `messageOf`, `problemStatus` (issue 30's "each mechanism
    * once", which moved these from the rooms into the kernel) and the unreadable
-   * record's key-list advice (issue 29's review).
+   * record's key-list advice (issue 29's review). Raised by 218 for issue 31:
+   * `jsonFingerprint` and its RFC 8785 canonicaliser (`src/_jcs.ts`, 64,
+   * local rather than an npm dependency of the core: bench/README.md, JSON
+   * fingerprints) and the `key` option (the body-first step in `_guard.ts`,
+   * its `key_error` event and log line, its documented option).
    */
-  core: 4_931,
+  core: 5_149,
   /**
    * `src/stores/_shared.ts`, `_store_call.ts`, `_orphans.ts`. Target 320.
    * Raised by 50 for the SQL stores' sweep batches and stats row (issue 32,

@@ -30,6 +30,7 @@ const OPTION_NAMES = Object.keys(
     store: true,
     scope: true,
     header: true,
+    key: true,
     methods: true,
     skip: true,
     required: true,
@@ -129,6 +130,7 @@ export function configure(
     store,
     scope: scopeOption(options.scope),
     header: option("header", headerName),
+    key: optionalFunction("key", options.key),
     methods: guarded, // Upper case.
     // The standard methods not in `methods`, as `Request` spells them.
     unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
@@ -161,7 +163,8 @@ export function configure(
 }
 
 /**
- * The key header of a guarded request (`null`: none, yet required), else
+ * The key header of a guarded request (`null`: none, yet required, or the
+ * `key` option's to find), else
  * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
  */
 export function guardedKey(
@@ -178,6 +181,7 @@ export function guardedKey(
     return undefined;
   }
   if (skip !== undefined && skip(request)) return undefined;
+  if (config.key !== undefined) return null; // Asked after the body.
   const value = request.headers.get(config.header);
   return value === null && !config.required ? undefined : value;
 }

@@ -84,7 +84,10 @@ export class Guard<A extends unknown[]> {
     const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
     const { header } = config;
-    if (value === null) return this.#refuse(flight, "missing", { header });
+    if (value === null) {
+      if (config.key !== undefined) return await this.#keyed(flight);
+      return this.#refuse(flight, "missing", { header });
+    }
     const parsed = parseIdempotencyKey(value);
     if (!parsed.ok) {
       const { reason } = parsed;
@@ -92,10 +95,55 @@ export class Guard<A extends unknown[]> {
     }
     const body = await readBody(request, config.maxRequestBytes);
     if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
+    return await this.#guard(flight, parsed.key, body);
+  }
+
+  /** The `key` option's key, asked once the body is read (a throw: `key_error`). */
+  async #keyed(flight: Flight<A>): Promise<Response> {
+    const { request } = flight;
+    const { key, header, required, maxRequestBytes } = this.#config;
+    const body = await readBody(request, maxRequestBytes);
+    if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
+    let value: unknown;
+    try {
+      value = await key!(request, body);
+      if (value !== undefined && typeof value !== "string") {
+        throw new TypeError(
+          `'key' must return a string or undefined: it returned ${
+            value === null ? "null" : `a value of type ${typeof value}`
+          }`,
+        );
+      }
+    } catch (error) {
+      const status = 500, reason = "key_error";
+      this.#report(
+        () => ({ type: "rejected", slot: null, status, reason, error }),
+        flight.started,
+      );
+      throw error;
+    }
+    if (value === undefined) {
+      if (required) return this.#refuse(flight, "missing", { header });
+      return await this.#handler(rebuild(request, body), ...flight.args);
+    }
+    const parsed = parseIdempotencyKey(value);
+    if (parsed.ok) return await this.#guard(flight, parsed.key, body);
+    const reason = `${parsed.reason} (read by the server's 'key' option)`;
+    return this.#refuse(flight, "malformed", { header, reason });
+  }
+
+  /** Claims the key's slot and answers: the replay, a problem or the handler's. */
+  async #guard(
+    flight: Flight<A>,
+    key: string,
+    body: Uint8Array<ArrayBuffer>,
+  ): Promise<Response> {
+    const config = this.#config;
+    const { request } = flight;
     const scope = scopeOf(request, config.scope);
     flight.slot = config.hasher.slot(
       typeof scope === "string" ? scope : await scope,
-      parsed.key,
+      key,
     );
     const computed = fingerprintOf(request, body, config);
     const fingerprint = flight.fingerprint = typeof computed === "string"

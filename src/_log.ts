@@ -86,7 +86,8 @@ function storeLog(store: object, logger: Logger, clock?: Clock) {
 /**
  * An `onEvent` listener that writes the events worth a line to `logger`:
  * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`
- * given up (`outcome: "unknown"`) and an unreadable `conflict`. The first
+ * given up (`outcome: "unknown"`), an unreadable `conflict` and a
+ * `key_error`. The first
  * of each kind is written at once; later ones within a minute are counted
  * and written as one line at the minute's end, with the latest's text.
  */
@@ -192,6 +193,11 @@ function lineOf(event: IdempotencyEvent): string | undefined {
           ? "a retry of that key may run the handler again"
           : "the key stays in flight until its lease passes"
       }; see the store_error lines for why`;
+    case "rejected":
+      if (event.reason !== "key_error") return undefined;
+      return `key_error: the 'key' option failed, so the request was not processed (the error is rethrown: your server's 500): ${
+        describe(event.error)
+      }`;
     case "render_error":
       return `render_error: 'renderProblem' failed, so the RFC 9457 problem was sent: ${
         describe(event.error)

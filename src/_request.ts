@@ -2,7 +2,7 @@
 /** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
 import { bodyInit, concatBytes, denoState, EMPTY } from "./_bytes.ts";
-import type { Hasher } from "./fingerprint.ts";
+import { type Hasher, jsonFingerprint } from "./fingerprint.ts";
 import type { Config } from "./_configure.ts";
 
 /** Why {@linkcode readBody} returned no bytes. */
@@ -121,10 +121,14 @@ export function fingerprintOf(
   body: Uint8Array<ArrayBuffer>,
   { fingerprint, hasher }: Pick<Config, "fingerprint" | "hasher">,
 ): string | Promise<string> {
+  const method = request.method.toUpperCase();
+  if (fingerprint === jsonFingerprint) {
+    return hasher.json(method, request.url, body);
+  }
   if (fingerprint !== undefined) {
     return customFingerprint(fingerprint, request, body, hasher);
   }
-  return hasher.request(request.method.toUpperCase(), request.url, body);
+  return hasher.request(method, request.url, body);
 }
 
 /** Hashed, so that a store keeps 64 hex characters, never request data. */

@@ -28,7 +28,8 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *   goes, epoch ms; `null`: the store reports no expiry, as Redis for a
  *   value without a TTL, which stays until an operator forgets it).
  * - `mismatch`: 422, the key used for a different request.
- * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
+ * - `rejected`: 400 (key missing or malformed, body `incomplete`), 413, or
+ *   `key_error`: the `key` option threw or returned no string (rethrown).
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
  * - `completed`: the record's write ended (`background`: after the response);
  *   `lost` after a failed attempt may mean that attempt landed.
@@ -92,6 +93,12 @@ export type IdempotencyEvent =
     type: "rejected";
     status: 400;
     reason: "incomplete";
+    error: unknown;
+  }
+  | EventBase & {
+    type: "rejected";
+    status: 500;
+    reason: "key_error";
     error: unknown;
   }
   | EventBase & {
