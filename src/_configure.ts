@@ -126,15 +126,19 @@ export function configure(
   const onEvent = optionalFunction("onEvent", options.onEvent);
   const listener = withLog(onEvent, options.logger, store, clock);
   const render = optionalFunction("renderProblem", options.renderProblem);
+  const required = option("required", optionalBoolean);
+  const key = optionalFunction("key", options.key);
   return {
     store,
     scope: scopeOption(options.scope),
     header: option("header", headerName),
-    key: optionalFunction("key", options.key),
+    key,
     methods: guarded, // Upper case.
     // The standard methods not in `methods`, as `Request` spells them.
     unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
-    required: option("required", optionalBoolean),
+    required,
+    // Without the header, straight through: one field read (No header no cost).
+    keyless: !required && key === undefined,
     ttl,
     lease,
     maxRequestBytes: option("maxRequestBytes", nonNegativeInteger),
@@ -163,7 +167,7 @@ export function configure(
 }
 
 /**
- * The key header of a guarded request (`null`: none, yet required, or the
+ * The key header of a guarded request (`null`: none, yet required or the
  * `key` option's to find), else
  * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
  */
@@ -181,9 +185,8 @@ export function guardedKey(
     return undefined;
   }
   if (skip !== undefined && skip(request)) return undefined;
-  if (config.key !== undefined) return null; // Asked after the body.
   const value = request.headers.get(config.header);
-  return value === null && !config.required ? undefined : value;
+  return value === null && config.keyless ? undefined : value;
 }
 
 /**

@@ -74,7 +74,7 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /** Answers a request of a guarded method; `value` is its key header's, or `null`. */
+  /** Answers a request of a guarded method; `value` is its key header's, or `null` (unread with `key`). */
   async handle(
     request: Request,
     value: string | null,
@@ -84,10 +84,8 @@ export class Guard<A extends unknown[]> {
     const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
     const { header } = config;
-    if (value === null) {
-      if (config.key !== undefined) return await this.#keyed(flight);
-      return this.#refuse(flight, "missing", { header });
-    }
+    if (config.key !== undefined) return await this.#keyed(flight);
+    if (value === null) return this.#refuse(flight, "missing", { header });
     const parsed = parseIdempotencyKey(value);
     if (!parsed.ok) {
       const { reason } = parsed;

@@ -138,7 +138,7 @@ export async function protocolCases(
   const id = `evt-${key}`;
   await deliver(`{"id":"${id}","amount":1.0,"note":"A"}`);
   const again = await deliver(
-    `{ "note": "\u0041", "amount": 1, "id": "${id}" }`,
+    `{ "note": "\\u0041", "amount": 1, "id": "${id}" }`,
   );
   check("a body-keyed JSON delivery written anew replays", {
     replayed: "true",
@@ -146,11 +146,9 @@ export async function protocolCases(
     hooks: 1,
   }, { replayed: again.replayed, body: again.body, hooks });
   const sample = String
-    .raw`{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 1e-27], "string": "€$
-A'B"\\"\/", "literals": [null, true, false]}`;
-  const canonical = String
-    .raw`{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$
-A'B"\\"/"}`;
+    .raw`{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 1e-27], "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/", "literals": [null, true, false]}`;
+  const canonical =
+    '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}';
   const encode = (text: string) => new TextEncoder().encode(text);
   const post = new Request("http://localhost/pay", { method: "POST" });
   check(

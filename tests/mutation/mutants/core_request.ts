@@ -603,11 +603,20 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "key-header-read-first",
-    file: CONFIGURE,
-    text: "if (config.key !== undefined) return null; // Asked after the body.",
+    file: GUARD,
+    text: "if (config.key !== undefined) return await this.#keyed(flight);",
     replacement: "",
     tests: [KEY_OPTION],
-    what: "with a key function the header decides: a webhook is unguarded",
+    what:
+      "with a key function the header decides: a webhook without one is 400",
+  },
+  {
+    id: "key-keyless-passes-through",
+    file: CONFIGURE,
+    text: "keyless: !required && key === undefined,",
+    replacement: "keyless: !required,",
+    tests: [KEY_OPTION],
+    what: "with a key function a request without the header is never guarded",
   },
   {
     id: "key-undefined-required-passes",
