@@ -596,7 +596,7 @@ export const MUTANTS: Mutant[] = [
     id: "jcs-option-not-recognised",
     file: REQUEST,
     text: "if (fingerprint === jsonFingerprint) {",
-    replacement: "if (fingerprint === undefined && jsonFingerprint) {",
+    replacement: "if (fingerprint === jsonFingerprint.bind(null)) {",
     tests: [JSON_FP],
     what:
       "jsonFingerprint is hashed again as a custom value: not what it tells",
@@ -639,12 +639,14 @@ export const MUTANTS: Mutant[] = [
     what: "a keyless request's handler gets a body already read",
   },
   {
-    id: "key-non-string-accepted",
+    id: "key-error-answered-missing",
     file: GUARD,
-    text: 'if (value !== undefined && typeof value !== "string") {',
-    replacement: "if (value === null) {",
+    text: "throw error;\n    }\n    if (value === undefined) {",
+    replacement:
+      'return this.#refuse(flight, "missing", { header });\n    }\n    if (value === undefined) {',
     tests: [KEY_OPTION],
-    what: "a number or object is taken as a key, unreported",
+    what:
+      "a key function that throws answers 400 missing, hiding the bug from the server's log",
   },
   {
     id: "key-not-checked",
@@ -662,7 +664,7 @@ export const MUTANTS: Mutant[] = [
     file: GUARD,
     text: 'const status = 500, reason = "key_error";\n      this.#report(',
     replacement:
-      'const status = 500, reason = "key_error";\n      void status, reason, (() => {})(',
+      'const status = 500, reason = "key_error";\n      ((..._: unknown[]) => {})(',
     tests: [KEY_OPTION],
     what: "a key function that throws leaves no event and no log line",
   },
@@ -670,7 +672,8 @@ export const MUTANTS: Mutant[] = [
     id: "key-error-not-logged",
     file: "src/_log.ts",
     text: 'if (event.reason !== "key_error") return undefined;',
-    replacement: "return undefined;",
+    replacement:
+      'if (event.reason !== "key_error" || event.slot === null) return undefined;',
     tests: [KEY_OPTION],
     what: "a key function failing on every request is silent in the log",
   },
