@@ -28,6 +28,7 @@ export {
   HEADERS_OMITTED_HEADER,
   idempotency,
   type IdempotencyOptions,
+  LIFETIME_HEADER,
   type Logger,
   type ServeHandlerInfo,
 } from "./src/idempotency.ts";

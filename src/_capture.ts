@@ -12,7 +12,7 @@ import { concatBytes } from "./_bytes.ts";
  * chunk that is not bytes, before the cap) or `unfinished` (`stop` settled:
  * the bytes so far, then the rest, the pending read included).
  */
-export type CaptureResult =
+type CaptureResult =
   | { outcome: "within"; bytes: Uint8Array<ArrayBuffer> }
   | {
     outcome: "overflow";

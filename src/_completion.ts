@@ -99,7 +99,7 @@ export class Completions {
       return;
     }
     const retry = new Retry(
-      this.#config.clock.now() + this.#config.lease,
+      this.#config.clock.now() + beat.leaseMs,
       RELEASE_ATTEMPTS,
     );
     retry.background = true;
@@ -176,7 +176,7 @@ export class Completions {
   ): Promise<WriteResult> {
     const { slot, started } = beat;
     const first = FIRST_BACKOFF_MS;
-    const max = Math.min(MAX_BACKOFF_MS, Math.max(1, this.#config.lease / 4));
+    const max = Math.min(MAX_BACKOFF_MS, Math.max(1, beat.leaseMs / 4));
     for (;;) {
       const left = retry.giveUpAt - this.#config.clock.now();
       if (left <= 0 || retry.attempts >= retry.maxAttempts) return "unknown";

@@ -36,6 +36,7 @@ const OPTION_NAMES = Object.keys(
     required: true,
     ttl: true,
     lease: true,
+    advertiseLifetime: true,
     maxRequestBytes: true,
     maxResponseBytes: true,
     cacheable: true,
@@ -99,13 +100,12 @@ export function configure(
       `'methods' cannot guard ${forbidden}: \`new Request()\` refuses that method, so its handler could never be given the request: current value is ${shown()}`,
     );
   }
-  const ttl = option("ttl", positiveMs);
-  const lease = option("lease", positiveMs);
-  if (lease > ttl) {
-    throw new RangeError(
-      `'lease' must not exceed 'ttl' (${ttl}): current value is ${lease}`,
-    );
-  }
+  const ttl = lifetimeOption(options, "ttl");
+  const lease = lifetimeOption(options, "lease");
+  // Both numbers: checked once, the same for every request.
+  const lifetime = typeof ttl === "number" && typeof lease === "number"
+    ? lifetimeChecked(ttl, lease)
+    : undefined;
   const completionWait = option("completionWait", nonNegativeMs);
   const completionTimeout = option("completionTimeout", positiveMs);
   if (completionWait > completionTimeout) {
@@ -141,6 +141,7 @@ export function configure(
     keyless: !required && key === undefined,
     ttl,
     lease,
+    lifetime,
     maxRequestBytes: option("maxRequestBytes", nonNegativeInteger),
     maxResponseBytes: option("maxResponseBytes", nonNegativeInteger),
     cacheable: optionalFunction("cacheable", options.cacheable) ??
@@ -149,6 +150,7 @@ export function configure(
     hasher: hasherOf(options.secret), // Plain, or under `secret`.
     failOpen: option("failOpen", optionalBoolean),
     replayHeader: option("replayHeader", headerName),
+    advertiseLifetime: option("advertiseLifetime", optionalBoolean),
     renderProblem: render &&
       reportingFailures(render, reporter(listener, clock), clock),
     encryption: Sealer.of(options.encryption),
@@ -211,6 +213,55 @@ function reportingFailures(
       throw error;
     }
   };
+}
+
+/** A lifetime option: milliseconds, or a function checked per request (`lifetimeOf`). */
+type Lifetime = number | ((request: Request) => number);
+
+/** `ttl` or `lease`: checked now when a number, per request when a function. */
+function lifetimeOption(
+  options: IdempotencyOptions,
+  name: "ttl" | "lease",
+): Lifetime {
+  const value = options[name] ?? DEFAULTS[name];
+  return typeof value === "function" ? value : positiveMs(name, value);
+}
+
+/** Both lifetimes, or a `RangeError` when the lease is the longer. */
+function lifetimeChecked(ttlMs: number, leaseMs: number) {
+  if (leaseMs > ttlMs) {
+    throw new RangeError(
+      `'lease' must not exceed 'ttl' (${ttlMs}): current value is ${leaseMs}`,
+    );
+  }
+  return { ttlMs, leaseMs };
+}
+
+/**
+ * The request's `ttl` and `lease`, checked as the numbers are at
+ * `configure()`, or the `error` of a function that threw or returned another value.
+ */
+export function lifetimeOf(
+  config: Config,
+  request: Request,
+): { ttlMs: number; leaseMs: number } | { error: unknown } {
+  const { ttl, lease, lifetime } = config;
+  if (lifetime !== undefined) return lifetime;
+  const of = (name: string, value: Lifetime) => {
+    if (typeof value === "number") return value;
+    let ms: unknown;
+    try {
+      ms = value(request);
+    } catch (error) {
+      throw new Error(`'${name}' threw`, { cause: error });
+    }
+    return positiveMs(name, ms);
+  };
+  try {
+    return lifetimeChecked(of("ttl", ttl), of("lease", lease));
+  } catch (error) {
+    return { error };
+  }
 }
 
 type Scope = Exclude<IdempotencyOptions["scope"], "global">;

@@ -7,23 +7,26 @@ import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
   fingerprintOf,
+  keyFrom,
   readBody,
   rebuild,
   scopeOf,
-  type Unread,
 } from "./_request.ts";
-import { replay, responseBody, storedHeaders } from "./_response.ts";
+import {
+  exposed,
+  LIFETIME_HEADER,
+  replay,
+  responseBody,
+  storedHeaders,
+  withHeader,
+} from "./_response.ts";
 import { unsealedReason } from "./_seal.ts";
+import { Refusals } from "./_refusals.ts";
 import { SettleEstimate } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
-import { parseIdempotencyKey } from "./key.ts";
 import type { Config } from "./_configure.ts";
 import type { FetchHandler } from "./options.ts";
-import {
-  type ProblemDetails,
-  problemResponse,
-  problemStatus,
-} from "./problem.ts";
+import { problemResponse } from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 
@@ -35,13 +38,20 @@ interface Flight<A extends unknown[]> {
   readonly started: number;
   slot: string | null;
   fingerprint?: string;
+  /** Its key and its `ttl` and `lease`, once known. */
+  key?: string;
+  lifetime?: Lifetime;
   /** Its claim once acquired, until it is settled. */
   beat?: Beat;
 }
 
+type Lifetime = { ttlMs: number; leaseMs: number };
 /** The guard behind each handler `idempotency()` and middleware `idempotent()` returned, for `drainCompletions`. */
 export const GUARDS: WeakMap<object, { drain(): Promise<void> }> =
   new WeakMap();
+
+/** The request's lease, in milliseconds. */
+const lease = (flight: { lifetime?: Lifetime }) => flight.lifetime!.leaseMs;
 
 /** One middleware instance's guard. */
 export class Guard<A extends unknown[]> {
@@ -54,12 +64,14 @@ export class Guard<A extends unknown[]> {
   #settleTime = new SettleEstimate();
   /** With `waitForInFlight`. */
   #waiters: Waiters | undefined;
+  #no: Refusals;
 
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent, config.clock);
-    this.#heartbeat = new Heartbeat(config.store, config.lease, {
+    this.#no = new Refusals(config, report);
+    this.#heartbeat = new Heartbeat(config.store, config.lifetime?.leaseMs, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
       error: (beat, error) => reportStoreError(report, beat, "extend", error),
@@ -80,68 +92,50 @@ export class Guard<A extends unknown[]> {
     value: string | null,
     args: A,
   ): Promise<Response> {
+    return this.exposed(request, await this.#answer(request, value, args));
+  }
+
+  /** `response`, its headers exposed to a browser's cross-origin `request`. */
+  exposed(request: Request, response: Response): Response {
+    return exposed(request, response, this.#config.replayHeader);
+  }
+
+  async #answer(
+    request: Request,
+    value: string | null,
+    args: A,
+  ): Promise<Response> {
     const config = this.#config;
     const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
-    const { header } = config;
-    if (config.key !== undefined) return await this.#keyed(flight);
-    if (value === null) return this.#refuse(flight, "missing", { header });
-    const parsed = parseIdempotencyKey(value);
-    if (!parsed.ok) {
-      const { reason } = parsed;
-      return this.#refuse(flight, "malformed", { header, reason });
+    const { header, key: keyOf } = config;
+    // With `key`, the key is the function's, once the body is read.
+    if (keyOf === undefined) {
+      if (value === null) return this.#no.refuse(flight, "missing", { header });
+      const refused = this.#no.checked(flight, value, "");
+      if (refused !== undefined) return refused;
     }
     const body = await readBody(request, config.maxRequestBytes);
-    if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
-    return await this.#guard(flight, parsed.key, body);
-  }
-
-  /** The `key` option's key, asked once the body is read (a throw: `key_error`). */
-  async #keyed(flight: Flight<A>): Promise<Response> {
-    const { request } = flight;
-    const { key, header, required, maxRequestBytes } = this.#config;
-    const body = await readBody(request, maxRequestBytes);
-    if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
-    let value: unknown;
-    try {
-      value = await key!(request, body);
-      if (value !== undefined && typeof value !== "string") {
-        throw new TypeError(
-          `'key' must return a string or undefined: it returned ${
-            value === null ? "null" : `a value of type ${typeof value}`
-          }`,
-        );
+    if (!(body instanceof Uint8Array)) return this.#no.unread(flight, body);
+    if (keyOf !== undefined) {
+      const found = await keyFrom(keyOf, request, body);
+      if (typeof found === "object") {
+        return this.#no.misconfigured(flight, found);
       }
-    } catch (error) {
-      const status = 500, reason = "key_error";
-      this.#report(
-        () => ({ type: "rejected", slot: null, status, reason, error }),
-        flight.started,
-      );
-      throw error;
+      if (found === undefined && config.required) {
+        return this.#no.refuse(flight, "missing", { header });
+      }
+      if (found === undefined) {
+        return await this.#handler(rebuild(request, body), ...args);
+      }
+      const by = " (read by the server's 'key' option)";
+      const refused = this.#no.checked(flight, found, by);
+      if (refused !== undefined) return refused;
     }
-    if (value === undefined) {
-      if (required) return this.#refuse(flight, "missing", { header });
-      return await this.#handler(rebuild(request, body), ...flight.args);
-    }
-    const parsed = parseIdempotencyKey(value);
-    if (parsed.ok) return await this.#guard(flight, parsed.key, body);
-    const reason = `${parsed.reason} (read by the server's 'key' option)`;
-    return this.#refuse(flight, "malformed", { header, reason });
-  }
-
-  /** Claims the key's slot and answers: the replay, a problem or the handler's. */
-  async #guard(
-    flight: Flight<A>,
-    key: string,
-    body: Uint8Array<ArrayBuffer>,
-  ): Promise<Response> {
-    const config = this.#config;
-    const { request } = flight;
     const scope = scopeOf(request, config.scope);
     flight.slot = config.hasher.slot(
       typeof scope === "string" ? scope : await scope,
-      key,
+      flight.key!,
     );
     const computed = fingerprintOf(request, body, config);
     const fingerprint = flight.fingerprint = typeof computed === "string"
@@ -156,7 +150,7 @@ export class Guard<A extends unknown[]> {
       case "unreachable":
         return await this.#unreachable(flight, body, claim.error);
       case "completed": {
-        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);
         const { encryption } = config;
         const opened = encryption === undefined
           ? unsealedReason(claim.response) ?? { record: claim.response }
@@ -165,13 +159,13 @@ export class Guard<A extends unknown[]> {
           return this.#replay(flight, opened.record, claim !== first);
         }
         // docs/architecture.md, Unreadable is in flight.
-        return await this.#unreadable(flight, config.lease, opened);
+        return await this.#unreadable(flight, lease(flight), opened);
       }
       case "in_flight":
         if (claim.fingerprint === null) {
           return await this.#unreadable(flight, claim.retryAfterMs);
         }
-        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);
         return this.#conflict(flight, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
@@ -179,10 +173,10 @@ export class Guard<A extends unknown[]> {
   }
 
   async #claim(flight: Flight<A>, fingerprint: string): Promise<Claimed> {
-    const { store, lease: leaseMs, ttl: ttlMs } = this.#config;
+    const { store } = this.#config;
     const slot = flight.slot!;
     try {
-      return await store.claim(slot, { fingerprint, leaseMs, ttlMs });
+      return await store.claim(slot, { fingerprint, ...flight.lifetime! });
     } catch (error) {
       reportStoreError(this.#report, flight, "claim", error);
       return { state: "unreachable", error };
@@ -253,7 +247,10 @@ export class Guard<A extends unknown[]> {
       ...(waited ? { waited } : {}),
     }), flight.started);
     const { replayHeader, unstoredHeaders } = this.#config;
-    return replay(response, replayHeader, unstoredHeaders);
+    return this.#advertised(
+      flight,
+      replay(response, replayHeader, unstoredHeaders),
+    );
   }
 
   #conflict(
@@ -268,7 +265,7 @@ export class Guard<A extends unknown[]> {
     const retryAfter = this.#settleTime.retryAfterSeconds(
       retryAfterMs,
       // The time since the holder's claim or last renewal.
-      Math.max(0, this.#config.lease - retryAfterMs),
+      Math.max(0, lease(flight) - retryAfterMs),
     );
     const render = this.#config.renderProblem;
     return problemResponse(flight.request, "inFlight", { retryAfter }, render);
@@ -285,7 +282,7 @@ export class Guard<A extends unknown[]> {
     sealed?: { reason: string; keyId?: string },
   ): Promise<Response> {
     const { slot } = flight;
-    const { store, onEvent, renderProblem } = this.#config;
+    const { store, onEvent } = this.#config;
     let expiresAt: number | null | undefined;
     if (onEvent !== undefined && store.peek !== undefined) {
       try {
@@ -295,7 +292,7 @@ export class Guard<A extends unknown[]> {
         // The event goes without it; the answer is the same.
       }
     }
-    this.#report(() => ({
+    return await this.#no.problem(flight, "unreadable", {}, () => ({
       type: "conflict",
       slot,
       retryAfterMs,
@@ -303,66 +300,7 @@ export class Guard<A extends unknown[]> {
       ...(expiresAt === undefined ? {} : { expiresAt }),
       ...(sealed && { reason: sealed.reason }),
       ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
-    }), flight.started);
-    return await problemResponse(
-      flight.request,
-      "unreadable",
-      {},
-      renderProblem,
-    );
-  }
-
-  #mismatch(flight: Flight<A>): Response | Promise<Response> {
-    const { slot } = flight;
-    this.#report(() => ({ type: "mismatch", slot }), flight.started);
-    return problemResponse(
-      flight.request,
-      "reused",
-      {},
-      this.#config.renderProblem,
-    );
-  }
-
-  /** The body was too large (413) or broke off mid-read (400). */
-  #unread(flight: Flight<A>, unread: Unread): Response | Promise<Response> {
-    const { header, maxRequestBytes, renderProblem } = this.#config;
-    if (unread.outcome === "too_large") {
-      return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
-    }
-    const { error } = unread;
-    const reason = "incomplete";
-    this.#report(
-      () => ({
-        type: "rejected",
-        slot: null,
-        status: problemStatus(reason),
-        reason,
-        error,
-      }),
-      flight.started,
-    );
-    return problemResponse(flight.request, reason, {}, renderProblem);
-  }
-
-  #refuse<K extends "missing" | "malformed" | "tooLarge">(
-    flight: Flight<A>,
-    kind: K,
-    details: ProblemDetails[K],
-  ): Response | Promise<Response> {
-    const status = problemStatus(kind);
-    const reason = kind === "tooLarge"
-      ? "too_large"
-      : kind as "missing" | "malformed";
-    this.#report(
-      () => ({ type: "rejected", slot: null, status, reason }),
-      flight.started,
-    );
-    return problemResponse(
-      flight.request,
-      kind,
-      details,
-      this.#config.renderProblem,
-    );
+    }));
   }
 
   /** Runs the handler on the claimed slot, then releases or settles it. */
@@ -377,7 +315,12 @@ export class Guard<A extends unknown[]> {
     try {
       const request = rebuild(flight.request, body);
       markClaimed(request);
-      const beat = flight.beat = this.#heartbeat.start(slot!, token, started);
+      const beat = flight.beat = this.#heartbeat.start(
+        slot!,
+        token,
+        started,
+        lease(flight),
+      );
       const unit = this.#config.store.unitOfWork?.(request, slot!, token);
       let response: Response;
       try {
@@ -435,7 +378,8 @@ export class Guard<A extends unknown[]> {
     );
     if (captured === null) {
       const record = { status, headers, body: EMPTY };
-      return await this.#record(flight, unit, record) ?? response;
+      const refused = await this.#record(flight, unit, record);
+      return refused ?? this.#advertised(flight, response);
     }
     if (captured.outcome === "within") {
       const body = captured.bytes;
@@ -443,11 +387,14 @@ export class Guard<A extends unknown[]> {
       const refused = await this.#record(flight, unit, record);
       if (refused !== null) return refused;
       // The record's pairs, unless it left some out: one pass, not two.
-      return new Response(bodyInit(body, typed), {
-        status,
-        statusText,
-        headers: partial ? response.headers : headers,
-      });
+      return this.#advertised(
+        flight,
+        new Response(bodyInit(body, typed), {
+          status,
+          statusText,
+          headers: partial ? response.headers : headers,
+        }),
+      );
     }
     if (captured.outcome === "overflow") {
       this.#report(() => ({ type: "overflow", slot, cap }), started);
@@ -462,11 +409,17 @@ export class Guard<A extends unknown[]> {
       live.cancel().catch(() => {});
       return refused;
     }
-    return new Response(live, {
-      status,
-      statusText,
-      headers: response.headers,
-    });
+    return this.#advertised(
+      flight,
+      new Response(live, { status, statusText, headers: response.headers }),
+    );
+  }
+
+  /** A recorded response or its replay, with the key's lifetime when `advertiseLifetime`. */
+  #advertised(flight: Flight<A>, live: Response): Response {
+    if (!this.#config.advertiseLifetime) return live;
+    const seconds = `${Math.floor(flight.lifetime!.ttlMs / 1000)}`;
+    return withHeader(live, LIFETIME_HEADER, seconds);
   }
 
   /** Writes the record; a problem when the handler's transaction did not commit. */

@@ -1,9 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Lease renewal, one timer per middleware: it ticks every sixth of a lease
- * while claims are in progress, renewing those last renewed a third of a
- * lease ago or more, so a handler that answers within a third of its lease
- * costs no store call. It stops at a tick that finds none. @module
+ * Lease renewal, one timer per middleware: it ticks every sixth of the
+ * shortest lease it renewed while claims are in progress, renewing those last
+ * renewed a third of their lease ago or more, so a handler that answers
+ * within a third of its lease costs no store call. It stops at a tick that
+ * finds none. @module
  */
 
 import { type Clock, type Linked, List, SYSTEM_CLOCK } from "./_async.ts";
@@ -13,6 +14,8 @@ import type { IdempotencyStore } from "./store.ts";
 export interface Beat extends Linked<Beat> {
   readonly slot: string;
   readonly token: string;
+  /** Its lease, in milliseconds: each renewal extends it by as much. */
+  readonly leaseMs: number;
   /** When it was claimed or last renewed, on the heartbeat's clock. */
   renewedAt: number;
   /** When the middleware began on its request, on `config.clock` (0 when no one listens). */
@@ -37,20 +40,22 @@ export interface HeartbeatReport {
 export class Heartbeat {
   #beats = new List<Beat>();
   #ticking = false;
+  #cancel: (() => void) | undefined;
   #store: IdempotencyStore;
   #leaseMs: number;
+  #tickMs = Infinity;
   #report: HeartbeatReport;
   #clock: Clock;
 
-  /** An idle heartbeat, renewing claims in `store` for `leaseMs` each time. */
+  /** An idle heartbeat, renewing claims in `store` for `leaseMs` each time (unless `start()` says). */
   constructor(
     store: IdempotencyStore,
-    leaseMs: number,
+    leaseMs: number | undefined,
     report: HeartbeatReport,
     clock: Clock = SYSTEM_CLOCK,
   ) {
     this.#store = store;
-    this.#leaseMs = leaseMs;
+    this.#leaseMs = leaseMs ?? NaN;
     this.#report = report;
     this.#clock = clock;
   }
@@ -65,10 +70,16 @@ export class Heartbeat {
   }
 
   /** Starts renewing a claim; the beat returned goes to {@linkcode stop}. */
-  start(slot: string, token: string, started = 0): Beat {
+  start(
+    slot: string,
+    token: string,
+    started = 0,
+    leaseMs = this.#leaseMs,
+  ): Beat {
     const beat: Beat = {
       slot,
       token,
+      leaseMs,
       started,
       renewedAt: this.#clock.now(),
       pending: false,
@@ -77,6 +88,13 @@ export class Heartbeat {
       next: undefined,
     };
     this.#beats.push(beat);
+    const tickMs = Math.max(1, Math.floor(leaseMs / 6));
+    if (tickMs < this.#tickMs) {
+      // A shorter lease than any before: tick sooner, from now on.
+      this.#tickMs = tickMs;
+      this.#cancel?.();
+      this.#ticking = false;
+    }
     if (!this.#ticking) this.#schedule();
     return beat;
   }
@@ -98,24 +116,22 @@ export class Heartbeat {
 
   #schedule(): void {
     this.#ticking = true;
-    this.#clock.setTimeout(
-      () => this.#tick(),
-      Math.max(1, Math.floor(this.#leaseMs / 6)),
-    );
+    this.#cancel = this.#clock.setTimeout(() => this.#tick(), this.#tickMs);
   }
 
   #tick(): void {
     this.#ticking = false;
     if (this.#beats.size === 0) return;
-    const due = this.#clock.now() - this.#leaseMs / 3;
     const now = this.#clock.now();
     let next: Beat | undefined;
     for (let beat = this.#beats.head; beat !== undefined; beat = next) {
       next = beat.next; // read first: nothing below may unlink it, but be sure
-      if (!beat.pending && beat.renewedAt <= due) this.#renew(beat);
+      if (!beat.pending && beat.renewedAt <= now - beat.leaseMs / 3) {
+        this.#renew(beat);
+      }
       if (
         beat.stopCapture !== undefined &&
-        now - beat.capturingSince! >= this.#leaseMs
+        now - beat.capturingSince! >= beat.leaseMs
       ) {
         beat.stopCapture();
         delete beat.stopCapture;
@@ -127,7 +143,7 @@ export class Heartbeat {
   #renew(beat: Beat): void {
     beat.pending = true;
     const asked = this.#clock.now();
-    this.#store.extend(beat.slot, beat.token, this.#leaseMs).then(
+    this.#store.extend(beat.slot, beat.token, beat.leaseMs).then(
       (outcome) => {
         beat.pending = false;
         if (beat.stopped) return;

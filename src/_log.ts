@@ -86,8 +86,7 @@ function storeLog(store: object, logger: Logger, clock?: Clock) {
 /**
  * An `onEvent` listener that writes the events worth a line to `logger`:
  * `store_error`, `fail_open`, `lease_lost`, a `completed` or `released`
- * given up (`outcome: "unknown"`), an unreadable `conflict` and a
- * `key_error`. The first
+ * given up (`outcome: "unknown"`) and an unreadable `conflict`. The first
  * of each kind is written at once; later ones within a minute are counted
  * and written as one line at the minute's end, with the latest's text.
  */
@@ -159,12 +158,8 @@ function writeAt(logger: Logger, level: Level, line: string): void {
 
 /** The kinds whose lines are not errors, and their level. */
 const LEVELS = new Map<string, Level>([
-  ["fail_open", "warn"],
-  ["lease_lost", "warn"],
-  ["unreadable", "warn"],
-  ["fallback", "warn"],
-  ["fallback_unavailable", "warn"],
-  ["write_failed", "warn"],
+  ..."fail_open lease_lost unreadable fallback fallback_unavailable write_failed"
+    .split(" ").map((kind) => [kind, "warn"] as const),
   ["recovered", "info"],
 ]);
 
@@ -182,7 +177,7 @@ function lineOf(event: IdempotencyEvent): string | undefined {
         describe(event.error)
       }`;
     case "lease_lost":
-      return "lease_lost: a handler still running lost its key to another request (it may run twice): raise 'lease' above the slowest handler, or look at the store's latency";
+      return `lease_lost: a handler still running lost its key (slot ${event.slot}) to another request or an operator's forget, so it may run twice: raise 'lease' above the slowest handler, or look at the store's latency`;
     case "completed":
     case "released":
       if (event.outcome !== "unknown") return undefined;
@@ -193,9 +188,8 @@ function lineOf(event: IdempotencyEvent): string | undefined {
           ? "a retry of that key may run the handler again"
           : "the key stays in flight until its lease passes"
       }; see the store_error lines for why`;
-    case "rejected":
-      if (event.reason !== "key_error") return undefined;
-      return `key_error: the 'key' option failed, so the request was not processed (the error is rethrown: your server's 500): ${
+    case "option_error":
+      return `option_error: a request answered 500 without running its handler, since an option's function failed for it: ${
         describe(event.error)
       }`;
     case "render_error":
@@ -232,9 +226,11 @@ function storeLineOf(event: StoreReport): string | undefined {
         describe(event.error)
       }`;
     case "fallback_unavailable":
-      return `fallback_unavailable: the FailoverStore's fallback store failed a claim, so a key was claimed on the primary alone (a primary that restarts empty may run it again): ${
-        describe(event.error)
-      }`;
+      return `fallback_unavailable: the FailoverStore's fallback store failed a claim, so ${
+        event.refused
+          ? "the request was refused (503): the fallback has never answered (run 'await store.migrate()' at boot: a missing table fails so)"
+          : "a key was claimed on the primary alone (a primary that restarts empty may run it again)"
+      }: ${describe(event.error)}`;
     case "write_failed":
       return `write_failed: the FailoverStore's ${event.store} store failed a ${event.operation}, so the other store's answer stands and the two differ on that key until it expires: ${
         describe(event.error)
@@ -251,7 +247,7 @@ function storeLineOf(event: StoreReport): string | undefined {
 /** How long an unreadable value stays, and the command that forgets it. */
 function staysUntil(slot: string | null, expiresAt?: number | null): string {
   const forget =
-    `idem forget STORE --slot ${slot} --yes (STORE: --redis URL, --postgres URL or --kv PATH, with the store's --prefix or --table)`;
+    `idem forget STORE --slot ${slot} --yes (STORE: the app's store as --help lists them, --redis URL to --sqlite PATH, both of a FailoverStore, with its --prefix or --table)`;
   if (expiresAt === null) {
     return `the store reports no expiry for it (Redis: no TTL), so it may stay for ever: ${forget}`;
   }

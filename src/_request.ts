@@ -115,6 +115,25 @@ function returnedString(option: string, value: unknown): string {
   throw new TypeError(`'${option}' must return a string: it returned ${value}`);
 }
 
+/** The `key` option's answer: a key to check, `undefined` (none), or why it failed. */
+export async function keyFrom(
+  key: NonNullable<Config["key"]>,
+  request: Request,
+  body: Uint8Array,
+): Promise<string | undefined | { error: Error }> {
+  let value: unknown;
+  try {
+    value = await key(request, body);
+  } catch (error) {
+    return { error: new Error("'key' threw", { cause: error }) };
+  }
+  if (value === undefined || typeof value === "string") return value;
+  const what = value === null ? "null" : `a value of type ${typeof value}`;
+  const message =
+    `'key' must return a string or undefined: it returned ${what}`;
+  return { error: new TypeError(message) };
+}
+
 /** The `fingerprint` option's value hashed, else the default (method upper-cased). */
 export function fingerprintOf(
   request: Request,

@@ -4,6 +4,7 @@
 import { bodyInit, denoState, EMPTY } from "./_bytes.ts";
 import { capture } from "./_capture.ts";
 import { SEALED_HEADER } from "./_seal.ts";
+import { isProblem } from "./problem.ts";
 import type { OmittedReason, StoredResponse } from "./store.ts";
 
 /** The header on a replay whose body was not recorded: its value is the reason. */
@@ -12,6 +13,71 @@ const OMITTED_NAME = BODY_OMITTED_HEADER.toLowerCase();
 /** The header on a replay whose record left headers out (`Date` aside): their names. */
 export const HEADERS_OMITTED_HEADER = "Idempotent-Omitted-Headers";
 const LEFT_OUT = HEADERS_OMITTED_HEADER.toLowerCase();
+
+/**
+ * The header of `advertiseLifetime`: the key's `ttl`, in whole seconds (provisional).
+ * @example
+ * ```ts
+ * import { idempotency, LIFETIME_HEADER } from "@idempotent/http";
+ * const options = { scope: "global", ttl: 900_000, advertiseLifetime: true } as const;
+ * const handler = idempotency(() => new Response("ok"), options);
+ * const res = await handler(new Request("http://api.test/", { method: "POST", headers: { "idempotency-key": "k1" } }));
+ * if (res.headers.get(LIFETIME_HEADER) !== "900") throw new Error("not advertised");
+ * ```
+ */
+export const LIFETIME_HEADER = "Idempotency-TTL";
+const LIFETIME = LIFETIME_HEADER.toLowerCase();
+const EXPOSE = "access-control-expose-headers";
+
+/**
+ * `response` with `name: value` set, or appended: on a copy when its headers
+ * are immutable (a `fetch()` response's, `Response.redirect()`'s).
+ */
+export function withHeader(
+  response: Response,
+  name: string,
+  value: string,
+  append = false,
+): Response {
+  const put = (to: Response) =>
+    append ? to.headers.append(name, value) : to.headers.set(name, value);
+  try {
+    put(response);
+    return response;
+  } catch {
+    const copy = new Response(response.body, response);
+    put(copy);
+    return copy;
+  }
+}
+
+/**
+ * `response` with the middleware's headers it carries (the replay's, the
+ * lifetime, a problem's `Retry-After`) not yet in its
+ * `Access-Control-Expose-Headers` (any case; `*` does not count, being a
+ * name under credentials) added as a line of its own, when it answers a
+ * request with an `Origin` or carries `Access-Control-Allow-Origin`
+ * (docs/cors.md).
+ */
+export function exposed(
+  request: Request,
+  response: Response,
+  replayHeader: string,
+): Response {
+  const { headers } = response;
+  if (
+    !request.headers.has("origin") &&
+    !headers.has("access-control-allow-origin")
+  ) return response;
+  const listed = new Set(
+    headers.get(EXPOSE)?.split(",").map((name) => name.trim().toLowerCase()),
+  );
+  const ours = [replayHeader, LIFETIME, OMITTED_NAME, LEFT_OUT];
+  if (isProblem(response)) ours.push("retry-after");
+  const names = ours.filter((name) => headers.has(name) && !listed.has(name));
+  if (names.length === 0) return response;
+  return withHeader(response, EXPOSE, names.join(", "), true);
+}
 
 /** Statuses whose responses have no body, live or replayed. */
 const NULL_BODY = new Set([101, 103, 204, 205, 304]);

@@ -20,9 +20,9 @@ const UTF8 = new TextEncoder();
 /** A `CryptoKey`, named so that Node's types find it too. */
 type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
 
-/** Whether a record is sealed (to read one without keys: unreadable). */
-export function isSealed(record: StoredResponse): boolean {
-  return record.headers[0]?.[0] === SEALED_HEADER;
+/** Whether a record's header names are a seal's: one header, the seal. */
+export function isSealed(headerNames: readonly string[]): boolean {
+  return headerNames.length === 1 && headerNames[0] === SEALED_HEADER;
 }
 
 /** The key id a sealed header list's JSON (`encodeHeaders`) names, or `null`: for a store's `stats`. */

@@ -28,8 +28,7 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *   goes, epoch ms; `null`: the store reports no expiry, as Redis for a
  *   value without a TTL, which stays until an operator forgets it).
  * - `mismatch`: 422, the key used for a different request.
- * - `rejected`: 400 (key missing or malformed, body `incomplete`), 413, or
- *   `key_error`: the `key` option threw or returned no string (rethrown).
+ * - `rejected`: 400 (key missing or malformed, body `incomplete`) or 413.
  * - `released`: the slot freed: the handler threw or its response is not cacheable.
  * - `completed`: the record's write ended (`background`: after the response);
  *   `lost` after a failed attempt may mean that attempt landed.
@@ -45,6 +44,9 @@ export type WriteResult = "applied" | "lost" | "unknown";
  * - `wait_ended`: `timed_out` (409), `gone` (the client left) or
  *   `unreachable` (after a `store_error`: 503, or `failOpen`).
  * - `wait_refused`: `maxWaiting` already waiting: 409.
+ * - `option_error`: 500, a `ttl` or `lease` function threw or returned a
+ *   value out of range, or a `key` function threw or returned neither a
+ *   string nor `undefined` (`error` says which); the handler did not run.
  * - `render_error`: `renderProblem` threw or returned no `Response`; the
  *   RFC 9457 problem was sent (`slot` `null`, `elapsedMs` from the call).
  *
@@ -96,12 +98,6 @@ export type IdempotencyEvent =
     error: unknown;
   }
   | EventBase & {
-    type: "rejected";
-    status: 500;
-    reason: "key_error";
-    error: unknown;
-  }
-  | EventBase & {
     type: "released";
     reason: "thrown" | "not_cacheable";
     outcome: WriteResult;
@@ -146,7 +142,8 @@ export type IdempotencyEvent =
     reads: number;
   }
   | EventBase & { type: "wait_refused"; waiting: number }
-  | EventBase & { type: "render_error"; error: unknown };
+  | EventBase & { type: "render_error"; error: unknown }
+  | EventBase & { type: "option_error"; error: unknown };
 
 /** An event less the `elapsedMs` {@linkcode reporter} adds. */
 export type EventDraft = IdempotencyEvent extends infer E

@@ -1,8 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** {@linkcode idempotent}: the Idempotency-Key middleware for Hono. @module */
 
-import { Guard, GUARDS } from "./_guard.ts";
-import { configure, guardedKey } from "./_configure.ts";
+import { adapt } from "./idempotency.ts";
 import type { IdempotencyOptions } from "./options.ts";
 import { isProblem } from "./problem.ts";
 
@@ -85,14 +84,13 @@ function problemHeaders(problem: Response): ReadonlySet<string> {
 export function idempotent(
   options: IdempotentHonoOptions,
 ): IdempotentMiddleware {
-  const config = configure(options);
-  const guard = new Guard(runDownstream, config);
+  const guard = adapt(runDownstream, options);
   const middleware = async function idempotent(
     c: HonoContextLike,
     next: HonoNext,
   ): Promise<void> {
     const request = c.req.raw;
-    const value = guardedKey(config, request);
+    const value = guard.keyOf(request);
     if (value !== undefined && request.bodyUsed) {
       throw new TypeError(
         "The request body was read before idempotent(): register body-reading middleware (validators, parsers) after it",
@@ -109,11 +107,11 @@ export function idempotent(
       const own = isProblem(response) ? problemHeaders(response) : OWN_HEADERS;
       layHeaders(c.res.headers, response.headers, own);
     }
-    // Replaced, not merged (again): Hono's setter merges unless cleared first.
+    // Replaced, not merged (Hono's setter merges unless cleared), exposed again.
     c.res = undefined;
-    c.res = response;
+    c.res = guard.exposed(request, response);
   };
-  GUARDS.set(middleware, guard);
+  guard.drains(middleware);
   return middleware;
 }
 

@@ -9,7 +9,11 @@ import type {
   ServeHandlerInfo,
 } from "./options.ts";
 
-export { BODY_OMITTED_HEADER, HEADERS_OMITTED_HEADER } from "./_response.ts";
+export {
+  BODY_OMITTED_HEADER,
+  HEADERS_OMITTED_HEADER,
+  LIFETIME_HEADER,
+} from "./_response.ts";
 export type {
   FetchHandler,
   IdempotencyOptions,
@@ -85,6 +89,34 @@ export function guarding<A extends unknown[]>(
   };
   GUARDS.set(idempotent, guard);
   return idempotent;
+}
+
+/**
+ * The seam for adapters whose handler is not a fetch handler (`/hono`'s
+ * `idempotent()`; docs/architecture.md, Layout): the options checked and the
+ * guard around `handler`, as {@linkcode idempotency} makes them. `keyOf` reads
+ * a request's key as it does (`undefined`: pass straight through), `handle`
+ * runs the guarded way, `exposed` exposes our headers again once the adapter
+ * laid others over them (docs/cors.md), `drains` makes
+ * {@linkcode drainCompletions} take the adapter's own function.
+ */
+export function adapt<A extends unknown[]>(
+  handler: FetchHandler<A>,
+  options: IdempotencyOptions,
+): {
+  keyOf(request: Request): string | null | undefined;
+  handle(request: Request, key: string | null, args: A): Promise<Response>;
+  exposed(request: Request, response: Response): Response;
+  drains(entry: (...args: never[]) => unknown): void;
+} {
+  const config = configure(options);
+  const guard = new Guard(handler, config);
+  return {
+    keyOf: (request) => guardedKey(config, request),
+    handle: (request, key, args) => guard.handle(request, key, args),
+    exposed: (request, response) => guard.exposed(request, response),
+    drains: (entry) => void GUARDS.set(entry, guard),
+  };
 }
 
 /**

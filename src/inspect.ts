@@ -8,7 +8,7 @@
 import { hasherOf } from "./fingerprint.ts";
 import { parseIdempotencyKey } from "./key.ts";
 import type { IdempotencyOptions } from "./options.ts";
-import { SEALED_HEADER, Sealer, sealLabel } from "./_seal.ts";
+import { isSealed, Sealer, sealLabel } from "./_seal.ts";
 import { assertMethod, knownOptions } from "./_validate.ts";
 import {
   assertSlot,
@@ -85,8 +85,24 @@ export interface KeyForgotten {
   result: ForgetResult;
 }
 
-/** The slot the middleware keeps the key under, or the slot given, checked. */
-function slotFor(location: KeyLocation | SlotLocation): string {
+/**
+ * The slot {@linkcode inspectKey} and {@linkcode forgetKey} look at for
+ * `location`: where the middleware keeps the key (the scope, the key and the
+ * secret, checked as the middleware checks them), or the slot given, checked.
+ *
+ * @throws {TypeError} When the location is malformed, naming the field.
+ *
+ * @example The slot an event names, from the key
+ * ```ts
+ * import { locateSlot } from "@idempotent/http/inspect";
+ * import { slotOf } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * assert.equal(locateSlot({ scope: "acct-1", key: "order-7" }), slotOf("acct-1", "order-7"));
+ * assert.throws(() => locateSlot({ scope: "", key: "order-7" }), TypeError);
+ * ```
+ */
+export function locateSlot(location: KeyLocation | SlotLocation): string {
   if (location && "slot" in location) {
     knownOptions("the slot's location", location, ["slot", "encryption"]);
     assertSlot(location.slot);
@@ -176,13 +192,12 @@ export async function inspectKey(
   location: KeyLocation | SlotLocation,
 ): Promise<KeyInspection> {
   needs(store, "peek");
-  const slot = slotFor(location);
+  const slot = locateSlot(location);
   const sealer = Sealer.of(location.encryption); // its TypeError first
   const found = await store.peek!(slot, { response: true });
   if (found.state !== "completed") return { slot, ...found };
   const { response, ...peeked } = found;
-  const sealed = peeked.headerNames.length === 1 &&
-    peeked.headerNames[0] === SEALED_HEADER;
+  const sealed = isSealed(peeked.headerNames);
   const keyId = response && sealLabel(response)?.keyId;
   const seal = sealed
     ? { sealed, ...(keyId === undefined ? {} : { keyId }) }
@@ -254,7 +269,7 @@ export async function forgetKey(
   location: KeyLocation | SlotLocation,
 ): Promise<KeyForgotten> {
   needs(store, "forget");
-  const slot = slotFor(location);
+  const slot = locateSlot(location);
   return { slot, result: await store.forget!(slot) };
 }
 

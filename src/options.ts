@@ -78,9 +78,8 @@ export interface IdempotencyOptions {
    * 413 first; do not change them). A string is checked as the header's
    * value is (400 `problem-key-malformed`); `undefined` is no key (400 with
    * `required`, else the handler runs unguarded). A throw, or anything else
-   * returned, is rethrown (your server's 500) before any claim, as a
-   * `rejected` event (`key_error`) and a log line (docs/examples.md, Keys
-   * from the body).
+   * returned, is the `problem-misconfigured` 500 with an `option_error` event
+   * and line, nothing claimed or run (docs/examples.md, Keys from the body).
    * @default {undefined} (the `header`)
    *
    * @example A webhook keyed by its event id
@@ -117,16 +116,44 @@ export interface IdempotencyOptions {
    */
   required?: boolean;
   /**
-   * How long a record is kept, in milliseconds, from the first claim.
+   * How long a record is kept, in milliseconds, from the first claim; or a
+   * function of the request (a route's, a tenant's), asked per keyed request
+   * before its claim, which must not read the body. Its value is checked as
+   * the number is (a positive integer, `lease` at most it): a throw or another
+   * value answers 500 `problem-misconfigured`, its handler not run, with an
+   * `option_error` event and log line (docs/lifetimes.md).
    * @default {86_400_000} (24 hours)
+   *
+   * @example A lifetime per route
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const handler = idempotency(() => new Response("ok"), {
+   *   scope: "global",
+   *   ttl: (request) => new URL(request.url).pathname === "/refunds" ? 31 * 86_400_000 : 900_000,
+   *   advertiseLifetime: true,
+   * });
+   * const headers = { "idempotency-key": "k1" };
+   * const res = await handler(new Request("http://api.test/refunds", { method: "POST", headers }));
+   * assert.equal(res.headers.get("idempotency-ttl"), "2678400"); // seconds
+   * ```
    */
-  ttl?: number;
+  ttl?: number | ((request: Request) => number);
   /**
    * How long a claim is owned without renewal, in milliseconds (renewed while
    * the handler runs): past it, after a crash, a retry runs the handler again.
+   * Or a function of the request, asked and checked as `ttl`'s is.
    * @default {30_000}
    */
-  lease?: number;
+  lease?: number | ((request: Request) => number);
+  /**
+   * Whether a recorded response and its replays carry `Idempotency-TTL`: the
+   * request's `ttl` in whole seconds, how long the key is kept from its first
+   * request. A provisional name (no standard has one yet: docs/lifetimes.md).
+   * @default {false}
+   */
+  advertiseLifetime?: boolean;
   /**
    * The largest request body buffered for the fingerprint; larger: 413.
    * @default {1_048_576} (1 MiB)
@@ -348,6 +375,7 @@ export const DEFAULTS = Object.freeze({
   failOpen: false,
   unstoredHeaders: Object.freeze(["date"]) as readonly string[],
   storeSetCookie: false,
+  advertiseLifetime: false,
   replayHeader: "Idempotent-Replayed",
   completionWait: 1_000,
   completionTimeout: 300_000,

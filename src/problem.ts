@@ -23,6 +23,11 @@ export interface ProblemTypes {
    * key cannot succeed until an operator forgets the record.
    */
   readonly unreadable: string;
+  /**
+   * 500: an option's function (`ttl`, `lease`) threw or returned a value out
+   * of range for this request: the handler did not run.
+   */
+  readonly misconfigured: string;
 }
 
 /**
@@ -47,6 +52,7 @@ export const PROBLEM_TYPES: ProblemTypes = Object.freeze(
     reused: "https://jsr.io/@idempotent/http#problem-key-reused",
     unavailable: "https://jsr.io/@idempotent/http#problem-store-unavailable",
     unreadable: "https://jsr.io/@idempotent/http#problem-record-unreadable",
+    misconfigured: "https://jsr.io/@idempotent/http#problem-misconfigured",
   },
 );
 
@@ -74,6 +80,7 @@ export interface ProblemDetails {
   reused: Record<never, never>;
   unavailable: Record<never, never>;
   unreadable: Record<never, never>;
+  misconfigured: Record<never, never>;
 }
 
 interface Entry<D> {
@@ -134,6 +141,12 @@ const CATALOGUE = {
     title: "Idempotency record unreadable",
     detail: () =>
       "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator restores the key it was sealed under, or forgets the record.",
+  },
+  misconfigured: {
+    status: 500,
+    title: "Idempotency misconfigured",
+    detail: () =>
+      "The request was not processed: the server's idempotency options failed for it (its log says how).",
   },
 } as const satisfies {
   [K in keyof ProblemDetails]: Entry<ProblemDetails[K]>;

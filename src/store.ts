@@ -205,7 +205,7 @@ export type FailoverRole = "primary" | "fallback";
  * What a `FailoverStore` reports (none changes an answer): `fallback` (the
  * primary threw on a claim, served by the fallback alone), `recovered` (the
  * fallback's completed record answers; `copied` into the primary or not),
- * `fallback_unavailable` (the primary missed and the fallback threw),
+ * `fallback_unavailable` (the primary missed, the fallback threw: `refused`),
  * `write_failed` (one store threw; the other's answer stands), `diverged` (a
  * write was applied by one store and lost by the other).
  */
@@ -217,6 +217,8 @@ export type FailoverEvent =
     operation: "claim";
     slot: string;
     error: unknown;
+    /** The claim was refused (503): the fallback never answered, or `strict`. */
+    refused?: true;
   }
   | {
     type: "write_failed";

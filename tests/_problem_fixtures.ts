@@ -31,6 +31,7 @@ const STRIPE: Record<string, { type: string; code: string }> = {
   },
   [PROBLEM_TYPES.unavailable]: { type: "api_error", code: "store_unavailable" },
   [PROBLEM_TYPES.unreadable]: { type: "api_error", code: "record_unreadable" },
+  [PROBLEM_TYPES.misconfigured]: { type: "api_error", code: "misconfigured" },
 };
 
 /** `{"error":{type, code, message, doc_url}}`, with the problem's status and headers. */

@@ -2,7 +2,9 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import { capture } from "../src/_capture.ts";
-import type { CaptureResult } from "../src/_capture.ts";
+
+/** What `capture` resolves to. */
+type CaptureResult = Awaited<ReturnType<typeof capture>>;
 
 /** A pull-based source over `frames` that counts pulls and records cancels. */
 function source(

@@ -5,8 +5,9 @@
  * Hono; the key is checked as a header's is (255 characters, n−1/n/n+1;
  * empty, control characters, commas: 400); `undefined` is no key (the
  * handler unguarded, or 400 with `required`); a throw or a value that is no
- * string is rethrown before any claim, as a `rejected` `key_error` event and
- * a log line; a body over `maxRequestBytes` is 413 before the function runs.
+ * string is the `misconfigured` 500 before any claim, an `option_error`
+ * event and a log line; a body over `maxRequestBytes` is 413 before the
+ * function runs.
  *
  * @module
  */
@@ -17,6 +18,7 @@ import {
   idempotency,
   type IdempotencyEvent,
   type IdempotencyOptions,
+  LIFETIME_HEADER,
   MemoryStore,
   PROBLEM_TYPES,
 } from "../mod.ts";
@@ -110,7 +112,8 @@ Deno.test("key: the function gets the request and the bytes read; the header is 
   });
   const first = await guarded(hook("payload", { "idempotency-key": "h1" }));
   await first.text();
-  const other = await guarded(hook("payload", { "idempotency-key": "h2" }));
+  // A header that would be malformed is not read either.
+  const other = await guarded(hook("payload", { "idempotency-key": "h,2" }));
   assert.equal(other.headers.get("idempotent-replayed"), "true");
   assert.equal(await other.text(), "run 1: payload");
   assert.deepEqual(seen[0], ["http://api.test/hooks", "payload"]);
@@ -197,38 +200,36 @@ Deno.test("key: an empty key, a control character, a comma, a character beyond A
   await same.body?.cancel();
 });
 
-Deno.test("key: a throw is rethrown before any claim, as a key_error event and one log line", async () => {
+Deno.test("key: a throw is the misconfigured 500 before any claim, an option_error event and one log line", async () => {
   const { guarded, state, events, lines, store } = keyed(eventId);
-  await assert.rejects(
-    async () => await guarded(hook("not json")),
-    SyntaxError,
-  );
+  const response = await guarded(hook("not json"));
+  assert.equal(response.status, 500);
+  assert.equal((await response.json()).type, PROBLEM_TYPES.misconfigured);
   assert.equal(state.runs, 0);
-  assert.deepEqual(
-    events.map((e) => e.type === "rejected" && [e.status, e.reason]),
-    [[500, "key_error"]],
-  );
-  const event = events[0] as { error: unknown };
-  assert.ok(event.error instanceof SyntaxError);
+  assert.deepEqual(events.map((e) => e.type), ["option_error"]);
+  const { error } = events[0] as { error: Error };
+  assert.equal(error.message, "'key' threw");
+  assert.ok(error.cause instanceof SyntaxError);
   assert.equal(lines.length, 1);
   assert.match(
     lines[0]!,
-    /^\[@idempotent\/http\] key_error: the 'key' option failed, so the request was not processed .*SyntaxError/,
+    /^\[@idempotent\/http\] option_error: .*'key' threw \(cause: SyntaxError/,
   );
   assert.equal((await store.stats()).inFlight, 0);
-  // Over HTTP: the server's 500, the handler never run.
+  // Over HTTP: the problem, nothing escapes to the server.
   await using server = serveLocal(guarded);
-  const response = await fetch(`${server.url}/hooks`, {
+  const http = await fetch(`${server.url}/hooks`, {
     method: "POST",
     body: "not json",
   });
-  await response.body?.cancel();
-  assert.equal(response.status, 500);
-  assert.equal(server.escaped.length, 1);
+  assert.equal(http.status, 500);
+  assert.equal(http.headers.get("content-type"), "application/problem+json");
+  await http.body?.cancel();
+  assert.deepEqual(server.escaped, []);
   assert.equal(state.runs, 0);
 });
 
-Deno.test("key: a value that is neither a string nor undefined is a TypeError, rethrown and counted", async () => {
+Deno.test("key: a value that is neither a string nor undefined is the misconfigured 500, its TypeError the event's", async () => {
   const returns: [unknown, RegExp][] = [
     [42, /it returned a value of type number/],
     [null, /it returned null/],
@@ -239,17 +240,15 @@ Deno.test("key: a value that is neither a string nor undefined is a TypeError, r
     const { guarded, state, events, lines } = keyed(
       (() => value) as unknown as NonNullable<IdempotencyOptions["key"]>,
     );
-    await assert.rejects(
-      async () => await guarded(hook('{"id":42}')),
-      (error: unknown) => {
-        assert.ok(error instanceof TypeError);
-        assert.match(error.message, /^'key' must return a string or undefined/);
-        assert.match(error.message, message);
-        return true;
-      },
-    );
+    const response = await guarded(hook('{"id":42}'));
+    assert.equal(response.status, 500);
+    assert.equal((await response.json()).type, PROBLEM_TYPES.misconfigured);
     assert.equal(state.runs, 0);
-    assert.deepEqual(events.map((e) => e.type), ["rejected"]);
+    assert.deepEqual(events.map((e) => e.type), ["option_error"]);
+    const { error } = events[0] as { error: Error };
+    assert.ok(error instanceof TypeError);
+    assert.match(error.message, /^'key' must return a string or undefined/);
+    assert.match(error.message, message);
     assert.equal(lines.length, 1);
   }
 });
@@ -285,4 +284,31 @@ Deno.test("key: a method not guarded, or one skip leaves alone, never reads the 
       }),
     /'key' must be a function: current value is id/,
   );
+});
+
+Deno.test("key: a body-keyed request gets its ttl and lease functions' values, and their failure's 500", async () => {
+  const asked: string[] = [];
+  const { guarded, events } = keyed(() => "life-1", {
+    advertiseLifetime: true,
+    ttl: (request) => {
+      asked.push(new URL(request.url).pathname);
+      return 120_000;
+    },
+  });
+  const response = await guarded(hook("{}"));
+  assert.equal(response.status, 201);
+  assert.equal(response.headers.get(LIFETIME_HEADER), "120");
+  await response.body?.cancel();
+  assert.deepEqual(asked, ["/hooks"]);
+  const broken = keyed(() => "life-2", {
+    lease: () => {
+      throw new Error("no lease");
+    },
+  });
+  const refused = await broken.guarded(hook("{}"));
+  assert.equal(refused.status, 500);
+  assert.equal((await refused.json()).type, PROBLEM_TYPES.misconfigured);
+  assert.equal(broken.state.runs, 0);
+  assert.deepEqual(broken.events.map((e) => e.type), ["option_error"]);
+  assert.deepEqual(events.map((e) => e.type), ["claimed", "completed"]);
 });

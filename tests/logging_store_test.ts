@@ -157,6 +157,36 @@ Deno.test("a FailoverStore's reports are logged once per logger however many mid
   );
 });
 
+Deno.test("a FailoverStore whose fallback never answered refuses the claim (503), and its line says so and names migrate(), not a claim on the primary alone", async () => {
+  const { fallback, store, events } = memoryPair();
+  fallback.down = true; // as a fallback table never migrated
+  const log = lines();
+  const handler = idempotency(created, {
+    scope: "global",
+    store,
+    logger: log.logger,
+  });
+  const refused = await handler(post("k"));
+  assert.equal(refused.status, 503);
+  await refused.body?.cancel();
+  assert.deepEqual(events.map((e) => e.type), ["fallback_unavailable"]);
+  assert.equal((events[0] as { refused?: true }).refused, true);
+  // The store's report first, then the middleware's own 503 line.
+  assert.deepEqual(log.kinds(), [
+    "warn fallback_unavailable",
+    "error store_error",
+  ]);
+  assert.match(
+    log.kept[1]!.line,
+    /has not answered once .*run 'await store\.migrate\(\)' at boot/,
+  );
+  assert.match(
+    log.kept[0]!.line,
+    /fallback_unavailable: the FailoverStore's fallback store failed a claim, so the request was refused \(503\): the fallback has never answered \(run 'await store\.migrate\(\)' at boot: a missing table fails so\): StoreError: claim: ECONNREFUSED$/,
+  );
+  assert.doesNotMatch(log.kept[0]!.line, /primary alone/);
+});
+
 Deno.test("however many middlewares share a FailoverStore and a logger, each fallback and recovery is told exactly once, and a kind's lines are a minute apart", async () => {
   await fc.assert(
     fc.asyncProperty(

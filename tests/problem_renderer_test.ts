@@ -129,6 +129,18 @@ const CASES: Record<keyof ProblemTypes, Case[]> = {
     options: () => ({ store: new UnreadableStore() }),
     request: () => post("u"),
   }],
+  misconfigured: [{
+    name: "a ttl function that throws",
+    status: 500,
+    retryAfter: null,
+    options: () => ({
+      ttl: () => {
+        throw new Error("no route");
+      },
+      logger: false,
+    }),
+    request: () => post("t"),
+  }],
   unavailable: [
     {
       name: "store unreachable",

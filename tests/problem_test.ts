@@ -40,6 +40,7 @@ Deno.test("PROBLEM_TYPES keeps its published URIs", () => {
     reused: `${base}problem-key-reused`,
     unavailable: `${base}problem-store-unavailable`,
     unreadable: `${base}problem-record-unreadable`,
+    misconfigured: `${base}problem-misconfigured`,
   });
 });
 

@@ -1,10 +1,14 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** The command line of `@idempotent/http/cli`, parsed and checked. @module */
+/**
+ * The command line of `@idempotent/http/cli`, parsed (`node:util`'s
+ * `parseArgs` splits it) and checked: the record's location by
+ * `locateSlot`, the rule `inspectKey` and `forgetKey` apply, before any store
+ * is reached.
+ * @module
+ */
 
-import { hasherOf } from "../fingerprint.ts";
-import type { KeyLocation } from "../inspect.ts";
-import { parseIdempotencyKey } from "../key.ts";
-import { assertSlot } from "../store.ts";
+import { parseArgs as split } from "node:util";
+import { type KeyLocation, locateSlot } from "../inspect.ts";
 
 /** A Redis target: `nodes`, a cluster's seed URLs (`--redis-cluster`). */
 export type RedisTarget = {
@@ -19,7 +23,6 @@ export type PostgresTarget = {
   url: string;
   options: { table?: string };
 };
-
 /** A MySQL/MariaDB target. */
 export type MysqlTarget = {
   kind: "mysql";
@@ -27,26 +30,23 @@ export type MysqlTarget = {
   options: { table?: string };
 };
 
-type OneKind = "redis" | "postgres" | "mysql" | "kv" | "sqlite";
-
-/** Which store, where, and its options as the app gives them. */
-export type Target =
+/** One store: where, and its options as the app gives them. */
+export type OneTarget =
   | RedisTarget
   | PostgresTarget
   | MysqlTarget
   | { kind: "kv"; url: string; options: { prefix?: Deno.KvKey } } // a path or URL
-  | { kind: "sqlite"; url: string; options: { table?: string } } // a path
-  // A FailoverStore's two (docs/architecture.md, Inspect and forget).
-  | { kind: "failover"; primary: RedisTarget; fallback: PostgresTarget };
+  | { kind: "sqlite"; url: string; options: { table?: string } }; // a path
 
 /** A checked command line. */
 export interface Parsed {
   command: "inspect" | "forget" | "stats";
-  target: Target;
-  /** The record of inspect and forget, as `inspectKey` takes it. */
-  record: KeyLocation | { slot: string } | null;
-  /** What names the record, for the human output. */
-  label: string;
+  /** One store, or a FailoverStore's two: Redis primary, PostgreSQL fallback. */
+  targets: [OneTarget] | [RedisTarget, PostgresTarget];
+  /** The record of inspect and forget, as given (`slot`: where it is). */
+  location: (KeyLocation | { slot: string }) | null;
+  /** The slot `location` names, checked. */
+  slot: string;
   json: boolean;
   limit: number | undefined;
   /** The `importEncryptionKeys` text `--encryption-keys-env` names. */
@@ -58,17 +58,22 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
+const STORES = ["redis", "redis-cluster", "postgres", "mysql", "kv", "sqlite"];
 const FLAGS = ["json", "yes", "help", "global"];
-const VALUES =
-  "redis redis-cluster postgres mysql kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
-    .split(" ");
-
-/** Every option's name, for the help's test. */
-export const OPTION_NAMES: readonly string[] = [...FLAGS, ...VALUES];
+const VALUES = [
+  ...STORES,
+  ..."prefix table scope key secret-env slot limit encryption-keys-env"
+    .split(" "),
+];
+const OPTIONS = Object.fromEntries([
+  ...FLAGS.map((name) => [name, { type: "boolean" as const }]),
+  ...VALUES.map((name) => [name, { type: "string" as const }]),
+]);
+OPTIONS.help = { type: "boolean", short: "h" };
 
 /**
- * Parses a command line; `env` reads the variable `--secret-env` names.
- * Returns `null` for `--help`.
+ * Parses a command line; `env` reads the variables `--secret-env` and
+ * `--encryption-keys-env` name. Returns `null` for `--help`.
  * @throws {UsageError} When the command line cannot run.
  */
 export function parseArgs(
@@ -77,30 +82,43 @@ export function parseArgs(
 ): Parsed | null {
   const options = new Map<string, string | true>();
   let command: string | undefined;
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i]!;
-    if (arg === "-h" || arg === "--help" || arg === "help") return null;
-    if (!arg.startsWith("--")) {
+  const { tokens } = split({
+    args,
+    options: OPTIONS,
+    strict: false,
+    tokens: true,
+  });
+  for (const token of tokens) {
+    if (token.kind === "option-terminator") {
+      throw new UsageError('unknown option "--"');
+    }
+    if (token.kind === "positional") {
+      if (token.value === "help") return null;
       if (command !== undefined) {
-        throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
+        throw new UsageError(
+          `unexpected argument ${JSON.stringify(token.value)}`,
+        );
       }
-      command = arg;
+      command = token.value;
       continue;
     }
-    const eq = arg.indexOf("=");
-    const name = arg.slice(2, eq < 0 ? undefined : eq);
+    const { name, value, inlineValue } = token;
+    if (name === "help") return null;
+    if (!(name in OPTIONS)) {
+      throw new UsageError(
+        `unknown option ${JSON.stringify(args[token.index])}`,
+      );
+    }
     if (options.has(name)) throw new UsageError(`--${name} is given twice`);
     if (FLAGS.includes(name)) {
-      if (eq >= 0) throw new UsageError(`--${name} takes no value`);
+      if (value !== undefined) throw new UsageError(`--${name} takes no value`);
       options.set(name, true);
-    } else if (VALUES.includes(name)) {
-      const value = eq >= 0 ? arg.slice(eq + 1) : args[++i];
-      if (value === undefined || (eq < 0 && value.startsWith("--"))) {
-        throw new UsageError(`--${name} needs a value`);
-      }
-      options.set(name, value);
+    } else if (
+      value === undefined || (!inlineValue && value.startsWith("--"))
+    ) {
+      throw new UsageError(`--${name} needs a value`);
     } else {
-      throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
+      options.set(name, value);
     }
   }
   const text = (name: string) => options.get(name) as string | undefined;
@@ -110,24 +128,26 @@ export function parseArgs(
       : `unknown command ${JSON.stringify(command)}`;
     throw new UsageError(`${named}: inspect, forget or stats`);
   }
-  const target = targetOf(text);
   const only = (name: string, allowed: boolean, why: string) => {
     if (options.has(name) && !allowed) throw new UsageError(`--${name} ${why}`);
   };
   only("yes", command === "forget", "is for forget only");
   only("limit", command === "stats", "is for stats only");
-  let found = { record: null as Parsed["record"], label: "" };
-  if (command === "stats") {
-    for (const name of ["scope", "global", "key", "secret-env", "slot"]) {
-      only(name, false, "is for inspect and forget: stats counts every key");
-    }
-  } else {
-    found = recordFrom(text, options.has("global"), env);
-    if (command === "forget" && !options.has("yes")) {
-      throw new UsageError(
-        "forget deletes the record: add --yes (inspect it first)",
-      );
-    }
+  for (const name of ["scope", "global", "key", "secret-env", "slot"]) {
+    only(
+      name,
+      command !== "stats",
+      "is for inspect and forget: stats counts every key",
+    );
+  }
+  const targets = targetsOf(text);
+  const located = command === "stats"
+    ? { location: null, slot: "" }
+    : locationOf(text, options.has("global"), env);
+  if (command === "forget" && !options.has("yes")) {
+    throw new UsageError(
+      "forget deletes the record: add --yes (inspect it first)",
+    );
   }
   const limit = text("limit");
   if (limit !== undefined && !/^[1-9][0-9]{0,8}$/.test(limit)) {
@@ -135,44 +155,48 @@ export function parseArgs(
       `--limit must be a positive integer: current value is ${limit}`,
     );
   }
-  const keysVariable = text("encryption-keys-env");
-  const encryptionKeys = keysVariable === undefined
+  const keys = text("encryption-keys-env");
+  const encryptionKeys = keys === undefined
     ? undefined
-    : env(keysVariable);
-  if (keysVariable !== undefined && !encryptionKeys) {
-    throw new UsageError(
-      `--encryption-keys-env ${keysVariable}: the environment variable ${keysVariable} is not set`,
-    );
-  }
+    : variable(keys, env, "--encryption-keys-env");
   return {
     command,
-    target,
-    ...found,
+    targets,
+    ...located,
     json: options.has("json"),
     limit: limit === undefined ? undefined : Number(limit),
     ...(encryptionKeys === undefined ? {} : { encryptionKeys }),
   };
 }
 
-function targetOf(text: (name: string) => string | undefined): Target {
-  const given = ["redis", "redis-cluster", "postgres", "mysql", "kv", "sqlite"]
-    .filter((
-      n,
-    ) => text(n) !== undefined);
+/** The variable `name`'s value; unset or empty is a usage error. */
+function variable(
+  name: string,
+  env: (name: string) => string | undefined,
+  option: string,
+): string {
+  const value = env(name);
+  if (!value) {
+    throw new UsageError(
+      `${option} ${name}: the environment variable ${name} is not set`,
+    );
+  }
+  return value;
+}
+
+function targetsOf(
+  text: (name: string) => string | undefined,
+): Parsed["targets"] {
+  const given = STORES.filter((n) => text(n) !== undefined);
   const redis = given.find((n) => n.startsWith("redis"));
   if (given.length === 2 && redis && given.includes("postgres")) {
-    // The two stores of a FailoverStore: Redis primary, PostgreSQL fallback.
-    const primary = targetOf((n) =>
-      n === "table" || n === "postgres" ? undefined : text(n)
+    // The two stores of a FailoverStore: each takes its own options.
+    const primary = targetOf(redis, (n) => n === "table" ? undefined : text(n));
+    const fallback = targetOf(
+      "postgres",
+      (n) => n === "prefix" ? undefined : text(n),
     );
-    const fallback = targetOf((n) =>
-      n === "prefix" || n.startsWith("redis") ? undefined : text(n)
-    );
-    return {
-      kind: "failover",
-      primary: primary as RedisTarget,
-      fallback: fallback as PostgresTarget,
-    };
+    return [primary as RedisTarget, fallback as PostgresTarget];
   }
   if (given.length !== 1) {
     throw new UsageError(
@@ -183,41 +207,69 @@ function targetOf(text: (name: string) => string | undefined): Target {
         } given`,
     );
   }
-  const kind = (redis ? "redis" : given[0]) as OneKind;
-  const url = text(given[0]!)!;
-  const prefix = text("prefix");
-  const table = text("table");
-  if (table !== undefined && !["postgres", "mysql", "sqlite"].includes(kind)) {
+  return [targetOf(given[0]!, text)];
+}
+
+const SQL = { postgres: "PostgreSQL", mysql: "MySQL", sqlite: "SQLite" };
+const URL_SCHEMES: Record<string, RegExp> = {
+  redis: /^rediss?:$/,
+  postgres: /^postgres(ql)?:$/,
+  mysql: /^mysql:$/,
+};
+const EXAMPLE_URLS: Record<string, string> = {
+  redis: "redis://HOST:PORT",
+  postgres: "postgres://USER@HOST:PORT/DB",
+  mysql: "mysql://USER:PASS@HOST:PORT/DB",
+};
+
+function targetOf(
+  option: string,
+  text: (name: string) => string | undefined,
+): OneTarget {
+  const url = text(option)!;
+  const scheme = URL_SCHEMES[option];
+  if (scheme && !scheme.test(URL.parse(url)?.protocol ?? "")) {
     throw new UsageError(
-      "--table is for --postgres, --mysql and --sqlite only",
+      `--${option} takes a URL (${EXAMPLE_URLS[option]}): current value is ${
+        url.replace(/\/\/[^@/]*@/, "//…@")
+      }`,
     );
   }
-  if (redis === "redis-cluster") {
-    const nodes = url.split(",").map((u) => u.trim());
-    if (nodes.some((u) => !/^rediss?:\/\/[^/?#\s]+/.test(u))) {
-      throw new UsageError(
-        `--redis-cluster takes the URLs of cluster nodes, comma-separated (redis://HOST:PORT,...): current value is ${
-          nodes.find((u) => !/^rediss?:\/\//.test(u)) ?? url
-        }`,
-      );
-    }
-    const options = prefix === undefined ? {} : { prefix };
-    return { kind: "redis", url: nodes[0]!, options, nodes };
-  }
-  if (kind === "postgres" || kind === "mysql" || kind === "sqlite") {
+  const prefix = text("prefix");
+  const table = text("table");
+  if (option in SQL) {
+    const kind = option as keyof typeof SQL;
     if (prefix !== undefined) {
       throw new UsageError(
-        `--prefix is for --redis and --kv: ${
-          { postgres: "PostgreSQL", mysql: "MySQL", sqlite: "SQLite" }[kind]
-        } takes --table`,
+        `--prefix is for --redis and --kv: ${SQL[kind]} takes --table`,
       );
     }
     return { kind, url, options: table === undefined ? {} : { table } };
   }
-  if (prefix === undefined) return { kind, url, options: {} };
-  return kind === "redis"
-    ? { kind, url, options: { prefix } }
-    : { kind, url, options: { prefix: kvPrefix(prefix) } };
+  if (table !== undefined) {
+    throw new UsageError(
+      "--table is for --postgres, --mysql and --sqlite only",
+    );
+  }
+  if (option === "kv") {
+    return {
+      kind: "kv",
+      url,
+      options: prefix === undefined ? {} : { prefix: kvPrefix(prefix) },
+    };
+  }
+  const options = prefix === undefined ? {} : { prefix };
+  if (option === "redis") return { kind: "redis", url, options };
+  const nodes = url.split(",").map((u) => u.trim());
+  const bad = nodes.find((u) => !/^rediss?:\/\/[^/?#\s]+/.test(u));
+  if (bad !== undefined) {
+    throw new UsageError(
+      `--redis-cluster takes the URLs of cluster nodes, comma-separated (redis://HOST:PORT,...): current value is ${
+        nodes.find((u) => !/^rediss?:\/\//.test(u)) ?? url
+      }`,
+    );
+  }
+  return { kind: "redis", url: nodes[0]!, options, nodes };
 }
 
 /** A KV prefix: a JSON array of key parts, or one string part. */
@@ -234,71 +286,68 @@ function kvPrefix(text: string): Deno.KvKey {
   );
 }
 
-function recordFrom(
+/** The record's location and slot, checked by `locateSlot`. */
+function locationOf(
   text: (name: string) => string | undefined,
   global: boolean,
   env: (name: string) => string | undefined,
-): { record: NonNullable<Parsed["record"]>; label: string } {
-  const slot = text("slot");
-  const key = text("key");
-  const scope = text("scope");
-  const variable = text("secret-env");
+): Pick<Parsed, "location" | "slot"> {
+  const [slot, key, scope, secretVariable] = [
+    "slot",
+    "key",
+    "scope",
+    "secret-env",
+  ].map(text);
   if (global && scope !== undefined) {
     throw new UsageError(
       `give --global (the scope: "global" option) or --scope S (the text the scope function returned), not both`,
     );
   }
-  if (slot !== undefined) {
-    if (key !== undefined || scope !== undefined || global) {
-      throw new UsageError(
-        "give --slot, or --scope with --key (or --global with --key)",
-      );
-    }
-    if (variable !== undefined) {
-      throw new UsageError("--secret-env hashes a --key: a --slot is hashed");
-    }
-    try {
-      assertSlot(slot);
-    } catch (error) {
-      throw new UsageError(`--slot: ${(error as Error).message}`);
-    }
-    return { record: { slot }, label: `slot ${slot}` };
+  if (
+    slot !== undefined && (key !== undefined || scope !== undefined || global)
+  ) {
+    throw new UsageError(
+      "give --slot, or --scope with --key (or --global with --key)",
+    );
   }
-  if (key === undefined || !(scope || global)) {
+  if (slot !== undefined && secretVariable !== undefined) {
+    throw new UsageError("--secret-env hashes a --key: a --slot is hashed");
+  }
+  if (slot === undefined && (key === undefined || !(scope || global))) {
     throw new UsageError(
       `name the record: --scope S --key K (S as your scope function returned it), --global --key K (the scope: "global" option), or --slot SLOT`,
     );
   }
-  const parsed = parseIdempotencyKey(key);
-  if (!parsed.ok) {
-    throw new UsageError(
-      `--key is not a key the middleware accepts: ${parsed.reason}`,
-    );
-  }
-  let secret: string | Uint8Array | undefined;
-  try {
-    const value = variable === undefined ? undefined : env(variable);
-    if (variable !== undefined && !value) {
-      throw new Error(`the environment variable ${variable} is not set`);
+  let location: NonNullable<Parsed["location"]>;
+  if (slot !== undefined) location = { slot };
+  else {
+    const where = global ? { global: true as const } : { scope: scope! };
+    location = { ...where, key: key! };
+    if (secretVariable !== undefined) {
+      try {
+        location.secret = secretOf(
+          variable(secretVariable, env, "--secret-env"),
+        );
+      } catch (error) {
+        if (error instanceof UsageError) throw error;
+        throw new UsageError(
+          `--secret-env ${secretVariable}: ${(error as Error).message}`,
+        );
+      }
     }
-    secret = value === undefined ? undefined : secretOf(value);
-    hasherOf(secret); // the library's checks of the secret, before connecting
+  }
+  try {
+    return { location, slot: locateSlot(location) };
   } catch (error) {
+    // locateSlot names the field ('key' …): the command line names the option.
+    const message = (error as Error).message;
+    const field = /^'(key|scope|slot)' /.exec(message)?.[1];
     throw new UsageError(
-      `--secret-env ${variable}: ${(error as Error).message}`,
+      field !== undefined
+        ? `--${field} ${message.slice(field.length + 3)}`
+        : `--secret-env ${secretVariable}: ${message}`,
     );
   }
-  const where = global ? { global: true as const } : { scope: scope! };
-  return {
-    record: secret === undefined
-      ? { ...where, key }
-      : { ...where, key, secret },
-    label: `key ${JSON.stringify(key)} ${
-      global
-        ? 'in the global scope (scope: "global")'
-        : `in scope ${JSON.stringify(scope)}`
-    }`,
-  };
 }
 
 /**

@@ -9,12 +9,13 @@
 
 import type {
   MysqlTarget,
-  Parsed,
+  OneTarget,
   PostgresTarget,
   RedisTarget,
 } from "./_args.ts";
 import { UsageError } from "./_args.ts";
 import type { PeekResult, StoreStats } from "../store.ts";
+import { within } from "../_async.ts";
 import { messageOf } from "../_validate.ts";
 import { KvStore } from "../stores/kv.ts";
 import { MysqlStore } from "../stores/mysql.ts";
@@ -31,9 +32,6 @@ export interface Opened {
   /** A line for stderr about how the store was reached. */
   note?: string;
 }
-
-/** One store of the command line (a FailoverStore's are opened one by one). */
-export type OneTarget = Exclude<Parsed["target"], { kind: "failover" }>;
 
 /** Generous: a stats scan or count may take a while on a large store. */
 const TIMEOUT_MS = 30_000;
@@ -113,6 +111,19 @@ export async function open(target: OneTarget): Promise<Opened> {
   };
 }
 
+/** A SQL store once `probe` answered: unreachable, not failed, when it throws. */
+async function probed(
+  store: PostgresStore | MysqlStore,
+  probe: () => Promise<unknown>,
+  close: () => Promise<unknown>,
+): Promise<Opened> {
+  await probe().catch(async (error) => {
+    await close();
+    throw error;
+  });
+  return { store, stats: () => store.stats(), close };
+}
+
 async function openPostgres(target: PostgresTarget): Promise<Opened> {
   const { default: postgres } = await import("postgres");
   const sql = postgres(target.url, {
@@ -123,13 +134,7 @@ async function openPostgres(target: PostgresTarget): Promise<Opened> {
   const close = () => sql.end({ timeout: 1 });
   const options = { sql, timeoutMs: TIMEOUT_MS, ...target.options };
   const store = made(() => new PostgresStore(options)); // connects nothing
-  try {
-    await sql`SELECT 1`; // unreachable, not failed, when this throws
-  } catch (error) {
-    await close();
-    throw error;
-  }
-  return { store, stats: () => store.stats(), close };
+  return await probed(store, () => sql`SELECT 1`, close);
 }
 
 async function openMysql(target: MysqlTarget): Promise<Opened> {
@@ -142,13 +147,7 @@ async function openMysql(target: MysqlTarget): Promise<Opened> {
   const close = () => pool.end();
   const options = { pool, timeoutMs: TIMEOUT_MS, ...target.options };
   const store = made(() => new MysqlStore(options)); // connects nothing
-  try {
-    await pool.query("SELECT 1"); // unreachable, not failed, when this throws
-  } catch (error) {
-    await close();
-    throw error;
-  }
-  return { store, stats: () => store.stats(), close };
+  return await probed(store, () => pool.query("SELECT 1"), close);
 }
 
 const SOCKET = { connectTimeout: 5000, reconnectStrategy: false as const };
@@ -233,10 +232,12 @@ export async function clusterStats(
     let cursor = "0";
     do {
       const scan = ["SCAN", cursor, "MATCH", match, "COUNT", "1000"];
-      const [next, found] = await deadline(node.sendCommand(scan)) as [
-        string,
-        string[],
-      ];
+      // A SCAN has no deadline of its own.
+      const answer = await within(node.sendCommand(scan), TIMEOUT_MS);
+      if (answer === undefined) {
+        throw new Error(`SCAN did not answer within ${TIMEOUT_MS} ms`);
+      }
+      const [next, found] = answer as [string, string[]];
       cursor = String(next);
       for (const key of found) {
         if (keys.size >= limit && !keys.has(key)) exact = false;
@@ -262,20 +263,4 @@ export async function clusterStats(
     }
   }
   return { ...counts, exact };
-}
-
-/** `promise`, or a rejection once TIMEOUT_MS passed (a SCAN has no deadline of its own). */
-async function deadline<T>(promise: Promise<T>): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`SCAN did not answer within ${TIMEOUT_MS} ms`)),
-      TIMEOUT_MS,
-    );
-  });
-  try {
-    return await Promise.race([promise, late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

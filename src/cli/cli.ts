@@ -1,17 +1,14 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * A command line to look at and repair the records of a Redis (or Redis
- * Cluster), PostgreSQL or Deno KV store, or of a FailoverStore's two:
- * `inspect` one key, `forget` it, or count records by state with `stats`
- * (docs/architecture.md, Inspect and forget).
+ * A command line to look at and repair the records of any store of this
+ * package, or of a FailoverStore's two: `inspect` one key, `forget` it, or
+ * count records by state with `stats` (docs/architecture.md, Inspect and
+ * forget). Exit codes: 0 done, 1 no record, 2 usage error (nothing read or
+ * changed), 3 a store unreachable or failed; `--help` says the rest.
  *
  * ```sh
  * deno run -A jsr:@idempotent/http/cli inspect --redis redis://127.0.0.1:6379 --scope alice --key 8e03978e
  * ```
- *
- * Exit codes: 0 done (found, deleted, counted), 1 no record (`inspect` or
- * `forget` found it absent), 2 usage error (nothing read or changed), 3 the
- * store (or one of the two) is unreachable or failed. `--help` says the rest.
  *
  * @example Help, and a usage error
  * ```ts
@@ -28,22 +25,16 @@
  * @module
  */
 
-import { parseArgs, type Parsed, UsageError } from "./_args.ts";
-import { hint, runBoth, statsText } from "./_both.ts";
+import { parseArgs, UsageError } from "./_args.ts";
+import { ask, report, ROLES } from "./_report.ts";
 import { causes, open, type Opened, where } from "./_stores.ts";
-import {
-  forgetKey,
-  inspectKey,
-  inspectStats,
-  type KeyInspection,
-} from "../inspect.ts";
 import {
   type EncryptionKeys,
   generateEncryptionKey,
   importEncryptionKeys,
 } from "../encryption.ts";
 import { KEY_ID } from "../_seal.ts";
-import { time } from "./_time.ts";
+import { settle, type Settled } from "../stores/_shared.ts";
 
 /** Where {@linkcode main} writes and what it reads from its environment. */
 export interface CliIo {
@@ -58,74 +49,52 @@ export interface CliIo {
 /** The text of `--help`. */
 const HELP = `Look at and repair the records of @idempotent/http.
 
-Usage:
-  deno run -A [--unstable-kv] jsr:@idempotent/http/cli COMMAND STORE [OPTIONS]
+Usage: deno run -A [--unstable-kv] jsr:@idempotent/http/cli COMMAND STORE [OPTIONS]
 
 Commands:
-  inspect  What holds one key: absent, in flight (its lease), completed (its
-           status, header names, body size) or unreadable (a value no store
-           of ours wrote: 500 until it expires or is forgotten). Read only.
+  inspect  What holds one key: absent, in flight (its lease), completed (status,
+           header names, body size) or unreadable (500 until it expires or is
+           forgotten). Read only.
   forget   Deletes one key's record, in flight or completed, unfenced: the next
-           request with that key runs the handler again. Needs --yes.
-  stats    Counts records by state: SQL stores count them all; Redis (a SCAN)
-           and KV (a list) read at most --limit and warn if they stopped there.
+           request with it runs the handler again. Needs --yes.
+  stats    Counts records by state (Redis and KV read at most --limit).
   generate-key [--id ID]
-           Prints a new entry for the app's key list, ID:BASE64 of 32 random
-           bytes (ID: today's date), as importEncryptionKeys() reads it.
+           Prints a new key list entry, ID:BASE64 of 32 random bytes (ID:
+           today's date), as importEncryptionKeys() reads it.
 
-Store (one, or the two of a FailoverStore; options as the app gives them):
-  --redis URL [--prefix P]     RedisStore through node-redis (prefix default
-                               "idempotency:"); a Redis Cluster node is
-                               detected, and keys are routed by slot
-  --redis-cluster URL[,URL...] [--prefix P]
-                               RedisStore on a Redis Cluster (createCluster);
-                               stats SCANs every master
-  --postgres URL [--table T]   PostgresStore through postgres.js (T may be
-                               schema.table; default "idempotency_keys")
-  --mysql URL [--table T]      MysqlStore through mysql2, MySQL 8 or MariaDB
-                               (mysql://USER:PASS@HOST:PORT/DB; T may be
-                               db.table; default "idempotency_keys")
-  --kv PATH [--prefix P]       KvStore on a Deno KV file (or URL); P is a JSON
-                               array ('["my-app","idempotency"]') or one string
-                               (default ["idempotency"]); needs --unstable-kv
-  --sqlite PATH [--table T]    SqliteStore on an SQLite file (node:sqlite;
-                               default table "idempotency_keys")
-  --redis … --postgres …       Both: a FailoverStore (Redis primary, PostgreSQL
-                               fallback). inspect shows both records and what
-                               a claim finds; forget deletes on both; stats
-                               counts each. A store that fails: exit 3, after
-                               the other's answer
+Store (one, or the two of a FailoverStore, with the app's options):
+  --redis URL [--prefix P]     RedisStore (node-redis; default prefix
+                               "idempotency:"); a Cluster node is detected
+  --redis-cluster URL[,URL...] [--prefix P]   RedisStore on a Redis Cluster
+  --postgres URL [--table T]   PostgresStore (T may be schema.table; default
+                               "idempotency_keys")
+  --mysql URL [--table T]      MysqlStore, MySQL 8 or MariaDB
+                               (mysql://USER:PASS@HOST:PORT/DB)
+  --kv PATH [--prefix P]       KvStore on a Deno KV file or URL; P a JSON array
+                               ('["app","idempotency"]') or one string
+  --sqlite PATH [--table T]    SqliteStore on an SQLite file
+  --redis … --postgres …       A FailoverStore's two: each record, what a claim
+                               finds; forget and stats on both
 
 Record (inspect and forget):
-  --scope S --key K   The Idempotency-Key K (as the client sent it) in scope S,
-                      the text your scope function returned for the request.
-  --global --key K    K under the scope: "global" option (not the same as a
-                      scope function returning "global": that is --scope
-                      global).
-  --secret-env NAME   The app's secret, read from the environment variable
-                      NAME: needed when the app sets \`secret\`. Never on the
-                      command line, where ps, /proc and shell history show it.
-                      Plain text is hashed as UTF-8, as a string secret;
-                      hex:HEX and base64:B64 (or URL-safe) are raw bytes, as a
-                      Uint8Array secret.
-  --slot SLOT         The slot itself, as the middleware's events give it
-                      (event.slot).
+  --scope S --key K   The key K as the client sent it, in scope S (the text
+                      your scope function returned).
+  --global --key K    K under the scope: "global" option (--scope global is
+                      the text "global").
+  --secret-env NAME   The app's secret (when it sets \`secret\`), from the
+                      environment variable NAME, never the command line; hex:HEX
+                      and base64:B64 are bytes, other text is UTF-8.
+  --slot SLOT         The slot itself (event.slot).
 
-Sealed records (the app's encryption option; inspect and stats):
+Sealed records (inspect and stats):
   --encryption-keys-env NAME
-                      The app's key list ("k2:BASE64,k1:BASE64", the text
-                      importEncryptionKeys() reads), from the environment
-                      variable NAME, never the command line. inspect opens a
-                      sealed record as the app would (unreadable: names why,
-                      e.g. the key id not among the keys); stats counts the
-                      records the app would not open as unreadable (by the key
-                      id each seal names). Without it a sealed record is
-                      reported sealed and unverified.
+                      The app's key list ("k2:BASE64,k1:BASE64") from NAME:
+                      inspect opens a sealed record as the app would, stats
+                      counts what would not open as unreadable. Without it a
+                      sealed record is reported sealed and unverified.
 
 Output:
-  --json              One JSON line on stdout, for scripts: inspect, the slot
-                      and the record ({"slot", "state", ...}); forget,
-                      {"slot", "result"}; stats, the counts and "exact".
+  --json              One JSON line on stdout (an error too: {"error"}).
   --limit N           stats: records Redis or KV read at most (default 10000).
   --yes               forget: delete (there is no prompt).
   -h, --help          This text.
@@ -134,14 +103,12 @@ Exit codes:
   0  done: inspect found a record, forget deleted one, stats counted
   1  no record: inspect or forget found the key absent (on both stores)
   2  usage error: nothing was read or changed
-  3  the store is unreachable or failed (a forget that timed out may have
-     deleted); with two stores, either (the other's answer is printed)
+  3  a store is unreachable or failed (a forget that timed out may have
+     deleted); with two stores, after the other's answer
 
-Permissions (instead of -A): --allow-net=HOST:PORT of the server;
---postgres: --allow-env (postgres.js reads the PG* variables); --secret-env
-NAME, --encryption-keys-env NAME: --allow-env=NAME; --kv PATH: --unstable-kv
---allow-read=PATH --allow-write=PATH; --sqlite PATH: --allow-read and
---allow-write of PATH and its -wal and -shm files.
+Permissions (instead of -A): --allow-net=HOST:PORT; --allow-env for --postgres
+and the variables named; --unstable-kv --allow-read --allow-write for --kv;
+--allow-read --allow-write of the file (and -wal, -shm) for --sqlite.
 `;
 
 const DEFAULT_IO: CliIo = {
@@ -189,144 +156,49 @@ export async function main(
   if (args[0] === "generate-key" || args[0] === "--generate-key") {
     return generateKey(args.slice(1), io);
   }
-  let parsed: Parsed | null = null;
-  let opened: Opened;
-  let encryption: EncryptionKeys | undefined;
+  let opened: Settled<Opened>[] = [];
   try {
-    parsed = parseArgs(args, io.env);
+    const parsed = parseArgs(args, io.env);
     if (parsed === null) {
       for (const line of HELP.trimEnd().split("\n")) io.stdout(line);
       return 0;
     }
-    encryption = await keysOf(parsed.encryptionKeys);
-    if (parsed.target.kind === "failover") {
-      return await runBoth(parsed, io, peekText, encryption);
-    }
-    opened = await open(parsed.target);
-  } catch (error) {
-    if (error instanceof UsageError) {
-      io.stderr(`error: ${error.message}`);
-      io.stderr("Run with --help for usage.");
-      return 2;
-    }
-    const target = parsed!.target as Exclude<Target, { kind: "failover" }>;
-    io.stderr(`error: ${where(target)} is unreachable: ${causes(error)}`);
-    return 3;
-  }
-  if (opened.note) io.stderr(opened.note);
-  try {
-    return await run(parsed, opened, io, encryption);
-  } catch (error) {
-    io.stderr(`error: ${where(parsed.target)} failed: ${causes(error)}`);
-    return 3;
-  } finally {
-    await opened.close().catch(() => {});
-  }
-}
-
-type Target = Parsed["target"];
-
-async function run(
-  { command, record, label, json, limit }: Parsed,
-  { store, stats: count }: Opened,
-  io: CliIo,
-  encryption?: EncryptionKeys,
-): Promise<number> {
-  if (command === "stats") {
-    const stats = await inspectStats({ stats: () => count(limit) }, {
-      ...(encryption && { encryption }),
+    const encryption = await keysOf(parsed.encryptionKeys);
+    const { targets } = parsed;
+    opened = await Promise.all(targets.map((t) => settle(() => open(t))));
+    const usage = opened.find((o) => !o.ok && o.error instanceof UsageError);
+    if (usage && !usage.ok) throw usage.error;
+    for (const o of opened) if (o.ok && o.value.note) io.stderr(o.value.note);
+    const answers = await Promise.all(
+      opened.map((o) =>
+        o.ok ? settle(() => ask(parsed, o.value, encryption)) : o
+      ),
+    );
+    const names = targets.map((t, i) =>
+      targets.length === 1 ? where(t) : `${ROLES[i]}: ${where(t)}`
+    );
+    const failed = answers.map((a, i) => {
+      if (a.ok) return null;
+      const how = opened[i]!.ok ? "failed" : "is unreachable";
+      const text = `${names[i]} ${how}: ${causes(a.error)}`;
+      io.stderr(`error: ${text}`);
+      return text;
     });
-    if (stats.unopened) {
-      io.stderr(
-        `warning: ${stats.unopened} completed records would not open with the keys given (sealed under another key id, or in clear): counted unreadable`,
-      );
+    if (targets.length === 1 && failed[0]) {
+      if (parsed.json) io.stdout(JSON.stringify({ error: failed[0] }));
+      return 3;
     }
-    if (!stats.exact) {
-      io.stderr(
-        "warning: the count stopped at its limit: the counts are a lower bound (raise --limit)",
-      );
-    }
-    io.stdout(json ? JSON.stringify(stats) : statsText(stats));
-    return 0;
+    const values = answers.map((a) => a.ok ? a.value : null);
+    const code = report(parsed, names, values, failed, io);
+    return failed.some((f) => f !== null) ? 3 : code;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.stderr(`error: ${error.message}`);
+    io.stderr("Run with --help for usage.");
+    return 2;
+  } finally {
+    for (const o of opened) if (o.ok) await o.value.close().catch(() => {});
   }
-  if (command === "forget") {
-    const forgotten = await forgetKey(store, record!);
-    io.stdout(
-      json
-        ? JSON.stringify(forgotten)
-        : forgotten.result === "deleted"
-        ? `deleted: ${label}; the next request with it runs the handler`
-        : `absent: ${label} has no record (nothing deleted)`,
-    );
-    if (!json && forgotten.result === "absent") hint(record, io);
-    return forgotten.result === "deleted" ? 0 : 1;
-  }
-  const found = await inspectKey(store, { ...record!, encryption });
-  if (json) io.stdout(JSON.stringify(found));
-  else for (const line of peekText(label, found)) io.stdout(line);
-  if (!json && found.state === "absent") hint(record, io);
-  return found.state === "absent" ? 1 : 0;
-}
-
-const STATES = {
-  absent: "absent: no record (never claimed, expired or forgotten)",
-  unreadable: "unreadable: answers 500 until it expires or is forgotten",
-  "in_flight": "in flight: the handler runs, or ran and its write is due",
-  completed: "completed: retries get this answer",
-};
-
-/** What the state row says of a sealed record (the `encryption` option). */
-function sealedState(peek: KeyInspection): string {
-  const id = JSON.stringify(peek.keyId ?? "?");
-  if (peek.state === "unreadable") {
-    return `unreadable: the app would not open it (${peek.reason}), so it answers 500 until it expires or is forgotten`;
-  }
-  return peek.verified
-    ? `completed: retries get this answer (sealed under key id ${id}; it opens with the keys given)`
-    : `completed, sealed and unverified: retries get this answer only if the app holds key id ${id}${
-      peek.reason ? ` (${peek.reason})` : ""
-    } (give --encryption-keys-env to check)`;
-}
-
-function peekText(label: string, peek: KeyInspection): string[] {
-  const state = peek.verified === undefined
-    ? STATES[peek.state]
-    : sealedState(peek);
-  const rows = [["slot", peek.slot], ["state", state]];
-  if (peek.state === "unreadable") rows.push(["expires", time(peek.expiresAt)]);
-  if (peek.state === "in_flight") {
-    rows.push(
-      ["claimed", time(peek.claimedAt)],
-      ["lease ends", time(peek.leaseExpiresAt)],
-      ["expires", time(peek.expiresAt)],
-      ["fingerprint", peek.fingerprint],
-    );
-  }
-  if (peek.state === "completed") {
-    const headers = peek.headerNames.join(", ") || "(none)";
-    rows.push(
-      ["status", String(peek.status)],
-      [
-        "headers",
-        peek.sealed && !peek.verified
-          ? "sealed (the encryption option): names hidden"
-          : headers,
-      ],
-      [
-        "body",
-        peek.bodyBytes === null
-          ? `not recorded (${peek.omitted ?? "omitted"})`
-          : `${peek.bodyBytes} bytes`,
-      ],
-      ["claimed", time(peek.claimedAt)],
-      ["expires", time(peek.expiresAt)],
-      ["fingerprint", peek.fingerprint],
-    );
-  }
-  return [
-    label,
-    ...rows.map(([name, value]) => `  ${name!.padEnd(12)} ${value}`),
-  ];
 }
 
 /** The `--encryption-keys-env` text imported; its errors are usage errors. */

@@ -14,7 +14,7 @@ import {
   type InlineRecord,
   type KvRecord,
   READ_WINDOW,
-} from "./_kv_chunks.ts";
+} from "./_kv_record.ts";
 
 /** Deletes per cleanup commit (Deno KV's limit is 1000 mutations). */
 export const DELETE_BATCH = 500;

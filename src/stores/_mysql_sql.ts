@@ -6,7 +6,7 @@ import type { PoolConnection } from "mysql2/promise";
 import type { ClaimResult, PeekResult, StoredResponse } from "../store.ts";
 import { RECORD_VERSION } from "../_record.ts";
 import { SEALED_HEADER } from "../_seal.ts";
-import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
+import { completeParams, decodeClaim, decodePeek } from "./_sql_rows.ts";
 
 /** A value bound to a `?` placeholder. */
 export type MysqlParameter = string | number | Buffer | null;

@@ -3,25 +3,12 @@
 
 import type { TransactionSql } from "postgres";
 import { SEALED_HEADER } from "../_seal.ts";
-import type {
-  AdminOperation,
-  ClaimResult,
-  PeekResult,
-  StoredResponse,
-  StoreOperation,
-} from "../store.ts";
-import { completedPeek, inFlightPeek } from "./_shared.ts";
-import {
-  byteView,
-  decodeHeaders,
-  encodeHeaders,
-  RECORD_VERSION,
-  toStoredResponse,
-  unreadable,
-} from "../_record.ts";
+import type { AdminOperation, StoreOperation } from "../store.ts";
+import { RECORD_VERSION } from "../_record.ts";
+import type { SqlRow } from "./_sql_rows.ts";
 
 /** A row as postgres.js returns it. */
-export type PostgresRow = Record<string, unknown>;
+export type PostgresRow = SqlRow;
 
 /** A statement in flight, as `sql.unsafe()` returns it: its rows, and how many changed. */
 export interface PostgresQuery
@@ -162,114 +149,6 @@ WHERE r.slot = doomed.slot AND r.expires_at <= ${NOW}`,
 /** A timestamp column as epoch milliseconds on the database's clock. */
 function epochMs(column: string): string {
   return `(extract(epoch FROM ${column}) * 1000)::float8`;
-}
-
-const msOf = (value: unknown): number | null =>
-  typeof value === "number" && Number.isFinite(value)
-    ? Math.round(value)
-    : null;
-
-/** Reads the row of the `peek` statement, as `decodeClaim` would judge it. */
-export function decodePeek(
-  row: PostgresRow | undefined,
-  withResponse = false,
-): PeekResult {
-  if (row === undefined) return { state: "absent" };
-  const expiresAt = msOf(row.expires_at);
-  const fingerprint = row.fingerprint;
-  if (
-    row.version !== RECORD_VERSION || typeof fingerprint !== "string" ||
-    expiresAt === null
-  ) return { state: "unreadable", expiresAt };
-  const claimedAt = msOf(row.claimed_at);
-  const leaseExpiresAt = msOf(row.lease_expires_at);
-  if (
-    row.state === "in_flight" && row.has_token === true &&
-    leaseExpiresAt !== null
-  ) {
-    return inFlightPeek(fingerprint, leaseExpiresAt, expiresAt, claimedAt);
-  }
-  const headers = decodeHeaders(row.headers);
-  const size = row.body_bytes;
-  const body = typeof size === "number" ? new Uint8Array(0) : null;
-  const response = row.state === "completed"
-    ? toStoredResponse(row.status, headers, body, row.omitted)
-    : null;
-  if (response === null) return { state: "unreadable", expiresAt };
-  const full = withResponse
-    ? toStoredResponse(
-      response.status,
-      response.headers,
-      byteView(row.body),
-      row.omitted,
-    )
-    : undefined;
-  return completedPeek(
-    fingerprint,
-    {
-      status: response.status,
-      headerNames: response.headers.map(([name]) => name),
-      bodyBytes: body === null ? null : size as number,
-      omitted: response.omitted,
-    },
-    expiresAt,
-    claimedAt,
-    full ?? undefined,
-  );
-}
-
-/** Reads the row that a claim offering `token` returned. */
-export function decodeClaim(
-  row: PostgresRow | undefined,
-  token: string,
-): ClaimResult {
-  if (row === undefined) return unreadable(1000);
-  const retry = typeof row.retry_after_ms === "number"
-    ? Math.max(1, row.retry_after_ms)
-    : 1000;
-  if (row.token === token) {
-    return {
-      state: "acquired",
-      token,
-      recovered: typeof row.takeovers === "number" && row.takeovers > 0,
-    };
-  }
-  if (
-    row.version !== RECORD_VERSION || typeof row.fingerprint !== "string" ||
-    row.has_deadline !== true
-  ) return unreadable(retry);
-  const fingerprint = row.fingerprint;
-  if (row.state === "in_flight" && typeof row.retry_after_ms === "number") {
-    return { state: "in_flight", fingerprint, retryAfterMs: retry };
-  }
-  if (row.state === "completed") {
-    const response = toStoredResponse(
-      row.status,
-      decodeHeaders(row.headers),
-      byteView(row.body),
-      row.omitted,
-    );
-    if (response !== null) {
-      return { state: "completed", fingerprint, response };
-    }
-  }
-  return unreadable(retry);
-}
-
-/** The parameters of the `complete` statement of `token`'s `response`. */
-export function completeParams(
-  slot: string,
-  token: string,
-  response: StoredResponse,
-): (string | number | Uint8Array | null)[] {
-  return [
-    slot,
-    String(token),
-    response.status,
-    encodeHeaders(response.headers),
-    response.body,
-    response.body === null ? response.omitted! : null,
-  ];
 }
 
 /**

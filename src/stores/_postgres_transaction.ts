@@ -4,7 +4,8 @@
 import type { TransactionSql } from "postgres";
 import type { StoredResponse, UnitOfWork } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { completeParams, type PostgresSql } from "./_postgres_sql.ts";
+import type { PostgresSql } from "./_postgres_sql.ts";
+import { completeParams } from "./_sql_rows.ts";
 
 /** A handler that runs its SQL in the request's transaction. */
 export type TransactionalHandler<A extends unknown[]> = (

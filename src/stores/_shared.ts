@@ -1,8 +1,9 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * What the stores share and no app needs: the omitted reasons' list, the peek
- * builders, the claim's checked durations, the SQL stores' sweep and stats (private; the contract itself is
- * `src/store.ts`, the `./store` entry point).
+ * builders, the claim's checked durations, the SQL stores' sweep and stats,
+ * and the failover's rule of what a claim finds (private; the contract itself
+ * is `src/store.ts`, the `./store` entry point).
  *
  * @module
  */
@@ -139,4 +140,31 @@ export function statsOf(row: Record<string, unknown>): StoreStats {
   const sealed = Object.fromEntries(ids.map(([id, n]) => [id, Number(n) || 0]));
   const unreadable = total - inFlight - completed;
   return { inFlight, completed, unreadable, exact: true, sealed };
+}
+
+/**
+ * What a claim would find, from each store's record (`null`: that store
+ * failed): the primary's when it is completed or the fallback has none, else
+ * the fallback's; one store's when the other failed.
+ */
+export function claimFinds<P extends PeekResult>(
+  primary: P | null,
+  fallback: P | null,
+): P | null {
+  if (primary === null || fallback === null) return primary ?? fallback;
+  const primaryStands = primary.state === "completed" ||
+    (primary.state !== "absent" && fallback.state !== "completed");
+  return primaryStands ? primary : fallback;
+}
+
+/** A call's value, or its error, so that both stores' calls can be awaited together. */
+export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
+
+/** `call()`'s value or error, never a rejection. */
+export async function settle<T>(call: () => Promise<T>): Promise<Settled<T>> {
+  try {
+    return { ok: true, value: await call() };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }

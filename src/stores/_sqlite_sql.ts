@@ -3,7 +3,7 @@
 
 import { RECORD_VERSION } from "../_record.ts";
 import { SEALED_HEADER } from "../_seal.ts";
-import type { PostgresRow } from "./_postgres_sql.ts";
+import type { SqlRow } from "./_sql_rows.ts";
 
 /** The table name when none is given. */
 export const DEFAULT_TABLE = "idempotency_keys";
@@ -167,7 +167,7 @@ const READ_COLUMNS =
  */
 export function judged(
   row: unknown[] | Record<string, unknown> | undefined,
-): (PostgresRow & { free: boolean }) | undefined {
+): (SqlRow & { free: boolean }) | undefined {
   if (row === undefined) return undefined;
   // Node before 22.16 has no setReturnArrays(): its rows come named.
   const values = Array.isArray(row) ? row : READ_COLUMNS.map((c) => row[c]);

@@ -4,7 +4,7 @@
 import type { DatabaseSync, StatementSync } from "node:sqlite";
 import type { StoredResponse, UnitOfWork } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
-import { completeParams } from "./_postgres_sql.ts";
+import { completeParams } from "./_sql_rows.ts";
 
 /** A handler that runs its SQL on the connection holding the request's transaction. */
 export type TransactionalHandler<A extends unknown[]> = (

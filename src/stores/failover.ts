@@ -31,8 +31,8 @@ import {
   bothFailed,
   forgetBoth,
   peekBoth,
-  settle,
-} from "./_failover_admin.ts";
+} from "./_failover_both.ts";
+import { settle } from "./_shared.ts";
 
 export type { FailoverEvent, FailoverRole } from "../store.ts";
 
@@ -197,7 +197,7 @@ export class FailoverStore implements IdempotencyStore {
       const unavailable = { ...event, operation: "claim" } as const;
       if (!answered || this.#strict) {
         await this.#releaseQuietly("primary", slot, first.token);
-        if (!answered) this.#emit(unavailable);
+        if (!answered) this.#emit({ ...unavailable, refused: true });
         throw refused(answered ? STRICT : UNTRUSTED, error);
       }
       this.#emit(unavailable);

@@ -28,7 +28,7 @@ import {
   positiveInteger,
 } from "../_validate.ts";
 import type { Orphans } from "./_orphans.ts";
-import { KvSlots } from "./_kv_slots.ts";
+import { KvEngine } from "./_kv_engine.ts";
 import { applyMutations, KvMutations, KvUnit } from "./_kv_unit.ts";
 import { unlocked } from "./_kv_bodies.ts";
 import { isClaimed } from "../_claimed.ts";
@@ -119,7 +119,7 @@ export type AtomicHandler<A extends unknown[]> = (
  * ```
  */
 export class KvStore implements IdempotencyStore {
-  #slots: KvSlots;
+  #engine: KvEngine;
   #orphans: Orphans;
   #calls: StoreCalls;
   #units = new WeakMap<Request, KvUnit>();
@@ -134,7 +134,7 @@ export class KvStore implements IdempotencyStore {
    */
   constructor(options: KvStoreOptions) {
     const { kv, prefix, clock, timeoutMs, onEvent } = kvSettings(options);
-    this.#slots = new KvSlots(kv, prefix, clock);
+    this.#engine = new KvEngine(kv, prefix, clock);
     this.#kv = kv;
     ({ calls: this.#calls, orphans: this.#orphans } = serviceCalls({
       service: "Deno KV",
@@ -157,7 +157,7 @@ export class KvStore implements IdempotencyStore {
   async claim(slot: string, options: ClaimOptions): Promise<ClaimResult> {
     assertSlot(slot);
     const checked = claimOptions(options);
-    const claim = () => this.#slots.claim(slot, checked);
+    const claim = () => this.#engine.claim(slot, checked);
     return await this.#calls.run("claim", claim, {
       slot,
       leaseMs: checked.leaseMs,
@@ -173,14 +173,14 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     assertStoredResponse(response);
-    const call = () => this.#slots.complete(slot, token, response);
+    const call = () => this.#engine.complete(slot, token, response);
     return await this.#calls.run("complete", call);
   }
 
   /** {@linkcode IdempotencyStore.release}, with the chunks written under the token. */
   async release(slot: string, token: string): Promise<WriteOutcome> {
     assertSlot(slot);
-    const call = () => this.#slots.release(slot, token);
+    const call = () => this.#engine.release(slot, token);
     return await this.#calls.run("release", call);
   }
 
@@ -192,7 +192,7 @@ export class KvStore implements IdempotencyStore {
   ): Promise<WriteOutcome> {
     assertSlot(slot);
     leaseMs = durationMs("leaseMs", leaseMs);
-    const call = () => this.#slots.extend(slot, token, leaseMs);
+    const call = () => this.#engine.extend(slot, token, leaseMs);
     return await this.#calls.run("extend", call);
   }
 
@@ -206,14 +206,14 @@ export class KvStore implements IdempotencyStore {
     const response = options?.response === true;
     return await this.#calls.run(
       "peek",
-      () => this.#slots.peek(slot, response),
+      () => this.#engine.peek(slot, response),
     );
   }
 
   /** {@linkcode IdempotencyStore.forget}: the record and its body chunks, in one commit when they fit. */
   async forget(slot: string): Promise<ForgetResult> {
     assertSlot(slot);
-    return await this.#calls.run("forget", () => this.#slots.forget(slot));
+    return await this.#calls.run("forget", () => this.#engine.forget(slot));
   }
 
   /**
@@ -222,7 +222,7 @@ export class KvStore implements IdempotencyStore {
    */
   async stats(options?: { limit?: number }): Promise<StoreStats> {
     const limit = positiveInteger("limit", options?.limit ?? 10_000);
-    return await this.#calls.run("stats", () => this.#slots.stats(limit));
+    return await this.#calls.run("stats", () => this.#engine.stats(limit));
   }
 
   /** {@linkcode IdempotencyStore.subscribe}: the end of each undo ({@linkcode StoreEvent}). */
@@ -237,7 +237,7 @@ export class KvStore implements IdempotencyStore {
    */
   async waitForChange(slot: string, signal: AbortSignal): Promise<void> {
     assertSlot(slot);
-    await this.#slots.watch(slot, signal);
+    await this.#engine.watch(slot, signal);
   }
 
   /**
@@ -344,7 +344,7 @@ export class KvStore implements IdempotencyStore {
   unitOfWork(request: Request, slot: string, token: string): UnitOfWork {
     const unit = new KvUnit((record, mutations) => {
       assertStoredResponse(record);
-      const call = () => this.#slots.complete(slot, token, record, mutations);
+      const call = () => this.#engine.complete(slot, token, record, mutations);
       return this.#calls.run("complete", call);
     });
     this.#units.set(request, unit);

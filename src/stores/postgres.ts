@@ -25,10 +25,8 @@ import type {
 import { assertStoredResponse } from "../_record.ts";
 import { SealCount } from "../_seal.ts";
 import type { Orphans } from "./_orphans.ts";
+import { completeParams, decodeClaim, decodePeek } from "./_sql_rows.ts";
 import {
-  completeParams,
-  decodeClaim,
-  decodePeek,
   mayHaveCommitted,
   type PostgresRow,
   type PostgresSql,

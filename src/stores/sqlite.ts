@@ -28,7 +28,7 @@ import type {
 } from "../store.ts";
 import { assertStoredResponse } from "../_record.ts";
 import { isClaimed } from "../_claimed.ts";
-import { completeParams, decodeClaim, decodePeek } from "./_postgres_sql.ts";
+import { completeParams, decodeClaim, decodePeek } from "./_sql_rows.ts";
 import { Orphans } from "./_orphans.ts";
 import { type Operation, StoreCalls } from "./_store_call.ts";
 import {

@@ -249,6 +249,12 @@ integrationTest(
       /primary: .*: failed: a copy may be left \(forget again\)/,
     );
     assert.match(forgot.stdout, /fallback: .*: deleted/);
+    // The summary does not say "deleted" while a copy may answer retries.
+    assert.match(
+      forgot.stdout,
+      /^not done: the primary failed, and a copy there still answers its retries \(forget again once it answers\)$/m,
+    );
+    assert.doesNotMatch(forgot.stdout, /^deleted:/m);
     // Both unreachable: exit 3, nothing known.
     const pgDown = ["--postgres", `postgres://postgres@127.0.0.1:${port}/test`];
     const none = await expectExit(3, [

@@ -17,7 +17,7 @@ import { Buffer } from "node:buffer";
 import { idempotency } from "../../mod.ts";
 import fc from "fast-check";
 import { secretOf } from "../../src/cli/_args.ts";
-import { time } from "../../src/cli/_time.ts";
+import { time } from "../../src/cli/_report.ts";
 import { KvStore } from "../../src/stores/kv.ts";
 import { expectExit } from "../_support/cli.ts";
 

@@ -22,7 +22,7 @@ export interface Mutant {
   what: string;
 }
 
-export const KV_SLOTS = "src/stores/_kv_slots.ts";
+export const KV_ENGINE = "src/stores/_kv_engine.ts";
 export const MEMORY = "src/stores/memory.ts";
 export const REDIS_SCRIPTS = "src/stores/_redis_scripts.ts";
 export const REDIS_RECORD = "src/stores/_redis_record.ts";
@@ -31,7 +31,7 @@ export const POSTGRES_SQL = "src/stores/_postgres_sql.ts";
 export const MYSQL_SQL = "src/stores/_mysql_sql.ts";
 export const SQLITE_SQL = "src/stores/_sqlite_sql.ts";
 export const SQLITE_TX = "src/stores/_sqlite_transaction.ts";
-export const KV_CHUNKS = "src/stores/_kv_chunks.ts";
+export const KV_RECORD = "src/stores/_kv_record.ts";
 export const FAILOVER = "src/stores/failover.ts";
 export const OPTIONS = "src/options.ts";
 export const CONFIGURE = "src/_configure.ts";

@@ -1,7 +1,7 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * FailoverStore's peek, forget and stats on both stores
- * (src/stores/_failover_admin.ts): which store's record a peek reports, a
+ * (src/stores/_failover_both.ts): which store's record a peek reports, a
  * forget on both, a failure of one store, a store without the method.
  *
  * @module

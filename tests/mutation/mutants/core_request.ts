@@ -339,16 +339,16 @@ export const MUTANTS: Mutant[] = [
   {
     id: "options-lease-equal-ttl-refused",
     file: CONFIGURE,
-    text: "if (lease > ttl) {",
-    replacement: "if (lease >= ttl) {",
+    text: "if (leaseMs > ttlMs) {",
+    replacement: "if (leaseMs >= ttlMs) {",
     tests: [T.options],
     what: "a lease equal to the ttl is refused",
   },
   {
     id: "options-lease-past-ttl-taken",
     file: CONFIGURE,
-    text: "if (lease > ttl) {",
-    replacement: "if (lease > ttl + 1) {",
+    text: "if (leaseMs > ttlMs) {",
+    replacement: "if (leaseMs > ttlMs + 1) {",
     tests: [T.options],
     what: "a lease a millisecond over the ttl is taken",
   },
@@ -371,8 +371,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "options-ttl-zero-taken",
     file: CONFIGURE,
-    text: 'option("ttl", positiveMs)',
-    replacement: 'option("ttl", nonNegativeMs)',
+    text: "? value : positiveMs(name, value)",
+    replacement: "? value : nonNegativeMs(name, value)",
     tests: [T.options],
     what: "a ttl of 0 is taken",
   },
@@ -602,15 +602,6 @@ export const MUTANTS: Mutant[] = [
       "jsonFingerprint is hashed again as a custom value: not what it tells",
   },
   {
-    id: "key-header-read-first",
-    file: GUARD,
-    text: "if (config.key !== undefined) return await this.#keyed(flight);",
-    replacement: "",
-    tests: [KEY_OPTION],
-    what:
-      "with a key function the header decides: a webhook without one is 400",
-  },
-  {
     id: "key-keyless-passes-through",
     file: CONFIGURE,
     text: "keyless: !required && key === undefined,",
@@ -619,11 +610,19 @@ export const MUTANTS: Mutant[] = [
     what: "with a key function a request without the header is never guarded",
   },
   {
+    id: "key-header-read-first",
+    file: GUARD,
+    text: "if (keyOf === undefined) {\n      if (value === null)",
+    replacement:
+      "if (value !== null || keyOf === undefined) {\n      if (value === null)",
+    tests: [KEY_OPTION],
+    what: "with a key function the header decides when there is one",
+  },
+  {
     id: "key-undefined-required-passes",
     file: GUARD,
-    text:
-      'if (required) return this.#refuse(flight, "missing", { header });\n      return await this.#handler(',
-    replacement: "return await this.#handler(",
+    text: "if (found === undefined && config.required) {",
+    replacement: "if (found === undefined && !config.keyless && false) {",
     tests: [KEY_OPTION],
     what:
       "required: true runs the handler unguarded when the function finds no key",
@@ -631,50 +630,46 @@ export const MUTANTS: Mutant[] = [
   {
     id: "key-keyless-body-consumed",
     file: GUARD,
-    text:
-      "{ header });\n      return await this.#handler(rebuild(request, body), ...flight.args);",
-    replacement:
-      "{ header });\n      return await this.#handler(request, ...flight.args);",
+    text: "return await this.#handler(rebuild(request, body), ...args);",
+    replacement: "return await this.#handler(request, ...args);",
     tests: [KEY_OPTION],
     what: "a keyless request's handler gets a body already read",
   },
   {
-    id: "key-error-answered-missing",
-    file: GUARD,
-    text: "throw error;\n    }\n    if (value === undefined) {",
-    replacement:
-      'return this.#refuse(flight, "missing", { header });\n    }\n    if (value === undefined) {',
-    tests: [KEY_OPTION],
-    what:
-      "a key function that throws answers 400 missing, hiding the bug from the server's log",
-  },
-  {
     id: "key-not-checked",
-    file: GUARD,
-    text:
-      "const parsed = parseIdempotencyKey(value);\n    if (parsed.ok) return",
+    file: "src/_refusals.ts",
+    text: "const parsed = parseIdempotencyKey(value);",
     replacement:
-      'const parsed = { ok: true as const, key: value, reason: "" };\n    if (parsed.ok) return',
+      'const parsed = parseIdempotencyKey(by ? `"${value}"` : value);',
     tests: [KEY_OPTION],
     what:
-      "a function's key of 256 characters, a comma or a control byte is kept",
+      "a function's key is read as a quoted string: a bare 'a b' the header refuses is claimed",
   },
   {
-    id: "key-error-uncounted",
+    id: "key-error-rethrown",
+    file: REQUEST,
+    text: "return { error: new Error(\"'key' threw\", { cause: error }) };",
+    replacement: "throw error;",
+    tests: [KEY_OPTION],
+    what:
+      "a key function that throws escapes to the server: no problem, no event, no line",
+  },
+  {
+    id: "key-non-string-accepted",
+    file: REQUEST,
+    text: 'if (value === undefined || typeof value === "string") return value;',
+    replacement:
+      'if (value === undefined || typeof value !== "symbol") return value === undefined ? value : String(value);',
+    tests: [KEY_OPTION],
+    what: "a number or object is coerced to a key with String(), unreported",
+  },
+  {
+    id: "key-lifetime-skipped",
     file: GUARD,
-    text: 'const status = 500, reason = "key_error";\n      this.#report(',
+    text: "const refused = this.#no.checked(flight, found, by);",
     replacement:
-      'const status = 500, reason = "key_error";\n      ((..._: unknown[]) => {})(',
+      "const refused = this.#no.checked({ ...flight }, found, by);\n      flight.key = found;",
     tests: [KEY_OPTION],
-    what: "a key function that throws leaves no event and no log line",
-  },
-  {
-    id: "key-error-not-logged",
-    file: "src/_log.ts",
-    text: 'if (event.reason !== "key_error") return undefined;',
-    replacement:
-      'if (event.reason !== "key_error" || event.slot === null) return undefined;',
-    tests: [KEY_OPTION],
-    what: "a key function failing on every request is silent in the log",
+    what: "a body-keyed request is claimed without its ttl and lease",
   },
 ];

@@ -7,8 +7,8 @@
 
 import {
   FAILOVER,
-  KV_CHUNKS,
-  KV_SLOTS,
+  KV_ENGINE,
+  KV_RECORD,
   MEMORY,
   type Mutant,
   T,
@@ -19,7 +19,7 @@ export const MUTANTS: Mutant[] = [
   // --- the five that survived the audit of issue 16 --------------------------
   {
     id: "kv-lease-boundary",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "if (live !== null && now < live.leaseUntil) {",
     replacement: "if (live !== null && now <= live.leaseUntil) {",
     tests: [...T.kv],
@@ -44,7 +44,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-fence-token",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: `record.state !== "in_flight" || record.token !== token ||`,
     replacement: `record.state !== "in_flight" ||`,
     tests: [...T.kv],
@@ -80,7 +80,7 @@ export const MUTANTS: Mutant[] = [
   // --- a defence against damaged values ---------------------------------------
   {
     id: "kv-chunk-count-unchecked",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "if (r.chunks !== Math.ceil(total / CHUNK_BYTES)) return null;",
     replacement: "",
     tests: [...T.kv],
@@ -88,7 +88,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule3-kv-claim-unchecked",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: ".check(entry)\n        .set(key, fresh,",
     replacement: ".set(key, fresh,",
     tests: [...T.kv],
@@ -271,7 +271,7 @@ export const MUTANTS: Mutant[] = [
   // --- issue 25, src/stores/kv.ts and its private files: checks, budgets, attempts ---
   {
     id: "kv-unit-moved-is-check",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "entry.versionstamp === read",
     replacement: "entry.versionstamp !== null",
     tests: ["tests/stores/kv_transaction_test.ts"],
@@ -280,7 +280,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-unit-check-is-lost",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text:
       'throw new Error(\n          "A check of the handler\'s mutations failed: nothing was committed",\n        );',
     replacement: 'return "lost";',
@@ -290,7 +290,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-inline-budget-under",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "if (inlineSize(owned, response) <= INLINE_BUDGET) {",
     replacement: "if (inlineSize(owned, response) < INLINE_BUDGET) {",
     tests: [...T.kv],
@@ -298,7 +298,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-chunk-bytes-short",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "const CHUNK_BYTES = 65_536;",
     replacement: "const CHUNK_BYTES = 65_535;",
     tests: [...T.kv],
@@ -306,7 +306,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-attempts-fewer",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "const MAX_ATTEMPTS = 16;",
     replacement: "const MAX_ATTEMPTS = 15;",
     tests: [...T.kv],
@@ -314,7 +314,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-attempts-more",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "const MAX_ATTEMPTS = 16;",
     replacement: "const MAX_ATTEMPTS = 17;",
     tests: [...T.kv],
@@ -338,7 +338,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-owner-at-ttl",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "now >= record.deadline\n  ) return null;",
     replacement: "now > record.deadline\n  ) return null;",
     tests: [...T.kv],
@@ -346,7 +346,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-retry-after-lease-only",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "const until = Math.min(live.leaseUntil, live.deadline);",
     replacement: "const until = live.leaseUntil;",
     tests: [...T.kv],
@@ -355,7 +355,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-claim-live-at-ttl",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "const live = previous !== null && now < previous.deadline",
     replacement: "const live = previous !== null && now <= previous.deadline",
     tests: [...T.kv],
@@ -371,7 +371,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-chunk-slack-short",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "export const CHUNK_SLACK_MS = 60_000;",
     replacement: "export const CHUNK_SLACK_MS = 59_999;",
     tests: [...T.kv],
@@ -379,7 +379,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-get-many-fewer",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "export const GET_MANY = 10;",
     replacement: "export const GET_MANY = 9;",
     tests: [...T.kv],
@@ -387,7 +387,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-read-window-wider",
-    file: KV_CHUNKS,
+    file: KV_RECORD,
     text: "export const READ_WINDOW = 8 * GET_MANY;",
     replacement: "export const READ_WINDOW = 9 * GET_MANY;",
     tests: [...T.kv],
@@ -395,7 +395,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-watch-lease-end-waits",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "now >= record.leaseUntil || now >= record.deadline)",
     replacement: "now > record.leaseUntil || now >= record.deadline)",
     tests: [...T.kv],
@@ -403,7 +403,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-watch-ttl-end-waits",
-    file: KV_SLOTS,
+    file: KV_ENGINE,
     text: "now >= record.leaseUntil || now >= record.deadline)",
     replacement: "now >= record.leaseUntil || now > record.deadline)",
     tests: [...T.kv],
@@ -430,7 +430,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-forget-chunks",
-    file: "src/stores/_kv_slots.ts",
+    file: "src/stores/_kv_engine.ts",
     text: "this.#bodies.all(slot),",
     replacement: "Promise.resolve([] as Deno.KvKey[]),",
     tests: [...T.kv],
@@ -447,7 +447,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "kv-stats-limit",
-    file: "src/stores/_kv_slots.ts",
+    file: "src/stores/_kv_engine.ts",
     text: "{ limit: limit + 1 }",
     replacement: "{ limit }",
     tests: [...T.kv],
@@ -455,7 +455,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "failover-peek-fallback-completed",
-    file: "src/stores/_failover_admin.ts",
+    file: "src/stores/_shared.ts",
     text: '(primary.state !== "absent" && fallback.state !== "completed")',
     replacement: '(primary.state !== "absent")',
     tests: ["tests/stores/failover_admin_test.ts"],
@@ -464,7 +464,7 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "failover-forget-either",
-    file: "src/stores/_failover_admin.ts",
+    file: "src/stores/_failover_both.ts",
     text: 'p.value === "deleted" || f.value === "deleted"',
     replacement: 'p.value === "deleted" && f.value === "deleted"',
     tests: ["tests/stores/failover_admin_test.ts"],

@@ -1,5 +1,5 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
-/** FailoverStore's peek and forget on both stores (docs/architecture.md, Inspect and forget). @module */
+/** FailoverStore's calls on both stores: peek, forget, and the errors of both (docs/architecture.md, Inspect and forget). @module */
 
 import { assertMethod, messageOf } from "../_validate.ts";
 import { StoreError } from "../store.ts";
@@ -11,6 +11,7 @@ import type {
   PeekResult,
 } from "../store.ts";
 import type { Operation } from "./_store_call.ts";
+import { claimFinds, settle } from "./_shared.ts";
 
 type Role = "primary" | "fallback";
 
@@ -49,21 +50,6 @@ export async function peekBoth(
   return claimFinds(p.ok ? p.value : null, f.ok ? f.value : null)!;
 }
 
-/**
- * What a claim would find, from each store's record (`null`: that store
- * failed): the primary's when it is completed or the fallback has none, else
- * the fallback's; one store's when the other failed.
- */
-export function claimFinds<P extends PeekResult>(
-  primary: P | null,
-  fallback: P | null,
-): P | null {
-  if (primary === null || fallback === null) return primary ?? fallback;
-  const primaryStands = primary.state === "completed" ||
-    (primary.state !== "absent" && fallback.state !== "completed");
-  return primaryStands ? primary : fallback;
-}
-
 /** Forgets the slot in both stores: `deleted` if either held it; throws if either threw. */
 export async function forgetBoth(
   primary: IdempotencyStore,
@@ -88,17 +74,6 @@ function oneFailed(role: Role, error: unknown): StoreError {
     messageOf(error)
   }`;
   return new StoreError(message, { operation: "forget", cause: error });
-}
-
-/** A call's value, or its error, so that both stores' calls can be awaited together. */
-export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };
-
-export async function settle<T>(call: () => Promise<T>): Promise<Settled<T>> {
-  try {
-    return { ok: true, value: await call() };
-  } catch (error) {
-    return { ok: false, error };
-  }
 }
 
 /** Both stores failed `operation` (`what` says how). */

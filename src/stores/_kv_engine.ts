@@ -23,7 +23,7 @@ import {
   type InlineRecord,
   type KvRecord,
   parseRecord,
-} from "./_kv_chunks.ts";
+} from "./_kv_record.ts";
 import { DELETE_BATCH, KvBodies, unlocked } from "./_kv_bodies.ts";
 import { applyMutations, hasChecks, type KvMutations } from "./_kv_unit.ts";
 import type { Operation } from "./_store_call.ts";
@@ -37,7 +37,7 @@ type Found =
   | { kind: "record"; record: KvRecord };
 
 /** The store's operations, without their deadline, on `[...prefix, "rec", slot]`. */
-export class KvSlots {
+export class KvEngine {
   #kv: Deno.Kv;
   #prefix: Deno.KvKey;
   #clock: () => number;
