@@ -36,6 +36,7 @@ export type { EventBase, IdempotencyEvent, WriteResult } from "./src/events.ts";
 export {
   type Problem,
   PROBLEM_TYPES,
+  type ProblemCode,
   type ProblemRenderer,
   type ProblemToRender,
   type ProblemTypes,

@@ -46,7 +46,9 @@ assert.deepEqual(
   "title": "Idempotency key required",
   "status": 400,
   "detail": "This endpoint requires an idempotency-key header.",
-  "instance": "/payments"
+  "instance": "/payments",
+  "code": "idempotency_key_missing",
+  "retryable": false
 }
 `),
 );
@@ -65,7 +67,9 @@ assert.deepEqual(
   "title": "Request in progress",
   "status": 409,
   "detail": "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
-  "instance": "/payments"
+  "instance": "/payments",
+  "code": "idempotency_in_flight",
+  "retryable": true
 }
 `),
 );

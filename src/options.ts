@@ -271,32 +271,26 @@ export interface IdempotencyOptions {
    * returns no `Response` gets the RFC 9457 problem instead.
    * @default {undefined} (RFC 9457 `application/problem+json`)
    *
-   * @example Stripe-shaped errors
+   * @example Your API's own error shape (Stripe's and ACP's are presets: `@idempotent/http/presets`)
    * ```ts
-   * import { idempotency, PROBLEM_TYPES } from "@idempotent/http";
+   * import { idempotency } from "@idempotent/http";
    * import assert from "node:assert/strict";
    *
-   * const handler = idempotency(() => Response.json({ id: "ch_1" }), {
+   * const handler = idempotency(() => Response.json({ id: "ord_1" }), {
    *   scope: "global",
-   *   renderProblem: (problem) =>
-   *     Response.json({
-   *       error: {
-   *         type: problem.type === PROBLEM_TYPES.unavailable ? "api_error" : "idempotency_error",
-   *         message: problem.detail,
-   *       },
-   *     }, problem.init),
+   *   renderProblem: ({ code, detail, retryable, init }) =>
+   *     Response.json({ error: { code, message: detail, retryable } }, init),
    * });
-   * const charge = (amount: number) =>
-   *   handler(new Request("http://api.test/v1/charges", {
+   * const order = (amount: number) =>
+   *   handler(new Request("http://api.test/orders", {
    *     method: "POST",
    *     headers: { "idempotency-key": "k1" },
    *     body: `amount=${amount}`,
    *   }));
-   * await (await charge(100)).text();
-   * const reused = await charge(200);
+   * await (await order(100)).text();
+   * const reused = await order(200);
    * assert.equal(reused.status, 422);
-   * assert.equal(reused.headers.get("content-type"), "application/json");
-   * assert.equal((await reused.json()).error.type, "idempotency_error");
+   * assert.equal((await reused.json()).error.code, "idempotency_conflict");
    * ```
    */
   renderProblem?: ProblemRenderer;

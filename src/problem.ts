@@ -68,7 +68,23 @@ export interface Problem {
   detail: string;
   /** The request's path. */
   instance: string;
+  /** The stable machine code of the kind of problem (docs/problems.md). */
+  code: ProblemCode;
+  /** Whether the same request, with the same key, can be answered otherwise when sent again. */
+  retryable: boolean;
 }
+
+/** The `code` of each problem, by case (docs/problems.md has the table). */
+export type ProblemCode =
+  | "idempotency_key_missing"
+  | "idempotency_key_invalid"
+  | "idempotency_in_flight"
+  | "idempotency_request_too_large"
+  | "idempotency_request_incomplete"
+  | "idempotency_conflict"
+  | "idempotency_unavailable"
+  | "idempotency_record_unreadable"
+  | "idempotency_misconfigured";
 
 /** What each problem's `detail` (and `Retry-After`, in seconds) is made of. */
 export interface ProblemDetails {
@@ -85,6 +101,8 @@ export interface ProblemDetails {
 
 interface Entry<D> {
   status: number;
+  code: ProblemCode;
+  retryable: boolean;
   title: string;
   detail: (details: D) => string;
   retryAfter?: (details: D) => number;
@@ -94,17 +112,23 @@ interface Entry<D> {
 const CATALOGUE = {
   missing: {
     status: 400,
+    code: "idempotency_key_missing",
+    retryable: false,
     title: "Idempotency key required",
     detail: ({ header }) => `This endpoint requires an ${header} header.`,
   },
   malformed: {
     status: 400,
+    code: "idempotency_key_invalid",
+    retryable: false,
     title: "Malformed idempotency key",
     detail: ({ header, reason }) =>
       `The ${header} header is malformed: ${reason}.`,
   },
   inFlight: {
     status: 409,
+    code: "idempotency_in_flight",
+    retryable: true,
     title: "Request in progress",
     detail: () =>
       "A request with this idempotency key is being processed. Retry it after it completes to get its response.",
@@ -112,24 +136,32 @@ const CATALOGUE = {
   },
   tooLarge: {
     status: 413,
+    code: "idempotency_request_too_large",
+    retryable: false,
     title: "Request body too large",
     detail: ({ header, maxRequestBytes }) =>
       `A request with an ${header} may have a body of at most ${maxRequestBytes} bytes.`,
   },
   incomplete: {
     status: 400,
+    code: "idempotency_request_incomplete",
+    retryable: true,
     title: "Request body incomplete",
     detail: () =>
       "The request body could not be read to its end (the upload was cut off, or its framing is invalid). The request was not processed: retry it with the same key.",
   },
   reused: {
     status: 422,
+    code: "idempotency_conflict",
+    retryable: false,
     title: "Idempotency key reused",
     detail: () =>
       "This idempotency key was used for a different request (another method, path, query or body). Use a new key for a new request.",
   },
   unavailable: {
     status: 503,
+    code: "idempotency_unavailable",
+    retryable: true,
     title: "Idempotency store unavailable",
     detail: () =>
       "The request was not processed: its idempotency key could not be checked. Retry it with the same key.",
@@ -138,12 +170,16 @@ const CATALOGUE = {
   // docs/architecture.md, Unreadable is in flight: no Retry-After, none helps.
   unreadable: {
     status: 500,
+    code: "idempotency_record_unreadable",
+    retryable: false,
     title: "Idempotency record unreadable",
     detail: () =>
       "The stored record for this idempotency key cannot be read (damaged, written by another program, or sealed under an encryption key no longer listed), so the request was not processed. A retry with this key cannot succeed until an operator restores the key it was sealed under, or forgets the record.",
   },
   misconfigured: {
     status: 500,
+    code: "idempotency_misconfigured",
+    retryable: false,
     title: "Idempotency misconfigured",
     detail: () =>
       "The request was not processed: the server's idempotency options failed for it (its log says how).",
@@ -199,13 +235,15 @@ export function problemResponse<K extends keyof ProblemDetails>(
   render?: ProblemRenderer,
 ): Response | Promise<Response> {
   const entry = CATALOGUE[kind] as Entry<ProblemDetails[K]>;
-  const { status, title } = entry;
+  const { status, title, code, retryable } = entry;
   const problem: Problem = {
     type: PROBLEM_TYPES[kind],
     title,
     status,
     detail: entry.detail(details),
     instance: pathOf(request.url),
+    code,
+    retryable,
   };
   const headers: [string, string][] = [["cache-control", "no-store"]];
   const retryAfter = entry.retryAfter?.(details);

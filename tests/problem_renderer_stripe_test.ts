@@ -4,9 +4,12 @@
  * deno.json) against a Stripe-like `/v1/charges` served on loopback and
  * guarded by the middleware. The SDK raises only on a body with an `error`
  * field and never reads `Retry-After`, so: RFC 9457 problems resolve as if
- * they were the charge; the Stripe-shaped `renderProblem` makes them the
- * SDK's errors; `waitForInFlight` hands a duplicate the replay. The renderer's
- * own tests are in `tests/problem_renderer_test.ts`.
+ * they were the charge; the `stripeProblems()` preset makes them the SDK's
+ * errors (`StripeIdempotencyError` for a reused key) and its retries ours (a
+ * 409 retried into the replay, a dropped response retried into the replay, an
+ * unreadable record's 500 not retried); `waitForInFlight` hands a duplicate
+ * the replay without a retry. The renderer's own tests are in
+ * `tests/problem_renderer_test.ts`.
  *
  * @module
  */
@@ -20,17 +23,21 @@ import {
   MemoryStore,
   PROBLEM_TYPES,
 } from "../mod.ts";
-import { serveLocal } from "./_support/http.ts";
+import { stripeProblems } from "../src/presets/presets.ts";
+import { droppingProxy, serveLocal } from "./_support/http.ts";
 import { deferred } from "./_support/time.ts";
-import { asStripe } from "./_problem_fixtures.ts";
 
 const API_KEY = "sk_test_idempotent";
 const ACCOUNTS = new Map([[`Bearer ${API_KEY}`, "acct_1"]]);
 
-/** The Stripe-like API; `hold`, when set, is awaited by every charge's handler. */
+/**
+ * The Stripe-like API; `hold`, when set, is awaited by every charge's
+ * handler. The SDK talks to `port` when given (a proxy's), else the API's.
+ */
 function stripeLike(
   options: Partial<IdempotencyOptions> = {},
   maxNetworkRetries = 0, // its retries wait 0.5 s and more, Retry-After unread
+  port?: (api: number) => number,
 ) {
   const state = {
     runs: 0,
@@ -55,7 +62,7 @@ function stripeLike(
   const server = serveLocal(handler);
   const stripe = new Stripe(API_KEY, {
     host: "127.0.0.1",
-    port: server.port,
+    port: port?.(server.port) ?? server.port,
     protocol: "http",
     maxNetworkRetries,
   });
@@ -86,8 +93,8 @@ Deno.test("Stripe SDK: an RFC 9457 422 resolves as if it were the charge (why re
   assert.equal(problem.status, 422);
 });
 
-Deno.test("Stripe SDK: a key reused with another payload raises its idempotency error under a Stripe-shaped renderProblem", async () => {
-  const { state, server, stripe } = stripeLike({ renderProblem: asStripe });
+Deno.test("Stripe SDK: a key reused with another payload raises StripeIdempotencyError under stripeProblems()", async () => {
+  const { state, server, stripe } = stripeLike(stripeProblems());
   await using _ = server;
   const first = await charge(stripe, 100, "k1");
   assert.equal(first.id, "ch_1");
@@ -99,8 +106,12 @@ Deno.test("Stripe SDK: a key reused with another payload raises its idempotency 
     (error: unknown) => {
       assert.ok(error instanceof Stripe.errors.StripeIdempotencyError);
       assert.equal(error.statusCode, 400);
-      assert.equal(error.code, "idempotency_key_reused");
+      assert.equal(error.type, "StripeIdempotencyError");
+      assert.equal(error.rawType, "idempotency_error");
+      assert.equal(error.code, "idempotency_conflict");
+      assert.equal(error.doc_url, PROBLEM_TYPES.reused);
       assert.equal(error.headers?.["cache-control"], "no-store");
+      assert.equal(error.headers?.["stripe-should-retry"], "false");
       return true;
     },
   );
@@ -108,8 +119,8 @@ Deno.test("Stripe SDK: a key reused with another payload raises its idempotency 
 });
 
 Deno.test("Stripe SDK: a duplicate of a running charge raises a 409 with Retry-After, or with waitForInFlight gets the replay", async (t) => {
-  await t.step("without waiting: the SDK's error, Retry-After 1", async () => {
-    const { state, server, stripe } = stripeLike({ renderProblem: asStripe });
+  await t.step("without retries: the SDK's error, Retry-After 1", async () => {
+    const { state, server, stripe } = stripeLike(stripeProblems());
     await using _ = server;
     const release = deferred();
     state.hold = release.promise;
@@ -118,8 +129,11 @@ Deno.test("Stripe SDK: a duplicate of a running charge raises a 409 with Retry-A
     await assert.rejects(charge(stripe, 100, "k1"), (error: unknown) => {
       assert.ok(error instanceof Stripe.errors.StripeAPIError);
       assert.equal(error.statusCode, 409);
+      assert.ok(!(error instanceof Stripe.errors.StripeIdempotencyError));
       assert.equal(error.rawType, "idempotency_error");
+      assert.equal(error.code, "idempotency_key_in_use");
       assert.equal(error.headers?.["retry-after"], "1");
+      assert.equal(error.headers?.["stripe-should-retry"], "true");
       return true;
     });
     release.resolve();
@@ -127,13 +141,45 @@ Deno.test("Stripe SDK: a duplicate of a running charge raises a 409 with Retry-A
     assert.equal(state.runs, 1);
   });
 
+  await t.step(
+    "with the SDK's retries: its retry gets the replay",
+    async () => {
+      const refused = deferred();
+      const answers: string[] = [];
+      const { state, server, stripe } = stripeLike({
+        ...stripeProblems(),
+        onEvent: (e) => {
+          if (e.type === "conflict" || e.type === "replayed") {
+            answers.push(e.type);
+          }
+          if (e.type === "conflict") refused.resolve();
+        },
+      }, 3);
+      await using _ = server;
+      const release = deferred();
+      state.hold = release.promise;
+      const first = charge(stripe, 100, "k1");
+      await state.entered.promise;
+      const duplicate = charge(stripe, 100, "k1");
+      await refused.promise; // answered 409: the SDK waits, then retries
+      release.resolve();
+      const [original, replay] = await Promise.all([first, duplicate]);
+      assert.equal(original.id, "ch_1");
+      assert.equal(replay.id, "ch_1");
+      assert.equal(replayed(replay), "true");
+      assert.equal(state.runs, 1);
+      assert.equal(answers[0], "conflict", "the duplicate's first answer");
+      assert.equal(answers.at(-1), "replayed", "its retry's");
+    },
+  );
+
   await t.step("with waitForInFlight: both resolve to one charge", async () => {
     const waiting = deferred();
     const onEvent = (event: IdempotencyEvent) => {
       if (event.type === "waiting") waiting.resolve();
     };
     const { state, server, stripe } = stripeLike({
-      renderProblem: asStripe,
+      ...stripeProblems(),
       waitForInFlight: 60_000,
       onEvent,
     }, 2); // the SDK's default retries
@@ -156,7 +202,7 @@ Deno.test("Stripe SDK: a duplicate of a running charge raises a 409 with Retry-A
   });
 });
 
-Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed) raises a 500 api_error, its retry never runs the charge", async () => {
+Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed) raises a 500 api_error that the SDK does not retry", async () => {
   const store = new MemoryStore();
   const aes = { name: "AES-GCM", length: 256 };
   const key = async (id: string) => ({
@@ -172,12 +218,12 @@ Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed
     {
       store,
       encryption: { keys: [await key("k2")] },
-      renderProblem: asStripe,
+      ...stripeProblems(),
       onEvent: (e) =>
         void (e.type === "conflict" && e.unreadable && unreadable++),
       logger: false,
     },
-    1, // the SDK retries any 5xx: the retry is answered the same, nothing runs
+    1, // the SDK retries a 5xx unless told not to: Stripe-Should-Retry says no
   );
   await using _after = after.server;
   await assert.rejects(
@@ -185,11 +231,56 @@ Deno.test("Stripe SDK: an unreadable record (sealed under a key no longer listed
     (error: unknown) => {
       assert.ok(error instanceof Stripe.errors.StripeAPIError);
       assert.equal(error.statusCode, 500);
-      assert.equal(error.code, "record_unreadable");
+      assert.equal(error.code, "idempotency_record_unreadable");
+      assert.equal(error.rawType, "api_error");
       assert.equal(error.headers?.["retry-after"], undefined);
+      assert.equal(error.headers?.["stripe-should-retry"], "false");
       return true;
     },
   );
-  assert.equal(unreadable, 2, "the SDK's attempt and its retry");
+  assert.equal(unreadable, 1, "the SDK's attempt, not retried");
   assert.equal(before.state.runs + after.state.runs, 1);
+});
+
+Deno.test("Stripe SDK: a charge whose response was dropped resolves to the replay on the SDK's retry", async () => {
+  let proxy: ReturnType<typeof droppingProxy> | undefined;
+  const { state, server, stripe } = stripeLike(stripeProblems(), 1, (api) => {
+    proxy = droppingProxy(api);
+    return proxy.port;
+  });
+  await using _ = server;
+  await using _proxy = proxy!;
+  let sent = 0;
+  stripe.on("request", () => sent++);
+  const resolved = await charge(stripe, 100, "k1");
+  assert.equal(proxy!.dropped, 1, "the first answer never reached the SDK");
+  assert.equal(sent, 2, "the SDK's attempt and its retry");
+  assert.equal(resolved.id, "ch_1");
+  assert.equal(resolved.amount, 100);
+  assert.equal(replayed(resolved), "true");
+  assert.equal(state.runs, 1);
+});
+
+Deno.test("Stripe SDK: stripeProblems() answers the SDK's errors for a bad key, and retries a 503 into the charge", async () => {
+  const { server, stripe } = stripeLike(stripeProblems());
+  await using _ = server;
+  await assert.rejects(charge(stripe, 100, "a b"), (error: unknown) => {
+    assert.ok(error instanceof Stripe.errors.StripeInvalidRequestError);
+    assert.equal(error.statusCode, 400);
+    assert.equal(error.code, "idempotency_key_invalid");
+    return true;
+  });
+  // The store down for one claim: a 503 the SDK retries (Stripe-Should-Retry).
+  const store = new MemoryStore();
+  const claim = store.claim.bind(store);
+  let failing = 1;
+  store.claim = (slot, options) =>
+    failing-- > 0 ? Promise.reject(new Error("down")) : claim(slot, options);
+  const flaky = stripeLike({ ...stripeProblems(), store, logger: false }, 1);
+  await using _flaky = flaky.server;
+  let sent = 0;
+  flaky.stripe.on("request", () => sent++);
+  assert.equal((await charge(flaky.stripe, 100, "k2")).id, "ch_1");
+  assert.equal(sent, 2, "the 503 and its retry");
+  assert.equal(failing, -1, "the store was asked twice");
 });

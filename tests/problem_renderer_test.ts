@@ -17,6 +17,7 @@ import {
   type IdempotencyEvent,
   type IdempotencyOptions,
   PROBLEM_TYPES,
+  type ProblemCode,
   type ProblemRenderer,
   type ProblemToRender,
   type ProblemTypes,
@@ -228,6 +229,8 @@ Deno.test("renderProblem renders every problem type Stripe-shaped, its status an
         status: given.status,
         detail: given.detail,
         instance: given.instance,
+        code: given.code,
+        retryable: given.retryable,
       },
       problem,
       name,
@@ -241,6 +244,48 @@ Deno.test("renderProblem renders every problem type Stripe-shaped, its status an
   }
   const kinds = new Set(rendered.map(({ kind }) => kind));
   assert.deepEqual([...kinds].sort(), Object.keys(PROBLEM_TYPES).sort());
+});
+
+/** Each problem's machine code and whether a retry as sent can help (docs/problems.md). */
+const CODES: Record<keyof ProblemTypes, [ProblemCode, boolean]> = {
+  missing: ["idempotency_key_missing", false],
+  malformed: ["idempotency_key_invalid", false],
+  tooLarge: ["idempotency_request_too_large", false],
+  incomplete: ["idempotency_request_incomplete", true],
+  reused: ["idempotency_conflict", false],
+  inFlight: ["idempotency_in_flight", true],
+  unreadable: ["idempotency_record_unreadable", false],
+  unavailable: ["idempotency_unavailable", true],
+  misconfigured: ["idempotency_misconfigured", false],
+};
+
+Deno.test("every problem body carries its own code and retryable, which agrees with its status and Retry-After", async () => {
+  const cases = Object.values(CASES).flat();
+  const seen = new Map<string, string>();
+  for (const [i, { kind, name, response }] of (await answers({})).entries()) {
+    const body = await response.json();
+    const [code, retryable] = CODES[kind];
+    assert.equal(body.code, code, name);
+    assert.equal(body.retryable, retryable, name);
+    assert.equal(body.type, PROBLEM_TYPES[kind], name);
+    assert.deepEqual(Object.keys(body), [
+      "type",
+      "title",
+      "status",
+      "detail",
+      "instance",
+      "code",
+      "retryable",
+    ]);
+    // A Retry-After says when to retry; a broken body is retried at once.
+    const { status, retryAfter } = cases[i]!;
+    assert.equal(retryable, retryAfter !== null || kind === "incomplete", name);
+    // What /client retries (409, 503) is retryable; 500 and the rest are not.
+    if (status === 409 || status === 503) assert.ok(retryable, name);
+    if (seen.has(code)) assert.equal(seen.get(code), kind, "one code a kind");
+    seen.set(code, kind);
+  }
+  assert.equal(new Set(seen.keys()).size, Object.keys(PROBLEM_TYPES).length);
 });
 
 Deno.test("renderProblem's answer keeps another error status and its own Retry-After, and gets the problem's headers it lacks", async () => {

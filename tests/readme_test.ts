@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
- * Every fenced code block in README.md, docs/examples.md and
- * docs/operations.md is a test: it runs here, against the
+ * Every fenced code block in README.md and docs/*.md (the design,
+ * docs/architecture.md, aside) is a test: it runs
+ * here, against the
  * Redis and PostgreSQL the other integration tests use, or it is a fragment
  * of an example that runs here. A block that is neither fails this test with
  * its line number, so a new snippet cannot rot unnoticed.

@@ -159,3 +159,64 @@ export async function spawnApps(
   }
   return { ports, stop };
 }
+
+/** A TCP proxy of a test: see {@linkcode droppingProxy}. */
+export interface DroppingProxy extends AsyncDisposable {
+  /** Its loopback port. */
+  readonly port: number;
+  /** How many responses it dropped so far. */
+  readonly dropped: number;
+}
+
+/**
+ * A TCP proxy in front of a loopback `target` port that drops the first
+ * `drops` responses: it forwards the request, waits for the app's first
+ * response bytes (so the app has answered, its record written) and closes
+ * both connections instead of sending them on, as a load balancer that
+ * times out or a network that breaks does. Every later connection is
+ * forwarded both ways.
+ */
+export function droppingProxy(target: number, drops = 1): DroppingProxy {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const open = new Set<Deno.Conn>();
+  let left = drops;
+  let dropped = 0;
+  const close = (conn: Deno.Conn) => {
+    open.delete(conn);
+    try {
+      conn.close();
+    } catch { /* closed already */ }
+  };
+  const relay = async (client: Deno.Conn) => {
+    const app = await Deno.connect({ hostname: "127.0.0.1", port: target });
+    open.add(client).add(app);
+    const drop = left > 0;
+    if (drop) left--;
+    client.readable.pipeTo(app.writable).catch(() => {});
+    if (!drop) {
+      await app.readable.pipeTo(client.writable).catch(() => {});
+    } else {
+      await app.readable.getReader().read().catch(() => {});
+      dropped++;
+    }
+    close(client);
+    close(app);
+  };
+  const accepting = (async () => {
+    try {
+      for await (const client of listener) void relay(client);
+    } catch { /* closed */ }
+  })();
+  const { port } = listener.addr as Deno.NetAddr;
+  return {
+    port,
+    get dropped() {
+      return dropped;
+    },
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      await accepting;
+      for (const conn of [...open]) close(conn);
+    },
+  };
+}

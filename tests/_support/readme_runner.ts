@@ -32,8 +32,11 @@ const ROOT_PATH = ROOT.pathname.replace(/\/$/, "");
 /** The documents whose blocks run here: the README and the pages it links. */
 export const DOCUMENTS: string[] = [
   "README.md",
-  "docs/examples.md",
-  "docs/operations.md",
+  ...[...Deno.readDirSync(new URL("docs/", ROOT))]
+    .map((entry) => `docs/${entry.name}`)
+    // The design's inline commands are its prose, not an operator's steps.
+    .filter((path) => path.endsWith(".md") && path !== "docs/architecture.md")
+    .sort(),
 ];
 export const CONTRIBUTING: URL = new URL("CONTRIBUTING.md", ROOT);
 

@@ -23,6 +23,7 @@ import { MUTANTS as client } from "./mutants/client.ts";
 import { MUTANTS as storesSql } from "./mutants/stores_sql.ts";
 import { MUTANTS as storesKvMemory } from "./mutants/stores_kv_memory.ts";
 import { MUTANTS as storesRedis } from "./mutants/stores_redis.ts";
+import { MUTANTS as presets } from "./mutants/presets.ts";
 
 export type { Mutant } from "./_targets.ts";
 
@@ -37,4 +38,5 @@ export const MUTANTS: Mutant[] = [
   ...storesSql,
   ...storesKvMemory,
   ...storesRedis,
+  ...presets,
 ];

@@ -275,9 +275,8 @@ export const MUTANTS: Mutant[] = [
   {
     id: "problem-unreadable-409",
     file: "src/problem.ts",
-    text: '    status: 500,\n    title: "Idempotency record unreadable",',
-    replacement:
-      '    status: 409,\n    title: "Idempotency record unreadable",',
+    text: '    status: 500,\n    code: "idempotency_record_unreadable",',
+    replacement: '    status: 409,\n    code: "idempotency_record_unreadable",',
     tests: [...T.protocol],
     what:
       "an unreadable record answers 409, which /client and Stripe's SDK retry on their own",
@@ -291,5 +290,42 @@ export const MUTANTS: Mutant[] = [
     tests: [T.unreadable],
     what:
       "an unreadable record's answer carries a Retry-After that invites a day of retries",
+  },
+  // --- src/problem.ts: each problem's code and retryable (docs/problems.md) ---
+  {
+    id: "problem-code-copied",
+    file: "src/problem.ts",
+    text: 'code: "idempotency_key_invalid",',
+    replacement: 'code: "idempotency_key_missing",',
+    tests: ["tests/problem_renderer_test.ts"],
+    what:
+      "a malformed key is coded as a missing one: clients that match on code add a header they sent",
+  },
+  {
+    id: "problem-incomplete-not-retryable",
+    file: "src/problem.ts",
+    text: '"idempotency_request_incomplete",\n    retryable: true,',
+    replacement: '"idempotency_request_incomplete",\n    retryable: false,',
+    tests: ["tests/problem_renderer_test.ts"],
+    what:
+      "a body that broke off says a retry cannot help, though nothing was claimed",
+  },
+  {
+    id: "problem-unreadable-retryable",
+    file: "src/problem.ts",
+    text: '"idempotency_record_unreadable",\n    retryable: false,',
+    replacement: '"idempotency_record_unreadable",\n    retryable: true,',
+    tests: ["tests/problem_renderer_test.ts"],
+    what:
+      "an unreadable record's 500 says retryable: Stripe's SDK retries it for as long as it lives",
+  },
+  {
+    id: "problem-code-left-out",
+    file: "src/problem.ts",
+    text: "    code,\n    retryable,\n  };",
+    replacement: "    retryable,\n  } as Problem;",
+    tests: ["tests/problem_renderer_test.ts"],
+    what:
+      "the body has no code: a client matching on it sees every problem alike",
   },
 ];

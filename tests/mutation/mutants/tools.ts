@@ -337,9 +337,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "inspect-sealed",
-    file: "src/inspect.ts",
-    text: "peeked.headerNames[0] === SEALED_HEADER;",
-    replacement: "peeked.headerNames[0] !== SEALED_HEADER;",
+    file: "src/_seal.ts",
+    text: "headerNames.length === 1 && headerNames[0] === SEALED_HEADER;",
+    replacement:
+      "headerNames.length === 1 && headerNames[0] !== SEALED_HEADER;",
     tests: ["tests/inspect_test.ts"],
     what: "inspectKey() calls a record in clear sealed, and a sealed one not",
   },
@@ -365,7 +366,7 @@ export const MUTANTS: Mutant[] = [
   {
     id: "hono-drain-unregistered",
     file: "src/hono.ts",
-    text: "  GUARDS.set(middleware, guard);\n",
+    text: "  guard.drains(middleware);\n",
     replacement: "",
     tests: ["tests/hono_drain_test.ts"],
     what: "drainCompletions() refuses /hono's middleware",
