@@ -46,7 +46,11 @@ export {
   type ParsedKey,
   parseIdempotencyKey,
 } from "./src/key.ts";
-export { requestFingerprint, slotOf } from "./src/fingerprint.ts";
+export {
+  jsonFingerprint,
+  requestFingerprint,
+  slotOf,
+} from "./src/fingerprint.ts";
 export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
 export { forgetKey, inspectKey, inspectStats } from "./src/inspect.ts";
 export { type IdempotencyStore, StoreError } from "./src/store.ts";

@@ -30,6 +30,7 @@ const OPTION_NAMES = Object.keys(
     store: true,
     scope: true,
     header: true,
+    key: true,
     methods: true,
     skip: true,
     required: true,
@@ -125,14 +126,19 @@ export function configure(
   const onEvent = optionalFunction("onEvent", options.onEvent);
   const listener = withLog(onEvent, options.logger, store, clock);
   const render = optionalFunction("renderProblem", options.renderProblem);
+  const required = option("required", optionalBoolean);
+  const key = optionalFunction("key", options.key);
   return {
     store,
     scope: scopeOption(options.scope),
     header: option("header", headerName),
+    key,
     methods: guarded, // Upper case.
     // The standard methods not in `methods`, as `Request` spells them.
     unguarded: new Set(STANDARD_METHODS.filter((m) => !guarded.has(m))),
-    required: option("required", optionalBoolean),
+    required,
+    // Without the header, straight through: one field read (No header no cost).
+    keyless: !required && key === undefined,
     ttl,
     lease,
     lifetime,
@@ -163,7 +169,8 @@ export function configure(
 }
 
 /**
- * The key header of a guarded request (`null`: none, yet required), else
+ * The key header of a guarded request (`null`: none, yet required or the
+ * `key` option's to find), else
  * `undefined`: a bare call-through (docs/architecture.md, No header no cost).
  */
 export function guardedKey(
@@ -181,7 +188,7 @@ export function guardedKey(
   }
   if (skip !== undefined && skip(request)) return undefined;
   const value = request.headers.get(config.header);
-  return value === null && !config.required ? undefined : value;
+  return value === null && config.keyless ? undefined : value;
 }
 
 /**

@@ -7,10 +7,10 @@ import { Completions, reportStoreError } from "./_completion.ts";
 import { type Beat, Heartbeat } from "./_heartbeat.ts";
 import {
   fingerprintOf,
+  keyFrom,
   readBody,
   rebuild,
   scopeOf,
-  type Unread,
 } from "./_request.ts";
 import {
   exposed,
@@ -21,16 +21,12 @@ import {
   withHeader,
 } from "./_response.ts";
 import { unsealedReason } from "./_seal.ts";
+import { Refusals } from "./_refusals.ts";
 import { SettleEstimate } from "./_settle_estimate.ts";
 import { type Report, reporter } from "./events.ts";
-import { parseIdempotencyKey } from "./key.ts";
-import { type Config, lifetimeOf } from "./_configure.ts";
+import type { Config } from "./_configure.ts";
 import type { FetchHandler } from "./options.ts";
-import {
-  type ProblemDetails,
-  problemResponse,
-  problemStatus,
-} from "./problem.ts";
+import { problemResponse } from "./problem.ts";
 import type { ClaimResult, StoredResponse, UnitOfWork } from "./store.ts";
 import { type Claimed, Waiters, waitForOwner } from "./_waiters.ts";
 
@@ -42,7 +38,8 @@ interface Flight<A extends unknown[]> {
   readonly started: number;
   slot: string | null;
   fingerprint?: string;
-  /** Its `ttl` and `lease`, once known. */
+  /** Its key and its `ttl` and `lease`, once known. */
+  key?: string;
   lifetime?: Lifetime;
   /** Its claim once acquired, until it is settled. */
   beat?: Beat;
@@ -67,11 +64,13 @@ export class Guard<A extends unknown[]> {
   #settleTime = new SettleEstimate();
   /** With `waitForInFlight`. */
   #waiters: Waiters | undefined;
+  #no: Refusals;
 
   constructor(handler: FetchHandler<A>, config: Config) {
     this.#handler = handler;
     this.#config = config;
     const report = this.#report = reporter(config.onEvent, config.clock);
+    this.#no = new Refusals(config, report);
     this.#heartbeat = new Heartbeat(config.store, config.lifetime?.leaseMs, {
       lost: ({ slot, started }) =>
         report(() => ({ type: "lease_lost", slot }), started),
@@ -87,7 +86,7 @@ export class Guard<A extends unknown[]> {
     }
   }
 
-  /** Answers a request of a guarded method; `value` is its key header's, or `null`. */
+  /** Answers a request of a guarded method; `value` is its key header's, or `null` (unread with `key`). */
   async handle(
     request: Request,
     value: string | null,
@@ -109,28 +108,34 @@ export class Guard<A extends unknown[]> {
     const config = this.#config;
     const started = config.onEvent ? config.clock.now() : 0;
     const flight: Flight<A> = { request, args, started, slot: null };
-    const { header } = config;
-    if (value === null) return this.#refuse(flight, "missing", { header });
-    const parsed = parseIdempotencyKey(value);
-    if (!parsed.ok) {
-      const { reason } = parsed;
-      return this.#refuse(flight, "malformed", { header, reason });
+    const { header, key: keyOf } = config;
+    // With `key`, the key is the function's, once the body is read.
+    if (keyOf === undefined) {
+      if (value === null) return this.#no.refuse(flight, "missing", { header });
+      const refused = this.#no.checked(flight, value, "");
+      if (refused !== undefined) return refused;
     }
-    const lifetime = lifetimeOf(config, request);
-    if ("error" in lifetime) {
-      // Never unguarded: a 500 and a line (docs/lifetimes.md).
-      const { error } = lifetime, event = "option_error" as const;
-      this.#report(() => ({ type: event, slot: null, error }), started);
-      const render = config.renderProblem;
-      return problemResponse(request, "misconfigured", {}, render);
-    }
-    flight.lifetime = lifetime;
     const body = await readBody(request, config.maxRequestBytes);
-    if (!(body instanceof Uint8Array)) return this.#unread(flight, body);
+    if (!(body instanceof Uint8Array)) return this.#no.unread(flight, body);
+    if (keyOf !== undefined) {
+      const found = await keyFrom(keyOf, request, body);
+      if (typeof found === "object") {
+        return this.#no.misconfigured(flight, found);
+      }
+      if (found === undefined && config.required) {
+        return this.#no.refuse(flight, "missing", { header });
+      }
+      if (found === undefined) {
+        return await this.#handler(rebuild(request, body), ...args);
+      }
+      const by = " (read by the server's 'key' option)";
+      const refused = this.#no.checked(flight, found, by);
+      if (refused !== undefined) return refused;
+    }
     const scope = scopeOf(request, config.scope);
     flight.slot = config.hasher.slot(
       typeof scope === "string" ? scope : await scope,
-      parsed.key,
+      flight.key!,
     );
     const computed = fingerprintOf(request, body, config);
     const fingerprint = flight.fingerprint = typeof computed === "string"
@@ -145,7 +150,7 @@ export class Guard<A extends unknown[]> {
       case "unreachable":
         return await this.#unreachable(flight, body, claim.error);
       case "completed": {
-        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);
         const { encryption } = config;
         const opened = encryption === undefined
           ? unsealedReason(claim.response) ?? { record: claim.response }
@@ -160,7 +165,7 @@ export class Guard<A extends unknown[]> {
         if (claim.fingerprint === null) {
           return await this.#unreadable(flight, claim.retryAfterMs);
         }
-        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);
+        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);
         return this.#conflict(flight, claim.retryAfterMs);
       case "acquired":
         return await this.#run(flight, body, claim);
@@ -277,7 +282,7 @@ export class Guard<A extends unknown[]> {
     sealed?: { reason: string; keyId?: string },
   ): Promise<Response> {
     const { slot } = flight;
-    const { store, onEvent, renderProblem } = this.#config;
+    const { store, onEvent } = this.#config;
     let expiresAt: number | null | undefined;
     if (onEvent !== undefined && store.peek !== undefined) {
       try {
@@ -287,7 +292,7 @@ export class Guard<A extends unknown[]> {
         // The event goes without it; the answer is the same.
       }
     }
-    this.#report(() => ({
+    return await this.#no.problem(flight, "unreadable", {}, () => ({
       type: "conflict",
       slot,
       retryAfterMs,
@@ -295,66 +300,7 @@ export class Guard<A extends unknown[]> {
       ...(expiresAt === undefined ? {} : { expiresAt }),
       ...(sealed && { reason: sealed.reason }),
       ...(sealed?.keyId !== undefined && { keyId: sealed.keyId }),
-    }), flight.started);
-    return await problemResponse(
-      flight.request,
-      "unreadable",
-      {},
-      renderProblem,
-    );
-  }
-
-  #mismatch(flight: Flight<A>): Response | Promise<Response> {
-    const { slot } = flight;
-    this.#report(() => ({ type: "mismatch", slot }), flight.started);
-    return problemResponse(
-      flight.request,
-      "reused",
-      {},
-      this.#config.renderProblem,
-    );
-  }
-
-  /** The body was too large (413) or broke off mid-read (400). */
-  #unread(flight: Flight<A>, unread: Unread): Response | Promise<Response> {
-    const { header, maxRequestBytes, renderProblem } = this.#config;
-    if (unread.outcome === "too_large") {
-      return this.#refuse(flight, "tooLarge", { header, maxRequestBytes });
-    }
-    const { error } = unread;
-    const reason = "incomplete";
-    this.#report(
-      () => ({
-        type: "rejected",
-        slot: null,
-        status: problemStatus(reason),
-        reason,
-        error,
-      }),
-      flight.started,
-    );
-    return problemResponse(flight.request, reason, {}, renderProblem);
-  }
-
-  #refuse<K extends "missing" | "malformed" | "tooLarge">(
-    flight: Flight<A>,
-    kind: K,
-    details: ProblemDetails[K],
-  ): Response | Promise<Response> {
-    const status = problemStatus(kind);
-    const reason = kind === "tooLarge"
-      ? "too_large"
-      : kind as "missing" | "malformed";
-    this.#report(
-      () => ({ type: "rejected", slot: null, status, reason }),
-      flight.started,
-    );
-    return problemResponse(
-      flight.request,
-      kind,
-      details,
-      this.#config.renderProblem,
-    );
+    }));
   }
 
   /** Runs the handler on the claimed slot, then releases or settles it. */

@@ -2,7 +2,7 @@
 /** The guarded request: its body read once, scope, fingerprint and rebuild. @module */
 
 import { bodyInit, concatBytes, denoState, EMPTY } from "./_bytes.ts";
-import type { Hasher } from "./fingerprint.ts";
+import { type Hasher, jsonFingerprint } from "./fingerprint.ts";
 import type { Config } from "./_configure.ts";
 
 /** Why {@linkcode readBody} returned no bytes. */
@@ -115,16 +115,39 @@ function returnedString(option: string, value: unknown): string {
   throw new TypeError(`'${option}' must return a string: it returned ${value}`);
 }
 
+/** The `key` option's answer: a key to check, `undefined` (none), or why it failed. */
+export async function keyFrom(
+  key: NonNullable<Config["key"]>,
+  request: Request,
+  body: Uint8Array,
+): Promise<string | undefined | { error: Error }> {
+  let value: unknown;
+  try {
+    value = await key(request, body);
+  } catch (error) {
+    return { error: new Error("'key' threw", { cause: error }) };
+  }
+  if (value === undefined || typeof value === "string") return value;
+  const what = value === null ? "null" : `a value of type ${typeof value}`;
+  const message =
+    `'key' must return a string or undefined: it returned ${what}`;
+  return { error: new TypeError(message) };
+}
+
 /** The `fingerprint` option's value hashed, else the default (method upper-cased). */
 export function fingerprintOf(
   request: Request,
   body: Uint8Array<ArrayBuffer>,
   { fingerprint, hasher }: Pick<Config, "fingerprint" | "hasher">,
 ): string | Promise<string> {
+  const method = request.method.toUpperCase();
+  if (fingerprint === jsonFingerprint) {
+    return hasher.json(method, request.url, body);
+  }
   if (fingerprint !== undefined) {
     return customFingerprint(fingerprint, request, body, hasher);
   }
-  return hasher.request(request.method.toUpperCase(), request.url, body);
+  return hasher.request(method, request.url, body);
 }
 
 /** Hashed, so that a store keeps 64 hex characters, never request data. */

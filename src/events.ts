@@ -45,7 +45,8 @@ export type WriteResult = "applied" | "lost" | "unknown";
  *   `unreachable` (after a `store_error`: 503, or `failOpen`).
  * - `wait_refused`: `maxWaiting` already waiting: 409.
  * - `option_error`: 500, a `ttl` or `lease` function threw or returned a
- *   value out of range (`error` says which); the handler did not run.
+ *   value out of range, or a `key` function threw or returned neither a
+ *   string nor `undefined` (`error` says which); the handler did not run.
  * - `render_error`: `renderProblem` threw or returned no `Response`; the
  *   RFC 9457 problem was sent (`slot` `null`, `elapsedMs` from the call).
  *

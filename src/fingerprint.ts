@@ -5,6 +5,7 @@
  */
 
 import { concatBytes } from "./_bytes.ts";
+import { canonicalJson } from "./_jcs.ts";
 import { Hmac, sha256Hex } from "./_sha256.ts";
 
 /** Bodies from this size on are hashed by `crypto.subtle` (`bench/middleware_bench.ts`). */
@@ -58,6 +59,49 @@ export function requestFingerprint(
   options?: { secret?: string | Uint8Array },
 ): string | Promise<string> {
   return hasherOf(options?.secret).request(method, url, body);
+}
+
+/**
+ * The `fingerprint` for JSON APIs: the method, the path with query and the
+ * body's JSON value in RFC 8785 (JCS) form, hashed as
+ * {@linkcode requestFingerprint} hashes (with `secret`, HMAC-SHA-256 under it;
+ * the middleware passes its own). So a retry whose client wrote the body anew
+ * replays: key order, spacing, `1.0` for `1`, `1e2` for `100`, `\u0041` for
+ * `A` make no difference; any changed value, `null` for an absent member, or
+ * another array order does (422). A body that is not JSON (or not UTF-8) is
+ * fingerprinted by its bytes, as is one holding a number of magnitude 2⁵³ or
+ * more (such numbers collide as doubles: send them as strings); duplicate
+ * keys count as `JSON.parse` reads them (the last), a lone surrogate as its
+ * `\uXXXX` escape (which RFC 8785 leaves undefined). A canonical body, and one
+ * that is not JSON, has {@linkcode requestFingerprint}'s value, so switching
+ * to it keeps those records' retries replaying. Pass it as it is:
+ * `fingerprint: jsonFingerprint` (the canonicaliser: bench/README.md, JSON
+ * fingerprints).
+ *
+ * @example Reordered keys, one fingerprint
+ * ```ts
+ * import { idempotency, jsonFingerprint } from "@idempotent/http";
+ * import assert from "node:assert/strict";
+ *
+ * const bytes = (text: string) => new TextEncoder().encode(text);
+ * const post = new Request("http://api.test/pay", { method: "POST" });
+ * assert.equal(
+ *   await jsonFingerprint(post, bytes('{"amount":100,"currency":"EUR"}')),
+ *   await jsonFingerprint(post, bytes('{ "currency": "EUR", "amount": 1e2 }')),
+ * );
+ * const handler = idempotency(() => new Response("paid"), {
+ *   scope: "global",
+ *   fingerprint: jsonFingerprint,
+ * });
+ * ```
+ */
+export function jsonFingerprint(
+  request: Request,
+  body: Uint8Array,
+  options?: { secret?: string | Uint8Array },
+): string | Promise<string> {
+  const method = request.method.toUpperCase();
+  return hasherOf(options?.secret).json(method, request.url, body);
 }
 
 /** The `secret` option made ready, checked (`TypeError`, `RangeError`). */
@@ -119,6 +163,17 @@ export class Hasher {
     const bytes = new TextEncoder().encode(head);
     const all = concatBytes([bytes, body], bytes.byteLength + body.byteLength);
     return this.#subtle(all);
+  }
+
+  /** See {@linkcode jsonFingerprint}. */
+  json(
+    method: string,
+    url: string,
+    body: Uint8Array,
+  ): string | Promise<string> {
+    const bytes = canonicalJson(body) ??
+      (body.buffer instanceof ArrayBuffer ? body : new Uint8Array(body));
+    return this.request(method, url, bytes as Uint8Array<ArrayBuffer>);
   }
 
   /** A custom `fingerprint`'s value, hashed injectively as a slot is. */

@@ -73,6 +73,34 @@ export interface IdempotencyOptions {
    */
   header?: string;
   /**
+   * Reads the key from the request instead of `header`, after its body:
+   * `body` is the bytes the middleware read (at most `maxRequestBytes`, else
+   * 413 first; do not change them). A string is checked as the header's
+   * value is (400 `problem-key-malformed`); `undefined` is no key (400 with
+   * `required`, else the handler runs unguarded). A throw, or anything else
+   * returned, is the `problem-misconfigured` 500 with an `option_error` event
+   * and line, nothing claimed or run (docs/examples.md, Keys from the body).
+   * @default {undefined} (the `header`)
+   *
+   * @example A webhook keyed by its event id
+   * ```ts
+   * import { idempotency } from "@idempotent/http";
+   * import assert from "node:assert/strict";
+   *
+   * const handler = idempotency(() => new Response("handled"), {
+   *   scope: "global",
+   *   key: (_request, body) => JSON.parse(new TextDecoder().decode(body)).id,
+   * });
+   * const event = () => new Request("http://localhost/hook", { method: "POST", body: '{"id":"evt_1"}' });
+   * await (await handler(event())).text();
+   * assert.equal((await handler(event())).headers.get("idempotent-replayed"), "true");
+   * ```
+   */
+  key?: (
+    request: Request,
+    body: Uint8Array,
+  ) => string | undefined | Promise<string | undefined>;
+  /**
    * The methods guarded, in any case, but `CONNECT`, `TRACE` and `TRACK`.
    * @default {["POST", "PATCH"]}
    */
@@ -142,7 +170,8 @@ export interface IdempotencyOptions {
    */
   cacheable?: (response: Response) => boolean;
   /**
-   * The request's fingerprint (same key, another one: 422), hashed to store.
+   * The request's fingerprint (same key, another one: 422), hashed to store;
+   * `jsonFingerprint` compares JSON bodies by value.
    * @default {requestFingerprint} (method, path with query, body)
    */
   fingerprint?: (

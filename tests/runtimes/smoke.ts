@@ -3,7 +3,8 @@
  * The protocol cases every runtime runs (tests/runtimes_test.ts bundles this
  * with each runtime's entry): first call, replay with the marker and the same
  * bytes, 409 while in flight, 422 for another payload, 400 for a malformed
- * key. Web platform only, so Node, Bun and workerd all run it as it is.
+ * key; a body-keyed JSON delivery (`key`, `jsonFingerprint`) written anew
+ * replays, and RFC 8785's sample fingerprints as its canonical form. Web platform only, so Node, Bun and workerd all run it as it is.
  *
  * Each case is reported as `{ name, expected, actual }`; the Deno side
  * compares them, so a failure names the case and shows both values.
@@ -13,7 +14,9 @@
 import {
   idempotency,
   type IdempotencyStore,
+  jsonFingerprint,
   MemoryStore,
+  requestFingerprint,
 } from "@idempotent/http";
 
 /** One case's outcome, as the runtime saw it. */
@@ -119,5 +122,39 @@ export async function protocolCases(
   const slowAnswer = await answer(await slow);
   check("the first request still completes", 201, slowAnswer.status);
   check("the handler ran once per key", 2, runs);
+
+  // The `key` option and jsonFingerprint: a webhook redelivered, written anew.
+  let hooks = 0;
+  const hook = idempotency(() => new Response(`hook ${++hooks}`), {
+    scope: "global",
+    store,
+    key: (_request, body) => JSON.parse(new TextDecoder().decode(body)).id,
+    fingerprint: jsonFingerprint,
+  });
+  const deliver = async (body: string) => {
+    const init = { method: "POST", body };
+    return await answer(await hook(new Request("http://localhost/hook", init)));
+  };
+  const id = `evt-${key}`;
+  await deliver(`{"id":"${id}","amount":1.0,"note":"A"}`);
+  const again = await deliver(
+    `{ "note": "\\u0041", "amount": 1, "id": "${id}" }`,
+  );
+  check("a body-keyed JSON delivery written anew replays", {
+    replayed: "true",
+    body: "hook 1",
+    hooks: 1,
+  }, { replayed: again.replayed, body: again.body, hooks });
+  const sample = String
+    .raw`{"numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 1e-27], "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/", "literals": [null, true, false]}`;
+  const canonical =
+    '{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"\u20ac$\\u000f\\nA\'B\\"\\\\\\\\\\"/"}';
+  const encode = (text: string) => new TextEncoder().encode(text);
+  const post = new Request("http://localhost/pay", { method: "POST" });
+  check(
+    "jsonFingerprint of RFC 8785's sample is the hash of its canonical form",
+    await requestFingerprint("POST", post.url, encode(canonical)),
+    await jsonFingerprint(post, encode(sample)),
+  );
   return checks;
 }
