@@ -15,7 +15,7 @@
  * here; `KvStore`, `RedisStore`, `PostgresStore` and `FailoverStore` on
  * their own subpaths, so that importing this module loads no driver. The
  * store contract (for a store's author) is `@idempotent/http/store`; the
- * operator's types (`KeyInspection`, `RecordStats`, …) are
+ * operator's tools (`inspectKey`, `forgetKey`, `inspectStats`) are
  * `@idempotent/http/inspect`. See {@linkcode idempotency} for an example.
  *
  * @module
@@ -52,6 +52,5 @@ export {
   slotOf,
 } from "./src/fingerprint.ts";
 export { type EncryptionKeys, importEncryptionKeys } from "./src/encryption.ts";
-export { forgetKey, inspectKey, inspectStats } from "./src/inspect.ts";
 export { type IdempotencyStore, StoreError } from "./src/store.ts";
 export { MemoryStore, type MemoryStoreOptions } from "./src/stores/memory.ts";

@@ -58,14 +58,11 @@ export interface SlotLocation {
 
 /**
  * What {@linkcode inspectKey} found: the slot, then the store's
- * {@linkcode PeekResult}. A sealed record (the `encryption` option) has
- * `sealed: true` and `keyId`, the key id its seal names. Given the keys, a
- * sealed record that opens is `completed` with `verified: true` and its
- * header names and body length revealed; one the middleware would not open
- * is `unreadable`, `verified: false`, with `reason` (a key id not listed, a
- * record altered or moved, or one in clear while encryption is on). Without
- * the keys a sealed record stays `completed` with `verified: false`: whether
- * a retry gets it depends on the app's keys.
+ * {@linkcode PeekResult}. A sealed record has `sealed: true` and `keyId`
+ * (its seal's). Given the keys, one that opens is `completed`, `verified:
+ * true`, its header names and body length revealed; one the middleware would
+ * not open is `unreadable`, `verified: false`, with `reason`. Without the
+ * keys it stays `completed`, `verified: false`.
  */
 export type KeyInspection =
   & {
@@ -165,7 +162,8 @@ function needs(store: unknown, name: "peek" | "forget" | "stats"): void {
  *
  * @example Inspect, then forget, a key
  * ```ts
- * import { forgetKey, idempotency, inspectKey, MemoryStore } from "@idempotent/http";
+ * import { idempotency, MemoryStore } from "@idempotent/http";
+ * import { forgetKey, inspectKey } from "@idempotent/http/inspect";
  * import assert from "node:assert/strict";
  *
  * const store = new MemoryStore();
@@ -253,7 +251,8 @@ function revealed(record: StoredResponse) {
  *
  * @example Forget a key stored under a secret
  * ```ts
- * import { forgetKey, MemoryStore, slotOf } from "@idempotent/http";
+ * import { MemoryStore, slotOf } from "@idempotent/http";
+ * import { forgetKey } from "@idempotent/http/inspect";
  * import assert from "node:assert/strict";
  *
  * const secret = "0123456789abcdef0123456789abcdef";
@@ -304,7 +303,8 @@ export type RecordStats = StoreStats & { unopened?: number; verified?: false };
  *
  * @example Records sealed under a key the app no longer lists
  * ```ts
- * import { idempotency, importEncryptionKeys, inspectStats, MemoryStore } from "@idempotent/http";
+ * import { idempotency, importEncryptionKeys, MemoryStore } from "@idempotent/http";
+ * import { inspectStats } from "@idempotent/http/inspect";
  * import assert from "node:assert/strict";
  *
  * const key = (byte: number) => btoa(String.fromCharCode(...new Uint8Array(32).fill(byte)));

@@ -12,13 +12,8 @@
 
 import assert from "node:assert/strict";
 import { createClient } from "redis";
-import {
-  forgetKey,
-  idempotency,
-  importEncryptionKeys,
-  inspectKey,
-  inspectStats,
-} from "../mod.ts";
+import { idempotency, importEncryptionKeys } from "../mod.ts";
+import { forgetKey, inspectKey, inspectStats } from "../src/inspect.ts";
 import type { IdempotencyStore } from "../src/store.ts";
 import { FailoverStore } from "../src/stores/failover.ts";
 import { KvStore } from "../src/stores/kv.ts";

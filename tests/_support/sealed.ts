@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Sealed records under a rotated key list, for the inspect and CLI tests. @module */
 
-import { idempotency, importEncryptionKeys, inspectKey } from "../../mod.ts";
+import { idempotency, importEncryptionKeys } from "../../mod.ts";
+import { inspectKey } from "../../src/inspect.ts";
 import type { IdempotencyStore } from "../../src/store.ts";
 import { post } from "./http.ts";
 
