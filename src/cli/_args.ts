@@ -30,8 +30,16 @@ export type MysqlTarget = {
   options: { table?: string };
 };
 
+/** A DynamoDB target: `url` is the table's name. */
+export type DynamoDbTarget = {
+  kind: "dynamodb";
+  url: string;
+  options: { endpoint?: string; region?: string };
+};
+
 /** One store: where, and its options as the app gives them. */
 export type OneTarget =
+  | DynamoDbTarget
   | RedisTarget
   | PostgresTarget
   | MysqlTarget
@@ -58,11 +66,13 @@ export class UsageError extends Error {
   override name = "UsageError";
 }
 
-const STORES = ["redis", "redis-cluster", "postgres", "mysql", "kv", "sqlite"];
+const STORES = [
+  ..."redis redis-cluster postgres mysql kv sqlite dynamodb".split(" "),
+];
 const FLAGS = ["json", "yes", "help", "global"];
 const VALUES = [
   ...STORES,
-  ..."prefix table scope key secret-env slot limit encryption-keys-env"
+  ..."prefix table endpoint region scope key secret-env slot limit encryption-keys-env"
     .split(" "),
 ];
 const OPTIONS = Object.fromEntries([
@@ -201,7 +211,7 @@ function targetsOf(
   if (given.length !== 1) {
     throw new UsageError(
       given.length === 0
-        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --mysql URL, --kv PATH or --sqlite PATH"
+        ? "name the store: --redis URL, --redis-cluster URL[,URL...], --postgres URL, --mysql URL, --kv PATH, --sqlite PATH or --dynamodb TABLE"
         : `name one store, or --redis with --postgres (a FailoverStore): ${
           given.map((n) => `--${n}`).join(" and ")
         } given`,
@@ -237,6 +247,29 @@ function targetOf(
   }
   const prefix = text("prefix");
   const table = text("table");
+  const aws = { endpoint: text("endpoint"), region: text("region") };
+  if (option !== "dynamodb" && (aws.endpoint ?? aws.region) !== undefined) {
+    throw new UsageError("--endpoint and --region are for --dynamodb only");
+  }
+  if (option === "dynamodb") {
+    if (prefix !== undefined || table !== undefined) {
+      throw new UsageError(
+        "--dynamodb TABLE names the table: no --prefix or --table",
+      );
+    }
+    if (
+      aws.endpoint !== undefined &&
+      !/^https?:$/.test(URL.parse(aws.endpoint)?.protocol ?? "")
+    ) {
+      throw new UsageError(
+        `--endpoint takes a URL (http://HOST:PORT): current value is ${aws.endpoint}`,
+      );
+    }
+    const options = Object.fromEntries(
+      Object.entries(aws).filter(([, v]) => v !== undefined),
+    );
+    return { kind: "dynamodb", url, options };
+  }
   if (option in SQL) {
     const kind = option as keyof typeof SQL;
     if (prefix !== undefined) {

@@ -8,6 +8,7 @@
  */
 
 import type {
+  DynamoDbTarget,
   MysqlTarget,
   OneTarget,
   PostgresTarget,
@@ -22,10 +23,17 @@ import { MysqlStore } from "../stores/mysql.ts";
 import { PostgresStore } from "../stores/postgres.ts";
 import { RedisStore } from "../stores/redis.ts";
 import type { SqliteStore } from "../stores/sqlite.ts";
+import type { DynamoDbStore } from "../stores/dynamodb.ts";
 
 /** One opened store: what the CLI calls, and how to close it. */
 export interface Opened {
-  store: RedisStore | PostgresStore | MysqlStore | KvStore | SqliteStore;
+  store:
+    | RedisStore
+    | PostgresStore
+    | MysqlStore
+    | KvStore
+    | SqliteStore
+    | DynamoDbStore;
   /** The store's `stats`, or on a Redis Cluster a count over every master. */
   stats(limit: number | undefined): Promise<StoreStats>;
   close(): Promise<unknown>;
@@ -39,6 +47,15 @@ const TIMEOUT_MS = 30_000;
 /** The store's place, without credentials. */
 export function where(target: OneTarget): string {
   if (target.kind === "kv") return `Deno KV at ${target.url}`;
+  if (target.kind === "dynamodb") {
+    const { endpoint, region } = target.options;
+    const at = endpoint
+      ? ` at ${URL.parse(endpoint)?.host}`
+      : region
+      ? ` in ${region}`
+      : "";
+    return `DynamoDB table ${target.url}${at}`;
+  }
   if (target.kind === "sqlite") return `SQLite at ${target.url}`;
   const name = target.kind === "postgres"
     ? "PostgreSQL"
@@ -87,6 +104,7 @@ export async function open(target: OneTarget): Promise<Opened> {
   if (target.kind === "redis") return await openRedis(target);
   if (target.kind === "postgres") return await openPostgres(target);
   if (target.kind === "mysql") return await openMysql(target);
+  if (target.kind === "dynamodb") return await openDynamoDb(target);
   if (!/^[a-z]+:\/\//.test(target.url)) {
     // Opening a missing file would create it.
     await Deno.stat(target.url).catch((cause) => {
@@ -122,6 +140,34 @@ async function probed(
     throw error;
   });
   return { store, stats: () => store.stats(), close };
+}
+
+/**
+ * A DynamoDbStore on a client made as the app's would be (credentials and a
+ * region from the environment unless given), once the table answered.
+ */
+async function openDynamoDb(target: DynamoDbTarget): Promise<Opened> {
+  const { DynamoDBClient, DescribeTableCommand } = await import(
+    "@aws-sdk/client-dynamodb"
+  );
+  const { DynamoDbStore } = await import("../stores/dynamodb.ts");
+  const client = new DynamoDBClient({ ...target.options, maxAttempts: 2 });
+  const close = () => Promise.resolve(client.destroy());
+  const table = target.url;
+  const store = made(() =>
+    new DynamoDbStore({ client, table, timeoutMs: TIMEOUT_MS })
+  );
+  await client.send(new DescribeTableCommand({ TableName: table })).catch(
+    async (error) => {
+      await close();
+      throw error;
+    },
+  );
+  return {
+    store,
+    stats: (limit) => store.stats(limit === undefined ? {} : { limit }),
+    close,
+  };
 }
 
 async function openPostgres(target: PostgresTarget): Promise<Opened> {

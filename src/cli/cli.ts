@@ -57,7 +57,8 @@ Commands:
            forgotten). Read only.
   forget   Deletes one key's record, in flight or completed, unfenced: the next
            request with it runs the handler again. Needs --yes.
-  stats    Counts records by state (Redis and KV read at most --limit).
+  stats    Counts records by state (Redis, KV and DynamoDB read at most
+           --limit).
   generate-key [--id ID]
            Prints a new key list entry, ID:BASE64 of 32 random bytes (ID:
            today's date), as importEncryptionKeys() reads it.
@@ -73,6 +74,9 @@ Store (one, or the two of a FailoverStore, with the app's options):
   --kv PATH [--prefix P]       KvStore on a Deno KV file or URL; P a JSON array
                                ('["app","idempotency"]') or one string
   --sqlite PATH [--table T]    SqliteStore on an SQLite file
+  --dynamodb TABLE [--endpoint URL] [--region R]
+                               DynamoDbStore (AWS credentials and region from
+                               the environment unless given)
   --redis … --postgres …       A FailoverStore's two: each record, what a claim
                                finds; forget and stats on both
 
@@ -95,7 +99,7 @@ Sealed records (inspect and stats):
 
 Output:
   --json              One JSON line on stdout (an error too: {"error"}).
-  --limit N           stats: records Redis or KV read at most (default 10000).
+  --limit N           stats: records a scan reads at most (default 10000).
   --yes               forget: delete (there is no prompt).
   -h, --help          This text.
 
@@ -108,7 +112,8 @@ Exit codes:
 
 Permissions (instead of -A): --allow-net=HOST:PORT; --allow-env for --postgres
 and the variables named; --unstable-kv --allow-read --allow-write for --kv;
---allow-read --allow-write of the file (and -wal, -shm) for --sqlite.
+--allow-read --allow-write of the file (and -wal, -shm) for --sqlite;
+--allow-env --allow-sys --allow-read (of ~/.aws) for --dynamodb.
 `;
 
 const DEFAULT_IO: CliIo = {

@@ -493,7 +493,7 @@ Deno.test("cli exits 2 with a message on bad usage, before any connection", asyn
 /** The options the CLI's grammar has (docs/operations.md, the CLI). */
 const OPTION_NAMES = [
   ..."json yes help global".split(" "),
-  ..."redis redis-cluster postgres mysql kv sqlite prefix table scope key secret-env slot limit encryption-keys-env"
+  ..."redis redis-cluster postgres mysql kv sqlite dynamodb prefix table endpoint region scope key secret-env slot limit encryption-keys-env"
     .split(" "),
 ];
 
