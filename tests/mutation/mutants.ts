@@ -25,6 +25,8 @@ import { MUTANTS as storesKvMemory } from "./mutants/stores_kv_memory.ts";
 import { MUTANTS as storesRedis } from "./mutants/stores_redis.ts";
 import { MUTANTS as storesDynamodb } from "./mutants/stores_dynamodb.ts";
 import { MUTANTS as operability } from "./mutants/operability.ts";
+import { MUTANTS as operabilityMore } from "./mutants/operability_more.ts";
+import { MUTANTS as coreDialects } from "./mutants/core_dialects.ts";
 import { MUTANTS as presets } from "./mutants/presets.ts";
 
 export type { Mutant } from "./_targets.ts";
@@ -42,5 +44,7 @@ export const MUTANTS: Mutant[] = [
   ...storesRedis,
   ...storesDynamodb,
   ...operability,
+  ...operabilityMore,
+  ...coreDialects,
   ...presets,
 ];

@@ -108,10 +108,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "rule10-malformed-key-sanitized",
-    file: GUARD,
+    file: "src/_refusals.ts",
     text: "const parsed = parseIdempotencyKey(value);",
-    replacement: String
-      .raw`const parsed = parseIdempotencyKey(value.replace(/[^\x21-\x7e]/g, ""));`,
+    replacement:
+      'const parsed = parseIdempotencyKey(value.replace(/[^\\x21-\\x7e]/g, ""));',
     tests: [...T.protocol],
     what: "rule 10: a malformed key is cleaned up and claimed, not a 400",
   },
@@ -127,17 +127,17 @@ export const MUTANTS: Mutant[] = [
   // src/_guard.ts: each problem's status and event, the replay's event.
   {
     id: "guard-too-large-reason-malformed",
-    file: GUARD,
-    text: `? "too_large"\n      : kind as "missing" | "malformed";`,
-    replacement: `? "malformed"\n      : kind as "missing" | "malformed";`,
+    file: "src/_refusals.ts",
+    text: '? "too_large"\n      : kind as "missing" | "malformed";',
+    replacement: '? "malformed"\n      : kind as "missing" | "malformed";',
     tests: [...T.protocol],
     what: "a 413 is reported as a malformed key",
   },
   {
     id: "guard-incomplete-status-413",
-    file: GUARD,
-    text: "status: problemStatus(reason),",
-    replacement: "status: 413 as 400,",
+    file: "src/_refusals.ts",
+    text: 'reason = "incomplete", status = 400;',
+    replacement: 'reason = "incomplete", status = 413;',
     tests: [...T.protocol],
     what: "a request body that broke off is reported as a 413",
   },
@@ -152,9 +152,10 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "guard-unreadable-as-in-flight",
-    file: GUARD,
-    text: `"unreadable",\n      {},\n      renderProblem,`,
-    replacement: `"inFlight",\n      { retryAfter: 30 },\n      renderProblem,`,
+    file: "src/_guard.ts",
+    text: 'this.#no.problem(flight, "unreadable", {}, () => ({',
+    replacement:
+      'this.#no.problem(flight, "inFlight" as "unreadable", { retryAfter: 30 } as Record<never, never>, () => ({',
     tests: [...T.protocol],
     what:
       "an unreadable record answers the in-flight 409 with a Retry-After, inviting retries that cannot succeed",
@@ -213,18 +214,18 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "guard-completed-mismatch-replayed",
-    file: GUARD,
+    file: "src/_guard.ts",
     text:
-      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        const { encryption } = config;",
+      "        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);\n        const { encryption } = config;",
     replacement: "        const { encryption } = config;",
     tests: [...T.protocol],
     what: "a key reused with another body after completion replays, not 422",
   },
   {
     id: "guard-in-flight-mismatch-as-conflict",
-    file: GUARD,
+    file: "src/_guard.ts",
     text:
-      "        if (claim.fingerprint !== fingerprint) return this.#mismatch(flight);\n        return this.#conflict(",
+      "        if (claim.fingerprint !== fingerprint) return this.#no.mismatch(flight);\n        return this.#conflict(",
     replacement: "        return this.#conflict(",
     tests: [...T.protocol],
     what: "a key reused with another body while in flight answers 409, not 422",
@@ -530,10 +531,11 @@ export const MUTANTS: Mutant[] = [
   },
   {
     id: "option-error-unreported",
-    file: GUARD,
+    file: "src/_refusals.ts",
     text:
-      "      this.#report(() => ({ type: event, slot: null, error }), started);\n",
-    replacement: "",
+      'const event = () => ({ type: "option_error" as const, slot: null, error });',
+    replacement:
+      'const event = () => ({ type: "mismatch" as const, slot: null });',
     tests: ["tests/idempotency_lifetime_test.ts"],
     what:
       "a failing ttl function answers 500 with no event and no line in the log",
