@@ -506,6 +506,7 @@ Deno.test("cli --help names every option and the exit codes; the parser knows ea
       "--allow-env",
       "--allow-read",
       "--allow-write",
+      "--allow-sys",
       "--unstable-kv",
       "--generate-key",
       "--id", // generate-key's
