@@ -7,6 +7,7 @@ import {
   bytes,
   completedResponse,
   type ConformanceCase,
+  HELD,
   pattern,
   plain,
 } from "./_context.ts";
@@ -16,9 +17,9 @@ import type { StoredResponse } from "../store.ts";
 export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name: "many concurrent claims on one slot have exactly one winner",
-    async run({ lease, slot, claimAll }) {
+    async run({ slot, claimAll }) {
       const s = slot();
-      const { results, winners } = await claimAll(s, 50, "fp");
+      const { results, winners } = await claimAll(s, 50, "fp", HELD);
       assert.equal(winners.length, 1, `winners: ${winners.length}`);
       const winner = winners[0]!;
       for (const [i, r] of results.entries()) {
@@ -27,7 +28,7 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
         if (r.state === "in_flight") {
           assert.equal(r.fingerprint, `fp-${winner}`);
           assert.ok(
-            r.retryAfterMs >= 1 && r.retryAfterMs <= lease,
+            r.retryAfterMs >= 1 && r.retryAfterMs <= HELD,
             `retryAfterMs ${r.retryAfterMs}`,
           );
         }
@@ -111,13 +112,13 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   },
   {
     name: "a live claim reads as in flight with the owner's fingerprint",
-    async run({ store, lease, opts, claimed }) {
-      const [s] = await claimed("owner");
+    async run({ store, opts, claimed }) {
+      const [s] = await claimed("owner", { leaseMs: HELD });
       const other = await store.claim(s, opts("other"));
       assert.equal(other.state, "in_flight");
       if (other.state === "in_flight") {
         assert.equal(other.fingerprint, "owner");
-        assert.ok(other.retryAfterMs >= 1 && other.retryAfterMs <= lease);
+        assert.ok(other.retryAfterMs >= 1 && other.retryAfterMs <= HELD);
       }
     },
   },
@@ -128,7 +129,7 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
       // At most: each store of a FailoverStore may pick another winner.
       const [s] = await claimed("first");
       await elapse(lease + 100);
-      const { results, winners } = await claimAll(s, 20, "late");
+      const { results, winners } = await claimAll(s, 20, "late", HELD);
       assert.ok(winners.length <= 1, `winners: ${winners.length}`);
       for (const [i, r] of results.entries()) {
         if (i === winners[0]) {
@@ -148,7 +149,8 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
     async run({ store, lease, opts, claimed, elapse }) {
       const [s, stale] = await claimed("first");
       await elapse(lease + 100);
-      const takeover = await store.claim(s, opts("second"));
+      // The new owner's lease outlasts the case: only the stale one expires.
+      const takeover = await store.claim(s, opts("second", { leaseMs: HELD }));
       assert.equal(takeover.state, "acquired");
       if (takeover.state !== "acquired") return;
       assert.equal(takeover.recovered, true);
@@ -227,7 +229,7 @@ export const CLAIM_CASES: readonly ConformanceCase[] = [
   {
     name: "writes with a foreign token or on an absent slot are lost",
     async run({ store, slot, opts, claimed, assertWritesLost }) {
-      const [s, token] = await claimed("own");
+      const [s, token] = await claimed("own", { leaseMs: HELD });
       const wrong = `${token}x`;
       await assertWritesLost(s, wrong, plain("x"));
       assert.equal((await store.claim(s, opts("own"))).state, "in_flight");

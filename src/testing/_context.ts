@@ -111,6 +111,13 @@ export interface ConformanceCase {
   run(c: CaseContext): Promise<void>;
 }
 
+/**
+ * The lease of a claim that must still hold when its case ends: a slow disk
+ * or a loaded machine takes a short lease away between two operations. Half
+ * the cases' TTL, so that a wait derived from the TTL is told from the lease.
+ */
+export const HELD = 30_000;
+
 /** What every case runs with; fields, so that a case takes apart what it uses. */
 export class CaseContext {
   readonly store: IdempotencyStore;
@@ -157,15 +164,17 @@ export class CaseContext {
     return [s, acquired(result)];
   };
 
-  /** `count` claims on `s` at once, the i-th with fingerprint `${tag}-${i}`:
-   * their results, and the indexes of those acquired. */
+  /** `count` claims on `s` at once, the i-th with fingerprint `${tag}-${i}`
+   * (and a lease of `leaseMs`): their results, and the indexes of those
+   * acquired. */
   readonly claimAll = async (
     s: string,
     count: number,
     tag: string,
+    leaseMs: number = this.lease,
   ): Promise<{ results: ClaimResult[]; winners: number[] }> => {
     const claim = (_: unknown, i: number) =>
-      this.store.claim(s, this.opts(`${tag}-${i}`));
+      this.store.claim(s, this.opts(`${tag}-${i}`, { leaseMs }));
     const results = await Promise.all(Array.from({ length: count }, claim));
     const winners = results.flatMap((r, i) =>
       r.state === "acquired" ? [i] : []
