@@ -111,11 +111,8 @@ export interface ConformanceCase {
   run(c: CaseContext): Promise<void>;
 }
 
-/**
- * The lease of a claim that must still hold when its case ends: a slow disk
- * or a loaded machine takes a short lease away between two operations. Half
- * the cases' TTL, so that a wait derived from the TTL is told from the lease.
- */
+/** The lease of a claim that must outlive its case (a slow disk outlasts a
+ * short one); half the cases' TTL, so that a wait from the TTL stands out. */
 export const HELD = 30_000;
 
 /** What every case runs with; fields, so that a case takes apart what it uses. */
@@ -232,22 +229,21 @@ export function plain(text: string): StoredResponse {
 
 /** The token of an acquired claim; fails on any other result. */
 export function acquired(result: ClaimResult): string {
-  assert.equal(
-    result.state,
-    "acquired",
-    `expected acquired, got ${JSON.stringify(result)}`,
-  );
-  return (result as { token: string }).token;
+  return inState(result, "acquired").token;
 }
 
 /** The response of a completed claim; fails on any other result. */
 export function completedResponse(result: ClaimResult): StoredResponse {
-  assert.equal(
-    result.state,
-    "completed",
-    `expected completed, got ${result.state}`,
-  );
-  return (result as { response: StoredResponse }).response;
+  return inState(result, "completed").response;
+}
+
+function inState<S extends ClaimResult["state"]>(
+  result: ClaimResult,
+  state: S,
+) {
+  const seen = JSON.stringify(result);
+  assert.equal(result.state, state, `expected ${state}, got ${seen}`);
+  return result as Extract<ClaimResult, { state: S }>;
 }
 
 /** `actual` has `expected`'s status, headers and body (or omission). */
@@ -263,13 +259,10 @@ export function assertSameResponse(
   } else {
     assert.ok(actual.body instanceof Uint8Array, "body must be a Uint8Array");
     assert.equal(actual.body.byteLength, expected.body.byteLength);
-    assert.ok(sameBytes(actual.body, expected.body), "body bytes differ");
+    const same = actual.body.every((x, i) => x === expected.body![i]);
+    assert.ok(same, "body bytes differ");
     assert.equal(actual.omitted, undefined);
   }
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  return a.byteLength === b.byteLength && a.every((x, i) => x === b[i]);
 }
 
 /** Waits for `promise`, failing instead of hanging after 10 s (a bound, not a timing). */
