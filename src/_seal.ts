@@ -1,21 +1,26 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
+import { type Aead, aesGcm, NODE_CRYPTO } from "./_aead.ts";
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
 import type { StoredResponse } from "./store.ts";
 import { STORE_DROPPED } from "./stores/_shared.ts";
 
-/** The one header of a sealed record: `3;<key id>;<sealed header list>`. */
+/** The one header of a sealed record: `4;<key id>;<sealed header list>`. */
 export const SEALED_HEADER = "idempotent-sealed";
-/** The seal written; `2`, whose additional data lacks the omitted reason, still opens. */
-const VERSION = "3";
-const VERSIONS = new Set(["2", VERSION]);
-const NONCE_BYTES = 12;
+/**
+ * The seal written: its body's ciphertext holds the header list too, so a
+ * replay opens once. `3`, whose body holds the body alone, and `2`, whose
+ * additional data lacks the omitted reason, still open.
+ */
+const VERSION = "4";
+const VERSIONS = new Set(["2", "3", VERSION]);
 /** 1 to 32 visible ASCII characters but `;`, the separator. */
 export const KEY_ID = /^[\x21-\x3a\x3c-\x7e]{1,32}$/;
 
 type Bytes = Uint8Array<ArrayBuffer>;
 const UTF8 = new TextEncoder();
+const TEXT = new TextDecoder();
 
 /** A `CryptoKey`, named so that Node's types find it too. */
 type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
@@ -88,12 +93,15 @@ export function unsealedReason(record: StoredResponse): Opened | null {
 /** The checked `encryption` option: seals under the first key, opens under any. */
 export class Sealer {
   private constructor(
-    private readonly keys: ReadonlyMap<string, SealingKey>,
+    private readonly keys: ReadonlyMap<string, Aead>,
     private readonly id: string, // the sealing key's
   ) {}
 
-  /** The `encryption` option checked (`TypeError`, `RangeError`), if given. */
-  static of(option: unknown): Sealer | undefined {
+  /**
+   * The `encryption` option checked (`TypeError`, `RangeError`), if given;
+   * `node`: the `node:crypto` that seals in line (`null`: `crypto.subtle`).
+   */
+  static of(option: unknown, node = NODE_CRYPTO): Sealer | undefined {
     if (option === undefined) return undefined;
     const list = (option as { keys?: unknown } | null)?.keys;
     if (!Array.isArray(list) || list.length === 0) {
@@ -101,7 +109,7 @@ export class Sealer {
         "'encryption.keys' must be a non-empty list of { id, key }",
       );
     }
-    const keys = new Map<string, SealingKey>();
+    const keys = new Map<string, Aead>();
     for (const [i, entry] of list.entries()) {
       const { id, key } = entry ?? {};
       const name = `'encryption.keys[${i}]`;
@@ -115,7 +123,7 @@ export class Sealer {
       if (keys.has(id)) {
         throw new TypeError(`${name}.id' repeats the id ${JSON.stringify(id)}`);
       }
-      keys.set(id, checkKey(`${name}.key'`, key));
+      keys.set(id, aesGcm(checkKey(`${name}.key'`, key), node));
     }
     return new Sealer(keys, list[0].id);
   }
@@ -135,31 +143,23 @@ export class Sealer {
     const key = keys.get(id)!;
     const clear = bound(VERSION, id, slot, fingerprint, record);
     const headers = UTF8.encode(encodeHeaders(record.headers));
-    const sealed = toBase64Url(await encrypt(key, clear, headers));
+    const sealed = toBase64Url(await key.seal(clear, headers));
     const label = `${VERSION};${id};${sealed}`;
     const body = record.body as Bytes | null;
-    // The status and, with no body, its `omitted` stay as they are.
+    // The status and, with no body, its `omitted` stay as they are. The
+    // label's header list opens a record whose body a store drops.
     return {
       ...record,
       headers: [[SEALED_HEADER, label]],
-      body: body && await encrypt(key, clear + label, body),
+      body: body && await key.seal(clear + label, framed(headers, body)),
     };
   }
 
   /**
-   * The record `seal` made for `slot` and `fingerprint`, or `null` when it
+   * The record `seal` made for `slot` and `fingerprint`, or `null` and why it
    * does not open: not sealed, tampered, moved, or under a key no longer
    * listed. One whose body a store dropped opens bodiless.
    */
-  async open(
-    slot: string,
-    fingerprint: string,
-    record: StoredResponse,
-  ): Promise<StoredResponse | null> {
-    return (await this.read(slot, fingerprint, record)).record;
-  }
-
-  /** {@linkcode Sealer.open}, saying why a record does not open. */
   async read(
     slot: string,
     fingerprint: string,
@@ -180,18 +180,21 @@ export class Sealer {
     if (key === undefined) {
       return { record: null, reason: missingKey(id), keyId };
     }
-    const sealed = fromBase64Url(text.join(";")); // null with a ";" more
-    const clear = sealed && bound(version, id, slot, fingerprint, record);
+    const clear = bound(version, id, slot, fingerprint, record);
+    const body = record.body as Bytes | null;
     try {
-      const headers = await decrypt(key, clear!, sealed!);
-      const body = record.body as Bytes | null;
-      const opened = toStoredResponse(
+      // Version 4 holds the header list in the body's seal too: one open,
+      // the label bound as additional data, its copy not decoded.
+      const parts = body && version === VERSION
+        ? unframed(await key.open(clear + pair[1], body))
+        : await openParts(key, clear, text.join(";"), pair[1], body);
+      const opened = parts && toStoredResponse(
         record.status,
-        decodeHeaders(new TextDecoder().decode(headers)),
-        body && await decrypt(key, clear + pair[1], body),
+        decodeHeaders(TEXT.decode(parts[0])),
+        parts[1],
         record.omitted,
       );
-      if (opened !== null) return { record: opened, keyId };
+      if (opened) return { record: opened, keyId };
     } catch {
       // It does not open.
     }
@@ -234,25 +237,37 @@ function bound(
   return JSON.stringify([version, id, slot, fingerprint, status, decided]);
 }
 
-/** A fresh 12-byte nonce ‖ the AES-GCM ciphertext of `plain`. */
-async function encrypt(key: SealingKey, data: string, plain: Bytes) {
-  const iv = crypto.getRandomValues(new Uint8Array(NONCE_BYTES));
-  const cipher = await crypto.subtle.encrypt(gcm(iv, data), key, plain);
-  const sealed = new Uint8Array(NONCE_BYTES + cipher.byteLength);
-  sealed.set(iv);
-  sealed.set(new Uint8Array(cipher), NONCE_BYTES);
-  return sealed;
+/** The header list and body of a version 2 or 3 record, or of a bodiless one. */
+async function openParts(
+  key: Aead,
+  clear: string,
+  sealedHeaders: string,
+  label: string,
+  body: Bytes | null,
+): Promise<readonly [Bytes, Bytes | null] | null> {
+  const sealed = fromBase64Url(sealedHeaders); // null with a ";" more
+  if (sealed === null) return null;
+  return [
+    await key.open(clear, sealed),
+    body && await key.open(clear + label, body),
+  ];
 }
 
-/** What {@linkcode encrypt} sealed; throws when it does not open. */
-async function decrypt(key: SealingKey, data: string, sealed: Bytes) {
-  const gcm_ = gcm(sealed.subarray(0, NONCE_BYTES), data);
-  const plain = crypto.subtle.decrypt(gcm_, key, sealed.subarray(NONCE_BYTES));
-  return new Uint8Array(await plain);
+/** A version 4 body's plain text: the header list's length (4 bytes, big-endian), the list, the body. */
+function framed(headers: Bytes, body: Bytes): Bytes {
+  const out = new Uint8Array(4 + headers.byteLength + body.byteLength);
+  new DataView(out.buffer).setUint32(0, headers.byteLength);
+  out.set(headers, 4);
+  out.set(body, 4 + headers.byteLength);
+  return out;
 }
 
-function gcm(iv: Bytes, data: string): AesGcmParams {
-  return { name: "AES-GCM", iv, additionalData: UTF8.encode(data) };
+/** What {@linkcode framed} joined, or `null` when its length runs past its end. */
+function unframed(plain: Bytes): readonly [Bytes, Bytes] | null {
+  if (plain.byteLength < 4) return null;
+  const end = 4 + new DataView(plain.buffer, plain.byteOffset).getUint32(0);
+  if (end > plain.byteLength) return null;
+  return [plain.subarray(4, end), plain.subarray(end)];
 }
 
 function checkKey(name: string, key: unknown): SealingKey {
@@ -291,7 +306,7 @@ function toBase64Url(bytes: Uint8Array): string {
   return btoa(text).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
 
-function fromBase64Url(text: string): Uint8Array<ArrayBuffer> | null {
+function fromBase64Url(text: string): Bytes | null {
   if (!/^[A-Za-z0-9_-]*$/.test(text)) return null;
   try {
     const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/"));

@@ -198,5 +198,5 @@ Deno.test("cli generate-key prints an entry that importEncryptionKeys() reads an
     { response: true },
   );
   assert.ok(peek.state === "completed");
-  assert.match(peek.response!.headers[0]![1], /^3;2026-03;/);
+  assert.match(peek.response!.headers[0]![1], /^4;2026-03;/);
 });

@@ -51,7 +51,7 @@ function assertChecks(checks: Check[], expectedCount: number): void {
   assert.equal(checks.length, expectedCount, "every case reported");
 }
 
-const CASES = 10; // checks per store in tests/runtimes/smoke.ts
+const CASES = 12; // checks per store in tests/runtimes/smoke.ts
 
 function parseChecks(
   result: { code: number; stdout: string; stderr: string },

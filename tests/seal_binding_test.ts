@@ -6,8 +6,8 @@
  * with an `unreadable` conflict that says why, the handler never run again;
  * a body the store drops (`store_dropped`) still opens, bodiless, marked as
  * such; the same rewrite of the omitted reason in PostgreSQL and a KV file.
- * Records sealed by version 2 (no omitted reason in the additional data)
- * still open and replay byte for byte. In PostgreSQL, each column and part of
+ * Records sealed by version 2 (no omitted reason in the additional data) and
+ * 3 (the header list in the label alone) still open and replay byte for byte. In PostgreSQL, each column and part of
  * the label changed alone: status, fingerprint, slot, omitted reason, the key
  * id (to another id of the same key bytes), the version, a header beside the
  * seal, a body from another record.
@@ -139,7 +139,7 @@ integrationTest(
       await seal(a, "dropped");
       await seal(a, "dropped-as-large");
       const label = (await read("status")).response.headers[0]!;
-      assert.match(label[1], /^3;k2;/);
+      assert.match(label[1], /^4;k2;/);
 
       // The status.
       await rewrite("status", (f) => ({
@@ -179,7 +179,7 @@ integrationTest(
       for (const [key, id] of [["k-id", "k1"], ["k-gone", "k9"]] as const) {
         await rewrite(key, (f) => {
           const [, value] = f.response.headers[0]!;
-          const moved = value.replace(/^3;k2;/, `3;${id};`);
+          const moved = value.replace(/^4;k2;/, `4;${id};`);
           return {
             ...f,
             response: { ...f.response, headers: [[label[0], moved]] },
@@ -317,9 +317,9 @@ integrationTest(
     ]);
     await update("omitted", "omitted = 'too_slow'");
     for (const key of ["id-same-bytes", "id-bodiless"]) {
-      await relabel(key, (l) => l.replace(/^3;k2;/, "3;k3;"));
+      await relabel(key, (l) => l.replace(/^4;k2;/, "4;k3;"));
     }
-    await relabel("version", (l) => l.replace(/^3;/, "2;"));
+    await relabel("version", (l) => l.replace(/^4;/, "3;"));
     await update(
       "extra",
       `headers = headers || '[["x-order","ord_2"]]'::jsonb`,
@@ -353,8 +353,12 @@ integrationTest(
   },
 );
 
-/** A record sealed as version 2 sealed it: no omitted reason in the additional data. */
-async function sealV2(
+/**
+ * A record sealed as an earlier version sealed it: version 2 (no omitted
+ * reason in the additional data) or 3 (the body's seal holds the body alone).
+ */
+async function sealOld(
+  version: "2" | "3",
   bytes: string,
   slot: string,
   fingerprint: string,
@@ -377,11 +381,12 @@ async function sealV2(
     out.set(new Uint8Array(c), 12);
     return out;
   };
-  const clear = JSON.stringify(["2", "k1", slot, fingerprint, record.status]);
+  const bound = [version, "k1", slot, fingerprint, record.status];
+  const clear = JSON.stringify(version === "2" ? bound : [...bound, ""]);
   const headers = new TextEncoder().encode(JSON.stringify(record.headers));
   const sealed = btoa(String.fromCharCode(...await enc(clear, headers)))
     .replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-  const label = `2;k1;${sealed}`;
+  const label = `${version};k1;${sealed}`;
   const body = record.body as Uint8Array<ArrayBuffer> | null;
   return {
     ...record,
@@ -390,52 +395,54 @@ async function sealV2(
   };
 }
 
-Deno.test("a record sealed by version 2 still opens, and replays byte for byte what one in clear replays", async () => {
-  const store = new MemoryStore();
-  const slot = slotOf("", "v2");
-  const { handler: clear } = app(new MemoryStore());
-  const plain = await clear(post("v2"));
-  const expected = {
-    status: plain.status,
-    headers: [...plain.headers],
-    body: await plain.text(),
-  };
-  // The fingerprint of post("v2"), as a record in clear keeps it.
-  const probe = new MemoryStore();
-  await (await idempotency(() => new Response(), {
-    scope: "global",
-    store: probe,
-  })(post("v2"))).text();
-  const peeked = await probe.peek(slot);
-  assert.ok(peeked.state === "completed");
-  const fingerprint = peeked.fingerprint;
+for (const version of ["2", "3"] as const) {
+  Deno.test(`a record sealed by version ${version} still opens, and replays byte for byte what one in clear replays`, async () => {
+    const store = new MemoryStore();
+    const slot = slotOf("", "v2");
+    const { handler: clear } = app(new MemoryStore());
+    const plain = await clear(post("v2"));
+    const expected = {
+      status: plain.status,
+      headers: [...plain.headers],
+      body: await plain.text(),
+    };
+    // The fingerprint of post("v2"), as a record in clear keeps it.
+    const probe = new MemoryStore();
+    await (await idempotency(() => new Response(), {
+      scope: "global",
+      store: probe,
+    })(post("v2"))).text();
+    const peeked = await probe.peek(slot);
+    assert.ok(peeked.state === "completed");
+    const fingerprint = peeked.fingerprint;
 
-  const record: StoredResponse = {
-    status: 201,
-    headers: [["content-type", "application/json"], ["x-order", "ord_1"]],
-    body: new TextEncoder().encode(BODY),
-  };
-  const sealed = await sealV2(BYTES.k1, slot, fingerprint, record);
-  const own = await store.claim(slot, {
-    fingerprint,
-    leaseMs: 1_000,
-    ttlMs: 60_000,
+    const record: StoredResponse = {
+      status: 201,
+      headers: [["content-type", "application/json"], ["x-order", "ord_1"]],
+      body: new TextEncoder().encode(BODY),
+    };
+    const sealed = await sealOld(version, BYTES.k1, slot, fingerprint, record);
+    const own = await store.claim(slot, {
+      fingerprint,
+      leaseMs: 1_000,
+      ttlMs: 60_000,
+    });
+    assert.ok(own.state === "acquired");
+    assert.equal(await store.complete(slot, own.token, sealed), "applied");
+    const a = app(store);
+    const replay = await a.handler(post("v2"));
+    assert.deepEqual({
+      status: replay.status,
+      headers: [...replay.headers].filter(([n]) => n !== "idempotent-replayed"),
+      body: await replay.text(),
+    }, {
+      ...expected,
+      headers: expected.headers.filter(([n]) => n !== "idempotent-replayed"),
+    });
+    assert.equal(replay.headers.get("idempotent-replayed"), "true");
+    assert.equal(a.runs(), 0);
   });
-  assert.ok(own.state === "acquired");
-  assert.equal(await store.complete(slot, own.token, sealed), "applied");
-  const a = app(store);
-  const replay = await a.handler(post("v2"));
-  assert.deepEqual({
-    status: replay.status,
-    headers: [...replay.headers].filter(([n]) => n !== "idempotent-replayed"),
-    body: await replay.text(),
-  }, {
-    ...expected,
-    headers: expected.headers.filter(([n]) => n !== "idempotent-replayed"),
-  });
-  assert.equal(replay.headers.get("idempotent-replayed"), "true");
-  assert.equal(a.runs(), 0);
-});
+}
 
 /** Rewrites a bodiless sealed record's omitted reason in the store, then replays it. */
 async function omittedRewritten(
@@ -540,7 +547,7 @@ Deno.test("property: a sealed record opens as it was; any one bound field change
           : { ...sealed, body: null, omitted: "too_large" };
       }
       if (what === "keyId") {
-        forged.headers = [[name, label.replace(/^3;k2;/, "3;k1;")]];
+        forged.headers = [[name, label.replace(/^4;k2;/, "4;k1;")]];
       }
       if (what === "extra header") forged.headers = [[name, label], ["x", "1"]];
       const read = await sealer.read(slot, fingerprint, forged);

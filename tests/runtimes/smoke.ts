@@ -4,7 +4,7 @@
  * with each runtime's entry): first call, replay with the marker and the same
  * bytes, 409 while in flight, 422 for another payload, 400 for a malformed
  * key; a body-keyed JSON delivery (`key`, `jsonFingerprint`) written anew
- * replays, and RFC 8785's sample fingerprints as its canonical form. Web platform only, so Node, Bun and workerd all run it as it is.
+ * replays, and RFC 8785's sample fingerprints as its canonical form; a sealed record replays, and another key list cannot open it. Web platform only, so Node, Bun and workerd all run it as it is.
  *
  * Each case is reported as `{ name, expected, actual }`; the Deno side
  * compares them, so a failure names the case and shows both values.
@@ -14,6 +14,7 @@
 import {
   idempotency,
   type IdempotencyStore,
+  importEncryptionKeys,
   jsonFingerprint,
   MemoryStore,
   requestFingerprint,
@@ -156,5 +157,37 @@ export async function protocolCases(
     await requestFingerprint("POST", post.url, encode(canonical)),
     await jsonFingerprint(post, encode(sample)),
   );
+
+  // Sealed records: node:crypto's cipher where the runtime has it, else
+  // crypto.subtle; a key list without the sealing key cannot open them.
+  const sealedBy = async (byte: number) => {
+    const raw = btoa(String.fromCharCode(...new Uint8Array(32).fill(byte)));
+    const encryption = await importEncryptionKeys(`k1:${raw}`);
+    return idempotency(() => new Response("sealed", { status: 201 }), {
+      scope: "global",
+      store,
+      encryption,
+    });
+  };
+  const sealedPost = async (
+    guarded: (r: Request) => Response | Promise<Response>,
+  ) =>
+    await answer(
+      await guarded(
+        new Request("http://localhost/sealed", {
+          method: "POST",
+          headers: { "idempotency-key": `${key}-sealed` },
+          body: "{}",
+        }),
+      ),
+    );
+  const sealing = await sealedBy(1);
+  const sealedOnce = await sealedPost(sealing);
+  check("a sealed record replays its bytes", {
+    ...sealedOnce,
+    replayed: "true",
+  }, await sealedPost(sealing));
+  const unopened = await sealedPost(await sealedBy(2));
+  check("another key cannot open it: 500", 500, unopened.status);
   return checks;
 }

@@ -7,6 +7,10 @@
 
 import { type Mutant, T } from "../_targets.ts";
 
+const AEAD = "src/_aead.ts";
+const SEAL = "src/_seal.ts";
+const ENGINES = "tests/seal_engines_test.ts";
+
 /** The mutants of the kernel: the record, the seal, the problems and the helpers. */
 export const MUTANTS: Mutant[] = [
   {
@@ -327,5 +331,89 @@ export const MUTANTS: Mutant[] = [
     tests: ["tests/problem_renderer_test.ts"],
     what:
       "the body has no code: a client matching on it sees every problem alike",
+  },
+  // src/_aead.ts and the seal's version 4 (issue 34): the in-line cipher.
+  {
+    id: "aead-tag-unchecked",
+    file: AEAD,
+    text: "const last = decipher.final(); // throws on a bad tag",
+    replacement: "const last = new Uint8Array(0);",
+    tests: [ENGINES],
+    what:
+      "a sealed record changed in the store opens in line: forged bytes replay",
+  },
+  {
+    id: "aead-aad-unbound",
+    file: AEAD,
+    text: "const text = cipher.setAAD(UTF8.encode(data)).update(plain);",
+    replacement: "const text = cipher.update(plain);",
+    tests: [ENGINES],
+    what:
+      "the in-line seal binds no slot or fingerprint: a record moved to another key opens there",
+  },
+  {
+    id: "aead-nonce-fixed",
+    file: AEAD,
+    text: "return crypto.getRandomValues(new Uint8Array(NONCE));",
+    replacement: "return new Uint8Array(NONCE);",
+    tests: [ENGINES],
+    what:
+      "every record sealed under one nonce: GCM's key stream and tag key leak",
+  },
+  {
+    id: "aead-in-line-seal-bound",
+    file: AEAD,
+    text:
+      "if (plain.byteLength > IN_LINE_BYTES) return subtle.seal(data, plain);",
+    replacement:
+      "if (plain.byteLength >= IN_LINE_BYTES) return subtle.seal(data, plain);",
+    tests: [ENGINES],
+    what: "a body of exactly 16 KiB is sealed through crypto.subtle's hop",
+  },
+  {
+    id: "aead-in-line-open-bound",
+    file: AEAD,
+    text: "if (end - NONCE > IN_LINE_BYTES) return subtle.open(data, sealed);",
+    replacement:
+      "if (end - NONCE > IN_LINE_BYTES + 1) return subtle.open(data, sealed);",
+    tests: [ENGINES],
+    what: "a body one byte over 16 KiB is opened in line, at 6 ns a byte",
+  },
+  {
+    id: "aead-unprobed",
+    file: AEAD,
+    text: 'node!.createCipheriv("aes-256-gcm", k, nonce(), TAG).final();',
+    replacement: "",
+    tests: [ENGINES],
+    what:
+      "a node:crypto without AES-256-GCM is taken: every seal throws instead of using crypto.subtle",
+  },
+  {
+    id: "seal-v4-opened-as-v3",
+    file: SEAL,
+    text: "body && version === VERSION",
+    replacement: 'body && version === "5"',
+    tests: [...T.sealing, ENGINES],
+    what:
+      "a version 4 body is opened as version 3: the replay's body starts with the header list",
+  },
+  {
+    id: "seal-v3-unopened",
+    file: SEAL,
+    text: 'const VERSIONS = new Set(["2", "3", VERSION]);',
+    replacement: 'const VERSIONS = new Set(["2", VERSION]);',
+    tests: ["tests/seal_binding_test.ts"],
+    what:
+      "records sealed by version 3 no longer open after the upgrade to 4: each answers 500 until it expires",
+  },
+  {
+    id: "seal-label-headers-empty",
+    file: SEAL,
+    text: "const sealed = toBase64Url(await key.seal(clear, headers));",
+    replacement:
+      "const sealed = toBase64Url(await key.seal(clear, new Uint8Array(2)));",
+    tests: ["tests/seal_binding_test.ts", ...T.sealing],
+    what:
+      "the label's copy of the headers is not written: a record whose body a store dropped no longer opens",
   },
 ];
