@@ -14,7 +14,8 @@ import type * as NodeCrypto from "node:crypto";
 import { concatBytes } from "./_bytes.ts";
 
 type Bytes = Uint8Array<ArrayBuffer>;
-type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
+/** A `CryptoKey`, named so that Node's types find it too. */
+export type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
 
 /**
  * The largest input sealed or opened in line: past it, Deno's `node:crypto`

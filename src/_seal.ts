@@ -1,7 +1,8 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /** Sealed records, the `encryption` option (docs/architecture.md, Store contract). @module */
 
-import { type Aead, aesGcm, NODE_CRYPTO } from "./_aead.ts";
+import { type Aead, aesGcm, NODE_CRYPTO, type SealingKey } from "./_aead.ts";
+import { concatBytes } from "./_bytes.ts";
 import { decodeHeaders, encodeHeaders, toStoredResponse } from "./_record.ts";
 import type { StoredResponse } from "./store.ts";
 import { STORE_DROPPED } from "./stores/_shared.ts";
@@ -21,9 +22,6 @@ export const KEY_ID = /^[\x21-\x3a\x3c-\x7e]{1,32}$/;
 type Bytes = Uint8Array<ArrayBuffer>;
 const UTF8 = new TextEncoder();
 const TEXT = new TextDecoder();
-
-/** A `CryptoKey`, named so that Node's types find it too. */
-type SealingKey = Parameters<typeof crypto.subtle.encrypt>[1];
 
 /** Whether a record's header names are a seal's: one header, the seal. */
 export function isSealed(headerNames: readonly string[]): boolean {
@@ -255,11 +253,10 @@ async function openParts(
 
 /** A version 4 body's plain text: the header list's length (4 bytes, big-endian), the list, the body. */
 function framed(headers: Bytes, body: Bytes): Bytes {
-  const out = new Uint8Array(4 + headers.byteLength + body.byteLength);
-  new DataView(out.buffer).setUint32(0, headers.byteLength);
-  out.set(headers, 4);
-  out.set(body, 4 + headers.byteLength);
-  return out;
+  const length = new Uint8Array(4);
+  new DataView(length.buffer).setUint32(0, headers.byteLength);
+  const parts = [length, headers, body];
+  return concatBytes(parts, 4 + headers.byteLength + body.byteLength);
 }
 
 /** What {@linkcode framed} joined, or `null` when its length runs past its end. */
