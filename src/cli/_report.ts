@@ -240,7 +240,7 @@ function peekText(label: string, peek: KeyInspection): string[] {
         "body",
         peek.bodyBytes === null
           ? `not recorded (${peek.omitted ?? "omitted"})`
-          : `${peek.bodyBytes} bytes`,
+          : `${peek.bodyBytes} bytes${hidden ? " as stored, sealed" : ""}`,
       ],
       ["claimed", time(peek.claimedAt)],
     );

@@ -95,6 +95,11 @@ async function exercise(store: IdempotencyStore, args: string[]) {
     bare.stdout,
     /headers +sealed \(the encryption option\): names hidden/,
   );
+  // The stored size, not the response body's: version 4 holds the headers too.
+  assert.match(
+    bare.stdout,
+    /body +\d+ bytes as stored, sealed\n/,
+  );
   const bareJson = JSON.parse((await cli(0, ...a, "--json")).stdout);
   assert.equal(bareJson.state, "completed");
   assert.equal(bareJson.sealed, true);
@@ -108,6 +113,7 @@ async function exercise(store: IdempotencyStore, args: string[]) {
     /state +completed: retries get this answer \(sealed under key id "k1"; it opens with the keys given\)/,
   );
   assert.match(right.stdout, /headers +content-type, x-order/);
+  assert.match(right.stdout, /body +\d+ bytes\n/);
   assert.match(right.stdout, /body +14 bytes/);
   const rightJson = JSON.parse(
     (await cli(0, ...a, ...rotated, "--json")).stdout,
