@@ -176,9 +176,12 @@ Deno.test("advertiseLifetime on a response whose headers are immutable (Response
 async function once(options: Omit<IdempotencyOptions, "scope">) {
   const lines: string[] = [];
   const log = recorder();
-  const store = new MemoryStore();
+  // The store reads the same fake time: a 1 ms ttl must not lapse on a
+  // loaded machine between the answer and the peek.
+  const clock = new FakeClock();
+  const store = new MemoryStore({ clock: () => clock.now() });
   let runs = 0;
-  const guarded = idempotencyOn(new FakeClock(), () => {
+  const guarded = idempotencyOn(clock, () => {
     runs++;
     return new Response("ran");
   }, {

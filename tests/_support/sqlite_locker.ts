@@ -1,9 +1,10 @@
 // Copyright 2026 the @idempotent/http authors. MIT license.
 /**
  * Another process holding an SQLite file's write lock: opens PATH, prints
- * `ready`; on a line from stdin runs `BEGIN EXCLUSIVE` (waiting up to 10 s
- * for the lock) and prints `locked`; on the next line rolls back, prints
- * `released <ms the lock was held>` and exits.
+ * `ready`; on a line from stdin runs `BEGIN EXCLUSIVE` (waiting up to 60 s
+ * for the lock, which the store under load takes all the while) and prints
+ * `locked`; on the next line rolls back, prints `released <ms the lock was
+ * held>` and exits.
  *
  *     deno run --allow-read --allow-write tests/_support/sqlite_locker.ts PATH
  *
@@ -11,7 +12,7 @@
  */
 import { DatabaseSync } from "node:sqlite";
 
-const db = new DatabaseSync(Deno.args[0]!, { timeout: 10_000 });
+const db = new DatabaseSync(Deno.args[0]!, { timeout: 60_000 });
 const stdin = Deno.stdin.readable.getReader();
 // deno-lint-ignore no-console
 console.log("ready");

@@ -65,6 +65,7 @@ Deno.test("faults: SqliteStore with its file locked by another process past busy
         await waitFor(
           "store errors while the file is locked",
           () => storeErrors() >= before + 5,
+          60_000, // a bound, not a wait: each blocked write stops the loop
         );
         await locker.send();
         const released = await locker.line();
