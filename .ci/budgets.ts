@@ -84,8 +84,11 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
   /** Target 1,100. */
   "stores/kv": 1_295,
   "stores/failover": 522,
-  /** Target 400. */
-  "stores/memory": 416,
+  /**
+   * Target 400. Raised by 4: records with one header list share one string
+   * of it, 10 % less heap a record (bench/README.md, How cost grows).
+   */
+  "stores/memory": 420,
   /** `src/client/`. Target 630. Raised by 1: it reads the core's defaults. */
   client: 640,
   /**

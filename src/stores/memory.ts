@@ -110,6 +110,7 @@ export class MemoryStore implements IdempotencyStore {
   #withBody = new Heap<Done>((done) => done.deadline);
   #bodiless = new Heap<Done>((done) => done.deadline);
   #bytes = 0;
+  #headers = "";
   #maxEntries: number;
   #maxBytes: number;
   #clock: () => number;
@@ -187,7 +188,10 @@ export class MemoryStore implements IdempotencyStore {
     if (claim === undefined) return "lost";
     this.#claims.remove(claim);
     const { status, body, omitted } = response;
-    const headers = JSON.stringify(response.headers);
+    // Records with one header list share one string of it: less heap.
+    const json = JSON.stringify(response.headers);
+    if (json !== this.#headers) this.#headers = json;
+    const headers = this.#headers;
     const { fingerprint, deadline } = claim;
     const bytes = claim.bytes + headers.length;
     const done = new Done(slot, fingerprint, deadline, bytes, status, headers);
