@@ -43,12 +43,14 @@ async function floor(request: Request): Promise<Response> {
 }
 
 /**
- * What a replay costs the platform, without a hash or a store: the body
+ * What a replay costs the platform, without a hash or a store: its key's
+ * header read (which makes `Deno.serve` copy the header list), the body
  * read and bounded as the middleware reads it (a replay must read it, to
  * compare its fingerprint), and the replay built from a record in memory as the
  * middleware builds it.
  */
 async function replayFloor(request: Request): Promise<Response> {
+  request.headers.get("idempotency-key");
   const body = await readBody(request, 1_048_576);
   if (!(body instanceof Uint8Array)) throw new Error("unread body");
   return replay(record, "idempotent-replayed", NONE);

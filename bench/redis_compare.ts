@@ -25,6 +25,10 @@
  *   complete script by `EVALSHA`, a replay the `SET … NX PX ttl GET` that
  *   answers a completed record. What RedisStore could reach if its
  *   JavaScript cost nothing. The same on ioredis, on a connection of its own.
+ * - floor + hashes: the node-redis floor after the slot's and the
+ *   fingerprint's SHA-256 (as every subject of `storeSubject` pays), its
+ *   replies as bytes: what RedisStore could reach if its own code (claim,
+ *   records, decode, deadlines) cost nothing.
  *
  * @module
  */
@@ -36,6 +40,8 @@ import { Redis } from "ioredis";
 import { RedisStore } from "../src/stores/redis.ts";
 import { SCRIPTS } from "../src/stores/_redis_scripts.ts";
 import { sha256Hex } from "../src/_sha256.ts";
+import { requestFingerprint, slotOf } from "../src/fingerprint.ts";
+import { Buffer } from "node:buffer";
 import {
   completedRecord,
   inFlightRecord,
@@ -136,6 +142,33 @@ async function subjects(): Promise<Subject[]> {
     fresh: floorFresh,
     prime: floorFresh,
     replay: (key) => floorClaim(`${run}:floor:${key}`, floorFlight),
+    close: () => {},
+  });
+
+  // The floor with what RedisStore cannot skip around its commands: the slot
+  // and the fingerprint hashed as storeSubject hashes them, and replies as
+  // bytes (the typeMapping RedisStore asks node-redis for).
+  const BYTES = { typeMapping: { 36: Buffer } };
+  const hashed = (key: string) => {
+    slotOf("scope", key);
+    requestFingerprint("POST", "http://app.test/pay", BODY_BYTES);
+    return `${run}:hfloor:${key}`;
+  };
+  const set = (k: string) => ["SET", k, floorFlight, "NX", "PX", ttl, "GET"];
+  const hashedFresh = async (key: string) => {
+    const k = hashed(key);
+    await nodeRedis.sendCommand(set(k), BYTES);
+    const complete = ["EVALSHA", sha, "1", k, floorToken, floorRecord];
+    const done = await nodeRedis.sendCommand(complete, BYTES);
+    if (Number(done) !== 1) throw new Error(`floor: complete ${done}`);
+  };
+  list.push({
+    name: "floor + hashes (node-redis)",
+    what: "the floor's commands, byte replies, after the two hashes",
+    address: () => clientAddress(nodeSend),
+    fresh: hashedFresh,
+    prime: hashedFresh,
+    replay: (key) => nodeRedis.sendCommand(set(hashed(key)), BYTES),
     close: () => {},
   });
 
@@ -371,6 +404,21 @@ if (ours && floor) {
       (ours.freshRps / floor.freshRps).toFixed(2)
     }×, replay ${(ours.replayRps / floor.replayRps).toFixed(2)}×`,
   );
+}
+const hashedFloor = rows.find((r) => r.name.startsWith("floor + hashes"));
+if (ours && hashedFloor) {
+  console.log(
+    `RedisStore (node-redis) calls/s against its commands and hashes: fresh ${
+      (ours.freshRps / hashedFloor.freshRps).toFixed(2)
+    }×, replay ${(ours.replayRps / hashedFloor.replayRps).toFixed(2)}×`,
+  );
+  for (const p of peers) {
+    console.log(
+      `  the commands and hashes against ${p.name}: fresh ${
+        (hashedFloor.freshRps / p.freshRps).toFixed(2)
+      }×, replay ${(hashedFloor.replayRps / p.replayRps).toFixed(2)}×`,
+    );
+  }
 }
 const oursIo = rows.find((r) => r.name === "RedisStore (ioredis)");
 const floorIo = rows.find((r) =>
