@@ -2,8 +2,8 @@
 /**
  * The requests a guard hands its handler under a claim, so that a store's
  * transactional wrapper refuses one another store claimed and gives one no
- * store claimed its own (docs/architecture.md, Transactional handlers): by a
- * property, as a `WeakSet` hashed each rebuilt request (~2 µs). @module
+ * store claimed its own (docs/architecture.md, Transactional handlers); marked
+ * by a property, not a `WeakSet`, which hashed each request (~2 µs). @module
  */
 
 const CLAIMED = Symbol("claimed");
