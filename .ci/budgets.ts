@@ -102,7 +102,12 @@ export const ROOM_LINES: Readonly<Record<string, number>> = {
    * and the help).
    */
   cli: 1_256,
-  testing: 1_100,
+  /**
+   * Target 1,100. Raised by 4: the expiry case of `stats()` times a count
+   * first, so that its records outlive a scan of a shared Redis holding a
+   * million keys (CI saw the count take seconds).
+   */
+  testing: 1_104,
   otel: 300,
   /** Target 160. */
   hono: 153,
