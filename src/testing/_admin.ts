@@ -2,6 +2,7 @@
 /** The cases on `peek`, `forget` and `stats` (docs/architecture.md, Inspect and forget). @module */
 
 import assert from "node:assert/strict";
+import { SYSTEM_CLOCK } from "../_async.ts";
 import { acquired, type ConformanceCase, pattern, plain } from "./_context.ts";
 import type { PeekResult, StoredResponse, StoreStats } from "../store.ts";
 
@@ -177,13 +178,12 @@ export const ADMIN_CASES: readonly ConformanceCase[] = [
       "stats() counts no record past its TTL, deleted yet or not, and forget() of one is absent",
     needs: ["stats", "forget"],
     async run({ store, lease, opts, stats, forget, claimed, elapse }) {
-      // Expired is absent: a store that deletes lazily (PostgreSQL before
-      // sweep(), KV, MemoryStore) still holds the rows. Another case's record
-      // expiring meanwhile moves the counts too: then they are taken again.
-      // Records that outlive three counts: a scan of a shared server is slow.
-      const since = performance.now();
+      // Expired is absent, deleted or not (PostgreSQL before sweep(), KV,
+      // MemoryStore); another case's record expiring retakes the counts. The
+      // records outlive three counts, a scan of a shared server being slow.
+      const since = SYSTEM_CLOCK.now();
       await stats();
-      const ttlMs = Math.max(lease, Math.ceil(3 * (performance.now() - since)));
+      const ttlMs = Math.max(lease, 3 * (SYSTEM_CLOCK.now() - since));
       const short = { leaseMs: ttlMs, ttlMs };
       let seen: [StoreStats, StoreStats] | undefined;
       let slots: string[] = [];
